@@ -1,0 +1,43 @@
+# Thin wrapper over CMake for the README's two commands and CI. Everything real lives in CMakeLists.txt.
+BUILD ?= build
+SAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build run test test-c test-python test-sanitize install clean
+
+all: build
+
+deps:
+	@bash scripts/setup.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# The main job on the built-in default workload.
+run: build
+	@./$(BUILD)/cli/attn run
+
+test-c: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-python: build
+	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
+	  ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python python3 -m pytest -q tests/python; \
+	fi
+
+# Every test: C suites (ctest) and the Python suite (pytest).
+test: test-c test-python
+
+# The C suites again under AddressSanitizer + UndefinedBehaviorSanitizer (debug build).
+test-sanitize: deps
+	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE="address;undefined" $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(SAN_BUILD) -j $(JOBS)
+	@cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -LE slow
+
+install: build
+	@cmake --install $(BUILD)
+
+clean:
+	@rm -rf $(BUILD) $(SAN_BUILD)

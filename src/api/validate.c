@@ -1,0 +1,102 @@
+/*
+ * validate.c — shared option/mask/overlap validation for the entry points.
+ */
+#include "api/validate.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+attn_status attn_opts_resolve(const attn_params *params, int64_t num_heads, int64_t head_size, int allow_masks,
+                              attn_opts *opts) {
+    attn_params def;
+    if (!params) {
+        attn_params_init(&def);
+        params = &def;
+    }
+    ATTN_CHECK(isfinite(params->softmax_scale), ATTN_STATUS_INVALID_ARGUMENT,
+               "params.softmax_scale=%g is not finite", (double)params->softmax_scale);
+    ATTN_CHECK(params->causal >= ATTN_CAUSAL_NONE && params->causal <= ATTN_CAUSAL_TOP_LEFT,
+               ATTN_STATUS_INVALID_ARGUMENT, "params.causal=%d is not an attn_causal value", (int)params->causal);
+    ATTN_CHECK(params->window_left >= -1, ATTN_STATUS_INVALID_ARGUMENT,
+               "params.window_left=%d, expected >= -1 (-1 = unbounded)", (int)params->window_left);
+    ATTN_CHECK(params->window_right >= -1, ATTN_STATUS_INVALID_ARGUMENT,
+               "params.window_right=%d, expected >= -1 (-1 = unbounded)", (int)params->window_right);
+    ATTN_CHECK(isfinite(params->softcap) && params->softcap >= 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
+               "params.softcap=%g, expected a finite value >= 0 (0 = off)", (double)params->softcap);
+    if (params->alibi_slopes)
+        for (int64_t h = 0; h < num_heads; h++)
+            ATTN_CHECK(isfinite(params->alibi_slopes[h]), ATTN_STATUS_INVALID_ARGUMENT,
+                       "params.alibi_slopes[%lld]=%g is not finite", (long long)h, (double)params->alibi_slopes[h]);
+    if (params->sinks)
+        for (int64_t h = 0; h < num_heads; h++)
+            ATTN_CHECK(isfinite(params->sinks[h]), ATTN_STATUS_INVALID_ARGUMENT,
+                       "params.sinks[%lld]=%g is not finite", (long long)h, (double)params->sinks[h]);
+    ATTN_CHECK(allow_masks || (!params->mask && !params->key_padding_mask), ATTN_STATUS_UNSUPPORTED,
+               "params.mask / params.key_padding_mask: not supported by this entry point");
+    opts->softmax_scale =
+        params->softmax_scale != 0.0f ? params->softmax_scale : (float)(1.0 / sqrt((double)head_size));
+    opts->causal = params->causal;
+    opts->window_left = params->window_left;
+    opts->window_right = params->window_right;
+    opts->softcap = params->softcap;
+    opts->alibi_slopes = params->alibi_slopes;
+    opts->sinks = params->sinks;
+    opts->mask = params->mask;
+    opts->key_padding_mask = params->key_padding_mask;
+    return ATTN_STATUS_OK;
+}
+
+static attn_status attn_check_bool(const attn_tensor *t, const char *name) {
+    ATTN_CHECK(t->dtype == ATTN_DTYPE_BOOL || t->dtype == ATTN_DTYPE_U8, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: dtype %s, expected bool or u8", name, attn_dtype_name(t->dtype));
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_validate_masks(const attn_opts *opts, int64_t batch, int64_t num_heads, int64_t seq_q,
+                                int64_t seq_k) {
+    if (opts->mask) {
+        const attn_tensor *m = opts->mask;
+        ATTN_TRY(attn_tensor_check(m, "params.mask", -1, 0));
+        ATTN_TRY(attn_check_bool(m, "params.mask"));
+        ATTN_CHECK(m->ndim == 2 || m->ndim == 4, ATTN_STATUS_INVALID_ARGUMENT,
+                   "params.mask: ndim=%d, expected 4 ([B|1, H|1, Sq, Sk]) or 2 ([Sq, Sk])", (int)m->ndim);
+        const int32_t o = m->ndim - 2;
+        if (m->ndim == 4) {
+            ATTN_CHECK(m->shape[0] == 1 || m->shape[0] == batch, ATTN_STATUS_INVALID_ARGUMENT,
+                       "params.mask: shape[0]=%lld, expected 1 or batch=%lld", (long long)m->shape[0],
+                       (long long)batch);
+            ATTN_CHECK(m->shape[1] == 1 || m->shape[1] == num_heads, ATTN_STATUS_INVALID_ARGUMENT,
+                       "params.mask: shape[1]=%lld, expected 1 or num_heads=%lld", (long long)m->shape[1],
+                       (long long)num_heads);
+        }
+        ATTN_TRY(attn_tensor_check_dim(m, "params.mask", o, seq_q, "seq_q"));
+        ATTN_TRY(attn_tensor_check_dim(m, "params.mask", o + 1, seq_k, "seq_k"));
+    }
+    if (opts->key_padding_mask) {
+        const attn_tensor *m = opts->key_padding_mask;
+        ATTN_TRY(attn_tensor_check(m, "params.key_padding_mask", 2, 0));
+        ATTN_TRY(attn_check_bool(m, "params.key_padding_mask"));
+        ATTN_TRY(attn_tensor_check_dim(m, "params.key_padding_mask", 0, batch, "batch"));
+        ATTN_TRY(attn_tensor_check_dim(m, "params.key_padding_mask", 1, seq_k, "seq_k"));
+    }
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_validate_no_overlap(const attn_tensor *out, const char *out_name, const attn_tensor *const *ins,
+                                     const char *const *in_names, int n) {
+    for (int i = 0; i < n; i++)
+        if (ins[i])
+            ATTN_CHECK(!attn_tensor_overlap(out, ins[i]), ATTN_STATUS_INVALID_ARGUMENT,
+                       "%s: overlaps %s in memory", out_name, in_names[i]);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_validate_aligned(const attn_tensor *t, const char *name) {
+    size_t es = attn_dtype_size(t->dtype);
+    ATTN_CHECK(es <= 1 || ((uintptr_t)t->data % es) == 0, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: data pointer %p is not aligned to its element size %zu", name, t->data, es);
+    return ATTN_STATUS_OK;
+}

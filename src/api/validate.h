@@ -1,0 +1,27 @@
+/*
+ * validate.h — validation shared by the entry points: options, masks, output overlap. Each function sets
+ * the last-error message naming the argument and returns a status; none writes caller data.
+ */
+#ifndef ATTN_API_VALIDATE_H
+#define ATTN_API_VALIDATE_H
+
+#include "core/problem.h"
+
+/* Resolves params (NULL = defaults) into opts: softmax_scale finite (0 → 1/sqrt(head_size)), causal in the
+ * enum, windows >= −1, softcap finite and >= 0, alibi/sink values finite. Masks are copied but validated
+ * separately (attn_validate_masks); with allow_masks == 0 a mask is UNSUPPORTED. */
+attn_status attn_opts_resolve(const attn_params *params, int64_t num_heads, int64_t head_size, int allow_masks,
+                              attn_opts *opts);
+
+/* params->mask: bool/u8, 4-D [B|1, H|1, Sq, Sk] or 2-D [Sq, Sk]; key_padding_mask: bool/u8 [B, Sk]. */
+attn_status attn_validate_masks(const attn_opts *opts, int64_t batch, int64_t num_heads, int64_t seq_q,
+                                int64_t seq_k);
+
+/* `out` (named) must not overlap any of the inputs (NULL entries ignored). */
+attn_status attn_validate_no_overlap(const attn_tensor *out, const char *out_name, const attn_tensor *const *ins,
+                                     const char *const *in_names, int n);
+
+/* Data pointer aligned to the element size. */
+attn_status attn_validate_aligned(const attn_tensor *t, const char *name);
+
+#endif

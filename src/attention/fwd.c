@@ -1,0 +1,280 @@
+/*
+ * fwd.c — the attention driver: FlashAttention-2 tiling with query rows in lanes, fixed kv tiles and
+ * fixed split-KV partitions folded in order (see fwd.h for the invariance argument). It owns structure
+ * only; all arithmetic on tiles runs in the kernel table. It does not allocate.
+ */
+#include "attention/fwd.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "attention/mask.h"
+#include "parallel/parallel.h"
+
+#define ATTN_LOG2E 1.4426950408889634
+#define ATTN_LN2 0.6931471805599453
+
+/* ---------------------------------------------------------------------------------------------
+ * Scratch
+ * --------------------------------------------------------------------------------------------- */
+#define ATTN_QT_FLOATS (ATTN_HEAD_SIZE_MAX * ATTN_QB)
+#define ATTN_S_FLOATS (ATTN_KV_TILE * ATTN_QB)
+#define ATTN_TILE_FLOATS (ATTN_KV_TILE * ATTN_HEAD_SIZE_MAX)
+
+size_t attn_fwd_scratch_bytes(void) {
+    size_t floats = ATTN_QT_FLOATS + ATTN_S_FLOATS + 2 * (ATTN_QT_FLOATS + 2 * ATTN_QB) + 2 * ATTN_TILE_FLOATS +
+                    ATTN_HEAD_SIZE_MAX;
+    size_t bytes = floats * sizeof(float) + 2 * ATTN_KV_TILE * sizeof(float *);
+    return (bytes + 63) & ~(size_t)63;
+}
+
+void attn_fwd_scratch_carve(void *base, attn_fwd_scratch *sc) {
+    float *f = (float *)base;
+    sc->q_t = f, f += ATTN_QT_FLOATS;
+    sc->s = f, f += ATTN_S_FLOATS;
+    sc->o_part = f, f += ATTN_QT_FLOATS;
+    sc->m_part = f, f += ATTN_QB;
+    sc->l_part = f, f += ATTN_QB;
+    sc->o_acc = f, f += ATTN_QT_FLOATS;
+    sc->m_acc = f, f += ATTN_QB;
+    sc->l_acc = f, f += ATTN_QB;
+    sc->k_tile = f, f += ATTN_TILE_FLOATS;
+    sc->v_tile = f, f += ATTN_TILE_FLOATS;
+    sc->row_tmp = f, f += ATTN_HEAD_SIZE_MAX;
+    sc->k_rows = (const float **)(void *)f;
+    sc->v_rows = sc->k_rows + ATTN_KV_TILE;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Blocks
+ * --------------------------------------------------------------------------------------------- */
+void attn_fwd_shape_of(const attn_problem *p, attn_fwd_shape *sh) {
+    sh->group = p->num_heads / p->num_kv_heads;
+    sh->heads_per_block = sh->group < ATTN_QB ? sh->group : ATTN_QB;
+    sh->head_chunks = (sh->group + sh->heads_per_block - 1) / sh->heads_per_block;
+    sh->tokens_per_block = ATTN_QB / sh->heads_per_block;
+    if (sh->tokens_per_block < 1) sh->tokens_per_block = 1;
+}
+
+void attn_fwd_block_init(const attn_problem *p, const attn_fwd_shape *sh, const attn_seq_view *seq,
+                         int64_t kv_head, int64_t head_chunk, int64_t token_block, attn_fwd_block *blk) {
+    blk->seq = *seq;
+    blk->kv_head = kv_head;
+    blk->num_rows = 0;
+    blk->key_lo = seq->seq_k;
+    blk->key_hi = 0;
+    const int64_t h0 = kv_head * sh->group + head_chunk * sh->heads_per_block;
+    int64_t h1 = h0 + sh->heads_per_block;
+    if (h1 > (kv_head + 1) * sh->group) h1 = (kv_head + 1) * sh->group;
+    const int64_t t0 = token_block * sh->tokens_per_block;
+    int64_t t1 = t0 + sh->tokens_per_block;
+    if (t1 > seq->seq_q) t1 = seq->seq_q;
+    for (int64_t i = t0; i < t1; i++) {
+        const int64_t pos = attn_mask_query_pos(p, seq, i);
+        int64_t lo, hi;
+        attn_mask_row_range(p, pos, seq->seq_k, &lo, &hi);
+        for (int64_t h = h0; h < h1; h++) {
+            const int32_t r = blk->num_rows++;
+            blk->row_token[r] = i;
+            blk->row_head[r] = h;
+            blk->row_pos[r] = pos;
+            blk->row_lo[r] = lo;
+            blk->row_hi[r] = hi;
+            if (lo < hi) {
+                if (lo < blk->key_lo) blk->key_lo = lo;
+                if (hi > blk->key_hi) blk->key_hi = hi;
+            }
+        }
+    }
+}
+
+static int attn_fwd_fold_log2e(const attn_problem *p) { return p->opts.softcap <= 0.0f; }
+
+void attn_fwd_pack_q(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                     attn_fwd_scratch *sc) {
+    const int64_t D = p->head_size;
+    const float qscale =
+        attn_fwd_fold_log2e(p) ? (float)((double)p->opts.softmax_scale * ATTN_LOG2E) : p->opts.softmax_scale;
+    memset(sc->q_t, 0, (size_t)D * ATTN_QB * sizeof(float));
+    for (int32_t r = 0; r < blk->num_rows; r++) {
+        const char *src = blk->seq.q + blk->row_token[r] * blk->seq.q_row_stride +
+                          blk->row_head[r] * blk->seq.q_head_stride;
+        kern->cvt_to_f32(src, p->q_dtype, sc->row_tmp, D);
+        for (int64_t d = 0; d < D; d++) sc->q_t[d * ATTN_QB + r] = sc->row_tmp[d] * qscale;
+    }
+}
+
+void attn_fwd_partitions(const attn_fwd_block *blk, int64_t *first, int64_t *last) {
+    if (blk->key_lo >= blk->key_hi) {
+        *first = *last = 0;
+        return;
+    }
+    *first = blk->key_lo / ATTN_KV_PARTITION;
+    *last = (blk->key_hi + ATTN_KV_PARTITION - 1) / ATTN_KV_PARTITION;
+}
+
+void attn_fwd_state_reset(int64_t head_size_v, float *m, float *l, float *o) {
+    for (int r = 0; r < ATTN_QB; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+    memset(o, 0, (size_t)head_size_v * ATTN_QB * sizeof(float));
+}
+
+/* Soft-cap and ALiBi on a score tile of keys [a, b); scores arrive as scale·q·k (soft-cap) or in log2
+ * units (no soft-cap) and leave in log2 units. */
+static void attn_fwd_logits(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, float *s) {
+    const float cap = p->opts.softcap;
+    const float *slopes = p->opts.alibi_slopes;
+    if (cap > 0.0f) {
+        const float inv_cap = 1.0f / cap;
+        const float cap_log2e = (float)((double)cap * ATTN_LOG2E);
+        for (int64_t k = 0; k < b - a; k++)
+            for (int32_t r = 0; r < blk->num_rows; r++)
+                s[k * ATTN_QB + r] = cap_log2e * tanhf(s[k * ATTN_QB + r] * inv_cap);
+    }
+    if (slopes) {
+        for (int32_t r = 0; r < blk->num_rows; r++) {
+            const float slope_log2e = (float)((double)slopes[blk->row_head[r]] * ATTN_LOG2E);
+            for (int64_t j = a; j < b; j++) {
+                const int64_t dist = blk->row_pos[r] > j ? blk->row_pos[r] - j : j - blk->row_pos[r];
+                s[(j - a) * ATTN_QB + r] -= slope_log2e * (float)dist;
+            }
+        }
+    }
+}
+
+/* Row pointers of keys [a, b) as float32: in place for f32 input, converted into `tile` otherwise. */
+static void attn_fwd_rows(const struct attn_kernels *kern, const attn_seq_view *seq, attn_dtype dtype,
+                          int is_v, int64_t g, int64_t a, int64_t b, int64_t width, float *tile,
+                          const float **rows) {
+    for (int64_t j = a; j < b; j++) {
+        const char *src = is_v ? attn_seq_v_row(seq, j, g) : attn_seq_k_row(seq, j, g);
+        if (dtype == ATTN_DTYPE_F32) {
+            rows[j - a] = (const float *)(const void *)src;
+        } else {
+            float *dst = tile + (j - a) * ATTN_HEAD_SIZE_MAX;
+            kern->cvt_to_f32(src, dtype, dst, width);
+            rows[j - a] = dst;
+        }
+    }
+}
+
+void attn_fwd_partition(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                        attn_fwd_scratch *sc, int64_t part, float *m, float *l, float *o) {
+    attn_fwd_state_reset(p->head_size_v, m, l, o);
+    int64_t lo = part * ATTN_KV_PARTITION, hi = lo + ATTN_KV_PARTITION;
+    if (lo < blk->key_lo) lo = blk->key_lo;
+    if (hi > blk->key_hi) hi = blk->key_hi;
+    if (lo >= hi) return;
+    const int64_t nr = blk->num_rows;
+    const int no_post = p->opts.softcap <= 0.0f && p->opts.alibi_slopes == NULL;
+    for (int64_t t0 = (lo / ATTN_KV_TILE) * ATTN_KV_TILE; t0 < hi; t0 += ATTN_KV_TILE) {
+        const int64_t a = t0 > lo ? t0 : lo;
+        const int64_t b = t0 + ATTN_KV_TILE < hi ? t0 + ATTN_KV_TILE : hi;
+        attn_fwd_rows(kern, &blk->seq, p->kv_dtype, 0, blk->kv_head, a, b, p->head_size, sc->k_tile, sc->k_rows);
+        kern->qk_tile(sc->q_t, nr, p->head_size, sc->k_rows, b - a, sc->s);
+        if (!no_post) attn_fwd_logits(p, blk, a, b, sc->s);
+        if (!attn_mask_tile_is_full(p, blk, a, b)) attn_mask_apply(p, blk, a, b, sc->s);
+        kern->softmax_tile(sc->s, b - a, nr, m, l, o, p->head_size_v);
+        attn_fwd_rows(kern, &blk->seq, p->kv_dtype, 1, blk->kv_head, a, b, p->head_size_v, sc->v_tile,
+                      sc->v_rows);
+        kern->pv_tile(sc->s, b - a, nr, sc->v_rows, p->head_size_v, o);
+    }
+}
+
+void attn_fwd_fold(int64_t num_rows, int64_t head_size_v, float *m_acc, float *l_acc, float *o_acc,
+                   const float *m, const float *l, const float *o) {
+    float wa[ATTN_QB], wb[ATTN_QB];
+    for (int64_t r = 0; r < num_rows; r++) {
+        const float mm = m_acc[r] > m[r] ? m_acc[r] : m[r];
+        if (mm == -INFINITY) { /* both empty: stays empty */
+            wa[r] = 1.0f;
+            wb[r] = 0.0f;
+            continue;
+        }
+        wa[r] = m_acc[r] == -INFINITY ? 0.0f : exp2f(m_acc[r] - mm);
+        wb[r] = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - mm);
+        m_acc[r] = mm;
+        l_acc[r] = wa[r] * l_acc[r] + wb[r] * l[r];
+    }
+    for (int64_t d = 0; d < head_size_v; d++)
+        for (int64_t r = 0; r < num_rows; r++)
+            o_acc[d * ATTN_QB + r] = wa[r] * o_acc[d * ATTN_QB + r] + wb[r] * o[d * ATTN_QB + r];
+}
+
+void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                       attn_fwd_scratch *sc, const float *m, const float *l, const float *o) {
+    const int64_t Dv = p->head_size_v;
+    for (int32_t r = 0; r < blk->num_rows; r++) {
+        const int64_t h = blk->row_head[r];
+        double mm = m[r], ll = l[r];
+        if (p->opts.sinks) { /* the sink is one more logit in the denominator, without a value row */
+            const double sink = (double)p->opts.sinks[h] * ATTN_LOG2E;
+            const double top = mm > sink ? mm : sink;
+            ll = (ll > 0.0 ? ll * exp2(mm - top) : 0.0) + exp2(sink - top);
+            mm = top;
+        }
+        const float inv = ll > 0.0 ? (float)(exp2((double)m[r] - mm) / ll) : 0.0f;
+        for (int64_t d = 0; d < Dv; d++) sc->row_tmp[d] = l[r] > 0.0f ? o[d * ATTN_QB + r] * inv : 0.0f;
+        char *dst = blk->seq.out + blk->row_token[r] * blk->seq.out_row_stride + h * blk->seq.out_head_stride;
+        kern->cvt_from_f32(sc->row_tmp, p->out_dtype, dst, Dv);
+        if (blk->seq.lse) {
+            const float lse = ll > 0.0 ? (float)((mm + log2(ll)) * ATTN_LN2) : -INFINITY;
+            blk->seq.lse[blk->row_token[r] * blk->seq.lse_row_stride + h * blk->seq.lse_head_stride] = lse;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Whole-problem execution
+ * --------------------------------------------------------------------------------------------- */
+typedef struct attn_fwd_job {
+    const attn_problem *p;
+    const attn_exec *ex;
+    attn_fwd_shape sh;
+    int64_t max_blocks; /* token blocks of the longest sequence */
+} attn_fwd_job;
+
+static void attn_fwd_item(void *arg, int64_t item, int32_t tid) {
+    const attn_fwd_job *job = (const attn_fwd_job *)arg;
+    const attn_problem *p = job->p;
+    const int64_t per_seq = p->num_kv_heads * job->sh.head_chunks * job->max_blocks;
+    const int64_t seq_idx = item / per_seq;
+    int64_t rem = item % per_seq;
+    const int64_t token_block = job->max_blocks - 1 - rem % job->max_blocks; /* long causal blocks first */
+    rem /= job->max_blocks;
+    const int64_t head_chunk = rem % job->sh.head_chunks;
+    const int64_t kv_head = rem / job->sh.head_chunks;
+
+    attn_seq_view seq;
+    p->get_seq(p, seq_idx, &seq);
+    if (token_block * job->sh.tokens_per_block >= seq.seq_q) return;
+
+    attn_fwd_scratch sc;
+    attn_fwd_scratch_carve(job->ex->scratch + (size_t)tid * attn_fwd_scratch_bytes(), &sc);
+    attn_fwd_block blk;
+    attn_fwd_block_init(p, &job->sh, &seq, kv_head, head_chunk, token_block, &blk);
+    const struct attn_kernels *kern = job->ex->kern;
+    attn_fwd_pack_q(p, kern, &blk, &sc);
+    attn_fwd_state_reset(p->head_size_v, sc.m_acc, sc.l_acc, sc.o_acc);
+    int64_t first, last;
+    attn_fwd_partitions(&blk, &first, &last);
+    for (int64_t part = first; part < last; part++) {
+        attn_fwd_partition(p, kern, &blk, &sc, part, sc.m_part, sc.l_part, sc.o_part);
+        attn_fwd_fold(blk.num_rows, p->head_size_v, sc.m_acc, sc.l_acc, sc.o_acc, sc.m_part, sc.l_part,
+                      sc.o_part);
+    }
+    attn_fwd_finalize(p, kern, &blk, &sc, sc.m_acc, sc.l_acc, sc.o_acc);
+}
+
+void attn_fwd_run(const attn_problem *p, const attn_exec *ex) {
+    attn_fwd_job job;
+    job.p = p;
+    job.ex = ex;
+    attn_fwd_shape_of(p, &job.sh);
+    job.max_blocks = (p->max_seq_q + job.sh.tokens_per_block - 1) / job.sh.tokens_per_block;
+    if (job.max_blocks == 0 || p->num_seqs == 0) return;
+    const int64_t n = p->num_seqs * p->num_kv_heads * job.sh.head_chunks * job.max_blocks;
+    attn_parallel_for(ex->num_threads, n, attn_fwd_item, &job);
+}

@@ -1,0 +1,100 @@
+/*
+ * fwd.h — the ISA-independent attention driver (the BLIS "framework" layer, STYLE.md R5): query blocks,
+ * GQA head stacking, kv tiles and fixed split-KV partitions, mask/soft-cap/ALiBi application, the
+ * fixed-order fold of partition states, and the final normalisation. Kernels are reached only through
+ * the table in attn_exec. Dense, packed and paged calls all run through attn_fwd_run (or the block-level
+ * functions below, which the paged split-KV executor composes), so a row's bits depend only on its own
+ * sequence: tiles and partitions sit at absolute key positions (multiples of ATTN_KV_TILE and
+ * ATTN_KV_PARTITION) and partition states are folded left in ascending order.
+ */
+#ifndef ATTN_ATTENTION_FWD_H
+#define ATTN_ATTENTION_FWD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/problem.h"
+#include "kernels/kernels.h"
+
+/* Per-thread scratch, carved from one fixed-size slice per thread (no allocation while computing). */
+typedef struct attn_fwd_scratch {
+    float *q_t;          /* [ATTN_HEAD_SIZE_MAX][ATTN_QB]  packed, pre-scaled query block        */
+    float *s;            /* [ATTN_KV_TILE][ATTN_QB]        scores → P                            */
+    float *o_part;       /* [ATTN_HEAD_SIZE_MAX][ATTN_QB]  partition accumulator                 */
+    float *m_part;       /* [ATTN_QB]                                                           */
+    float *l_part;       /* [ATTN_QB]                                                           */
+    float *o_acc;        /* [ATTN_HEAD_SIZE_MAX][ATTN_QB]  folded accumulator                    */
+    float *m_acc;        /* [ATTN_QB]                                                           */
+    float *l_acc;        /* [ATTN_QB]                                                           */
+    float *k_tile;       /* [ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX] converted K rows (f16/bf16 input) */
+    float *v_tile;       /* [ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX] converted V rows                  */
+    float *row_tmp;      /* [ATTN_HEAD_SIZE_MAX]                                                 */
+    const float **k_rows; /* [ATTN_KV_TILE]                                                     */
+    const float **v_rows; /* [ATTN_KV_TILE]                                                     */
+} attn_fwd_scratch;
+
+/* Bytes of scratch one thread needs (a multiple of 64). */
+size_t attn_fwd_scratch_bytes(void);
+/* Carves a thread's slice (64-byte aligned `base` of attn_fwd_scratch_bytes()). */
+void attn_fwd_scratch_carve(void *base, attn_fwd_scratch *sc);
+
+typedef struct attn_exec {
+    const struct attn_kernels *kern;
+    int32_t num_threads;
+    char *scratch;       /* num_threads slices of attn_fwd_scratch_bytes(), 64-byte aligned */
+} attn_exec;
+
+/* A block of up to ATTN_QB query rows of one sequence sharing one kv head: tokens × heads stacked. */
+typedef struct attn_fwd_block {
+    attn_seq_view seq;
+    int64_t kv_head;
+    int32_t num_rows;
+    int64_t row_token[ATTN_QB]; /* query row i within the sequence                              */
+    int64_t row_head[ATTN_QB];  /* query head h                                                 */
+    int64_t row_pos[ATTN_QB];   /* absolute position p_i (bottom-right, or i for top-left)      */
+    int64_t row_lo[ATTN_QB];    /* causal/window visible key range [row_lo, row_hi) of the row   */
+    int64_t row_hi[ATTN_QB];
+    int64_t key_lo, key_hi;     /* union of the rows' ranges (empty: key_lo >= key_hi)          */
+} attn_fwd_block;
+
+/* Block shape for a problem: heads per block, tokens per block, head chunks per kv head. */
+typedef struct attn_fwd_shape {
+    int64_t group;           /* num_heads / num_kv_heads                */
+    int64_t heads_per_block; /* min(group, ATTN_QB)                     */
+    int64_t head_chunks;     /* ceil(group / heads_per_block)           */
+    int64_t tokens_per_block;/* max(1, ATTN_QB / heads_per_block)       */
+} attn_fwd_shape;
+void attn_fwd_shape_of(const attn_problem *p, attn_fwd_shape *sh);
+
+/* Fills `blk` for kv head g, head chunk c and query-token block qb (tokens [qb·tpb, ...)) of `seq`. */
+void attn_fwd_block_init(const attn_problem *p, const attn_fwd_shape *sh, const attn_seq_view *seq,
+                         int64_t kv_head, int64_t head_chunk, int64_t token_block, attn_fwd_block *blk);
+
+/* Packs the block's queries into sc->q_t (pre-scaled). */
+void attn_fwd_pack_q(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                     attn_fwd_scratch *sc);
+
+/* Index range [first, last) of the partitions that intersect the block's visible keys. */
+void attn_fwd_partitions(const attn_fwd_block *blk, int64_t *first, int64_t *last);
+
+/* Computes partition `part` of the block from a fresh state into (m, l, o) ([ATTN_QB], [ATTN_QB],
+ * [head_size_v][ATTN_QB]); uses sc->q_t (packed), sc->s, sc->k_tile/v_tile, sc->k_rows/v_rows. */
+void attn_fwd_partition(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                        attn_fwd_scratch *sc, int64_t part, float *m, float *l, float *o);
+
+/* Resets a state to empty (m = −inf, l = 0, o = 0). */
+void attn_fwd_state_reset(int64_t head_size_v, float *m, float *l, float *o);
+
+/* acc ← fold(acc, part): the fixed merge rule of two unnormalised states (log2 units). */
+void attn_fwd_fold(int64_t num_rows, int64_t head_size_v, float *m_acc, float *l_acc, float *o_acc,
+                   const float *m, const float *l, const float *o);
+
+/* Normalises the folded state (with sinks) and writes the block's out rows and LSE. */
+void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                       attn_fwd_scratch *sc, const float *m, const float *l, const float *o);
+
+/* Runs a whole validated problem: items (sequence, kv head, head chunk, token block) in parallel,
+ * partitions of an item in ascending order. */
+void attn_fwd_run(const attn_problem *p, const attn_exec *ex);
+
+#endif

@@ -1,0 +1,25 @@
+/*
+ * mask.h — the driver's visibility rules (CONVENTIONS.md "Positions and masks"): the causal/window key
+ * range of a row, whether a tile needs per-element masking, and the per-element mask of a score tile.
+ * Adding a mask feature touches this file (and src/ref), never the kernels (STYLE.md).
+ */
+#ifndef ATTN_ATTENTION_MASK_H
+#define ATTN_ATTENTION_MASK_H
+
+#include "attention/fwd.h"
+
+/* Absolute position of query row i: bottom-right Sk − Sq + i, or i for top-left causal. */
+static inline int64_t attn_mask_query_pos(const attn_problem *p, const attn_seq_view *s, int64_t i) {
+    return p->opts.causal == ATTN_CAUSAL_TOP_LEFT ? i : s->seq_k - s->seq_q + i;
+}
+
+/* Causal/window visible key range [lo, hi) of a row at position pos (lo >= hi when empty). */
+void attn_mask_row_range(const attn_problem *p, int64_t pos, int64_t seq_k, int64_t *lo, int64_t *hi);
+
+/* 1 if keys [a, b) need no per-element masking for any row of the block. */
+int attn_mask_tile_is_full(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b);
+
+/* s[k][r] = −inf for every invisible (row r, key a + k), k < b − a. */
+void attn_mask_apply(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, float *s);
+
+#endif

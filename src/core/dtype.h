@@ -1,0 +1,90 @@
+/*
+ * dtype.h — scalar conversions between float32 and the 16-bit storage types (round to nearest even,
+ * NaN preserved, overflow to inf as IEEE). static inline so every ISA folder gets its own copy (R6).
+ * Vector row conversions used on hot paths live in the kernel tables, not here.
+ */
+#ifndef ATTN_CORE_DTYPE_H
+#define ATTN_CORE_DTYPE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "attn/attn.h"
+
+static inline uint32_t attn_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float attn_bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline float attn_bf16_to_f32(uint16_t h) { return attn_bits_f32((uint32_t)h << 16); }
+
+static inline uint16_t attn_f32_to_bf16(float f) {
+    uint32_t u = attn_f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline float attn_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    if (exp == 0x1f) return attn_bits_f32(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        if (man == 0) return attn_bits_f32(sign);
+        /* subnormal: man · 2^-24 */
+        float v = (float)man * 5.9604644775390625e-8f;
+        return sign ? -v : v;
+    }
+    return attn_bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+static inline uint16_t attn_f32_to_f16(float f) {
+    uint32_t u = attn_f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520 → inf */
+    if (a < 0x38800000u) {                                    /* below 2^-14: subnormal or zero */
+        if (a < 0x33000000u) return sign;                     /* < 2^-25 rounds to 0 */
+        uint32_t e = a >> 23;
+        uint32_t m = (a & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - e; /* 14..24 */
+        uint32_t r = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1u);
+        uint32_t half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (r & 1u))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u; /* rebias 127 → 15, round */
+    return (uint16_t)(sign | (r >> 13));
+}
+
+/* Element `i` of a float row of `dtype` (F32/F16/BF16) as float. */
+static inline float attn_load_f(const void *row, attn_dtype dtype, int64_t i) {
+    switch (dtype) {
+    case ATTN_DTYPE_F16: return attn_f16_to_f32(((const uint16_t *)row)[i]);
+    case ATTN_DTYPE_BF16: return attn_bf16_to_f32(((const uint16_t *)row)[i]);
+    default: return ((const float *)row)[i];
+    }
+}
+
+static inline void attn_store_f(void *row, attn_dtype dtype, int64_t i, float x) {
+    switch (dtype) {
+    case ATTN_DTYPE_F16: ((uint16_t *)row)[i] = attn_f32_to_f16(x); break;
+    case ATTN_DTYPE_BF16: ((uint16_t *)row)[i] = attn_f32_to_bf16(x); break;
+    default: ((float *)row)[i] = x; break;
+    }
+}
+
+static inline int attn_dtype_is_float(attn_dtype d) {
+    return d == ATTN_DTYPE_F32 || d == ATTN_DTYPE_F16 || d == ATTN_DTYPE_BF16;
+}
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * problem.h — the internal, validated description of one attention call, shared by the fast driver
+ * (src/attention) and the oracle (src/ref). The API layer builds it after validation; both consumers walk
+ * the same sequences, so dense, packed (varlen) and paged calls reach one code path each.
+ * Strides here are in BYTES (q/k/v/out) or float elements (lse); they are already validated.
+ */
+#ifndef ATTN_CORE_PROBLEM_H
+#define ATTN_CORE_PROBLEM_H
+
+#include <stdint.h>
+
+#include "attn/attn.h"
+
+/* Options resolved from attn_params (scale filled in, windows widened to int64). */
+typedef struct attn_opts {
+    float softmax_scale;        /* resolved: never 0                                            */
+    int32_t causal;             /* attn_causal                                                  */
+    int64_t window_left;        /* −1 = unbounded                                               */
+    int64_t window_right;       /* −1 = unbounded                                               */
+    float softcap;              /* 0 = off                                                      */
+    const float *alibi_slopes;  /* [num_heads] or NULL                                          */
+    const float *sinks;         /* [num_heads] or NULL                                          */
+    const attn_tensor *mask;    /* validated keep-mask, 4-D [B|1, H|1, Sq, Sk] or 2-D [Sq, Sk]   */
+    const attn_tensor *key_padding_mask; /* validated [B, Sk] or NULL                           */
+} attn_opts;
+
+/* One sequence of the call: seq_q query rows attending over seq_k keys. */
+typedef struct attn_seq_view {
+    int64_t batch_idx;          /* index into the masks' batch dimension                        */
+    int64_t seq_q;              /* query rows                                                   */
+    int64_t seq_k;              /* keys                                                         */
+    const char *q;              /* row i, head h at q + i*q_row_stride + h*q_head_stride        */
+    int64_t q_row_stride, q_head_stride;
+    const char *k;              /* contiguous: key j, kv head g at k + j*k_row_stride + g*k_head_stride */
+    const char *v;
+    int64_t k_row_stride, k_head_stride, v_row_stride, v_head_stride;
+    const int32_t *block_table; /* paged: NULL = contiguous; else key j lives in block
+                                   block_table[j / block_size] at row j % block_size            */
+    int64_t block_size;
+    int64_t k_block_stride, v_block_stride;
+    char *out;                  /* row i, head h at out + i*out_row_stride + h*out_head_stride  */
+    int64_t out_row_stride, out_head_stride;
+    float *lse;                 /* NULL or element lse[i*lse_row_stride + h*lse_head_stride]    */
+    int64_t lse_row_stride, lse_head_stride;
+} attn_seq_view;
+
+typedef struct attn_problem attn_problem;
+typedef void (*attn_get_seq_fn)(const attn_problem *p, int64_t idx, attn_seq_view *out);
+
+struct attn_problem {
+    int64_t num_heads;          /* query heads                                                  */
+    int64_t num_kv_heads;       /* key/value heads (divides num_heads)                          */
+    int64_t head_size;          /* query/key head size, 1..256                                  */
+    int64_t head_size_v;        /* value head size, 1..256                                      */
+    attn_dtype q_dtype, kv_dtype, out_dtype;
+    attn_opts opts;
+    int64_t num_seqs;
+    int64_t max_seq_q;          /* max over sequences (for work partitioning)                   */
+    attn_get_seq_fn get_seq;    /* fills the view of sequence idx in [0, num_seqs)              */
+    const void *user[8];        /* get_seq's data (tensors, cu_seqlens, plan arrays)            */
+};
+
+/* Byte address of key j (kv head g) of a sequence: contiguous or through the block table. */
+static inline const char *attn_seq_k_row(const attn_seq_view *s, int64_t j, int64_t g) {
+    if (s->block_table) {
+        int64_t blk = s->block_table[j / s->block_size];
+        return s->k + blk * s->k_block_stride + (j % s->block_size) * s->k_row_stride + g * s->k_head_stride;
+    }
+    return s->k + j * s->k_row_stride + g * s->k_head_stride;
+}
+static inline const char *attn_seq_v_row(const attn_seq_view *s, int64_t j, int64_t g) {
+    if (s->block_table) {
+        int64_t blk = s->block_table[j / s->block_size];
+        return s->v + blk * s->v_block_stride + (j % s->block_size) * s->v_row_stride + g * s->v_head_stride;
+    }
+    return s->v + j * s->v_row_stride + g * s->v_head_stride;
+}
+
+#endif

@@ -1,0 +1,114 @@
+/*
+ * tensor.c — attn_tensor helpers: the public contiguous constructor and the validation helpers of tensor.h.
+ */
+#include "core/tensor.h"
+
+#include "core/checked_math.h"
+#include "core/error.h"
+
+attn_tensor attn_tensor_make(void *data, attn_dtype dtype, int32_t ndim, const int64_t *shape) {
+    attn_tensor t;
+    int64_t stride = 1;
+    if (ndim < 0) ndim = 0;
+    if (ndim > ATTN_MAX_DIMS) ndim = ATTN_MAX_DIMS;
+    t.data = data;
+    t.dtype = dtype;
+    t.ndim = ndim;
+    for (int32_t i = 0; i < ATTN_MAX_DIMS; i++) {
+        t.shape[i] = 0;
+        t.strides[i] = 0;
+    }
+    for (int32_t i = ndim - 1; i >= 0; i--) {
+        t.shape[i] = shape ? shape[i] : 0;
+        t.strides[i] = stride;
+        stride *= t.shape[i] > 0 ? t.shape[i] : 1;
+    }
+    return t;
+}
+
+int64_t attn_tensor_numel(const attn_tensor *t) {
+    int64_t n = 1;
+    for (int32_t i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+attn_status attn_tensor_check(const attn_tensor *t, const char *name, int32_t ndim, int rows) {
+    ATTN_CHECK(t != NULL, ATTN_STATUS_INVALID_ARGUMENT, "%s: is NULL", name);
+    ATTN_CHECK(t->ndim >= 0 && t->ndim <= ATTN_MAX_DIMS, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: ndim=%d is outside 0..%d", name, (int)t->ndim, ATTN_MAX_DIMS);
+    ATTN_CHECK(ndim < 0 || t->ndim == ndim, ATTN_STATUS_INVALID_ARGUMENT, "%s: ndim=%d, expected %d", name,
+               (int)t->ndim, (int)ndim);
+    ATTN_CHECK(attn_dtype_size(t->dtype) > 0 || t->dtype == ATTN_DTYPE_FP4_E2M1,
+               ATTN_STATUS_INVALID_ARGUMENT, "%s: unknown dtype %d", name, (int)t->dtype);
+    int64_t esize = (int64_t)attn_dtype_size(t->dtype);
+    if (esize == 0) esize = 1;
+    int64_t last = 0;
+    int empty = 0;
+    for (int32_t i = 0; i < t->ndim; i++) {
+        ATTN_CHECK(t->shape[i] >= 0, ATTN_STATUS_INVALID_ARGUMENT, "%s: shape[%d]=%lld is negative", name,
+                   (int)i, (long long)t->shape[i]);
+        ATTN_CHECK(t->strides[i] >= 0, ATTN_STATUS_INVALID_ARGUMENT, "%s: strides[%d]=%lld is negative",
+                   name, (int)i, (long long)t->strides[i]);
+        if (t->shape[i] == 0) empty = 1;
+    }
+    if (empty) return ATTN_STATUS_OK;
+    for (int32_t i = 0; i < t->ndim; i++) {
+        ATTN_CHECK(attn_muladd_i64(t->shape[i] - 1, t->strides[i], last, &last), ATTN_STATUS_OVERFLOW,
+                   "%s: offset of the last element overflows int64 (dim %d)", name, (int)i);
+    }
+    int64_t bytes;
+    ATTN_CHECK(attn_mul_i64(last + 1, esize, &bytes), ATTN_STATUS_OVERFLOW,
+               "%s: byte extent overflows int64", name);
+    ATTN_CHECK(t->data != NULL, ATTN_STATUS_INVALID_ARGUMENT, "%s: data is NULL but the view has elements",
+               name);
+    if (rows && t->ndim > 0 && t->shape[t->ndim - 1] > 1) {
+        ATTN_CHECK(t->strides[t->ndim - 1] == 1, ATTN_STATUS_INVALID_ARGUMENT,
+                   "%s: strides[%d]=%lld, the last dimension must be contiguous (stride 1)", name,
+                   (int)t->ndim - 1, (long long)t->strides[t->ndim - 1]);
+    }
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_tensor_check_float(const attn_tensor *t, const char *name) {
+    ATTN_CHECK(t->dtype == ATTN_DTYPE_F32 || t->dtype == ATTN_DTYPE_F16 || t->dtype == ATTN_DTYPE_BF16,
+               ATTN_STATUS_INVALID_ARGUMENT, "%s: dtype %s, expected f32, f16 or bf16", name,
+               attn_dtype_name(t->dtype));
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_tensor_check_dtype(const attn_tensor *t, const char *name, attn_dtype dtype) {
+    ATTN_CHECK(t->dtype == dtype, ATTN_STATUS_INVALID_ARGUMENT, "%s: dtype %s, expected %s", name,
+               attn_dtype_name(t->dtype), attn_dtype_name(dtype));
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_tensor_check_dim(const attn_tensor *t, const char *name, int32_t dim, int64_t value,
+                                  const char *what) {
+    ATTN_CHECK(t->shape[dim] == value, ATTN_STATUS_INVALID_ARGUMENT, "%s: shape[%d]=%lld, expected %s=%lld",
+               name, (int)dim, (long long)t->shape[dim], what, (long long)value);
+    return ATTN_STATUS_OK;
+}
+
+void attn_tensor_span(const attn_tensor *t, uintptr_t *lo, uintptr_t *hi) {
+    size_t esize = attn_dtype_size(t->dtype);
+    uintptr_t base = (uintptr_t)t->data;
+    int64_t last = 0;
+    if (esize == 0) esize = 1;
+    for (int32_t i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) {
+            *lo = *hi = base;
+            return;
+        }
+        last += (t->shape[i] - 1) * t->strides[i];
+    }
+    *lo = base;
+    *hi = base + (uintptr_t)(last + 1) * esize;
+}
+
+int attn_tensor_overlap(const attn_tensor *a, const attn_tensor *b) {
+    uintptr_t alo, ahi, blo, bhi;
+    attn_tensor_span(a, &alo, &ahi);
+    attn_tensor_span(b, &blo, &bhi);
+    if (alo == ahi || blo == bhi) return 0;
+    return alo < bhi && blo < ahi;
+}

@@ -1,0 +1,43 @@
+/*
+ * tensor.h — validation helpers for attn_tensor views used by every entry point (STYLE.md R3).
+ * Each helper sets the thread-local message naming the argument and returns a status; none writes data.
+ */
+#ifndef ATTN_CORE_TENSOR_H
+#define ATTN_CORE_TENSOR_H
+
+#include <stdint.h>
+
+#include "attn/attn.h"
+
+/* The view is usable: non-NULL, ndim == `ndim` (or any 0..MAX if ndim < 0), shapes/strides >= 0, data
+ * non-NULL when it has elements, last stride 1 when `rows` != 0 and the last dim > 1, and the byte offset
+ * of the last element fits in int64 (OVERFLOW otherwise). */
+attn_status attn_tensor_check(const attn_tensor *t, const char *name, int32_t ndim, int rows);
+
+/* dtype is one of F32/F16/BF16. */
+attn_status attn_tensor_check_float(const attn_tensor *t, const char *name);
+
+/* dtype equals `dtype`. */
+attn_status attn_tensor_check_dtype(const attn_tensor *t, const char *name, attn_dtype dtype);
+
+/* shape[dim] == value; `what` names the expected quantity, e.g. "num_heads". */
+attn_status attn_tensor_check_dim(const attn_tensor *t, const char *name, int32_t dim, int64_t value,
+                                  const char *what);
+
+/* Number of elements (0 if any dim is 0); assumes attn_tensor_check passed. */
+int64_t attn_tensor_numel(const attn_tensor *t);
+
+/* Byte address range [lo, hi) spanned by the view (hi == lo for an empty view). */
+void attn_tensor_span(const attn_tensor *t, uintptr_t *lo, uintptr_t *hi);
+
+/* 1 if the byte spans of a and b intersect (both non-empty). */
+int attn_tensor_overlap(const attn_tensor *a, const attn_tensor *b);
+
+/* Reads element idx (flat index into a 1-D int32/int64 view) as int64. */
+static inline int64_t attn_tensor_get_index(const attn_tensor *t, int64_t idx) {
+    const char *p = (const char *)t->data;
+    if (t->dtype == ATTN_DTYPE_I64) return ((const int64_t *)p)[idx * t->strides[0]];
+    return ((const int32_t *)p)[idx * t->strides[0]];
+}
+
+#endif

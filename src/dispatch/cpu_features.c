@@ -1,0 +1,63 @@
+/*
+ * cpu_features.c — CPUID/XGETBV detection on x86-64; every feature reads as absent elsewhere.
+ * The OS-support check matters: a CPU may report AVX-512 while the OS does not save ZMM state
+ * (STYLE.md R6, unlike ggml's scorer).
+ */
+#include "dispatch/cpu_features.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+static unsigned long long attn_xgetbv0(void) {
+    unsigned int eax, edx;
+    __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+    return ((unsigned long long)edx << 32) | eax;
+}
+
+static void attn_cpu_fill(attn_cpu_feature_set *f) {
+    unsigned int a, b, c, d;
+    memset(f, 0, sizeof *f);
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    int osxsave = (c >> 27) & 1;
+    int avx = (c >> 28) & 1;
+    f->fma = (c >> 12) & 1;
+    f->f16c = (c >> 29) & 1;
+    if (osxsave) {
+        unsigned long long xcr0 = attn_xgetbv0();
+        f->os_ymm = avx && (xcr0 & 0x6) == 0x6;
+        f->os_zmm = f->os_ymm && (xcr0 & 0xe0) == 0xe0;
+    }
+    if (__get_cpuid_max(0, 0) >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        f->avx2 = (b >> 5) & 1;
+        f->avx512f = (b >> 16) & 1;
+        f->avx512dq = (b >> 17) & 1;
+        f->avx512bw = (b >> 30) & 1;
+        f->avx512vl = (b >> 31) & 1;
+        f->avx512fp16 = (d >> 23) & 1;
+        f->amx = (d >> 24) & 1;
+        __cpuid_count(7, 1, a, b, c, d);
+        f->avx512bf16 = (a >> 5) & 1;
+    }
+    if (!f->os_ymm) f->avx2 = f->fma = f->f16c = 0;
+    if (!f->os_zmm) f->avx512f = f->avx512bw = f->avx512vl = f->avx512dq = f->avx512bf16 = f->avx512fp16 = 0;
+}
+#else
+static void attn_cpu_fill(attn_cpu_feature_set *f) { memset(f, 0, sizeof *f); }
+#endif
+
+static attn_cpu_feature_set attn_cpu_cached;
+static int attn_cpu_done;
+
+const attn_cpu_feature_set *attn_cpu_detect(void) {
+    /* Idempotent: concurrent first calls write identical values. */
+    if (!__atomic_load_n(&attn_cpu_done, __ATOMIC_ACQUIRE)) {
+        attn_cpu_feature_set f;
+        attn_cpu_fill(&f);
+        attn_cpu_cached = f;
+        __atomic_store_n(&attn_cpu_done, 1, __ATOMIC_RELEASE);
+    }
+    return &attn_cpu_cached;
+}

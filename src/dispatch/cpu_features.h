@@ -1,0 +1,17 @@
+/*
+ * cpu_features.h — run-time CPU feature detection (CPUID plus XGETBV for OS-enabled vector state).
+ */
+#ifndef ATTN_DISPATCH_CPU_FEATURES_H
+#define ATTN_DISPATCH_CPU_FEATURES_H
+
+typedef struct attn_cpu_feature_set {
+    int avx2, fma, f16c;                       /* usable AVX2 table: all three and OS YMM state     */
+    int avx512f, avx512bw, avx512vl, avx512dq; /* usable AVX-512 table: all four and OS ZMM state   */
+    int avx512bf16, avx512fp16, amx;           /* informational for now                              */
+    int os_ymm, os_zmm;                        /* XGETBV: XCR0 enables YMM / ZMM+opmask state        */
+} attn_cpu_feature_set;
+
+/* Detected once (thread-safe, idempotent). */
+const attn_cpu_feature_set *attn_cpu_detect(void);
+
+#endif

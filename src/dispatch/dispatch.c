@@ -1,0 +1,84 @@
+/*
+ * dispatch.c — the registry of compiled kernel tables and their run-time predicates, plus the public
+ * ISA/feature queries. Adding an ISA touches the table list below (docs/ADDING_AN_ISA.md).
+ */
+#include "dispatch/dispatch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch/cpu_features.h"
+
+typedef struct attn_isa_entry {
+    const char *name;
+    const struct attn_kernels *table;
+    int (*usable)(const attn_cpu_feature_set *f);
+} attn_isa_entry;
+
+static int attn_usable_always(const attn_cpu_feature_set *f) {
+    (void)f;
+    return 1;
+}
+#if defined(ATTN_HAVE_AVX2)
+static int attn_usable_avx2(const attn_cpu_feature_set *f) { return f->avx2 && f->fma && f->f16c; }
+#endif
+#if defined(ATTN_HAVE_AVX512)
+static int attn_usable_avx512(const attn_cpu_feature_set *f) {
+    return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->f16c && f->fma;
+}
+#endif
+
+static const attn_isa_entry attn_isas[] = {
+    {"generic", &attn_kernels_generic, attn_usable_always},
+#if defined(ATTN_HAVE_AVX2)
+    {"avx2", &attn_kernels_avx2, attn_usable_avx2},
+#endif
+#if defined(ATTN_HAVE_AVX512)
+    {"avx512", &attn_kernels_avx512, attn_usable_avx512},
+#endif
+};
+#define ATTN_NUM_ISAS ((int32_t)(sizeof attn_isas / sizeof attn_isas[0]))
+
+int32_t attn_isa_count(void) { return ATTN_NUM_ISAS; }
+
+const char *attn_isa_name(int32_t index) {
+    if (index < 0 || index >= ATTN_NUM_ISAS) return NULL;
+    return attn_isas[index].name;
+}
+
+int attn_isa_available(const char *isa) { return attn_dispatch_by_name(isa) != NULL; }
+
+const struct attn_kernels *attn_dispatch_by_name(const char *name) {
+    if (!name) return NULL;
+    for (int32_t i = 0; i < ATTN_NUM_ISAS; i++)
+        if (strcmp(attn_isas[i].name, name) == 0)
+            return attn_isas[i].usable(attn_cpu_detect()) ? attn_isas[i].table : NULL;
+    return NULL;
+}
+
+const struct attn_kernels *attn_dispatch_default(void) {
+    const char *env = getenv("ATTN_ISA");
+    if (env && *env) return attn_dispatch_by_name(env);
+    for (int32_t i = ATTN_NUM_ISAS - 1; i >= 0; i--)
+        if (attn_isas[i].usable(attn_cpu_detect())) return attn_isas[i].table;
+    return &attn_kernels_generic;
+}
+
+const char *attn_cpu_features(void) {
+    static char buf[256];
+    static int done;
+    if (!__atomic_load_n(&done, __ATOMIC_ACQUIRE)) {
+        const attn_cpu_feature_set *f = attn_cpu_detect();
+        char tmp[256];
+        snprintf(tmp, sizeof tmp, "%s%s%s%s%s%s%s%s%s%s", f->avx2 ? "avx2 " : "", f->fma ? "fma " : "",
+                 f->f16c ? "f16c " : "", f->avx512f ? "avx512f " : "", f->avx512bw ? "avx512bw " : "",
+                 f->avx512vl ? "avx512vl " : "", f->avx512dq ? "avx512dq " : "",
+                 f->avx512bf16 ? "avx512bf16 " : "", f->avx512fp16 ? "avx512fp16 " : "", f->amx ? "amx " : "");
+        size_t n = strlen(tmp);
+        if (n > 0) tmp[n - 1] = '\0';
+        memcpy(buf, tmp, sizeof buf);
+        __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+    }
+    return buf;
+}

@@ -1,0 +1,33 @@
+/*
+ * kernel_list.h — THE list of micro-kernels (STYLE.md R6). One X-macro generates the table fields, the
+ * per-ISA prototypes and the table initialisers, so tables cannot drift. Kernels know nothing of batches,
+ * pages, masks or threads: tiles in, tiles out, explicit sizes (R5).
+ *
+ * Tile layouts (lanes = query rows, cpu-kernel-design.md §2.1), lane stride ATTN_QB:
+ *   q_t  [head_size][ATTN_QB]   query block transposed, pre-scaled by the driver
+ *   s    [num_keys][ATTN_QB]    scores (log2 units); −inf marks an invisible key; P in place after softmax
+ *   o_t  [head_size_v][ATTN_QB] unnormalised output accumulator
+ *   m, l [ATTN_QB]              running max (log2 units) and running sum of exp2(s − m)
+ * k_rows / v_rows are num_keys pointers to float32 rows (in place in the caller's tensor or a converted
+ * copy). Only lanes [0, num_rows) are meaningful; kernels may compute other lanes on whatever is there.
+ */
+#ifndef ATTN_KERNEL_LIST_H
+#define ATTN_KERNEL_LIST_H
+
+#define ATTN_KERNEL_LIST(X)                                                                              \
+    /* dst[0..n) = float(src[0..n)) for F32/F16/BF16 rows */                                             \
+    X(void, cvt_to_f32, (const void *src, attn_dtype dtype, float *dst, int64_t n))                      \
+    /* dst[0..n) = dtype(src[0..n)) with round-to-nearest-even */                                        \
+    X(void, cvt_from_f32, (const float *src, attn_dtype dtype, void *dst, int64_t n))                    \
+    /* s[k][r] = Σ_d k_rows[k][d]·q_t[d][r], d ascending, for k < num_keys, r < num_rows */              \
+    X(void, qk_tile, (const float *q_t, int64_t num_rows, int64_t head_size, const float *const *k_rows, \
+                      int64_t num_keys, float *s))                                                       \
+    /* online-softmax update of one kv tile: per lane tile max, lazy rescale (threshold 8 in log2),      \
+       s ← P = exp2(s − m) (exact 0 where s = −inf), l ← α·l + Σ P, o_t ← α·o_t */                      \
+    X(void, softmax_tile, (float *s, int64_t num_keys, int64_t num_rows, float *m, float *l, float *o_t, \
+                           int64_t head_size_v))                                                         \
+    /* o_t[d][r] += Σ_k p[k][r]·v_rows[k][d], k ascending */                                            \
+    X(void, pv_tile, (const float *p, int64_t num_keys, int64_t num_rows, const float *const *v_rows,     \
+                      int64_t head_size_v, float *o_t))
+
+#endif

@@ -1,0 +1,47 @@
+/*
+ * kernels.h — the kernel table type, the tile constants every driver and kernel share, and the extern
+ * tables of each compiled ISA. Drivers reach kernels only through `const struct attn_kernels *`.
+ *
+ * The tile constants are part of the numerical contract: the kv tile and partition boundaries sit at
+ * absolute key positions that are multiples of ATTN_KV_TILE / ATTN_KV_PARTITION, for every entry (dense,
+ * packed, paged, decode, prefill), so a row's bits never depend on the thread count or the batch
+ * (STYLE.md R8, cpu-kernel-design.md §4.3).
+ */
+#ifndef ATTN_KERNELS_H
+#define ATTN_KERNELS_H
+
+#include <stdint.h>
+
+#include "attn/attn.h"
+#include "kernels/kernel_list.h"
+
+#define ATTN_QB 32            /* lanes (query rows) per block                        */
+#define ATTN_KV_TILE 64       /* keys per kv tile                                     */
+#define ATTN_KV_PARTITION 512 /* keys per split-KV partition (multiple of the tile)   */
+#define ATTN_HEAD_SIZE_MAX 256
+#define ATTN_RESCALE_THRESHOLD 8.0f /* lazy rescale: keep m unless the max grew by more (log2) */
+
+struct attn_kernels {
+    const char *name;
+#define ATTN_X_FIELD(ret, name, args) ret(*name) args;
+    ATTN_KERNEL_LIST(ATTN_X_FIELD)
+#undef ATTN_X_FIELD
+};
+
+#define ATTN_X_PROTO(isa)
+#define ATTN_X_PROTO_GENERIC(ret, name, args) ret attn_k_##name##_generic args;
+#define ATTN_X_PROTO_AVX2(ret, name, args) ret attn_k_##name##_avx2 args;
+#define ATTN_X_PROTO_AVX512(ret, name, args) ret attn_k_##name##_avx512 args;
+ATTN_KERNEL_LIST(ATTN_X_PROTO_GENERIC)
+ATTN_KERNEL_LIST(ATTN_X_PROTO_AVX2)
+ATTN_KERNEL_LIST(ATTN_X_PROTO_AVX512)
+
+extern const struct attn_kernels attn_kernels_generic;
+#if defined(ATTN_HAVE_AVX2)
+extern const struct attn_kernels attn_kernels_avx2;
+#endif
+#if defined(ATTN_HAVE_AVX512)
+extern const struct attn_kernels attn_kernels_avx512;
+#endif
+
+#endif

@@ -1,0 +1,121 @@
+/*
+ * ref_attention.c — the literal attention oracle for dense, packed and paged problems (via attn_problem).
+ * It reads K/V through attn_seq_k_row/v_row (contiguous or block table) one element at a time, accumulates
+ * in double, and writes out/LSE. It deliberately has no tiling, no online softmax and no threads.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "ref/ref.h"
+
+/* Absolute position of query row i: bottom-right p_i = Sk − Sq + i, or i for top-left causal. */
+static int64_t ref_query_pos(const attn_problem *p, const attn_seq_view *s, int64_t i) {
+    if (p->opts.causal == ATTN_CAUSAL_TOP_LEFT) return i;
+    return s->seq_k - s->seq_q + i;
+}
+
+static int ref_mask_bit(const attn_tensor *t, int64_t idx[4]) {
+    /* t is [B|1, H|1, Sq, Sk] (4-D) or [Sq, Sk] (2-D); idx = (b, h, i, j). */
+    const unsigned char *d = (const unsigned char *)t->data;
+    int64_t off = 0;
+    if (t->ndim == 2) {
+        off = idx[2] * t->strides[0] + idx[3] * t->strides[1];
+    } else {
+        for (int a = 0; a < 4; a++) off += (t->shape[a] == 1 ? 0 : idx[a]) * t->strides[a];
+    }
+    return d[off] != 0;
+}
+
+int attn_ref_visible(const attn_problem *p, const attn_seq_view *s, int64_t h, int64_t i, int64_t j) {
+    const attn_opts *o = &p->opts;
+    int64_t pos = ref_query_pos(p, s, i);
+    if (o->causal != ATTN_CAUSAL_NONE && j > pos) return 0;
+    if (o->window_left >= 0 && j < pos - o->window_left) return 0;
+    if (o->window_right >= 0 && j > pos + o->window_right) return 0;
+    if (o->key_padding_mask) {
+        const attn_tensor *t = o->key_padding_mask;
+        const unsigned char *d = (const unsigned char *)t->data;
+        if (!d[s->batch_idx * t->strides[0] + j * t->strides[1]]) return 0;
+    }
+    if (o->mask) {
+        int64_t idx[4] = {s->batch_idx, h, i, j};
+        if (!ref_mask_bit(o->mask, idx)) return 0;
+    }
+    return 1;
+}
+
+attn_status attn_ref_run(const attn_problem *p) {
+    int64_t max_k = 0;
+    for (int64_t b = 0; b < p->num_seqs; b++) {
+        attn_seq_view s;
+        p->get_seq(p, b, &s);
+        if (s.seq_k > max_k) max_k = s.seq_k;
+    }
+    double *logit = (double *)malloc((size_t)(max_k > 0 ? max_k : 1) * sizeof(double)); /* [seq_k] */
+    double *acc = (double *)malloc((size_t)p->head_size_v * sizeof(double));           /* [head_size_v] */
+    unsigned char *vis = (unsigned char *)malloc((size_t)(max_k > 0 ? max_k : 1));       /* [seq_k] */
+    if (!logit || !acc || !vis) {
+        free(logit);
+        free(acc);
+        free(vis);
+        return attn_err_set(ATTN_STATUS_OUT_OF_MEMORY, "attn_ref: cannot allocate %lld logits",
+                            (long long)max_k);
+    }
+    const int64_t group = p->num_heads / p->num_kv_heads;
+    const attn_opts *o = &p->opts;
+    for (int64_t b = 0; b < p->num_seqs; b++) {
+        attn_seq_view s;
+        p->get_seq(p, b, &s);
+        for (int64_t h = 0; h < p->num_heads; h++) {
+            const int64_t g = h / group;
+            for (int64_t i = 0; i < s.seq_q; i++) {
+                const char *qrow = s.q + i * s.q_row_stride + h * s.q_head_stride;
+                const int64_t pos = ref_query_pos(p, &s, i);
+                /* 1. logits of visible keys: scale·q·k → soft-cap → ALiBi */
+                double m = -INFINITY;
+                for (int64_t j = 0; j < s.seq_k; j++) {
+                    vis[j] = (unsigned char)attn_ref_visible(p, &s, h, i, j);
+                    if (!vis[j]) continue;
+                    const char *krow = attn_seq_k_row(&s, j, g);
+                    double dot = 0.0;
+                    for (int64_t d = 0; d < p->head_size; d++)
+                        dot += (double)attn_load_f(qrow, p->q_dtype, d) * (double)attn_load_f(krow, p->kv_dtype, d);
+                    double x = (double)o->softmax_scale * dot;
+                    if (o->softcap > 0.0f) x = (double)o->softcap * tanh(x / (double)o->softcap);
+                    if (o->alibi_slopes) x += -(double)o->alibi_slopes[h] * (double)llabs(pos - j);
+                    logit[j] = x;
+                    if (x > m) m = x;
+                }
+                /* 2. softmax denominator, with the sink as an extra logit without a value row */
+                if (o->sinks && (double)o->sinks[h] > m) m = (double)o->sinks[h];
+                double denom = 0.0;
+                for (int64_t j = 0; j < s.seq_k; j++)
+                    if (vis[j]) denom += exp(logit[j] - m);
+                if (o->sinks) denom += exp((double)o->sinks[h] - m);
+                /* 3. out = Σ softmax_j · v_j ; lse = log Σ exp(s_j) */
+                for (int64_t d = 0; d < p->head_size_v; d++) acc[d] = 0.0;
+                if (denom > 0.0) {
+                    for (int64_t j = 0; j < s.seq_k; j++) {
+                        if (!vis[j]) continue;
+                        const double w = exp(logit[j] - m) / denom;
+                        const char *vrow = attn_seq_v_row(&s, j, g);
+                        for (int64_t d = 0; d < p->head_size_v; d++)
+                            acc[d] += w * (double)attn_load_f(vrow, p->kv_dtype, d);
+                    }
+                }
+                char *orow = s.out + i * s.out_row_stride + h * s.out_head_stride;
+                for (int64_t d = 0; d < p->head_size_v; d++) attn_store_f(orow, p->out_dtype, d, (float)acc[d]);
+                if (s.lse) {
+                    double lse = denom > 0.0 ? m + log(denom) : -INFINITY;
+                    s.lse[i * s.lse_row_stride + h * s.lse_head_stride] = (float)lse;
+                }
+            }
+        }
+    }
+    free(logit);
+    free(acc);
+    free(vis);
+    return ATTN_STATUS_OK;
+}

@@ -1,0 +1,134 @@
+/*
+ * harness.c — implementation of the shared test helpers (see harness.h).
+ */
+#include "harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+
+void th_rng_seed(th_rng *r, uint64_t seed) { r->state = seed * 0x9E3779B97F4A7C15ull + 1; }
+
+uint64_t th_rng_u64(th_rng *r) {
+    uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double th_rng_uniform(th_rng *r) { return (double)(th_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+double th_rng_range(th_rng *r, double lo, double hi) { return lo + (hi - lo) * th_rng_uniform(r); }
+
+int64_t th_rng_int(th_rng *r, int64_t lo, int64_t hi) {
+    return lo + (int64_t)(th_rng_u64(r) % (uint64_t)(hi - lo + 1));
+}
+
+double th_rng_normal(th_rng *r) {
+    double u1 = th_rng_uniform(r), u2 = th_rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+float th_get(const void *buf, attn_dtype dtype, size_t i) { return attn_load_f(buf, dtype, (int64_t)i); }
+
+void th_set(void *buf, attn_dtype dtype, size_t i, float x) { attn_store_f(buf, dtype, (int64_t)i, x); }
+
+void *th_alloc_fill(th_rng *r, attn_dtype dtype, size_t n, double lo, double hi) {
+    size_t es = attn_dtype_size(dtype);
+    void *p = malloc((n ? n : 1) * (es ? es : 1));
+    for (size_t i = 0; i < n; i++) th_set(p, dtype, i, (float)th_rng_range(r, lo, hi));
+    return p;
+}
+
+void *th_alloc_nan(attn_dtype dtype, size_t n) {
+    size_t es = attn_dtype_size(dtype);
+    void *p = malloc((n ? n : 1) * (es ? es : 1));
+    memset(p, 0xFF, (n ? n : 1) * (es ? es : 1));
+    return p;
+}
+
+th_tol th_tol_for(attn_dtype dtype) {
+    th_tol t;
+    switch (dtype) {
+    case ATTN_DTYPE_F16: /* output rounding 2^-11 relative plus f32 accumulation */
+        t.atol = 2e-3, t.rtol = 2e-3, t.lse_atol = 1e-3;
+        break;
+    case ATTN_DTYPE_BF16: /* output rounding 2^-8 relative */
+        t.atol = 1e-2, t.rtol = 1e-2, t.lse_atol = 1e-3;
+        break;
+    default: /* f32: accumulation error of fp32 FMAs over <= 64k keys */
+        t.atol = 2e-5, t.rtol = 1e-5, t.lse_atol = 2e-5;
+        break;
+    }
+    return t;
+}
+
+int64_t th_offset(const attn_tensor *t, const int64_t *idx) {
+    int64_t off = 0;
+    for (int32_t d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
+    return off;
+}
+
+/* Iterates the logical indices of a view; returns 0 when done. */
+static int th_next(const attn_tensor *t, int64_t *idx) {
+    for (int32_t d = t->ndim - 1; d >= 0; d--) {
+        if (++idx[d] < t->shape[d]) return 1;
+        idx[d] = 0;
+    }
+    return 0;
+}
+
+static int64_t th_numel(const attn_tensor *t) {
+    int64_t n = 1;
+    for (int32_t d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
+
+double th_compare(const attn_tensor *got, const attn_tensor *expected, th_tol tol, double vmax, size_t *bad) {
+    int64_t idx[ATTN_MAX_DIMS] = {0};
+    double maxerr = 0.0;
+    *bad = 0;
+    if (th_numel(got) == 0) return 0.0;
+    do {
+        double g = th_get(got->data, got->dtype, (size_t)th_offset(got, idx));
+        double e = th_get(expected->data, expected->dtype, (size_t)th_offset(expected, idx));
+        double err = fabs(g - e);
+        if (!(err <= tol.atol * vmax + tol.rtol * fabs(e))) (*bad)++;
+        if (!(err <= maxerr)) maxerr = isnan(err) ? INFINITY : err;
+    } while (th_next(got, idx));
+    return maxerr;
+}
+
+double th_compare_lse(const attn_tensor *got, const attn_tensor *expected, th_tol tol, size_t *bad) {
+    int64_t idx[ATTN_MAX_DIMS] = {0};
+    double maxerr = 0.0;
+    *bad = 0;
+    if (th_numel(got) == 0) return 0.0;
+    do {
+        float g = ((const float *)got->data)[th_offset(got, idx)];
+        float e = ((const float *)expected->data)[th_offset(expected, idx)];
+        if (isinf(e) && e < 0) {
+            if (!(isinf(g) && g < 0)) (*bad)++;
+            continue;
+        }
+        double err = fabs((double)g - (double)e);
+        if (!(err <= tol.lse_atol * fmax(1.0, fabs(e)))) (*bad)++;
+        if (!(err <= maxerr)) maxerr = isnan(err) ? INFINITY : err;
+    } while (th_next(got, idx));
+    return maxerr;
+}
+
+int th_bitwise_equal(const attn_tensor *a, const attn_tensor *b) {
+    int64_t idx[ATTN_MAX_DIMS] = {0};
+    size_t es = attn_dtype_size(a->dtype);
+    if (th_numel(a) == 0) return 1;
+    do {
+        const char *pa = (const char *)a->data + th_offset(a, idx) * (int64_t)es;
+        const char *pb = (const char *)b->data + th_offset(b, idx) * (int64_t)es;
+        if (memcmp(pa, pb, es) != 0) return 0;
+    } while (th_next(a, idx));
+    return 1;
+}

@@ -1,0 +1,52 @@
+/*
+ * harness.h — shared test helpers: a seeded RNG, buffers with dtype conversion, oracle comparison with
+ * per-dtype tolerances defined in ONE place (attn_tol_for), and a one-line repro printer.
+ */
+#ifndef ATTN_TEST_HARNESS_H
+#define ATTN_TEST_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/attn.h"
+
+/* ---- RNG (splitmix64; identical streams on every platform) ---- */
+typedef struct th_rng {
+    uint64_t state;
+} th_rng;
+void th_rng_seed(th_rng *r, uint64_t seed);
+uint64_t th_rng_u64(th_rng *r);
+double th_rng_uniform(th_rng *r);             /* [0, 1)   */
+double th_rng_range(th_rng *r, double lo, double hi);
+int64_t th_rng_int(th_rng *r, int64_t lo, int64_t hi); /* [lo, hi] inclusive */
+double th_rng_normal(th_rng *r);
+
+/* ---- typed buffers ---- */
+/* A malloc'd buffer of n elements of dtype filled with uniform values in [lo, hi) (rounded to the dtype). */
+void *th_alloc_fill(th_rng *r, attn_dtype dtype, size_t n, double lo, double hi);
+/* A malloc'd buffer of n elements of dtype, every byte set to 0xFF (NaN for floats). */
+void *th_alloc_nan(attn_dtype dtype, size_t n);
+float th_get(const void *buf, attn_dtype dtype, size_t i);
+void th_set(void *buf, attn_dtype dtype, size_t i, float x);
+
+/* ---- tolerances: the single table ---- */
+typedef struct th_tol {
+    double atol; /* absolute, in units of max|V| */
+    double rtol; /* relative to |expected|       */
+    double lse_atol;
+} th_tol;
+/* Output tolerance for attention outputs in `dtype` (output dtype = query dtype). */
+th_tol th_tol_for(attn_dtype dtype);
+
+/* Compares got vs expected over a strided 3-D/4-D view pair by flat logical index. Returns the max
+ * absolute error; sets *bad to the number of elements outside atol·vmax + rtol·|expected| (NaN counts). */
+double th_compare(const attn_tensor *got, const attn_tensor *expected, th_tol tol, double vmax, size_t *bad);
+/* LSE comparison: −inf must match −inf exactly; finite values within tol.lse_atol. */
+double th_compare_lse(const attn_tensor *got, const attn_tensor *expected, th_tol tol, size_t *bad);
+/* Bytewise equality of two views' logical elements (for determinism). */
+int th_bitwise_equal(const attn_tensor *a, const attn_tensor *b);
+
+/* Element offset of a logical multi-index in a view. */
+int64_t th_offset(const attn_tensor *t, const int64_t *idx);
+
+#endif
