@@ -251,13 +251,384 @@ ATTN_API attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_te
  * LLM serving: paged KV cache, cache ops, metadata builder and plan, paged attention (issue 3)
  * ================================================================================================ */
 
-/* (section owned by the serving backend; see docs/SEMANTICS.md) */
+/* Source of semantics for this section: vllm-ascend attention_v1.py (AscendAttentionBackend,
+ * AscendAttentionMetadataBuilder, AscendAttentionBackendImpl), shared/spec/llm-serving.md (A, C8-C16),
+ * vLLM paged_attention_v2 (flash-decoding) and FlashInfer plan/run. Walk-through: docs/SERVING.md.
+ *
+ * KV cache tensor (all entries): kv_cache [2, num_blocks, block_size, num_kv_heads, head_size], index 0 =
+ * key, 1 = value, dtype f32/f16/bf16, any strides with the last dimension contiguous, any block_size >= 1.
+ * Token slot s lives in block s / block_size at row s % block_size;
+ * slot = block_table[r][pos / block_size]·block_size + pos % block_size. */
+
+/* Writes new keys/values into the cache: for every token t with slot_mapping[t] >= 0,
+ * kv_cache[0][slot / block_size][slot % block_size] = key[t] and kv_cache[1][...] = value[t].
+ *   key, value:   [num_tokens, num_kv_heads, head_size] f32/f16/bf16 (same dtype; converted to the cache
+ *                 dtype with round-to-nearest-even when they differ)
+ *   kv_cache:     [2, num_blocks, block_size, num_kv_heads, head_size]
+ *   slot_mapping: int64 or int32 [n], n <= num_tokens (trailing padded key/value rows are ignored, as in
+ *                 vLLM); a negative slot (PAD_SLOT_ID = −1) writes nothing.
+ * Every slot is checked before anything is written: a slot >= num_blocks·block_size is INVALID_ARGUMENT
+ * ("slot_mapping: entry 5 = 9001 >= num_blocks·block_size = 4096") and the cache is untouched. Duplicate
+ * slots: the later token wins. The cache must not overlap key/value/slot_mapping.
+ * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM reshape_and_cache(_flash), seed reshape_and_cache. */
+ATTN_API attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                            attn_tensor *kv_cache, const attn_tensor *slot_mapping);
+
+/* Copies whole blocks inside one cache (copy-on-write): for each row i in order,
+ * kv_cache[:, dst] = kv_cache[:, src] with (src, dst) = block_mapping[i] (keys and values).
+ *   block_mapping: int64 or int32 [num_pairs, 2]; every id must be in [0, num_blocks) (checked first).
+ * Pairs are applied in order (a later pair sees earlier copies). Returns INVALID_ARGUMENT, OVERFLOW.
+ * Source: seed AscendAttentionBackend.copy_blocks. */
+ATTN_API attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, const attn_tensor *block_mapping);
+
+/* Copies whole blocks between two caches (e.g. to/from a host offload pool): dst_cache[:, dst] =
+ * src_cache[:, src] for each (src, dst) = block_mapping[i]. The caches must share dtype, block_size,
+ * num_kv_heads and head_size (num_blocks may differ) and must not overlap; src ids are checked against
+ * src_cache and dst ids against dst_cache before anything is written.
+ *   block_mapping: int64 or int32 [num_pairs, 2]. Returns INVALID_ARGUMENT, OVERFLOW.
+ * Source: seed AscendAttentionBackend.swap_blocks. */
+ATTN_API attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cache, attn_tensor *dst_cache,
+                                      const attn_tensor *block_mapping);
+
+/* Batch attention state, one per engine step (values pinned to the seed's AscendAttentionState). */
+typedef enum attn_state {
+    ATTN_STATE_PREFILL_NO_CACHE = 0,  /* every request has num_computed_tokens == 0                    */
+    ATTN_STATE_PREFILL_CACHE_HIT = 1, /* prefill over cached prefixes, chunked prefill disabled        */
+    ATTN_STATE_DECODE_ONLY = 2,       /* every request schedules exactly one token                     */
+    ATTN_STATE_CHUNKED_PREFILL = 3,   /* mixed batch with chunked prefill enabled                      */
+    ATTN_STATE_SPEC_DECODING = 4      /* every request: 1 verified token + its drafts (mtp method)     */
+} attn_state;
+
+/* What a request attends to. */
+typedef enum attn_request_kind {
+    ATTN_REQUEST_DECODER = 0,      /* self-attention over its paged cache; params->causal applies         */
+    ATTN_REQUEST_ENCODER_ONLY = 1, /* pooling/encoder: non-causal over its own new tokens only, no cache  */
+    ATTN_REQUEST_CROSS = 2         /* encoder-decoder cross: non-causal over encoder_len cached keys      */
+} attn_request_kind;
+
+/* One scheduled request of an engine step (input order = the engine's order). */
+typedef struct attn_request {
+    int64_t num_computed_tokens;  /* tokens already in the cache (cached prefix); 0 for ENCODER_ONLY     */
+    int64_t num_scheduled_tokens; /* new tokens this step (>= 1), including num_spec_tokens drafts        */
+    int64_t num_spec_tokens;      /* speculative draft tokens among them (0..num_scheduled_tokens−1)      */
+    int32_t kind;                 /* attn_request_kind                                                   */
+    const int32_t *block_ids;     /* [num_block_ids] physical block ids in logical order (may be NULL
+                                     when num_block_ids == 0, e.g. ENCODER_ONLY)                          */
+    int64_t num_block_ids;        /* >= ceil(kv_len / block_size); kv_len = computed + scheduled, or
+                                     encoder_len for CROSS; <= config max_blocks_per_req                   */
+    int64_t encoder_len;          /* CROSS only: cached encoder keys (>= 0); ignored otherwise            */
+} attn_request;
+
+/* Model/engine constants of a plan. Initialise with attn_plan_config_init(). */
+typedef struct attn_plan_config {
+    int32_t num_blocks;              /* blocks in the cache (block ids are checked against it)      */
+    int32_t block_size;              /* >= 1 (fast: 16, 32, 64, 128)                               */
+    int32_t num_heads;               /* query heads                                                 */
+    int32_t num_kv_heads;            /* divides num_heads                                           */
+    int32_t head_size;               /* 1..256, key and value                                       */
+    int32_t max_blocks_per_req;      /* width of the plan's block_table                             */
+    int32_t num_speculative_tokens;  /* decode_threshold = 1 + this, at most 16                     */
+    int32_t chunked_prefill_enabled; /* scheduler_config.enable_chunked_prefill (C12 rule 4)        */
+    int32_t spec_method_mtp;         /* 1 if the speculative method is "mtp" (C12 rules 2-3)        */
+} attn_plan_config;
+
+/* Defaults: all zero except block_size 128, num_speculative_tokens 0, chunked_prefill_enabled 1. */
+ATTN_API void attn_plan_config_init(attn_plan_config *config);
+
+/* The step's metadata and work plan, built once per engine step and reused by every layer. Opaque. */
+typedef struct attn_plan attn_plan;
+
+/* Builds the plan of one engine step (FlashInfer plan(); seed AscendAttentionMetadataBuilder.build):
+ *   - orders requests decode-first (llm-serving.md C11, stable): decodes (1 <= q_len <= decode_threshold
+ *     with cached context, or a CROSS request with q_len <= threshold), then prefills over a cached prefix
+ *     (partial prefills), then fresh prefills (num_computed_tokens == 0);
+ *   - fills query_start_loc, seq_lens, slot_mapping, block_table in that order, the counts, and the batch
+ *     attn_state (C12: no cached token anywhere → PREFILL_NO_CACHE; all q_len 1 → DECODE_ONLY or
+ *     SPEC_DECODING for mtp; all q_len − num_spec_tokens == 1 → SPEC_DECODING (mtp) else CHUNKED_PREFILL;
+ *     chunked prefill enabled → CHUNKED_PREFILL; else PREFILL_CACHE_HIT);
+ *   - partitions the work: (request, kv head, head chunk, token block) blocks over fixed 512-key
+ *     partitions; decode blocks with several partitions are split across threads (flash-decoding) and
+ *     merged in ascending order, so results never depend on thread count or batch (docs/SERVING.md).
+ * Sizing and filling run one function twice (count, then fill) into one allocation.
+ *   requests: [num_requests]; num_requests >= 0. Token rows of the input are the requests' new tokens
+ *   concatenated in input order; the plan's rows are in plan order (see attn_plan_info.token_src).
+ * Returns INVALID_ARGUMENT (message names the request and field, e.g.
+ * "requests[3].block_ids[7] = 9001 >= num_blocks=4096"), OVERFLOW (a count exceeds int32),
+ * OUT_OF_MEMORY. *plan is NULL on failure. */
+ATTN_API attn_status attn_plan_create(const attn_plan_config *config, const attn_request *requests,
+                                      int64_t num_requests, attn_plan **plan);
+/* Frees a plan. NULL is a no-op. */
+ATTN_API void attn_plan_free(attn_plan *plan);
+/* Bytes of caller workspace attn_forward_paged needs for this plan (may be 0). */
+ATTN_API size_t attn_plan_workspace_size(const attn_plan *plan);
+
+/* Caller-visible arrays of a plan (owned by the plan, valid until attn_plan_free). Plan order. */
+typedef struct attn_plan_info {
+    int64_t num_reqs, num_tokens;
+    int64_t num_decodes, num_decode_tokens;     /* the first num_decodes requests / tokens       */
+    int64_t num_prefills, num_prefill_tokens;   /* the rest                                      */
+    int32_t attn_state;                         /* attn_state                                    */
+    int32_t decode_threshold;                   /* 1 + num_speculative_tokens                    */
+    int64_t max_query_len, max_seq_len;
+    const int32_t *query_start_loc;             /* [num_reqs + 1] exclusive prefix sum of q_len  */
+    const int32_t *seq_lens;                    /* [num_reqs] keys: computed + scheduled (CROSS:
+                                                   encoder_len; ENCODER_ONLY: q_len)             */
+    const int64_t *slot_mapping;                /* [num_tokens] cache slot of each new token, −1
+                                                   for ENCODER_ONLY and CROSS tokens              */
+    int64_t max_blocks_per_req;                 /* block_table row length (config value)         */
+    const int32_t *block_table;                 /* [num_reqs, max_blocks_per_req], unused = 0    */
+    const int32_t *kinds;                       /* [num_reqs] attn_request_kind                  */
+    const int32_t *req_order;                   /* [num_reqs] plan request i = input request
+                                                   req_order[i]                                  */
+    const int32_t *token_src;                   /* [num_tokens] plan row t = input row token_src[t]*/
+    int64_t num_work_blocks;                    /* work items of the (request, head, token) grid */
+    int64_t num_split_items;                    /* split-KV (block, partition) items             */
+    size_t workspace_size;                      /* = attn_plan_workspace_size(plan)              */
+} attn_plan_info;
+
+/* Fills *info. Returns INVALID_ARGUMENT if plan or info is NULL. */
+ATTN_API attn_status attn_plan_get_info(const attn_plan *plan, attn_plan_info *info);
+
+/* Attention for a whole mixed batch (decodes, spec decodes, chunked/cached/fresh prefills, encoder-only,
+ * cross) over the paged cache in plan order, one call per layer:
+ *   q:        [num_tokens, num_heads, head_size] f32/f16/bf16 (plan rows)
+ *   key_opt, value_opt: [num_tokens, num_kv_heads, head_size], kv_cache dtype; required iff the plan has
+ *             ENCODER_ONLY requests (their keys are their own new rows), else ignored (may be NULL)
+ *   kv_cache: [2, num_blocks, block_size, num_kv_heads, head_size] matching the plan config; this step's
+ *             keys/values must already be written (attn_reshape_and_cache with the plan's slot_mapping)
+ *   out:      [num_tokens, num_heads, head_size], q's dtype; lse_opt float32 [num_heads, num_tokens]
+ *   workspace: >= attn_plan_workspace_size bytes, 4-byte aligned (64 recommended), not overlapping any
+ *             tensor (NULL allowed when the size is 0); its contents are scratch, overwritten each call
+ * Per request: DECODER rows use params->causal (bottom-right expected) over seq_len keys; ENCODER_ONLY and
+ * CROSS rows are non-causal. Window, ALiBi, soft-cap, sinks apply to every request. params->mask and
+ * key_padding_mask must be NULL (UNSUPPORTED). No allocation, no lock. Bits are identical to
+ * attn_paged_attention and to attn_forward_varlen on the same keys, for any thread count and batch.
+ * Returns INVALID_ARGUMENT, WORKSPACE_TOO_SMALL, UNSUPPORTED, OVERFLOW. */
+ATTN_API attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, const attn_tensor *q,
+                                        const attn_tensor *key_opt, const attn_tensor *value_opt,
+                                        const attn_tensor *kv_cache, const attn_params *params,
+                                        attn_tensor *out, attn_tensor *lse_opt, void *workspace,
+                                        size_t workspace_size);
+
+/* Plan-less paged attention for engines that pass vLLM / flash-attn metadata directly
+ * (flash_attn_varlen_func(block_table=...), flash_attn_with_kvcache):
+ *   q [num_tokens, num_heads, head_size]; kv_cache as above; out like q; lse_opt float32 [num_heads,
+ *   num_tokens] or NULL; query_start_loc int32 [num_reqs + 1] (0, non-decreasing, last <= num_tokens);
+ *   seq_lens int32 [num_reqs] (q_len <= seq_len); block_table int32 [num_reqs, max_blocks] (row stride
+ *   any, entries past ceil(seq_len / block_size) ignored).
+ * Validated every call: used block ids in [0, num_blocks) ("block_table: entry [3][7] = 9001 >=
+ * num_blocks=4096"), ceil(seq_len / block_size) <= max_blocks. Causal bottom-right per request if
+ * params->causal says so. Runs the sequential partition fold (no workspace). Returns INVALID_ARGUMENT,
+ * UNSUPPORTED (masks), OVERFLOW. */
+ATTN_API attn_status attn_paged_attention(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *kv_cache,
+                                          const attn_tensor *query_start_loc, const attn_tensor *seq_lens,
+                                          const attn_tensor *block_table, const attn_params *params,
+                                          attn_tensor *out, attn_tensor *lse_opt);
+
+/* Oracle twin of attn_paged_attention (double accumulation, one thread; same arguments and checks). */
+ATTN_API attn_status attn_ref_paged_attention(const attn_tensor *q, const attn_tensor *kv_cache,
+                                              const attn_tensor *query_start_loc, const attn_tensor *seq_lens,
+                                              const attn_tensor *block_table, const attn_params *params,
+                                              attn_tensor *out, attn_tensor *lse_opt);
 
 /* ================================================================================================
  * Diffusion: piecewise spans, pre-scaling, quantized attention (issue 4)
  * ================================================================================================ */
 
-/* (section owned by the diffusion modes) */
+/* Semantics: shared/spec/diffusion.md (vllm-omni diffusion FlashAttentionImpl and MindIE-SD), summarised with
+ * measured accuracy in docs/DIFFUSION.md. Masks ([B|1, H|1, Sq, Sk], [Sq, Sk], key padding [B, Sk]) are the
+ * attn_params fields above and work with attn_forward / attn_ref_forward (cross-attention semantics for a key
+ * padding mask: it removes keys only and every query row is computed). */
+
+/* ---- Self-attention with a key-padding mask: unpad → packed → pad (diffusion.md A.3) -------------------
+ * The valid tokens (key_padding_mask[b][s] != 0) of batch row b form ONE compacted sequence (holes anywhere,
+ * not only suffix padding): Q, K and V are gathered with the same indices and attention runs in compacted
+ * index space (causal and window apply there), then rows are scattered back. Padded query rows output
+ * exactly 0 with LSE −inf. No Sq×Sk mask is built and Q/K/V are not copied: K/V rows are reached through a
+ * block table of block_size 1 and query rows through an index list, both kept in the caller's workspace.
+ *   q [batch, seq, num_heads, head_size] (BSND) or BNSD; k, v with seq_k == seq_q (self-attention; for
+ *   cross-attention use attn_forward with params.key_padding_mask); out, lse_opt as attn_forward.
+ *   key_padding_mask: bool/u8 [batch, seq] (true = valid token).
+ *   params: as attn_forward; params.mask and params.key_padding_mask must be NULL (INVALID_ARGUMENT).
+ *   workspace: >= attn_forward_padded_workspace_size(batch, seq) bytes, 8-byte aligned (NULL if that is 0).
+ * Returns INVALID_ARGUMENT (seq_k != seq_q, bad mask shape/dtype, ...), WORKSPACE_TOO_SMALL, OVERFLOW. */
+ATTN_API attn_status attn_forward_padded_workspace_size(int64_t batch, int64_t seq_len, size_t *bytes);
+ATTN_API attn_status attn_forward_padded(attn_ctx *ctx, attn_layout layout, const attn_tensor *q,
+                                         const attn_tensor *k, const attn_tensor *v,
+                                         const attn_tensor *key_padding_mask, const attn_params *params,
+                                         attn_tensor *out, attn_tensor *lse_opt, void *workspace,
+                                         size_t workspace_size);
+/* Oracle twin (same arguments and workspace). */
+ATTN_API attn_status attn_ref_forward_padded(attn_layout layout, const attn_tensor *q, const attn_tensor *k,
+                                             const attn_tensor *v, const attn_tensor *key_padding_mask,
+                                             const attn_params *params, attn_tensor *out, attn_tensor *lse_opt,
+                                             void *workspace, size_t workspace_size);
+
+/* ---- Packed documents, batch 1 (diffusion.md A.2) ------------------------------------------------------
+ * q [1, total_q, num_heads, head_size], k [1, total_k, num_kv_heads, head_size], v [1, total_k, num_kv_heads,
+ * head_size_v], out [1, total_q, num_heads, head_size_v]; lse_opt float32 [num_heads, total_q] or NULL.
+ * cu_seqlens_q/k int32 [num_docs+1] as attn_forward_varlen (any number of documents, zero-length legal, no
+ * attention crosses a boundary; causal is bottom-right per document). For the TND layout call
+ * attn_forward_varlen directly. Returns INVALID_ARGUMENT (e.g. "q: shape[0]=2, expected batch 1"),
+ * UNSUPPORTED (masks), OVERFLOW. */
+ATTN_API attn_status attn_forward_packed(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
+                                         const attn_tensor *v, const attn_tensor *cu_seqlens_q,
+                                         const attn_tensor *cu_seqlens_k, const attn_params *params,
+                                         attn_tensor *out, attn_tensor *lse_opt);
+
+/* ---- Piecewise mixed causal/full attention (full_attn_spans + query_ranges, diffusion.md §B) ----------- */
+typedef struct attn_span {
+    int64_t start; /* first global position of the span              */
+    int64_t end;   /* one past the last (half-open [start, end))      */
+} attn_span;
+
+typedef struct attn_query_range {
+    int64_t local_start;  /* local query rows [local_start, local_end) ...      */
+    int64_t local_end;
+    int64_t global_start; /* ... sit at global positions global_start + (i − local_start) */
+} attn_query_range;
+
+/* A query at global position p sees key j iff j < e when p lies in a span [a, e) (the whole prefix and
+ * the whole span), else iff j <= p (causal). Keys are global positions [0, seq_k). The same spans apply to
+ * every batch row (the seed's homogeneous batch). Equals the oracle with the equivalent explicit mask
+ * (tril + mask[a:e, :e] = true, rows of the query ranges) but never builds it: each row is a key range.
+ *   q/k/v/out/lse_opt: as attn_forward (BSND or BNSD).
+ *   spans: [num_spans] sorted by start, non-overlapping, 0 <= start < end <= seq_k; num_spans 0 = causal.
+ *   query_ranges: [num_query_ranges] or NULL = one range (0, seq_q, seq_k − seq_q) (needs seq_q <= seq_k);
+ *     contiguous from local row 0 to seq_q, each global range inside [0, seq_k).
+ *   params: causal must be NONE (the spans define causality); mask/key_padding_mask must be NULL; window,
+ *     soft-cap, ALiBi (distance |p − j| in global positions) and sinks apply.
+ * Returns INVALID_ARGUMENT naming the span/range (e.g. "spans[1]=(2,4) starts before spans[0] ends at 8:
+ * spans must be sorted and non-overlapping"), UNSUPPORTED (causal or masks combined with spans), OVERFLOW. */
+ATTN_API attn_status attn_forward_piecewise(attn_ctx *ctx, attn_layout layout, const attn_tensor *q,
+                                            const attn_tensor *k, const attn_tensor *v, const attn_span *spans,
+                                            int64_t num_spans, const attn_query_range *query_ranges,
+                                            int64_t num_query_ranges, const attn_params *params,
+                                            attn_tensor *out, attn_tensor *lse_opt);
+/* Oracle twin (literal span predicate). */
+ATTN_API attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_tensor *q, const attn_tensor *k,
+                                                const attn_tensor *v, const attn_span *spans, int64_t num_spans,
+                                                const attn_query_range *query_ranges,
+                                                int64_t num_query_ranges, const attn_params *params,
+                                                attn_tensor *out, attn_tensor *lse_opt);
+
+/* ---- Prefix K/V slicing (diffusion.md A.11, D.3) -------------------------------------------------------
+ * When the padding of K/V is a strict suffix, attention over K[:, :valid_kv_length], V[:, :valid_kv_length]
+ * (zero-copy views) equals masking the suffix; Q keeps its full length. 0 <= valid_kv_length <= seq_k.
+ * Arguments as attn_forward. causal must be NONE (slicing moves the bottom-right diagonal: UNSUPPORTED) and
+ * params.mask / params.key_padding_mask must be NULL (UNSUPPORTED: they are sized for the unsliced keys). */
+ATTN_API attn_status attn_forward_kv_prefix(attn_ctx *ctx, attn_layout layout, const attn_tensor *q,
+                                            const attn_tensor *k, const attn_tensor *v,
+                                            int64_t valid_kv_length, const attn_params *params,
+                                            attn_tensor *out, attn_tensor *lse_opt);
+
+/* ---- Power-of-two input pre-scaling (diffusion.md D.6, seed laser_input_scale) ------------------------
+ * With c = 2^input_scale_log2: q, k, v are divided by c (copied, in their own dtype, into the workspace), the
+ * softmax scale is multiplied by c² and the output by c:
+ *     softmax((c²·scale)·(q/c)(k/c)ᵀ)·(v/c)·c = softmax(scale·q·kᵀ)·v.
+ * Exact (bitwise equal to attn_forward for f32 data) as long as no q/c, k/c, v/c or out/c leaves the normal
+ * range of its dtype; f16/bf16 values pushed into subnormals lose bits (see docs/DIFFUSION.md).
+ *   input_scale_log2: 0..30. Other arguments as attn_forward (all params options apply).
+ *   workspace: >= attn_forward_prescaled_workspace_size(q, k, v) bytes (contiguous copies of q, k, v),
+ *   64-byte aligned recommended. Returns INVALID_ARGUMENT, WORKSPACE_TOO_SMALL, OVERFLOW, UNSUPPORTED. */
+ATTN_API attn_status attn_forward_prescaled_workspace_size(const attn_tensor *q, const attn_tensor *k,
+                                                           const attn_tensor *v, size_t *bytes);
+ATTN_API attn_status attn_forward_prescaled(attn_ctx *ctx, attn_layout layout, const attn_tensor *q,
+                                            const attn_tensor *k, const attn_tensor *v, int32_t input_scale_log2,
+                                            const attn_params *params, attn_tensor *out, attn_tensor *lse_opt,
+                                            void *workspace, size_t workspace_size);
+
+/* ---- Low-precision formats: encode/decode (OCP OFP8 rev 1.0, OCP Microscaling v1.0) --------------------
+ * Encoding is round-to-nearest-even with saturation: finite values beyond the format's max and ±inf map to
+ * ±max (448 for E4M3, 57344 for E5M2, 6 for E2M1); NaN maps to NaN (0x7F|sign for both FP8 formats; E2M1 has
+ * no NaN and encodes NaN as +0 — an MX block holding a NaN or inf gets the NaN scale 0xFF instead).
+ * Values below half the smallest subnormal flush to ±0. Decoding is exact. */
+ATTN_API uint8_t attn_fp8_from_float(attn_dtype format, float x); /* format FP8_E4M3 or FP8_E5M2; else 0 */
+ATTN_API float attn_fp8_to_float(attn_dtype format, uint8_t bits); /* NaN for an unknown format        */
+ATTN_API uint8_t attn_fp4_e2m1_from_float(float x);              /* low nibble: s.ee.m                */
+ATTN_API float attn_fp4_e2m1_to_float(uint8_t nibble);           /* uses the low 4 bits                */
+/* E8M0 shared scale 2^(bits − 127); 0xFF = NaN; 0x00 = 2^-127 (OCP; CANN's "0x00 = zero" is not followed). */
+ATTN_API float attn_e8m0_to_float(uint8_t bits);
+
+/* Scaled FP8 of n values: dst[i] = encode(src[i] / scale); dequantize: dst[i] = decode(src[i]) · scale.
+ * format FP8_E4M3 or FP8_E5M2; scale finite and > 0. Returns INVALID_ARGUMENT (NULL, n < 0, bad format or
+ * scale). */
+ATTN_API attn_status attn_quantize_fp8(attn_dtype format, const float *src, int64_t n, float scale,
+                                       uint8_t *dst);
+ATTN_API attn_status attn_dequantize_fp8(attn_dtype format, const uint8_t *src, int64_t n, float scale,
+                                         float *dst);
+
+/* MX quantization of n contiguous values in blocks of 32 (the last block zero-padded), OCP MX v1.0 / MXR
+ * _quantize_mx: shared_exp = floor(log2(max|V|)) − emax (emax 8 for E4M3, 15 for E5M2, 2 for E2M1), clamped
+ * to [−127, 127] (an all-zero block gets −127); scales[b] = shared_exp + 127 (E8M0); element = encode(V / 2^
+ * shared_exp) (saturating, so a block maximum with a mantissa above 1.75 (E4M3) / 1.5 (E2M1) is clipped).
+ * A block with a NaN or inf gets scale 0xFF and decodes to NaN.
+ *   element_format: FP8_E4M3, FP8_E5M2 (one byte per value) or FP4_E2M1 (packed, value 2i in the low nibble,
+ *   (n+1)/2 bytes; an odd tail's high nibble is 0). scales: ceil(n/32) bytes.
+ * Returns INVALID_ARGUMENT. */
+ATTN_API attn_status attn_quantize_mx(attn_dtype element_format, const float *src, int64_t n,
+                                      uint8_t *elements, uint8_t *scales);
+ATTN_API attn_status attn_dequantize_mx(attn_dtype element_format, const uint8_t *elements,
+                                        const uint8_t *scales, int64_t n, float *dst);
+
+/* ---- Deterministic Hadamard rotation of Q and K (diffusion.md C.4, vllm-omni get_quant_attention_rotation)
+ * R = diag(s)·H_d/sqrt(d), H Sylvester, s_i = 2·(w_i mod 2) − 1 with w_i the i-th 32-bit output of MT19937
+ * seeded with `seed` (the seed's torch.Generator().manual_seed(425500); ATTN_HADAMARD_SEED). Rows are
+ * rotated as row vectors x' = x·R; R is orthogonal so q'·k' = q·k. Computed as sign flip, fast
+ * Walsh-Hadamard transform and 1/sqrt(d) in double, rounded once to float.
+ *   signs: int8 [head_size] of ±1. src, dst: float32 [num_rows, head_size] contiguous; dst may equal src.
+ *   head_size a power of two in 1..256. Returns INVALID_ARGUMENT (NULL, bad sizes), UNSUPPORTED
+ *   ("head_size=96 is not a power of two"). */
+#define ATTN_HADAMARD_SEED 425500u
+ATTN_API attn_status attn_hadamard_signs(int64_t head_size, uint32_t seed, int8_t *signs);
+ATTN_API attn_status attn_hadamard_rotate(const float *src, int64_t num_rows, int64_t head_size, uint32_t seed,
+                                          float *dst);
+
+/* ---- Quantized attention (diffusion.md A.13, C.3; MindIE-SD quant_attention emulated on the CPU) -------- */
+typedef enum attn_quant_format {
+    ATTN_QUANT_FP8_E4M3 = 0, /* block FP8: scale amax/448 per (batch, head, block of rows)            */
+    ATTN_QUANT_FP8_E5M2 = 1, /* block FP8: scale amax/57344 per (batch, head, block of rows)          */
+    ATTN_QUANT_MXFP8 = 2,    /* MX E4M3: Q, K blocks of 32 along head_size; V blocks of 32 tokens     */
+    ATTN_QUANT_MXFP4 = 3     /* MX E2M1: Q, K blocks of 32 along head_size; V blocks of 32 tokens     */
+} attn_quant_format;
+
+typedef struct attn_quant_params {
+    int32_t format;        /* attn_quant_format                                                    */
+    int32_t rotate;        /* 1 (default) = Hadamard rotation of Q and K before quantization        */
+    uint32_t rotation_seed; /* default ATTN_HADAMARD_SEED                                          */
+    int32_t q_block_rows;  /* FP8 formats: query rows per scale block (default 128)                */
+    int32_t kv_block_rows; /* FP8 formats: key/value rows per scale block (default 256)            */
+} attn_quant_params;
+
+/* Defaults for `format` (rotation on, seed 425500, FP8 row blocks 128/256 as MindIE-SD). */
+ATTN_API void attn_quant_params_init(attn_quant_params *qp, attn_quant_format format);
+
+/* Quantized dense attention: Q and K are rotated (if qp->rotate), Q, K and V are quantized to qp->format
+ * and dequantized to float32 in the workspace, then attention runs in float32 (accumulation, P and the
+ * softmax stay float, as MindIE keeps P in float). V is not rotated. The output is in q's dtype.
+ *   q, k, v, out, lse_opt: as attn_forward (f32/f16/bf16; BSND or BNSD).
+ *   qp: NULL = attn_quant_params_init(ATTN_QUANT_FP8_E4M3).
+ *   workspace: >= attn_forward_quant_workspace_size(...) bytes (float32 copies of Q, K, V), 64-byte
+ *   aligned recommended.
+ * Unsupported combinations return ATTN_STATUS_UNSUPPORTED naming the reason, never a silent fallback:
+ * causal, window, params.mask, params.key_padding_mask, and rotation with a head_size that is not a power
+ * of two (96, 192). Packed and piecewise inputs have no quantized entry (the seed refuses them too).
+ * MindIE's zero-padding of keys to a multiple of 512 inside the MXFP4 softmax is NOT reproduced.
+ * Returns INVALID_ARGUMENT, UNSUPPORTED, WORKSPACE_TOO_SMALL, OVERFLOW. */
+ATTN_API attn_status attn_forward_quant_workspace_size(attn_layout layout, const attn_tensor *q,
+                                                       const attn_tensor *k, const attn_tensor *v,
+                                                       size_t *bytes);
+ATTN_API attn_status attn_forward_quant(attn_ctx *ctx, attn_layout layout, const attn_tensor *q,
+                                        const attn_tensor *k, const attn_tensor *v,
+                                        const attn_quant_params *qp, const attn_params *params,
+                                        attn_tensor *out, attn_tensor *lse_opt, void *workspace,
+                                        size_t workspace_size);
+/* Oracle: rotation as a literal d×d product in double, quantization by nearest-code search over the
+ * format's code table, then the float oracle on the dequantized values. Allocates its own buffers
+ * (OUT_OF_MEMORY possible). */
+ATTN_API attn_status attn_ref_forward_quant(attn_layout layout, const attn_tensor *q, const attn_tensor *k,
+                                            const attn_tensor *v, const attn_quant_params *qp,
+                                            const attn_params *params, attn_tensor *out, attn_tensor *lse_opt);
 
 #ifdef __cplusplus
 }

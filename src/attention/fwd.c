@@ -97,7 +97,8 @@ void attn_fwd_pack_q(const attn_problem *p, const struct attn_kernels *kern, con
         attn_fwd_fold_log2e(p) ? (float)((double)p->opts.softmax_scale * ATTN_LOG2E) : p->opts.softmax_scale;
     memset(sc->q_t, 0, (size_t)D * ATTN_QB * sizeof(float));
     for (int32_t r = 0; r < blk->num_rows; r++) {
-        const char *src = blk->seq.q + blk->row_token[r] * blk->seq.q_row_stride +
+        const int64_t row = attn_seq_q_row(&blk->seq, blk->row_token[r]);
+        const char *src = blk->seq.q + row * blk->seq.q_row_stride +
                           blk->row_head[r] * blk->seq.q_head_stride;
         kern->cvt_to_f32(src, p->q_dtype, sc->row_tmp, D);
         for (int64_t d = 0; d < D; d++) sc->q_t[d * ATTN_QB + r] = sc->row_tmp[d] * qscale;
@@ -217,11 +218,12 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
         }
         const float inv = ll > 0.0 ? (float)(exp2((double)m[r] - mm) / ll) : 0.0f;
         for (int64_t d = 0; d < Dv; d++) sc->row_tmp[d] = l[r] > 0.0f ? o[d * ATTN_QB + r] * inv : 0.0f;
-        char *dst = blk->seq.out + blk->row_token[r] * blk->seq.out_row_stride + h * blk->seq.out_head_stride;
+        const int64_t row = attn_seq_q_row(&blk->seq, blk->row_token[r]);
+        char *dst = blk->seq.out + row * blk->seq.out_row_stride + h * blk->seq.out_head_stride;
         kern->cvt_from_f32(sc->row_tmp, p->out_dtype, dst, Dv);
         if (blk->seq.lse) {
             const float lse = ll > 0.0 ? (float)((mm + log2(ll)) * ATTN_LN2) : -INFINITY;
-            blk->seq.lse[blk->row_token[r] * blk->seq.lse_row_stride + h * blk->seq.lse_head_stride] = lse;
+            blk->seq.lse[row * blk->seq.lse_row_stride + h * blk->seq.lse_head_stride] = lse;
         }
     }
 }

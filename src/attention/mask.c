@@ -6,9 +6,36 @@
 
 #include <math.h>
 
+int64_t attn_mask_piecewise_pos(const attn_opts *o, int64_t i) {
+    int64_t lo = 0, hi = o->num_query_ranges; /* last range with local_start <= i */
+    while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (o->query_ranges[mid].local_start <= i) lo = mid;
+        else hi = mid;
+    }
+    /* ranges may be empty (local_end == local_start); skip forward to the one that holds i */
+    while (lo + 1 < o->num_query_ranges && o->query_ranges[lo].local_end <= i) lo++;
+    return o->query_ranges[lo].global_start + (i - o->query_ranges[lo].local_start);
+}
+
+int64_t attn_mask_piecewise_limit(const attn_opts *o, int64_t pos) {
+    int64_t lo = 0, hi = o->num_spans; /* first span with end > pos */
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (o->spans[mid].end <= pos) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < o->num_spans && o->spans[lo].start <= pos) return o->spans[lo].end;
+    return pos + 1;
+}
+
 void attn_mask_row_range(const attn_problem *p, int64_t pos, int64_t seq_k, int64_t *lo, int64_t *hi) {
     int64_t a = 0, b = seq_k;
     if (p->opts.causal != ATTN_CAUSAL_NONE && pos + 1 < b) b = pos + 1;
+    if (p->opts.piecewise) {
+        const int64_t limit = attn_mask_piecewise_limit(&p->opts, pos);
+        if (limit < b) b = limit;
+    }
     if (p->opts.window_left >= 0 && pos - p->opts.window_left > a) a = pos - p->opts.window_left;
     if (p->opts.window_right >= 0 && pos + p->opts.window_right + 1 < b) b = pos + p->opts.window_right + 1;
     if (b < a) b = a;

@@ -8,10 +8,19 @@
 
 #include "attention/fwd.h"
 
-/* Absolute position of query row i: bottom-right Sk − Sq + i, or i for top-left causal. */
+/* Global position of local query row i under piecewise query_ranges (diffusion.md §B.1). */
+int64_t attn_mask_piecewise_pos(const attn_opts *o, int64_t i);
+
+/* Absolute position of query row i: bottom-right Sk − Sq + i, or i for top-left causal; piecewise
+ * attention maps i through its query_ranges. */
 static inline int64_t attn_mask_query_pos(const attn_problem *p, const attn_seq_view *s, int64_t i) {
+    if (p->opts.piecewise) return attn_mask_piecewise_pos(&p->opts, i);
     return p->opts.causal == ATTN_CAUSAL_TOP_LEFT ? i : s->seq_k - s->seq_q + i;
 }
+
+/* Piecewise key limit of a query at global position pos: e if pos lies in a span [a, e), else pos + 1
+ * (keys [0, limit) are visible). Spans are sorted and disjoint: binary search. */
+int64_t attn_mask_piecewise_limit(const attn_opts *o, int64_t pos);
 
 /* Causal/window visible key range [lo, hi) of a row at position pos (lo >= hi when empty). */
 void attn_mask_row_range(const attn_problem *p, int64_t pos, int64_t seq_k, int64_t *lo, int64_t *hi);

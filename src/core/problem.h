@@ -22,6 +22,13 @@ typedef struct attn_opts {
     const float *sinks;         /* [num_heads] or NULL                                          */
     const attn_tensor *mask;    /* validated keep-mask, 4-D [B|1, H|1, Sq, Sk] or 2-D [Sq, Sk]   */
     const attn_tensor *key_padding_mask; /* validated [B, Sk] or NULL                           */
+    /* Piecewise attention (issue 4, diffusion.md §B): num_spans >= 0 turns it on when piecewise != 0.
+     * A query at global position p sees keys j < e if p lies in a span [a, e), else j <= p. */
+    int32_t piecewise;                   /* 0 = off                                              */
+    const attn_span *spans;              /* [num_spans] sorted, non-overlapping, validated       */
+    int64_t num_spans;
+    const attn_query_range *query_ranges; /* [num_query_ranges] contiguous over [0, Sq)          */
+    int64_t num_query_ranges;
 } attn_opts;
 
 /* One sequence of the call: seq_q query rows attending over seq_k keys. */
@@ -42,7 +49,14 @@ typedef struct attn_seq_view {
     int64_t out_row_stride, out_head_stride;
     float *lse;                 /* NULL or element lse[i*lse_row_stride + h*lse_head_stride]    */
     int64_t lse_row_stride, lse_head_stride;
+    const int32_t *q_rows;      /* NULL, or [seq_q]: compacted query row i reads q row, writes out
+                                   and LSE row q_rows[i] (self-attention unpad → pad, issue 4)   */
 } attn_seq_view;
+
+/* Physical q/out/LSE row of compacted query row i (identity unless q_rows is set). */
+static inline int64_t attn_seq_q_row(const attn_seq_view *s, int64_t i) {
+    return s->q_rows ? (int64_t)s->q_rows[i] : i;
+}
 
 typedef struct attn_problem attn_problem;
 typedef void (*attn_get_seq_fn)(const attn_problem *p, int64_t idx, attn_seq_view *out);

@@ -16,4 +16,15 @@ attn_status attn_ref_run(const attn_problem *p);
  * j of sequence s and query head h: causal, window, key-padding mask and explicit mask, ANDed. */
 int attn_ref_visible(const attn_problem *p, const attn_seq_view *s, int64_t h, int64_t i, int64_t j);
 
+/* ref_paged.c (issue 3): literal paged-cache data movement on a contiguous cache
+ * [2, num_blocks, block_size, num_kv_heads, head_size]. key/value: float [num_tokens, num_kv_heads, head_size];
+ * slot_mapping [num_tokens] (< 0 skipped). gather: the first seq_len keys/values of a sequence with the given
+ * block ids into k_out/v_out [seq_len, num_kv_heads, head_size] of the cache dtype. */
+void attn_ref_reshape_and_cache(const float *key, const float *value, int64_t num_tokens, int64_t num_kv_heads,
+                                int64_t head_size, const int64_t *slot_mapping, void *cache, attn_dtype cache_dtype,
+                                int64_t num_blocks, int64_t block_size);
+void attn_ref_gather_kv(const void *cache, attn_dtype dtype, int64_t num_blocks, int64_t block_size,
+                        int64_t num_kv_heads, int64_t head_size, const int32_t *block_ids, int64_t seq_len,
+                        void *k_out, void *v_out);
+
 #endif

@@ -12,6 +12,12 @@
 
 /* Absolute position of query row i: bottom-right p_i = Sk − Sq + i, or i for top-left causal. */
 static int64_t ref_query_pos(const attn_problem *p, const attn_seq_view *s, int64_t i) {
+    if (p->opts.piecewise) { /* local row i of query range r is global position gs + (i − ls) (§B.1) */
+        for (int64_t r = 0; r < p->opts.num_query_ranges; r++) {
+            const attn_query_range *qr = &p->opts.query_ranges[r];
+            if (i >= qr->local_start && i < qr->local_end) return qr->global_start + (i - qr->local_start);
+        }
+    }
     if (p->opts.causal == ATTN_CAUSAL_TOP_LEFT) return i;
     return s->seq_k - s->seq_q + i;
 }
@@ -34,6 +40,15 @@ int attn_ref_visible(const attn_problem *p, const attn_seq_view *s, int64_t h, i
     if (o->causal != ATTN_CAUSAL_NONE && j > pos) return 0;
     if (o->window_left >= 0 && j < pos - o->window_left) return 0;
     if (o->window_right >= 0 && j > pos + o->window_right) return 0;
+    if (o->piecewise) { /* diffusion.md §B.2: inside a span [a, e) keep j < e, elsewhere keep j <= p */
+        int in_span = 0;
+        for (int64_t t = 0; t < o->num_spans; t++)
+            if (pos >= o->spans[t].start && pos < o->spans[t].end) {
+                in_span = 1;
+                if (j >= o->spans[t].end) return 0;
+            }
+        if (!in_span && j > pos) return 0;
+    }
     if (o->key_padding_mask) {
         const attn_tensor *t = o->key_padding_mask;
         const unsigned char *d = (const unsigned char *)t->data;
@@ -71,7 +86,7 @@ attn_status attn_ref_run(const attn_problem *p) {
         for (int64_t h = 0; h < p->num_heads; h++) {
             const int64_t g = h / group;
             for (int64_t i = 0; i < s.seq_q; i++) {
-                const char *qrow = s.q + i * s.q_row_stride + h * s.q_head_stride;
+                const char *qrow = s.q + attn_seq_q_row(&s, i) * s.q_row_stride + h * s.q_head_stride;
                 const int64_t pos = ref_query_pos(p, &s, i);
                 /* 1. logits of visible keys: scale·q·k → soft-cap → ALiBi */
                 double m = -INFINITY;
@@ -105,11 +120,11 @@ attn_status attn_ref_run(const attn_problem *p) {
                             acc[d] += w * (double)attn_load_f(vrow, p->kv_dtype, d);
                     }
                 }
-                char *orow = s.out + i * s.out_row_stride + h * s.out_head_stride;
+                char *orow = s.out + attn_seq_q_row(&s, i) * s.out_row_stride + h * s.out_head_stride;
                 for (int64_t d = 0; d < p->head_size_v; d++) attn_store_f(orow, p->out_dtype, d, (float)acc[d]);
                 if (s.lse) {
                     double lse = denom > 0.0 ? m + log(denom) : -INFINITY;
-                    s.lse[i * s.lse_row_stride + h * s.lse_head_stride] = (float)lse;
+                    s.lse[attn_seq_q_row(&s, i) * s.lse_row_stride + h * s.lse_head_stride] = (float)lse;
                 }
             }
         }

@@ -132,3 +132,12 @@ int th_bitwise_equal(const attn_tensor *a, const attn_tensor *b) {
     } while (th_next(a, idx));
     return 1;
 }
+
+th_tol th_tol_for_logits(attn_dtype dtype, double logit_mag) {
+    /* Δs ≈ 8·2^-24·|s| (q pre-scaling, log2e folding, the dot product's roundings); a logit error Δs moves
+     * the softmax weights by a factor e^±Δs, so the output moves by at most 2·Δs·max|V|. */
+    th_tol t = th_tol_for(dtype);
+    const double ds = 8.0 * 5.9604644775390625e-8 * logit_mag;
+    t.atol += 2.0 * ds; /* the LSE tolerance is already relative to |lse| ~ logit_mag */
+    return t;
+}

@@ -50,3 +50,8 @@ int th_bitwise_equal(const attn_tensor *a, const attn_tensor *b);
 int64_t th_offset(const attn_tensor *t, const int64_t *idx);
 
 #endif
+
+/* ---- appended by the conformance suites ---- */
+/* th_tol_for(dtype) widened for logits of magnitude up to `logit_mag` (Σ|scale·q_d·k_d|): fp32 logits carry
+ * an absolute error of a few ulps of that magnitude, which softmax turns into a relative weight error. */
+th_tol th_tol_for_logits(attn_dtype dtype, double logit_mag);

@@ -17,6 +17,11 @@ writes each layer's new K/V into the cache via slot_mapping, and calls
         -> out [T,Hq,D]
 
 (causal diagonal aligned bottom-right, scale 1/sqrt(head_size) by default).
+
+Alternatively `attention_layer(layer, q, k, v, kv_cache, step_meta) -> out [T,Hq,D]` replaces both
+the NumPy cache write and paged_attention (a vLLM-style backend: it writes k/v through
+step_meta["slot_mapping"] itself). step_meta is one dict per step (same object for every layer):
+query_start_loc, seq_lens, block_table, slot_mapping, step.
 """
 
 import time
@@ -41,9 +46,10 @@ class Request:
 
 class PagedEngine:
     def __init__(self, model, paged_attention=reference_paged_attention, num_blocks=128,
-                 block_size=16, max_running=4, token_budget=32, on_step=None):
+                 block_size=16, max_running=4, token_budget=32, on_step=None, attention_layer=None):
         self.model = model
         self.paged_attention = paged_attention
+        self.attention_layer = attention_layer
         self.block_size = block_size
         self.num_blocks = num_blocks
         self.max_running = max_running
@@ -117,9 +123,13 @@ class PagedEngine:
             pos = np.concatenate(pos)
             slot_mapping = np.concatenate(slots)
             bs = self.block_size
+            step_meta = dict(query_start_loc=qsl, seq_lens=seq_lens, block_table=block_table,
+                             slot_mapping=slot_mapping, step=step)
 
             def hook(layer, q, k, v):
                 cache = self.kv_cache[layer]
+                if self.attention_layer is not None:
+                    return self.attention_layer(layer, q, k, v, cache, step_meta)
                 cache[0, slot_mapping // bs, slot_mapping % bs] = k
                 cache[1, slot_mapping // bs, slot_mapping % bs] = v
                 return self.paged_attention(q, cache, qsl, seq_lens, block_table, causal=True)

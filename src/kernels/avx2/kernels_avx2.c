@@ -1,10 +1,19 @@
 /*
- * kernels_avx2.c — the AVX2+FMA+F16C table: the generic bodies compiled with -mavx2 -mfma -mf16c
- * (256-bit vectors). Hand-written kernels replace entries here as they land (issue 6).
+ * kernels_avx2.c — the AVX2+FMA+F16C kernel table. Hand-written kernels (cpu-kernel-design.md §2.1–2.4,
+ * 256-bit vectors, 16 registers) live one per file in this folder: cvt_avx2.c, qk_tile_avx2.c,
+ * softmax_tile_avx2.c, pv_tile_avx2.c. (The generic bodies compiled for AVX2 were not lane-invariant:
+ * the compiler vectorised W = 8 and W = 32 differently.)
  */
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
 #error "kernels_avx2.c must be compiled with -mavx2 -mfma -mf16c"
 #endif
-#include "kernels/generic/tile_kernels.h"
+#include "kernels/kernels.h"
 
-ATTN_DEFINE_KERNEL_TABLE(avx2)
+const struct attn_kernels attn_kernels_avx2 = {
+    .name = "avx2",
+    .cvt_to_f32 = attn_k_cvt_to_f32_avx2,
+    .cvt_from_f32 = attn_k_cvt_from_f32_avx2,
+    .qk_tile = attn_k_qk_tile_avx2,
+    .softmax_tile = attn_k_softmax_tile_avx2,
+    .pv_tile = attn_k_pv_tile_avx2,
+};

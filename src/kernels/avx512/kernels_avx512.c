@@ -1,10 +1,19 @@
 /*
- * kernels_avx512.c — the AVX-512 (F/BW/VL/DQ) table: the generic bodies compiled for 512-bit vectors.
- * Hand-written kernels (cpu-kernel-design.md §2–3) replace entries here as they land (issue 6).
+ * kernels_avx512.c — the AVX-512 (F/BW/VL/DQ) kernel table. Hand-written kernels (cpu-kernel-design.md
+ * §2.1–2.4) live one per file in this folder: cvt_avx512.c, qk_tile_avx512.c, softmax_tile_avx512.c,
+ * pv_tile_avx512.c. An entry that has no intrinsic version yet would take the generic body compiled with
+ * this folder's flags (k_* from generic/tile_kernels.h); today every entry is hand-written.
  */
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__)
 #error "kernels_avx512.c must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq"
 #endif
-#include "kernels/generic/tile_kernels.h"
+#include "kernels/kernels.h"
 
-ATTN_DEFINE_KERNEL_TABLE(avx512)
+const struct attn_kernels attn_kernels_avx512 = {
+    .name = "avx512",
+    .cvt_to_f32 = attn_k_cvt_to_f32_avx512,
+    .cvt_from_f32 = attn_k_cvt_from_f32_avx512,
+    .qk_tile = attn_k_qk_tile_avx512,
+    .softmax_tile = attn_k_softmax_tile_avx512,
+    .pv_tile = attn_k_pv_tile_avx512,
+};

@@ -1,0 +1,107 @@
+/*
+ * bench_peak.c — the in-run ceilings of bench_peak.h. The FMA loops use target attributes so this file
+ * builds with default flags and only runs a loop the CPU supports (__builtin_cpu_supports).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "bench_peak.h"
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double bench_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int bench_cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void bench_min_median(double *t, int n, double *min, double *median) {
+    qsort(t, (size_t)n, sizeof *t, bench_cmp_double);
+    *min = t[0];
+    *median = t[n / 2];
+}
+
+/* 24 independent chains of vfmadd: enough to cover latency 4 × 2 pipes (and more) without spills. */
+__attribute__((target("avx512f,fma"), noinline)) static float bench_fma512(long iters) {
+    __m512 a[24];
+    const __m512 m = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps(1.0f + (float)i * 1e-3f);
+    for (long k = 0; k < iters; k++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    }
+    __m512 s = _mm512_setzero_ps();
+    for (int i = 0; i < 24; i++) s = _mm512_add_ps(s, a[i]);
+    return _mm512_reduce_add_ps(s);
+}
+
+/* 12 chains: AVX2 has 16 ymm registers. */
+__attribute__((target("avx2,fma"), noinline)) static float bench_fma256(long iters) {
+    __m256 a[12];
+    const __m256 m = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps(1.0f + (float)i * 1e-3f);
+    for (long k = 0; k < iters; k++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
+    }
+    __m256 s = _mm256_setzero_ps();
+    for (int i = 0; i < 12; i++) s = _mm256_add_ps(s, a[i]);
+    float o[8];
+    _mm256_storeu_ps(o, s);
+    return o[0] + o[7];
+}
+
+double bench_peak_fma_gflops(int width_bits) {
+    volatile float sink = 0.0f;
+    double t[5];
+    long iters;
+    double flop_per_iter;
+    __builtin_cpu_init();
+    if (width_bits == 512) {
+        if (!__builtin_cpu_supports("avx512f")) return 0.0;
+        iters = 20000000, flop_per_iter = 24.0 * 32.0;
+        sink += bench_fma512(iters / 10); /* warm up the 512-bit units */
+    } else {
+        if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0.0;
+        iters = 40000000, flop_per_iter = 12.0 * 16.0;
+        sink += bench_fma256(iters / 10);
+    }
+    for (int r = 0; r < 5; r++) {
+        const double t0 = bench_now();
+        sink += width_bits == 512 ? bench_fma512(iters) : bench_fma256(iters);
+        t[r] = bench_now() - t0;
+    }
+    double tmin, tmed;
+    bench_min_median(t, 5, &tmin, &tmed);
+    (void)sink;
+    return flop_per_iter * (double)iters / tmin * 1e-9;
+}
+
+double bench_read_gbs(size_t bytes) {
+    const size_t n = bytes / sizeof(float);
+    float *buf = NULL;
+    if (posix_memalign((void **)&buf, 2u << 20, n * sizeof(float)) != 0) return 0.0;
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
+    double t[5];
+    volatile float sink = 0.0f;
+    for (int r = 0; r < 5; r++) {
+        float acc[32] = {0}; /* 32 independent lanes: the add latency never limits the stream */
+        const double t0 = bench_now();
+        for (size_t i = 0; i + 32 <= n; i += 32)
+            for (int j = 0; j < 32; j++) acc[j] += buf[i + j];
+        t[r] = bench_now() - t0;
+        for (int j = 0; j < 32; j++) sink += acc[j];
+    }
+    free(buf);
+    double tmin, tmed;
+    bench_min_median(t, 5, &tmin, &tmed);
+    (void)sink;
+    return (double)(n * sizeof(float)) / tmin * 1e-9;
+}

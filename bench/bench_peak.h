@@ -1,0 +1,19 @@
+/*
+ * bench_peak.h — ceilings measured in the same run as the benches (peer-measurements.md §0: the machine
+ * is noisy, so every ratio is against a ceiling from the same window): fp32 FMA peak with 512-bit or
+ * 256-bit vectors (independent accumulator chains, the peak.c probe idea) and a streaming read bandwidth.
+ */
+#ifndef ATTN_BENCH_PEAK_H
+#define ATTN_BENCH_PEAK_H
+
+#include <stddef.h>
+
+double bench_now(void);
+/* Sorts t[0..n) and returns min / median through the out-parameters. */
+void bench_min_median(double *t, int n, double *min, double *median);
+/* Single-thread fp32 FMA peak in GFLOP/s for vector width 512 or 256 (0 if this CPU lacks it). */
+double bench_peak_fma_gflops(int width_bits);
+/* Single-thread read bandwidth in GB/s over `bytes`. */
+double bench_read_gbs(size_t bytes);
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * cmd_info.c — `attn info`: library version (header and loaded library), CPU features detected at run time,
+ * the kernel tables compiled in and which this CPU/OS can run, the table a context chooses (ATTN_ISA or
+ * --isa overrides), and the thread count. Text or --json.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cjson/cJSON.h>
+
+#include "cmd.h"
+
+static const char attn_cmd_info_help[] =
+    "Usage: attn info [--threads N] [--isa NAME] [--json]\n\n"
+    "Prints the attn version, the CPU features detected at run time, the kernel tables compiled in and\n"
+    "whether this CPU/OS can run them, the table chosen for a context (override: --isa or ATTN_ISA), and\n"
+    "the thread count (override: --threads or OMP_NUM_THREADS).\n\n"
+    "Options:\n"
+    "  --threads N   threads of the context shown\n"
+    "  --isa NAME    kernel table of the context shown\n"
+    "  --json        print one JSON object\n"
+    "  --help        this text\n";
+
+int attn_cmd_info(int argc, char **argv) {
+    attn_cli_opts opts;
+    const int prc = attn_cli_parse("info", argc, argv, ATTN_CLI_OPT_THREADS | ATTN_CLI_OPT_ISA | ATTN_CLI_OPT_JSON,
+                                   attn_cmd_info_help, &opts);
+    if (prc)
+        return prc < 0 ? ATTN_CLI_EXIT_OK : prc;
+    attn_cli_env env;
+    const int erc = attn_cli_env_open("info", ATTN_CLI_MODE_RUN, &opts, &env);
+    if (erc)
+        return erc;
+    const unsigned v = attn_version_number();
+    const char *env_isa = getenv("ATTN_ISA");
+    if (opts.json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "version", attn_version_string());
+        cJSON_AddStringToObject(o, "header_version", ATTN_VERSION_STRING);
+        cJSON_AddNumberToObject(o, "version_number", v);
+        cJSON_AddStringToObject(o, "cpu_features", attn_cpu_features());
+        cJSON *isas = cJSON_AddArrayToObject(o, "isas");
+        for (int32_t i = 0; i < attn_isa_count(); i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "name", attn_isa_name(i));
+            cJSON_AddBoolToObject(e, "usable", attn_isa_available(attn_isa_name(i)) != 0);
+            cJSON_AddItemToArray(isas, e);
+        }
+        cJSON_AddStringToObject(o, "isa", attn_ctx_isa(env.ctx));
+        cJSON_AddNumberToObject(o, "threads", env.num_threads);
+        char *s = cJSON_Print(o);
+        if (s)
+            printf("%s\n", s);
+        cJSON_free(s);
+        cJSON_Delete(o);
+    } else {
+        printf("attn %s (library %u.%u.%u, header %s)\n", attn_version_string(), v / 10000, v / 100 % 100, v % 100,
+               ATTN_VERSION_STRING);
+        printf("cpu features:  %s\n", attn_cpu_features());
+        printf("kernel tables:");
+        for (int32_t i = 0; i < attn_isa_count(); i++)
+            printf(" %s (%s)%s", attn_isa_name(i), attn_isa_available(attn_isa_name(i)) ? "usable" : "not usable",
+                   i + 1 < attn_isa_count() ? "," : "");
+        if (opts.isa)
+            printf("\nchosen kernels: %s (--isa)\n", attn_ctx_isa(env.ctx));
+        else if (env_isa)
+            printf("\nchosen kernels: %s (ATTN_ISA=%s)\n", attn_ctx_isa(env.ctx), env_isa);
+        else
+            printf("\nchosen kernels: %s (best for this CPU)\n", attn_ctx_isa(env.ctx));
+        printf("threads:       %d\n", (int)env.num_threads);
+    }
+    attn_cli_env_close(&env);
+    return ATTN_CLI_EXIT_OK;
+}

@@ -1,0 +1,540 @@
+/*
+ * util.c — shared helpers of the `attn` CLI: timing and progress, RNG and f16/bf16 conversion, FLOP
+ * counting, oracle comparison and the results report (text table or JSON via cJSON). No attention math
+ * here; the CLI only calls the public API.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Environment and timing
+ * --------------------------------------------------------------------------------------------- */
+int32_t attn_cli_default_repeats(const attn_cli_env *env) {
+    if (env->repeats > 0)
+        return env->repeats;
+    switch (env->mode) {
+    case ATTN_CLI_MODE_CHECK:
+        return 1;
+    case ATTN_CLI_MODE_BENCH:
+        return 10;
+    default:
+        return 3;
+    }
+}
+
+double attn_cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int attn_cli_cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double attn_cli_median(const double *values, int32_t n) {
+    if (n <= 0)
+        return 0.0;
+    double tmp[4096];
+    if (n > 4096)
+        n = 4096;
+    memcpy(tmp, values, (size_t)n * sizeof(double));
+    qsort(tmp, (size_t)n, sizeof(double), attn_cli_cmp_double);
+    return (n % 2) ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+}
+
+/* Draws "  label [k/n]" on the TTY err stream, overwriting the line. */
+static void attn_cli_progress(const attn_cli_env *env, const char *label, int32_t k, int32_t n, double eta_s) {
+    fprintf(env->err, "\r\033[K  %s [%d/%d] ~%.0f s left", label, (int)k, (int)n, eta_s);
+    fflush(env->err);
+}
+
+attn_status attn_cli_time(const attn_cli_env *env, const char *label, int32_t repeats, attn_cli_timed_fn fn, void *arg,
+                          attn_cli_timing *t) {
+    double times[4096];
+    memset(t, 0, sizeof *t);
+    if (repeats < 1)
+        repeats = 1;
+    if (repeats > 4096)
+        repeats = 4096;
+    const double start = attn_cli_now();
+    int drawn = 0;
+    attn_status st = ATTN_STATUS_OK;
+    const int32_t warmup = env->warmup > 0 ? env->warmup : 0;
+    for (int32_t w = 0; w < warmup && st == ATTN_STATUS_OK; w++)
+        st = fn(arg);
+    int32_t done = 0;
+    for (; done < repeats && st == ATTN_STATUS_OK; done++) {
+        const double t0 = attn_cli_now();
+        st = fn(arg);
+        times[done] = attn_cli_now() - t0;
+        const double elapsed = attn_cli_now() - start;
+        const double per_call = elapsed / (double)(warmup + done + 1);
+        if (env->progress && done + 1 < repeats && (elapsed > 1.0 || per_call * (repeats + warmup) > 2.0)) {
+            attn_cli_progress(env, label, done + 1, repeats, per_call * (double)(repeats - done - 1));
+            drawn = 1;
+        }
+    }
+    if (drawn) {
+        fprintf(env->err, "\r\033[K");
+        fflush(env->err);
+    }
+    if (st != ATTN_STATUS_OK || done == 0)
+        return st;
+    double sum = 0.0, mn = times[0];
+    for (int32_t i = 0; i < done; i++) {
+        sum += times[i];
+        if (times[i] < mn)
+            mn = times[i];
+    }
+    t->repeats = done;
+    t->min_s = mn;
+    t->mean_s = sum / (double)done;
+    t->median_s = attn_cli_median(times, done);
+    return ATTN_STATUS_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * RNG and dtype conversion
+ * --------------------------------------------------------------------------------------------- */
+void attn_cli_rng_seed(attn_cli_rng *rng, uint64_t seed) {
+    rng->state = seed * 0x9E3779B97F4A7C15ull + 1;
+}
+
+uint64_t attn_cli_rng_u64(attn_cli_rng *rng) {
+    uint64_t z = (rng->state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double attn_cli_rng_uniform(attn_cli_rng *rng, double lo, double hi) {
+    return lo + (hi - lo) * ((double)(attn_cli_rng_u64(rng) >> 11) * 0x1.0p-53);
+}
+
+static uint32_t attn_cli_f32_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+static float attn_cli_bits_f32(uint32_t u) {
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+uint16_t attn_cli_f32_to_f16(float x) {
+    const uint32_t u = attn_cli_f32_bits(x);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    const uint32_t abs = u & 0x7FFFFFFFu;
+    if (abs >= 0x7F800000u)
+        return (uint16_t)(sign | 0x7C00u | (abs > 0x7F800000u ? 0x200u : 0u));
+    if (abs >= 0x477FF000u)
+        return (uint16_t)(sign | 0x7C00u); /* rounds to >= 65520: inf */
+    if (abs < 0x38800000u) {               /* subnormal half (or zero) */
+        const float a = attn_cli_bits_f32(abs);
+        const float scaled = a * 16777216.0f; /* a / 2^-24, exact; rint rounds to nearest even */
+        return (uint16_t)(sign | (uint16_t)lrintf(scaled));
+    }
+    const uint32_t mant = abs & 0x7FFFFFu;
+    uint32_t h = ((abs >> 23) - 112u) << 10 | (mant >> 13);
+    const uint32_t rest = mant & 0x1FFFu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+float attn_cli_f16_to_f32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    if (e == 0) {
+        const float v = (float)m * 0x1.0p-24f;
+        return sign ? -v : v;
+    }
+    if (e == 31)
+        return attn_cli_bits_f32(sign | 0x7F800000u | (m << 13));
+    return attn_cli_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+uint16_t attn_cli_f32_to_bf16(float x) {
+    const uint32_t u = attn_cli_f32_bits(x);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+float attn_cli_bf16_to_f32(uint16_t h) {
+    return attn_cli_bits_f32((uint32_t)h << 16);
+}
+
+float attn_cli_load(const void *buf, attn_dtype dtype, size_t i) {
+    switch (dtype) {
+    case ATTN_DTYPE_F32:
+        return ((const float *)buf)[i];
+    case ATTN_DTYPE_F16:
+        return attn_cli_f16_to_f32(((const uint16_t *)buf)[i]);
+    case ATTN_DTYPE_BF16:
+        return attn_cli_bf16_to_f32(((const uint16_t *)buf)[i]);
+    default:
+        return 0.0f;
+    }
+}
+
+void attn_cli_store(void *buf, attn_dtype dtype, size_t i, float x) {
+    switch (dtype) {
+    case ATTN_DTYPE_F32:
+        ((float *)buf)[i] = x;
+        break;
+    case ATTN_DTYPE_F16:
+        ((uint16_t *)buf)[i] = attn_cli_f32_to_f16(x);
+        break;
+    case ATTN_DTYPE_BF16:
+        ((uint16_t *)buf)[i] = attn_cli_f32_to_bf16(x);
+        break;
+    default:
+        break;
+    }
+}
+
+void *attn_cli_alloc(size_t bytes) {
+    size_t n = bytes ? bytes : 1;
+    if (n > SIZE_MAX - 63)
+        return NULL;
+    n = (n + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, n);
+    if (p)
+        memset(p, 0, n);
+    return p;
+}
+
+void attn_cli_free(void *p) {
+    free(p);
+}
+
+void *attn_cli_alloc_fill(attn_cli_rng *rng, attn_dtype dtype, size_t n, double lo, double hi, double *max_abs) {
+    const size_t es = attn_dtype_size(dtype);
+    if (es == 0 || (n && n > SIZE_MAX / es))
+        return NULL;
+    void *p = attn_cli_alloc(n * es);
+    if (!p)
+        return NULL;
+    double mx = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        attn_cli_store(p, dtype, i, (float)attn_cli_rng_uniform(rng, lo, hi));
+        const double a = fabs((double)attn_cli_load(p, dtype, i));
+        if (a > mx)
+            mx = a;
+    }
+    if (max_abs)
+        *max_abs = mx;
+    return p;
+}
+
+void attn_cli_alibi_slopes(int64_t num_heads, float *slopes) {
+    int64_t base = 1;
+    while (base * 2 <= num_heads)
+        base *= 2;
+    for (int64_t h = 0; h < base; h++)
+        slopes[h] = (float)pow(2.0, -8.0 * (double)(h + 1) / (double)base);
+    for (int64_t h = base, i = 0; h < num_heads; h++, i++) /* odd powers of the 2·base sequence */
+        slopes[h] = (float)pow(2.0, -8.0 * (double)(2 * i + 1) / (double)(2 * base));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * FLOP count
+ * --------------------------------------------------------------------------------------------- */
+int64_t attn_cli_visible_pairs(int64_t seq_q, int64_t seq_k, int32_t causal, int32_t window_left,
+                               int32_t window_right) {
+    int64_t pairs = 0;
+    for (int64_t i = 0; i < seq_q; i++) {
+        const int64_t pos = causal == ATTN_CAUSAL_TOP_LEFT ? i : seq_k - seq_q + i;
+        int64_t lo = 0, hi = seq_k - 1;
+        if (causal != ATTN_CAUSAL_NONE && pos < hi)
+            hi = pos;
+        if (window_left >= 0 && pos - window_left > lo)
+            lo = pos - window_left;
+        if (window_right >= 0 && pos + window_right < hi)
+            hi = pos + window_right;
+        if (hi >= lo)
+            pairs += hi - lo + 1;
+    }
+    return pairs;
+}
+
+double attn_cli_gflop(int64_t pairs, int64_t num_heads, int64_t head_size, int64_t head_size_v) {
+    return 2.0 * (double)pairs * (double)num_heads * (double)(head_size + head_size_v) * 1e-9;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Oracle comparison
+ * --------------------------------------------------------------------------------------------- */
+attn_cli_tol attn_cli_tol_for(attn_dtype dtype) {
+    attn_cli_tol t;
+    switch (dtype) {
+    case ATTN_DTYPE_F16:
+        t.atol = 2e-3, t.rtol = 2e-3, t.lse_atol = 1e-3;
+        break;
+    case ATTN_DTYPE_BF16:
+        t.atol = 1e-2, t.rtol = 1e-2, t.lse_atol = 1e-3;
+        break;
+    default:
+        t.atol = 2e-5, t.rtol = 1e-5, t.lse_atol = 2e-5;
+        break;
+    }
+    return t;
+}
+
+void attn_cli_cmp_init(attn_cli_cmp *cmp) {
+    memset(cmp, 0, sizeof *cmp);
+}
+
+/* Advances a logical multi-index over t's shape; returns 0 when done. */
+static int attn_cli_next(const attn_tensor *t, int64_t *idx) {
+    for (int32_t d = t->ndim - 1; d >= 0; d--) {
+        if (++idx[d] < t->shape[d])
+            return 1;
+        idx[d] = 0;
+    }
+    return 0;
+}
+
+static int64_t attn_cli_numel(const attn_tensor *t) {
+    int64_t n = 1;
+    for (int32_t d = 0; d < t->ndim; d++)
+        n *= t->shape[d];
+    return n;
+}
+
+static size_t attn_cli_offset(const attn_tensor *t, const int64_t *idx) {
+    int64_t off = 0;
+    for (int32_t d = 0; d < t->ndim; d++)
+        off += idx[d] * t->strides[d];
+    return (size_t)off;
+}
+
+void attn_cli_compare(const attn_tensor *got, const attn_tensor *expected, attn_cli_tol tol, double vmax,
+                      attn_cli_cmp *cmp) {
+    int64_t idx[ATTN_MAX_DIMS] = {0};
+    if (attn_cli_numel(got) == 0)
+        return;
+    do {
+        const double g = attn_cli_load(got->data, got->dtype, attn_cli_offset(got, idx));
+        const double e = attn_cli_load(expected->data, expected->dtype, attn_cli_offset(expected, idx));
+        const double err = fabs(g - e);
+        if (!(err <= tol.atol * vmax + tol.rtol * fabs(e)))
+            cmp->num_bad++;
+        if (!(err <= cmp->max_abs_err))
+            cmp->max_abs_err = isnan(err) ? INFINITY : err;
+        cmp->num_compared++;
+    } while (attn_cli_next(got, idx));
+}
+
+void attn_cli_compare_lse(const attn_tensor *got, const attn_tensor *expected, attn_cli_tol tol, attn_cli_cmp *cmp) {
+    int64_t idx[ATTN_MAX_DIMS] = {0};
+    if (attn_cli_numel(got) == 0)
+        return;
+    do {
+        const float g = ((const float *)got->data)[attn_cli_offset(got, idx)];
+        const float e = ((const float *)expected->data)[attn_cli_offset(expected, idx)];
+        int ok;
+        if (isinf(e) || isinf(g))
+            ok = g == e;
+        else
+            ok = fabs((double)g - (double)e) <= tol.lse_atol;
+        if (!ok)
+            cmp->num_bad++;
+    } while (attn_cli_next(got, idx));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Report
+ * --------------------------------------------------------------------------------------------- */
+void attn_cli_result_init(attn_cli_result *r, const char *name) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name ? name : "");
+    r->ok = 1;
+}
+
+const char *attn_cli_check_note(const attn_cli_env *env, char *buf, size_t size) {
+    if (env->check_rows == 0)
+        snprintf(buf, size, "no oracle comparison");
+    else if (env->check_rows < 0)
+        snprintf(buf, size, "oracle comparison on all query rows");
+    else
+        snprintf(buf, size,
+                 "oracle comparison on the last %lld query rows of each sequence (first rows for top-left "
+                 "causal)",
+                 (long long)env->check_rows);
+    return buf;
+}
+
+static void attn_cli_rule(FILE *f, int width) {
+    for (int i = 0; i < width; i++)
+        fputc('-', f);
+    fputc('\n', f);
+}
+
+/* Width of the table of a mode: 84 for case/shape/options, then the mode's columns, then status. */
+static int attn_cli_table_width(attn_cli_mode mode) {
+    switch (mode) {
+    case ATTN_CLI_MODE_BENCH:
+        return 84 + 11 + 11 + 9 + 9 + 7;
+    case ATTN_CLI_MODE_CHECK:
+        return 84 + 9 + 7;
+    default:
+        return 84 + 11 + 9 + 9 + 9 + 7;
+    }
+}
+
+/* One table row; NULL columns are left out (the column set depends on the mode). */
+static void attn_cli_row(FILE *f, const char *name, const char *shape, const char *options, const char *t1,
+                         const char *t2, const char *gflop, const char *gflops, const char *err, const char *status) {
+    fprintf(f, "%-24s %-28s %-30s", name, shape, options);
+    if (t1)
+        fprintf(f, " %10s", t1);
+    if (t2)
+        fprintf(f, " %10s", t2);
+    if (gflop)
+        fprintf(f, " %8s", gflop);
+    if (gflops)
+        fprintf(f, " %8s", gflops);
+    if (err)
+        fprintf(f, " %8s", err);
+    fprintf(f, " %6s\n", status);
+}
+
+void attn_cli_report_begin(attn_cli_report *rep, const attn_cli_env *env, const char *workload, const char *note) {
+    memset(rep, 0, sizeof *rep);
+    rep->env = env;
+    rep->workload = workload;
+    rep->t0 = attn_cli_now();
+    if (env->json) {
+        rep->json_cases = cJSON_CreateArray();
+        return;
+    }
+    FILE *f = env->out;
+    fprintf(f, "attn %s: workload '%s', isa %s, %d thread%s\n", env->command, workload, attn_ctx_isa(env->ctx),
+            (int)env->num_threads, env->num_threads == 1 ? "" : "s");
+    if (note && note[0])
+        fprintf(f, "%s\n", note);
+    switch (env->mode) {
+    case ATTN_CLI_MODE_BENCH:
+        attn_cli_row(f, "case", "shape (b x sq/sk heads d)", "options", "min ms", "median ms", "GFLOP", "GFLOP/s", NULL,
+                     "status");
+        break;
+    case ATTN_CLI_MODE_CHECK:
+        attn_cli_row(f, "case", "shape (b x sq/sk heads d)", "options", NULL, NULL, NULL, NULL, "max err", "status");
+        break;
+    default:
+        attn_cli_row(f, "case", "shape (b x sq/sk heads d)", "options", "median ms", NULL, "GFLOP", "GFLOP/s",
+                     "max err", "status");
+        break;
+    }
+    attn_cli_rule(f, attn_cli_table_width(env->mode));
+    fflush(f);
+}
+
+static void attn_cli_fmt_num(char *buf, size_t size, double x, const char *fmt, int valid) {
+    if (valid)
+        snprintf(buf, size, fmt, x);
+    else
+        snprintf(buf, size, "-");
+}
+
+void attn_cli_report_add(attn_cli_report *rep, const attn_cli_result *r) {
+    const attn_cli_env *env = rep->env;
+    rep->num_rows++;
+    if (!r->ok)
+        rep->num_failed++;
+    const int timed = r->timing.repeats > 0;
+    const int checked = r->rows_checked != 0;
+    if (env->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", r->name);
+        cJSON_AddStringToObject(o, "shape", r->shape);
+        cJSON_AddStringToObject(o, "options", r->options);
+        cJSON_AddNumberToObject(o, "repeats", r->timing.repeats);
+        if (timed) {
+            cJSON_AddNumberToObject(o, "time_min_s", r->timing.min_s);
+            cJSON_AddNumberToObject(o, "time_median_s", r->timing.median_s);
+        }
+        cJSON_AddNumberToObject(o, "gflop", r->gflop);
+        if (timed && r->timing.median_s > 0) {
+            cJSON_AddNumberToObject(o, "gflops_median", r->gflop / r->timing.median_s);
+            cJSON_AddNumberToObject(o, "gflops_best", r->gflop / r->timing.min_s);
+        }
+        cJSON_AddNumberToObject(o, "rows_checked", (double)r->rows_checked);
+        if (checked && isfinite(r->max_abs_err))
+            cJSON_AddNumberToObject(o, "max_abs_err", r->max_abs_err);
+        else
+            cJSON_AddNullToObject(o, "max_abs_err");
+        cJSON_AddBoolToObject(o, "ok", r->ok != 0);
+        if (r->error[0])
+            cJSON_AddStringToObject(o, "error", r->error);
+        cJSON_AddItemToArray((cJSON *)rep->json_cases, o);
+        return;
+    }
+    char tmin[32], tmed[32], gf[32], gfs[32], err[32];
+    const double t = env->mode == ATTN_CLI_MODE_BENCH ? r->timing.min_s : r->timing.median_s;
+    attn_cli_fmt_num(tmin, sizeof tmin, 1e3 * r->timing.min_s, "%.3f", timed);
+    attn_cli_fmt_num(tmed, sizeof tmed, 1e3 * r->timing.median_s, "%.3f", timed);
+    attn_cli_fmt_num(gf, sizeof gf, r->gflop, "%.3g", r->gflop > 0);
+    attn_cli_fmt_num(gfs, sizeof gfs, r->gflop / t, "%.1f", timed && r->gflop > 0 && t > 0);
+    attn_cli_fmt_num(err, sizeof err, r->max_abs_err, "%.1e", checked);
+    FILE *f = env->out;
+    const char *status = r->ok ? "ok" : "FAIL";
+    switch (env->mode) {
+    case ATTN_CLI_MODE_BENCH:
+        attn_cli_row(f, r->name, r->shape, r->options, tmin, tmed, gf, gfs, NULL, status);
+        break;
+    case ATTN_CLI_MODE_CHECK:
+        attn_cli_row(f, r->name, r->shape, r->options, NULL, NULL, NULL, NULL, err, status);
+        break;
+    default:
+        attn_cli_row(f, r->name, r->shape, r->options, tmed, NULL, gf, gfs, err, status);
+        break;
+    }
+    if (r->error[0])
+        fprintf(f, "  %s: %s\n", r->name, r->error);
+    fflush(f);
+}
+
+int attn_cli_report_end(attn_cli_report *rep) {
+    const attn_cli_env *env = rep->env;
+    const double total = attn_cli_now() - rep->t0;
+    if (env->json) {
+        cJSON *doc = cJSON_CreateObject();
+        cJSON_AddStringToObject(doc, "command", env->command);
+        cJSON_AddStringToObject(doc, "workload", rep->workload);
+        cJSON_AddStringToObject(doc, "version", attn_version_string());
+        cJSON_AddStringToObject(doc, "isa", attn_ctx_isa(env->ctx));
+        cJSON_AddNumberToObject(doc, "threads", env->num_threads);
+        cJSON_AddNumberToObject(doc, "check_rows", (double)env->check_rows);
+        cJSON_AddItemToObject(doc, "cases", (cJSON *)rep->json_cases);
+        cJSON_AddNumberToObject(doc, "failed", rep->num_failed);
+        cJSON_AddNumberToObject(doc, "total_s", total);
+        char *s = cJSON_Print(doc);
+        if (s) {
+            fprintf(env->out, "%s\n", s);
+            cJSON_free(s);
+        }
+        cJSON_Delete(doc);
+        rep->json_cases = NULL;
+    } else {
+        attn_cli_rule(env->out, attn_cli_table_width(env->mode));
+        fprintf(env->out, "%d case%s, %d failed, %.1f s\n", (int)rep->num_rows, rep->num_rows == 1 ? "" : "s",
+                (int)rep->num_failed, total);
+    }
+    fflush(env->out);
+    return rep->num_failed ? ATTN_CLI_EXIT_MISMATCH : ATTN_CLI_EXIT_OK;
+}

@@ -1,0 +1,250 @@
+"""NumPy / DLPack arrays -> attn_tensor views, without copies.
+
+Any input is first turned into a NumPy view of the same memory:
+  - ``numpy.ndarray`` as is (bfloat16 / float8 through ``ml_dtypes`` dtypes);
+  - any DLPack producer (``__dlpack__``: torch CPU tensors, JAX, CuPy-on-host, ...) by reading the
+    DLTensor of its capsule directly, so bfloat16 / float8 tensors (which ``numpy.from_dlpack`` rejects)
+    work too. The capsule stays referenced by the view, so the producer's memory lives as long as it.
+Then :func:`tensor` describes the view as an attn_tensor: shape, strides in ELEMENTS (NumPy strides are
+bytes), dtype. Negative or non-element-multiple strides are rejected here with a clear message; all
+other checks (ranks, matching dims, contiguous last dimension, ...) are libattn's, with its messages.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _capi
+
+try:  # optional: bfloat16 / float8 NumPy dtypes
+    import ml_dtypes as _mld
+except ImportError:  # pragma: no cover - exercised only without ml_dtypes
+    _mld = None
+
+
+# ------------------------------------------------------------------------------------------------
+# dtype tables
+# ------------------------------------------------------------------------------------------------
+def _np_to_attn() -> dict:
+    table = {
+        np.dtype(np.float32): _capi.DTYPE_F32,
+        np.dtype(np.float16): _capi.DTYPE_F16,
+        np.dtype(np.int32): _capi.DTYPE_I32,
+        np.dtype(np.int64): _capi.DTYPE_I64,
+        np.dtype(np.bool_): _capi.DTYPE_BOOL,
+        np.dtype(np.uint8): _capi.DTYPE_U8,
+    }
+    if _mld is not None:
+        table[np.dtype(_mld.bfloat16)] = _capi.DTYPE_BF16
+        table[np.dtype(_mld.float8_e4m3fn)] = _capi.DTYPE_FP8_E4M3
+        table[np.dtype(_mld.float8_e5m2)] = _capi.DTYPE_FP8_E5M2
+        if hasattr(_mld, "float8_e8m0fnu"):
+            table[np.dtype(_mld.float8_e8m0fnu)] = _capi.DTYPE_E8M0
+    return table
+
+
+NP_TO_ATTN = _np_to_attn()
+ATTN_TO_NP = {v: k for k, v in NP_TO_ATTN.items()}
+
+
+def np_dtype(attn_dtype: int) -> np.dtype:
+    """NumPy dtype of an attn dtype (bf16/fp8 need ml_dtypes)."""
+    if attn_dtype not in ATTN_TO_NP:
+        raise TypeError(f"attn dtype {_capi.dtype_name(attn_dtype)} has no NumPy dtype here"
+                        + ("" if _mld is not None else " (pip install ml_dtypes)"))
+    return ATTN_TO_NP[attn_dtype]
+
+
+def attn_dtype(dtype: Any) -> int:
+    """attn dtype of a NumPy dtype (or anything np.dtype accepts)."""
+    d = np.dtype(dtype)
+    if d not in NP_TO_ATTN:
+        raise TypeError(f"dtype {d} is not supported by attn (supported: "
+                        + ", ".join(sorted(str(k) for k in NP_TO_ATTN)) + ")")
+    return NP_TO_ATTN[d]
+
+
+# DLPack (code, bits) -> NumPy dtype. Codes: dlpack.h DLDataTypeCode.
+_DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT, _DL_BOOL = 0, 1, 2, 4, 6
+_DL_F8_E4M3FN, _DL_F8_E5M2 = 10, 12
+
+
+def _dl_to_np(code: int, bits: int) -> np.dtype:
+    simple = {(_DL_FLOAT, 32): np.float32, (_DL_FLOAT, 16): np.float16, (_DL_FLOAT, 64): np.float64,
+              (_DL_INT, 32): np.int32, (_DL_INT, 64): np.int64, (_DL_INT, 8): np.int8,
+              (_DL_INT, 16): np.int16, (_DL_UINT, 8): np.uint8, (_DL_BOOL, 8): np.bool_}
+    if (code, bits) in simple:
+        return np.dtype(simple[(code, bits)])
+    if _mld is not None:
+        special = {(_DL_BFLOAT, 16): _mld.bfloat16, (_DL_F8_E4M3FN, 8): _mld.float8_e4m3fn,
+                   (_DL_F8_E5M2, 8): _mld.float8_e5m2}
+        if (code, bits) in special:
+            return np.dtype(special[(code, bits)])
+    raise TypeError(f"DLPack dtype (code={code}, bits={bits}) is not supported"
+                    + ("" if _mld is not None else " (bfloat16/float8 need: pip install ml_dtypes)"))
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_get = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_get.restype = ctypes.c_void_p
+_capsule_get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_DL_CPU, _DL_CUDA_HOST = 1, 3
+
+
+class _DLPackView:
+    """Owns an unconsumed DLPack capsule (its destructor calls the producer's deleter) and exposes the
+    memory through __array_interface__ so NumPy can view it without a copy."""
+
+    def __init__(self, capsule: Any, producer: Any):
+        self._capsule = capsule
+        self._producer = producer
+        t = _DLTensor.from_address(_capsule_get(capsule, b"dltensor"))
+        if t.device.device_type not in (_DL_CPU, _DL_CUDA_HOST):
+            raise ValueError(f"attn runs on the CPU; got a DLPack tensor on device type "
+                             f"{t.device.device_type}")
+        if t.dtype.lanes != 1:
+            raise TypeError(f"DLPack vector dtypes (lanes={t.dtype.lanes}) are not supported")
+        self.dtype = _dl_to_np(t.dtype.code, t.dtype.bits)
+        ndim = t.ndim
+        shape = tuple(int(t.shape[i]) for i in range(ndim))
+        item = self.dtype.itemsize
+        if t.strides:
+            strides = tuple(int(t.strides[i]) * item for i in range(ndim))
+        else:
+            strides = tuple(int(s) * item for s in _contiguous_strides(shape))
+        ptr = (t.data or 0) + int(t.byte_offset)
+        self.__array_interface__ = {"shape": shape, "typestr": f"|V{item}", "data": (ptr, False),
+                                    "strides": strides, "version": 3}
+
+
+def _contiguous_strides(shape: Sequence[int]) -> Tuple[int, ...]:
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(out))
+
+
+def is_torch(x: Any) -> bool:
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def as_numpy(x: Any) -> np.ndarray:
+    """A NumPy view of ``x`` sharing its memory: ndarrays as is, DLPack producers through their capsule,
+    anything else through np.asarray (which may copy: e.g. Python lists)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__dlpack__"):
+        if is_torch(x) and getattr(x, "requires_grad", False):
+            x = x.detach()  # a view; DLPack refuses tensors that require grad
+        view = _DLPackView(x.__dlpack__(), x)
+        return np.asarray(view).view(view.dtype)
+    return np.asarray(x)
+
+
+# ------------------------------------------------------------------------------------------------
+# attn_tensor
+# ------------------------------------------------------------------------------------------------
+class TensorRef:
+    """An attn_tensor struct plus the objects that keep its memory alive."""
+
+    __slots__ = ("t", "array", "owner")
+
+    def __init__(self, t: _capi.Tensor, array: np.ndarray, owner: Any):
+        self.t = t
+        self.array = array
+        self.owner = owner
+
+    @property
+    def ptr(self) -> Any:
+        return ctypes.byref(self.t)
+
+
+def tensor(x: Any, name: str, writable: bool = False) -> TensorRef:
+    """Describes ``x`` (NumPy array or DLPack producer) as an attn_tensor without copying.
+    ``name`` is used in error messages (the C side names arguments the same way)."""
+    a = as_numpy(x)
+    if a.dtype not in NP_TO_ATTN:
+        raise TypeError(f"{name}: dtype {a.dtype} is not supported by attn (supported: "
+                        + ", ".join(sorted(str(k) for k in NP_TO_ATTN)) + ")")
+    if a.ndim > _capi.MAX_DIMS:
+        raise ValueError(f"{name}: ndim={a.ndim} > {_capi.MAX_DIMS}")
+    if writable and not a.flags.writeable:
+        raise ValueError(f"{name}: array is read-only")
+    t = _capi.Tensor()
+    t.data = a.__array_interface__["data"][0]
+    t.dtype = NP_TO_ATTN[a.dtype]
+    t.ndim = a.ndim
+    item = a.itemsize
+    for i, (n, s) in enumerate(zip(a.shape, a.strides)):
+        t.shape[i] = n
+        if n <= 1 and (i == a.ndim - 1 or s < 0 or s % item):
+            s = item if i == a.ndim - 1 else 0  # a size-1 dimension's stride is never used
+        if s < 0 or s % item:
+            raise ValueError(f"{name}: stride[{i}]={s} bytes is negative or not a multiple of the "
+                             f"element size {item}")
+        t.strides[i] = s // item
+    return TensorRef(t, a, x)
+
+
+def opt_tensor(x: Any, name: str, writable: bool = False) -> Optional[TensorRef]:
+    return None if x is None else tensor(x, name, writable)
+
+
+def ptr(ref: Optional[TensorRef]) -> Any:
+    """ctypes pointer argument for an optional tensor (NULL for None)."""
+    return None if ref is None else ref.ptr
+
+
+def index_array(x: Any, name: str, dtype: Any = np.int32) -> np.ndarray:
+    """Small integer metadata (cu_seqlens, seq_lens, block tables, slot mappings): array-likes of any
+    integer dtype become a NumPy view (or a converted copy when the dtype differs)."""
+    if isinstance(x, (list, tuple, range, int)):
+        return np.asarray(x, dtype=dtype)
+    a = as_numpy(x)
+    if a.dtype in (np.dtype(np.int32), np.dtype(np.int64)) and a.dtype == np.dtype(dtype):
+        return a
+    if not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"{name}: expected an integer array, got dtype {a.dtype}")
+    return a.astype(dtype)
+
+
+def empty(like: Any, shape: Sequence[int], dtype: np.dtype) -> Any:
+    """A new array of ``shape`` and NumPy ``dtype``; a torch tensor when ``like`` is one (so functions
+    return the caller's array type), else a NumPy array."""
+    shape = tuple(int(s) for s in shape)
+    if is_torch(like):
+        import torch
+
+        tdt = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16,
+               np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64}.get(np.dtype(dtype))
+        if tdt is None and _mld is not None and np.dtype(dtype) == np.dtype(_mld.bfloat16):
+            tdt = torch.bfloat16
+        if tdt is not None:
+            return torch.empty(shape, dtype=tdt, device="cpu")
+    return np.empty(shape, dtype=dtype)
+
+
+def dtype_of(x: Any) -> np.dtype:
+    """NumPy dtype of an array or DLPack producer (no copy)."""
+    return as_numpy(x).dtype
+
+
+def shape_of(x: Any) -> Tuple[int, ...]:
+    return tuple(int(s) for s in as_numpy(x).shape)

@@ -1,0 +1,268 @@
+"""Diffusion entries of libattn (attn.h "Diffusion" section): padded self-attention, packed documents,
+piecewise causal/full spans, prefix K/V slicing, power-of-two pre-scaling, quantized attention, and the
+FP8 / MX / FP4 encoders and the Hadamard rotation they use.
+
+Dense arguments follow :func:`attn.attention`: q [batch, seq_q, num_heads, head_size] (layout "BSND") or
+[batch, num_heads, seq_q, head_size] ("BNSD"), k/v likewise, out allocated or passed, lse float32
+[batch, num_heads, seq_q]. Option keywords: softmax_scale, causal, window_size, softcap, alibi_slopes,
+sinks, mask, key_padding_mask (where the entry allows them; libattn reports UNSUPPORTED otherwise).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _arrays, _capi
+from .ops import Array, Context, _ctx, _DenseCall, _opts, _out_like, _lse_out, _result
+from ._arrays import opt_tensor, ptr, tensor
+
+_QUANT_FORMATS = {"fp8_e4m3": _capi.QUANT_FP8_E4M3, "fp8_e5m2": _capi.QUANT_FP8_E5M2,
+                  "mxfp8": _capi.QUANT_MXFP8, "mxfp4": _capi.QUANT_MXFP4}
+_FP8 = {"e4m3": _capi.DTYPE_FP8_E4M3, "fp8_e4m3": _capi.DTYPE_FP8_E4M3,
+        "e5m2": _capi.DTYPE_FP8_E5M2, "fp8_e5m2": _capi.DTYPE_FP8_E5M2}
+_MX_ELEMENTS = {"e4m3": _capi.DTYPE_FP8_E4M3, "e5m2": _capi.DTYPE_FP8_E5M2, "e2m1": _capi.DTYPE_FP4_E2M1,
+                "mxfp8": _capi.DTYPE_FP8_E4M3, "mxfp4": _capi.DTYPE_FP4_E2M1}
+
+
+def _workspace(nbytes: int) -> Tuple[Optional[int], int, np.ndarray]:
+    buf = np.zeros(nbytes + 64, dtype=np.uint8)
+    off = (-buf.ctypes.data) % 64
+    return (buf.ctypes.data + off if nbytes else None), nbytes, buf
+
+
+def _size(name: str, *args: Any) -> int:
+    n = ctypes.c_size_t()
+    _capi.call(name, *args, ctypes.byref(n))
+    return int(n.value)
+
+
+def _options(kw: dict) -> dict:
+    allowed = ("softmax_scale", "causal", "window_size", "softcap", "alibi_slopes", "sinks", "mask",
+               "key_padding_mask")
+    bad = sorted(set(kw) - set(allowed))
+    if bad:
+        raise TypeError(f"unexpected option(s) {bad}; allowed: {list(allowed)}")
+    return kw
+
+
+def forward_padded(q: Array, k: Array, v: Array, key_padding_mask: Array, *,
+                   layout: Union[str, int] = "BSND", out: Optional[Array] = None,
+                   lse: Optional[Array] = None, return_lse: bool = False, ctx: Optional[Context] = None,
+                   reference: bool = False, **options: Any) -> Any:
+    """Self-attention over the valid tokens of each row (attn_forward_padded): key_padding_mask bool
+    [batch, seq] (True = valid; holes anywhere). Padded query rows output 0 (LSE -inf). seq_k == seq_q."""
+    d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
+    m = tensor(key_padding_mask, "key_padding_mask")
+    qa = d.tq.array
+    seq_dim = 1 if d.layout == _capi.LAYOUT_BSND else 2
+    batch, seq = (qa.shape[0], qa.shape[seq_dim]) if qa.ndim == 4 else (0, 0)
+    ws, nbytes, _keep = _workspace(_size("attn_forward_padded_workspace_size", batch, seq))
+    if reference:
+        _capi.call("attn_ref_forward_padded", d.layout, *d.qkv, m.ptr, d.params.ptr, *d.outs, ws, nbytes)
+    else:
+        _capi.call("attn_forward_padded", _ctx(ctx), d.layout, *d.qkv, m.ptr, d.params.ptr, *d.outs, ws,
+                   nbytes)
+    return d.result()
+
+
+def forward_packed(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens_k: Array, *,
+                   out: Optional[Array] = None, lse: Optional[Array] = None, return_lse: bool = False,
+                   ctx: Optional[Context] = None, **options: Any) -> Any:
+    """Packed documents in batch 1 (attn_forward_packed): q [1, total_q, num_heads, head_size], k/v
+    [1, total_k, num_kv_heads, head_size(_v)], cu_seqlens int32 [num_docs + 1]; lse float32
+    [num_heads, total_q]."""
+    qa = _arrays.as_numpy(q)
+    num_heads = qa.shape[2] if qa.ndim == 4 else None
+    if out is None:
+        out = _out_like(q, qa, qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 4 else qa.shape)
+    want_lse = return_lse or lse is not None
+    if want_lse and lse is None and qa.ndim == 4:
+        lse = _lse_out(q, (qa.shape[2], qa.shape[1]))
+    params = _opts(num_heads, _options(options))
+    cq = tensor(_arrays.index_array(cu_seqlens_q, "cu_seqlens_q"), "cu_seqlens_q")
+    ck = tensor(_arrays.index_array(cu_seqlens_k, "cu_seqlens_k"), "cu_seqlens_k")
+    tq, tk, tv = tensor(qa, "q"), tensor(k, "k"), tensor(v, "v")
+    to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
+    _capi.call("attn_forward_packed", _ctx(ctx), tq.ptr, tk.ptr, tv.ptr, cq.ptr, ck.ptr, params.ptr,
+               to.ptr, ptr(tl))
+    return _result(out, lse, want_lse)
+
+
+def forward_piecewise(q: Array, k: Array, v: Array, spans: Sequence[Tuple[int, int]],
+                      query_ranges: Optional[Sequence[Tuple[int, int, int]]] = None, *,
+                      layout: Union[str, int] = "BSND", out: Optional[Array] = None,
+                      lse: Optional[Array] = None, return_lse: bool = False,
+                      ctx: Optional[Context] = None, reference: bool = False, **options: Any) -> Any:
+    """Piecewise mixed causal/full attention (attn_forward_piecewise): a query at global position p sees
+    keys j < e when p lies in a span [a, e), else j <= p. spans: [(start, end), ...] sorted and disjoint;
+    query_ranges: [(local_start, local_end, global_start), ...] or None (the last seq_q positions).
+    causal must stay False (the spans define causality)."""
+    d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
+    sp = (_capi.Span * max(len(spans), 1))(*[_capi.Span(int(a), int(e)) for a, e in spans])
+    if query_ranges is None:
+        qr, nqr = None, 0
+    else:
+        qr = (_capi.QueryRange * max(len(query_ranges), 1))(
+            *[_capi.QueryRange(int(a), int(b), int(g)) for a, b, g in query_ranges])
+        nqr = len(query_ranges)
+    if reference:
+        _capi.call("attn_ref_forward_piecewise", d.layout, *d.qkv, sp, len(spans), qr, nqr,
+                   d.params.ptr, *d.outs)
+    else:
+        _capi.call("attn_forward_piecewise", _ctx(ctx), d.layout, *d.qkv, sp, len(spans), qr, nqr,
+                   d.params.ptr, *d.outs)
+    return d.result()
+
+
+def forward_kv_prefix(q: Array, k: Array, v: Array, valid_kv_length: int, *,
+                      layout: Union[str, int] = "BSND", out: Optional[Array] = None,
+                      lse: Optional[Array] = None, return_lse: bool = False,
+                      ctx: Optional[Context] = None, **options: Any) -> Any:
+    """Attention over k[:, :valid_kv_length], v[:, :valid_kv_length] (zero-copy; attn_forward_kv_prefix).
+    Non-causal only."""
+    d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
+    _capi.call("attn_forward_kv_prefix", _ctx(ctx), d.layout, *d.qkv, int(valid_kv_length), d.params.ptr,
+               *d.outs)
+    return d.result()
+
+
+def forward_prescaled(q: Array, k: Array, v: Array, input_scale_log2: int, *,
+                      layout: Union[str, int] = "BSND", out: Optional[Array] = None,
+                      lse: Optional[Array] = None, return_lse: bool = False,
+                      ctx: Optional[Context] = None, **options: Any) -> Any:
+    """Attention with q, k, v divided by c = 2^input_scale_log2 (0..30) and the scale/output corrected
+    (attn_forward_prescaled): exact for float32 inputs in the normal range."""
+    d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
+    ws, nbytes, _keep = _workspace(_size("attn_forward_prescaled_workspace_size", *d.qkv))
+    _capi.call("attn_forward_prescaled", _ctx(ctx), d.layout, *d.qkv, int(input_scale_log2),
+               d.params.ptr, *d.outs, ws, nbytes)
+    return d.result()
+
+
+def quant_params(format: str = "fp8_e4m3", rotate: Optional[bool] = None,
+                 rotation_seed: Optional[int] = None, q_block_rows: Optional[int] = None,
+                 kv_block_rows: Optional[int] = None) -> _capi.QuantParamsBuffer:
+    """attn_quant_params for format "fp8_e4m3" | "fp8_e5m2" | "mxfp8" | "mxfp4" (defaults from
+    attn_quant_params_init: rotation on, seed 425500, FP8 row blocks 128/256)."""
+    if format not in _QUANT_FORMATS:
+        raise ValueError(f"format={format!r}: expected one of {sorted(_QUANT_FORMATS)}")
+    buf = _capi.QuantParamsBuffer()
+    _capi.fn("attn_quant_params_init")(ctypes.byref(buf.q), _QUANT_FORMATS[format])
+    if rotate is not None:
+        buf.q.rotate = int(bool(rotate))
+    if rotation_seed is not None:
+        buf.q.rotation_seed = int(rotation_seed)
+    if q_block_rows is not None:
+        buf.q.q_block_rows = int(q_block_rows)
+    if kv_block_rows is not None:
+        buf.q.kv_block_rows = int(kv_block_rows)
+    return buf
+
+
+def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
+                  rotate: Optional[bool] = None, rotation_seed: Optional[int] = None,
+                  q_block_rows: Optional[int] = None, kv_block_rows: Optional[int] = None,
+                  layout: Union[str, int] = "BSND", out: Optional[Array] = None,
+                  lse: Optional[Array] = None, return_lse: bool = False, ctx: Optional[Context] = None,
+                  reference: bool = False, **options: Any) -> Any:
+    """Quantized attention (attn_forward_quant): Q, K (Hadamard-rotated unless rotate=False) and V are
+    quantized to ``format`` and dequantized, then attention runs in float32. Non-causal, no window,
+    no masks (UNSUPPORTED otherwise)."""
+    d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
+    qp = quant_params(format, rotate, rotation_seed, q_block_rows, kv_block_rows)
+    if reference:
+        _capi.call("attn_ref_forward_quant", d.layout, *d.qkv, ctypes.byref(qp.q), d.params.ptr, *d.outs)
+        return d.result()
+    ws, nbytes, _keep = _workspace(_size("attn_forward_quant_workspace_size", d.layout, *d.qkv))
+    _capi.call("attn_forward_quant", _ctx(ctx), d.layout, *d.qkv, ctypes.byref(qp.q), d.params.ptr,
+               *d.outs, ws, nbytes)
+    return d.result()
+
+
+# ------------------------------------------------------------------------------------------------
+# Formats
+# ------------------------------------------------------------------------------------------------
+def _f32(x: Any) -> np.ndarray:
+    return np.ascontiguousarray(_arrays.as_numpy(x), dtype=np.float32)
+
+
+def quantize_fp8(x: Any, scale: float = 1.0, format: str = "e4m3") -> np.ndarray:
+    """encode(x / scale) to FP8 (round-to-nearest-even, saturating). Returns uint8 codes of x's shape
+    (view them as ml_dtypes.float8_e4m3fn / float8_e5m2 if wanted)."""
+    src = _f32(x)
+    dst = np.empty(src.shape, dtype=np.uint8)
+    _capi.call("attn_quantize_fp8", _FP8[format], src.ctypes.data, src.size, float(scale), dst.ctypes.data)
+    return dst
+
+
+def dequantize_fp8(codes: Any, scale: float = 1.0, format: str = "e4m3") -> np.ndarray:
+    """decode(codes) * scale as float32 (codes: uint8 or an ml_dtypes float8 array)."""
+    src = np.ascontiguousarray(_arrays.as_numpy(codes)).view(np.uint8)
+    dst = np.empty(src.shape, dtype=np.float32)
+    _capi.call("attn_dequantize_fp8", _FP8[format], src.ctypes.data, src.size, float(scale), dst.ctypes.data)
+    return dst
+
+
+def quantize_mx(x: Any, element_format: str = "e4m3") -> Tuple[np.ndarray, np.ndarray]:
+    """OCP MX quantization of x (flattened) in blocks of 32: returns (elements uint8, scales uint8 E8M0).
+    element_format "e4m3" | "e5m2" (one byte each) | "e2m1" (packed two per byte)."""
+    src = _f32(x).reshape(-1)
+    fmt = _MX_ELEMENTS[element_format]
+    n = src.size
+    elems = np.zeros((n + 1) // 2 if fmt == _capi.DTYPE_FP4_E2M1 else n, dtype=np.uint8)
+    scales = np.zeros((n + 31) // 32, dtype=np.uint8)
+    _capi.call("attn_quantize_mx", fmt, src.ctypes.data, n, elems.ctypes.data, scales.ctypes.data)
+    return elems, scales
+
+
+def dequantize_mx(elements: Any, scales: Any, n: int, element_format: str = "e4m3") -> np.ndarray:
+    """Inverse of :func:`quantize_mx`: float32 [n]."""
+    e = np.ascontiguousarray(_arrays.as_numpy(elements)).view(np.uint8)
+    s = np.ascontiguousarray(_arrays.as_numpy(scales)).view(np.uint8)
+    fmt = _MX_ELEMENTS[element_format]
+    need_e = (n + 1) // 2 if fmt == _capi.DTYPE_FP4_E2M1 else n
+    if e.size < need_e or s.size < (n + 31) // 32:
+        raise ValueError(f"elements: {e.size} bytes, scales: {s.size} bytes; n={n} needs {need_e} and "
+                         f"{(n + 31) // 32}")
+    dst = np.empty(int(n), dtype=np.float32)
+    _capi.call("attn_dequantize_mx", fmt, e.ctypes.data, s.ctypes.data, int(n), dst.ctypes.data)
+    return dst
+
+
+def fp8_from_float(x: float, format: str = "e4m3") -> int:
+    return int(_capi.fn("attn_fp8_from_float")(_FP8[format], float(x)))
+
+
+def fp8_to_float(bits: int, format: str = "e4m3") -> float:
+    return float(_capi.fn("attn_fp8_to_float")(_FP8[format], int(bits)))
+
+
+def fp4_e2m1_from_float(x: float) -> int:
+    return int(_capi.fn("attn_fp4_e2m1_from_float")(float(x)))
+
+
+def fp4_e2m1_to_float(nibble: int) -> float:
+    return float(_capi.fn("attn_fp4_e2m1_to_float")(int(nibble)))
+
+
+def e8m0_to_float(bits: int) -> float:
+    return float(_capi.fn("attn_e8m0_to_float")(int(bits)))
+
+
+def hadamard_signs(head_size: int, seed: int = _capi.HADAMARD_SEED) -> np.ndarray:
+    """int8 [head_size] of +-1 (MT19937-seeded signs of the rotation)."""
+    out = np.empty(int(head_size), dtype=np.int8)
+    _capi.call("attn_hadamard_signs", int(head_size), int(seed), out.ctypes.data)
+    return out
+
+
+def hadamard_rotate(x: Any, seed: int = _capi.HADAMARD_SEED) -> np.ndarray:
+    """x' = x . R for rows of x float32 [..., head_size] (head_size a power of two <= 256)."""
+    src = _f32(x)
+    d = src.shape[-1] if src.ndim else 0
+    dst = np.empty_like(src)
+    _capi.call("attn_hadamard_rotate", src.ctypes.data, src.size // max(d, 1), d, int(seed), dst.ctypes.data)
+    return dst

@@ -1,0 +1,537 @@
+"""Thin, complete bindings of the libattn C API (include/attn/attn.h), one Python function per entry.
+
+Arrays are NumPy arrays (bfloat16 / float8 through ml_dtypes) or any DLPack producer (torch CPU tensors),
+used in place: strides are honoured, nothing is copied. Outputs can be passed in (``out=``, ``lse=``) or
+are allocated (as a torch tensor when the query is one). Every C failure raises an :class:`AttnError`
+subclass carrying the C message, and leaves outputs untouched.
+
+Shapes use the header's vocabulary: batch, seq_q/seq_k, num_heads/num_kv_heads, head_size(_v),
+num_tokens, num_blocks, block_size. LSE is float32, natural log.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _arrays, _capi
+from ._arrays import opt_tensor, ptr, tensor
+
+Array = Any  # numpy.ndarray or a DLPack producer (torch.Tensor, ...)
+Causal = Union[bool, str, int]
+
+
+# ------------------------------------------------------------------------------------------------
+# Context
+# ------------------------------------------------------------------------------------------------
+class Context:
+    """An attn_ctx: thread count and kernel table (ISA). One Context must not be used by two threads at
+    once; the module-level functions use a per-thread default context (:func:`default_context`)."""
+
+    def __init__(self, num_threads: Optional[int] = None, isa: Optional[str] = None):
+        h = ctypes.c_void_p()
+        _capi.call("attn_ctx_create", ctypes.byref(h))
+        self._handle = h
+        if num_threads is not None:
+            self.num_threads = num_threads
+        if isa is not None:
+            self.isa = isa
+
+    @property
+    def handle(self) -> ctypes.c_void_p:
+        if self._handle is None:
+            raise ValueError("attn Context is closed")
+        return self._handle
+
+    @property
+    def num_threads(self) -> int:
+        return int(_capi.fn("attn_ctx_num_threads")(self.handle))
+
+    @num_threads.setter
+    def num_threads(self, n: int) -> None:
+        _capi.call("attn_ctx_set_num_threads", self.handle, int(n))
+
+    @property
+    def isa(self) -> str:
+        return _capi._s(_capi.fn("attn_ctx_isa")(self.handle))
+
+    @isa.setter
+    def isa(self, name: str) -> None:
+        _capi.call("attn_ctx_set_isa", self.handle, name.encode())
+
+    def close(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            _capi.fn("attn_ctx_destroy")(self._handle)
+            self._handle = None
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        if self._handle is None:
+            return "attn.Context(closed)"
+        return f"attn.Context(num_threads={self.num_threads}, isa={self.isa!r})"
+
+
+_local = threading.local()
+
+
+def default_context() -> Context:
+    """This thread's default Context (created on first use: default thread count and best ISA)."""
+    ctx = getattr(_local, "ctx", None)
+    if ctx is None:
+        ctx = _local.ctx = Context()
+    return ctx
+
+
+def set_num_threads(num_threads: int) -> None:
+    """Sets the thread count of this thread's default context. Results do not depend on it."""
+    default_context().num_threads = num_threads
+
+
+def _ctx(ctx: Optional[Context]) -> ctypes.c_void_p:
+    return (ctx or default_context()).handle
+
+
+# ------------------------------------------------------------------------------------------------
+# Options
+# ------------------------------------------------------------------------------------------------
+_CAUSAL = {"none": _capi.CAUSAL_NONE, "bottom_right": _capi.CAUSAL_BOTTOM_RIGHT,
+           "top_left": _capi.CAUSAL_TOP_LEFT}
+
+
+def _causal_value(causal: Causal) -> int:
+    if isinstance(causal, str):
+        if causal.lower() not in _CAUSAL:
+            raise ValueError(f"causal={causal!r}: expected a bool or one of {sorted(_CAUSAL)}")
+        return _CAUSAL[causal.lower()]
+    if isinstance(causal, (bool, np.bool_)):
+        return _capi.CAUSAL_BOTTOM_RIGHT if causal else _capi.CAUSAL_NONE
+    return int(causal)
+
+
+def _per_head(x: Any, name: str, num_heads: Optional[int]) -> np.ndarray:
+    a = np.ascontiguousarray(_arrays.as_numpy(x), dtype=np.float32)
+    if a.ndim != 1 or (num_heads is not None and a.shape[0] != num_heads):
+        raise ValueError(f"{name}: shape {a.shape}, expected [num_heads] = [{num_heads}]")
+    return a
+
+
+class Params:
+    """attn_params plus the arrays its pointers refer to (kept alive while the call runs)."""
+
+    def __init__(self, *, num_heads: Optional[int], softmax_scale: Optional[float] = None,
+                 causal: Causal = False, window_size: Sequence[int] = (-1, -1), softcap: float = 0.0,
+                 alibi_slopes: Optional[Array] = None, sinks: Optional[Array] = None,
+                 mask: Optional[Array] = None, key_padding_mask: Optional[Array] = None):
+        self.buf = _capi.new_params()
+        p = self.buf.p
+        self._keep = []
+        p.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
+        p.causal = _causal_value(causal)
+        if window_size is None:
+            window_size = (-1, -1)
+        if len(window_size) != 2:
+            raise ValueError(f"window_size={window_size!r}: expected (left, right)")
+        p.window_left, p.window_right = int(window_size[0]), int(window_size[1])
+        p.softcap = 0.0 if softcap is None else float(softcap)
+        if alibi_slopes is not None:
+            a = _per_head(alibi_slopes, "alibi_slopes", num_heads)
+            self._keep.append(a)
+            p.alibi_slopes = a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        if sinks is not None:
+            s = _per_head(sinks, "sinks", num_heads)
+            self._keep.append(s)
+            p.sinks = s.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        if mask is not None:
+            m = tensor(mask, "params.mask")
+            self._keep.append(m)
+            p.mask = ctypes.pointer(m.t)
+        if key_padding_mask is not None:
+            m = tensor(key_padding_mask, "params.key_padding_mask")
+            self._keep.append(m)
+            p.key_padding_mask = ctypes.pointer(m.t)
+
+    @property
+    def ptr(self) -> Any:
+        return ctypes.byref(self.buf.p)
+
+
+def _opts(num_heads: Optional[int], kw: dict) -> Params:
+    return Params(num_heads=num_heads, **kw)
+
+
+_LAYOUTS = {"bsnd": _capi.LAYOUT_BSND, "bshd": _capi.LAYOUT_BSND,
+            "bnsd": _capi.LAYOUT_BNSD, "bhsd": _capi.LAYOUT_BNSD}
+
+
+def _layout(layout: Union[str, int]) -> int:
+    if isinstance(layout, str):
+        if layout.lower() not in _LAYOUTS:
+            raise ValueError(f"layout={layout!r}: expected 'BSND' or 'BNSD'")
+        return _LAYOUTS[layout.lower()]
+    return int(layout)
+
+
+def _out_like(q: Array, qa: np.ndarray, shape: Sequence[int]) -> Any:
+    return _arrays.empty(q, shape, qa.dtype)
+
+
+def _lse_out(q: Array, shape: Sequence[int]) -> Any:
+    return _arrays.empty(q, shape, np.float32)
+
+
+def _result(out: Any, lse: Any, return_lse: bool) -> Any:
+    return (out, lse) if return_lse else out
+
+
+# ------------------------------------------------------------------------------------------------
+# Dense, varlen, merge
+# ------------------------------------------------------------------------------------------------
+def attention(q: Array, k: Array, v: Array, *, layout: Union[str, int] = "BSND",
+              softmax_scale: Optional[float] = None, causal: Causal = False,
+              window_size: Sequence[int] = (-1, -1), softcap: float = 0.0,
+              alibi_slopes: Optional[Array] = None, sinks: Optional[Array] = None,
+              mask: Optional[Array] = None, key_padding_mask: Optional[Array] = None,
+              out: Optional[Array] = None, lse: Optional[Array] = None, return_lse: bool = False,
+              ctx: Optional[Context] = None, reference: bool = False) -> Any:
+    """Dense attention (attn_forward; ``reference=True``: the float64 oracle attn_ref_forward).
+
+    layout "BSND": q [batch, seq_q, num_heads, head_size], k [batch, seq_k, num_kv_heads, head_size],
+    v [batch, seq_k, num_kv_heads, head_size_v] -> out [batch, seq_q, num_heads, head_size_v] (q's dtype);
+    "BNSD" swaps dims 1 and 2. lse: float32 [batch, num_heads, seq_q]. causal: False/True (bottom-right)
+    or "top_left". window_size (left, right), -1 = unbounded. mask: bool [seq_q, seq_k] or
+    [batch|1, num_heads|1, seq_q, seq_k] (True = attend); key_padding_mask: bool [batch, seq_k].
+    Returns out, or (out, lse) when return_lse (or lse=) is given."""
+    d = _DenseCall(q, k, v, layout, out, lse, return_lse,
+                   dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
+                        softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks, mask=mask,
+                        key_padding_mask=key_padding_mask))
+    if reference:
+        _capi.call("attn_ref_forward", d.layout, *d.qkv, d.params.ptr, *d.outs)
+    else:
+        _capi.call("attn_forward", _ctx(ctx), d.layout, *d.qkv, d.params.ptr, *d.outs)
+    return d.result()
+
+
+class _DenseCall:
+    """Arguments of a dense-layout entry (attn_forward and the diffusion variants): tensors, params and
+    the outputs, allocated when not given (out [.., head_size_v] in q's dtype, lse [batch, num_heads,
+    seq_q] float32)."""
+
+    def __init__(self, q: Array, k: Array, v: Array, layout: Union[str, int], out: Optional[Array],
+                 lse: Optional[Array], return_lse: bool, options: dict):
+        self.layout = lay = _layout(layout)
+        qa = _arrays.as_numpy(q)
+        nd = 2 if lay == _capi.LAYOUT_BSND else 1
+        sd = 3 - nd
+        num_heads = qa.shape[nd] if qa.ndim == 4 else None
+        if out is None:
+            out_shape = qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 4 else qa.shape
+            out = _out_like(q, qa, out_shape)
+        self.want_lse = return_lse or lse is not None
+        if self.want_lse and lse is None and qa.ndim == 4:
+            lse = _lse_out(q, (qa.shape[0], qa.shape[nd], qa.shape[sd]))
+        self.out, self.lse = out, lse
+        self.params = _opts(num_heads, options)
+        self.tq, self.tk, self.tv = tensor(qa, "q"), tensor(k, "k"), tensor(v, "v")
+        self.to = tensor(out, "out", True)
+        self.tl = opt_tensor(lse if self.want_lse else None, "lse", True)
+
+    @property
+    def qkv(self) -> tuple:
+        return (self.tq.ptr, self.tk.ptr, self.tv.ptr)
+
+    @property
+    def outs(self) -> tuple:
+        return (self.to.ptr, ptr(self.tl))
+
+    def result(self) -> Any:
+        return _result(self.out, self.lse, self.want_lse)
+
+
+def attention_varlen(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens_k: Array, *,
+                     softmax_scale: Optional[float] = None, causal: Causal = False,
+                     window_size: Sequence[int] = (-1, -1), softcap: float = 0.0,
+                     alibi_slopes: Optional[Array] = None, sinks: Optional[Array] = None,
+                     out: Optional[Array] = None, lse: Optional[Array] = None, return_lse: bool = False,
+                     ctx: Optional[Context] = None, reference: bool = False) -> Any:
+    """Packed variable-length attention (attn_forward_varlen / attn_ref_forward_varlen).
+
+    q [total_q, num_heads, head_size], k [total_k, num_kv_heads, head_size], v [total_k, num_kv_heads,
+    head_size_v]; cu_seqlens_q/k int32 [batch + 1] (lists accepted). out [total_q, num_heads, head_size_v];
+    lse float32 [num_heads, total_q]. Causal is bottom-right within each sequence."""
+    qa = _arrays.as_numpy(q)
+    num_heads = qa.shape[1] if qa.ndim == 3 else None
+    if out is None:
+        out_shape = qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 3 else qa.shape
+        out = _out_like(q, qa, out_shape)
+    want_lse = return_lse or lse is not None
+    if want_lse and lse is None and qa.ndim == 3:
+        lse = _lse_out(q, (qa.shape[1], qa.shape[0]))
+    params = _opts(num_heads, dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
+                                   softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks))
+    cq = tensor(_arrays.index_array(cu_seqlens_q, "cu_seqlens_q"), "cu_seqlens_q")
+    ck = tensor(_arrays.index_array(cu_seqlens_k, "cu_seqlens_k"), "cu_seqlens_k")
+    tq, tk, tv = tensor(qa, "q"), tensor(k, "k"), tensor(v, "v")
+    to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
+    if reference:
+        _capi.call("attn_ref_forward_varlen", tq.ptr, tk.ptr, tv.ptr, cq.ptr, ck.ptr, params.ptr,
+                   to.ptr, ptr(tl))
+    else:
+        _capi.call("attn_forward_varlen", _ctx(ctx), tq.ptr, tk.ptr, tv.ptr, cq.ptr, ck.ptr,
+                   params.ptr, to.ptr, ptr(tl))
+    return _result(out, lse, want_lse)
+
+
+def merge_attn_states(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array, *,
+                      out: Optional[Array] = None, lse_out: Optional[Array] = None,
+                      return_lse: bool = False, ctx: Optional[Context] = None) -> Any:
+    """Merges two attention states over disjoint key sets (attn_merge_attn_states).
+
+    out_a/out_b [num_tokens, num_heads, head_size]; lse_a/lse_b float32 [num_heads, num_tokens].
+    lse = logaddexp(lse_a, lse_b); out = e^(lse_a-lse)*out_a + e^(lse_b-lse)*out_b. ``out`` may be
+    out_a or out_b itself. Returns out, or (out, lse_out) when return_lse (or lse_out=) is given."""
+    a = _arrays.as_numpy(out_a)
+    if out is None:
+        out = _out_like(out_a, a, a.shape)
+    want_lse = return_lse or lse_out is not None
+    if want_lse and lse_out is None:
+        lse_out = _lse_out(out_a, _arrays.shape_of(lse_a))
+    ta, la = tensor(a, "out_a"), tensor(lse_a, "lse_a")
+    tb, lb = tensor(out_b, "out_b"), tensor(lse_b, "lse_b")
+    to, tl = tensor(out, "out", True), opt_tensor(lse_out if want_lse else None, "lse_out", True)
+    _capi.call("attn_merge_attn_states", _ctx(ctx), ta.ptr, la.ptr, tb.ptr, lb.ptr, to.ptr, ptr(tl))
+    return _result(out, lse_out, want_lse)
+
+
+# ------------------------------------------------------------------------------------------------
+# Serving: paged KV cache
+# ------------------------------------------------------------------------------------------------
+def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: Array, *,
+                      ctx: Optional[Context] = None) -> None:
+    """Writes new keys/values into the paged cache (attn_reshape_and_cache), in place.
+
+    key/value [num_tokens, num_kv_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads,
+    head_size]; slot_mapping int64/int32 [num_tokens] (slot = block*block_size + offset; -1 = skip).
+    Every slot is checked before anything is written."""
+    sm = tensor(_arrays.index_array(slot_mapping, "slot_mapping", np.int64), "slot_mapping")
+    tk, tv, tc = tensor(key, "key"), tensor(value, "value"), tensor(kv_cache, "kv_cache", True)
+    _capi.call("attn_reshape_and_cache", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr)
+
+
+def copy_blocks(kv_cache: Array, block_mapping: Array, *, ctx: Optional[Context] = None) -> None:
+    """kv_cache[:, dst] = kv_cache[:, src] for each (src, dst) row of block_mapping int64 [num_pairs, 2],
+    in order (attn_copy_blocks)."""
+    bm = tensor(_arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2),
+                "block_mapping")
+    tc = tensor(kv_cache, "kv_cache", True)
+    _capi.call("attn_copy_blocks", _ctx(ctx), tc.ptr, bm.ptr)
+
+
+def swap_blocks(src_cache: Array, dst_cache: Array, block_mapping: Array, *,
+                ctx: Optional[Context] = None) -> None:
+    """dst_cache[:, dst] = src_cache[:, src] for each (src, dst) row of block_mapping int64 [num_pairs, 2]
+    (attn_swap_blocks). Caches share dtype, block_size, num_kv_heads, head_size."""
+    bm = tensor(_arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2),
+                "block_mapping")
+    ts, td = tensor(src_cache, "src_cache"), tensor(dst_cache, "dst_cache", True)
+    _capi.call("attn_swap_blocks", _ctx(ctx), ts.ptr, td.ptr, bm.ptr)
+
+
+def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens: Array,
+                    block_table: Array, *, softmax_scale: Optional[float] = None,
+                    causal: Causal = True, window_size: Sequence[int] = (-1, -1), softcap: float = 0.0,
+                    alibi_slopes: Optional[Array] = None, sinks: Optional[Array] = None,
+                    out: Optional[Array] = None, lse: Optional[Array] = None, return_lse: bool = False,
+                    ctx: Optional[Context] = None, reference: bool = False) -> Any:
+    """Plan-less paged attention (attn_paged_attention / attn_ref_paged_attention).
+
+    q [num_tokens, num_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads, head_size]
+    (this step's keys already written); query_start_loc int32 [num_reqs + 1]; seq_lens int32 [num_reqs]
+    (cached + new keys); block_table int32 [num_reqs, max_blocks]. out like q; lse float32
+    [num_heads, num_tokens]. causal defaults to True (bottom-right per request)."""
+    qa = _arrays.as_numpy(q)
+    num_heads = qa.shape[1] if qa.ndim == 3 else None
+    if out is None:
+        out = _out_like(q, qa, qa.shape)
+    want_lse = return_lse or lse is not None
+    if want_lse and lse is None and qa.ndim == 3:
+        lse = _lse_out(q, (qa.shape[1], qa.shape[0]))
+    params = _opts(num_heads, dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
+                                   softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks))
+    qsl = tensor(_arrays.index_array(query_start_loc, "query_start_loc"), "query_start_loc")
+    sl = tensor(_arrays.index_array(seq_lens, "seq_lens"), "seq_lens")
+    bt = tensor(_arrays.index_array(block_table, "block_table"), "block_table")
+    tq, tc = tensor(qa, "q"), tensor(kv_cache, "kv_cache")
+    to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
+    if reference:
+        _capi.call("attn_ref_paged_attention", tq.ptr, tc.ptr, qsl.ptr, sl.ptr, bt.ptr, params.ptr,
+                   to.ptr, ptr(tl))
+    else:
+        _capi.call("attn_paged_attention", _ctx(ctx), tq.ptr, tc.ptr, qsl.ptr, sl.ptr, bt.ptr,
+                   params.ptr, to.ptr, ptr(tl))
+    return _result(out, lse, want_lse)
+
+
+class PlanRequest:
+    """One scheduled request of an engine step (attn_request).
+
+    num_computed_tokens: tokens already cached; num_scheduled_tokens: new tokens this step (>= 1);
+    block_ids: physical blocks in logical order; kind: "decoder" | "encoder_only" | "cross"."""
+
+    KINDS = {"decoder": _capi.REQUEST_DECODER, "encoder_only": _capi.REQUEST_ENCODER_ONLY,
+             "cross": _capi.REQUEST_CROSS}
+
+    def __init__(self, num_computed_tokens: int, num_scheduled_tokens: int,
+                 block_ids: Sequence[int] = (), num_spec_tokens: int = 0, kind: str = "decoder",
+                 encoder_len: int = 0):
+        self.num_computed_tokens = int(num_computed_tokens)
+        self.num_scheduled_tokens = int(num_scheduled_tokens)
+        self.block_ids = np.ascontiguousarray(np.asarray(block_ids, dtype=np.int32).reshape(-1))
+        self.num_spec_tokens = int(num_spec_tokens)
+        if kind not in self.KINDS:
+            raise ValueError(f"kind={kind!r}: expected one of {sorted(self.KINDS)}")
+        self.kind = kind
+        self.encoder_len = int(encoder_len)
+
+
+class Plan:
+    """The metadata and work plan of one engine step (attn_plan_create), reused by every layer.
+
+    Attributes (NumPy copies, plan order = decodes, then partial prefills, then fresh prefills):
+    query_start_loc int32 [num_reqs+1], seq_lens int32 [num_reqs], slot_mapping int64 [num_tokens],
+    block_table int32 [num_reqs, max_blocks_per_req], req_order int32 [num_reqs] (plan request i is input
+    request req_order[i]), token_src int32 [num_tokens] (plan row t is input row token_src[t]), and the
+    counts num_reqs, num_tokens, num_decodes, num_decode_tokens, num_prefills, num_prefill_tokens,
+    attn_state, max_query_len, max_seq_len, workspace_size."""
+
+    def __init__(self, requests: Sequence[PlanRequest], *, num_blocks: int, block_size: int,
+                 num_heads: int, num_kv_heads: int, head_size: int, max_blocks_per_req: int,
+                 num_speculative_tokens: int = 0, chunked_prefill_enabled: bool = True,
+                 spec_method_mtp: bool = False):
+        self._plan = None
+        cfg = _capi.new_plan_config()
+        c = cfg.c
+        c.num_blocks, c.block_size = int(num_blocks), int(block_size)
+        c.num_heads, c.num_kv_heads, c.head_size = int(num_heads), int(num_kv_heads), int(head_size)
+        c.max_blocks_per_req = int(max_blocks_per_req)
+        c.num_speculative_tokens = int(num_speculative_tokens)
+        c.chunked_prefill_enabled = int(bool(chunked_prefill_enabled))
+        c.spec_method_mtp = int(bool(spec_method_mtp))
+        n = len(requests)
+        reqs = (_capi.Request * max(n, 1))()
+        for i, r in enumerate(requests):
+            reqs[i].num_computed_tokens = r.num_computed_tokens
+            reqs[i].num_scheduled_tokens = r.num_scheduled_tokens
+            reqs[i].num_spec_tokens = r.num_spec_tokens
+            reqs[i].kind = PlanRequest.KINDS[r.kind]
+            reqs[i].block_ids = (r.block_ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+                                 if r.block_ids.size else None)
+            reqs[i].num_block_ids = int(r.block_ids.size)
+            reqs[i].encoder_len = r.encoder_len
+        h = ctypes.c_void_p()
+        _capi.call("attn_plan_create", ctypes.byref(c), reqs, n, ctypes.byref(h))
+        self._plan = h
+        self.num_heads, self.num_kv_heads, self.head_size = c.num_heads, c.num_kv_heads, c.head_size
+        info = _capi.PlanInfoBuffer()
+        _capi.call("attn_plan_get_info", h, ctypes.byref(info.i))
+        i = info.i
+
+        def arr(p: Any, count: int, dtype: Any) -> np.ndarray:
+            if count == 0 or not p:
+                return np.zeros(count, dtype=dtype)
+            return np.ctypeslib.as_array(p, shape=(count,)).astype(dtype, copy=True)
+
+        for f in ("num_reqs", "num_tokens", "num_decodes", "num_decode_tokens", "num_prefills",
+                  "num_prefill_tokens", "attn_state", "decode_threshold", "max_query_len",
+                  "max_seq_len", "num_work_blocks", "num_split_items", "workspace_size"):
+            setattr(self, f, int(getattr(i, f)))
+        nr, nt = self.num_reqs, self.num_tokens
+        expected_tokens = sum(r.num_scheduled_tokens for r in requests)
+        if (nr != n or nt != expected_tokens or i.max_blocks_per_req != c.max_blocks_per_req
+                or self.workspace_size != int(_capi.fn("attn_plan_workspace_size")(h))):
+            raise RuntimeError("attn_plan_info layout differs from attn/_capi.py PlanInfo: the Python "
+                               "declarations are out of date with include/attn/attn.h")
+        self.query_start_loc = arr(i.query_start_loc, nr + 1, np.int32)
+        self.seq_lens = arr(i.seq_lens, nr, np.int32)
+        self.slot_mapping = arr(i.slot_mapping, nt, np.int64)
+        self.block_table = arr(i.block_table, nr * c.max_blocks_per_req, np.int32).reshape(
+            nr, c.max_blocks_per_req)
+        self.kinds = arr(i.kinds, nr, np.int32)
+        self.req_order = arr(i.req_order, nr, np.int32)
+        self.token_src = arr(i.token_src, nt, np.int32)
+        self.identity_order = bool(np.array_equal(self.token_src, np.arange(nt)))
+        ws = np.zeros(self.workspace_size + 64, dtype=np.uint8)
+        off = (-ws.ctypes.data) % 64
+        self._workspace = ws[off:off + self.workspace_size]
+
+    def forward(self, q: Array, kv_cache: Array, *, key: Optional[Array] = None,
+                value: Optional[Array] = None, softmax_scale: Optional[float] = None,
+                causal: Causal = True, window_size: Sequence[int] = (-1, -1), softcap: float = 0.0,
+                alibi_slopes: Optional[Array] = None, sinks: Optional[Array] = None,
+                out: Optional[Array] = None, lse: Optional[Array] = None, return_lse: bool = False,
+                ctx: Optional[Context] = None) -> Any:
+        """One layer of the step (attn_forward_paged). q [num_tokens, num_heads, head_size] in PLAN row
+        order (see token_src); kv_cache with this step's keys written (slot_mapping). key/value
+        [num_tokens, num_kv_heads, head_size] only for encoder-only requests. out like q; lse float32
+        [num_heads, num_tokens]."""
+        qa = _arrays.as_numpy(q)
+        if out is None:
+            out = _out_like(q, qa, qa.shape)
+        want_lse = return_lse or lse is not None
+        if want_lse and lse is None and qa.ndim == 3:
+            lse = _lse_out(q, (qa.shape[1], qa.shape[0]))
+        params = _opts(self.num_heads, dict(softmax_scale=softmax_scale, causal=causal,
+                                            window_size=window_size, softcap=softcap,
+                                            alibi_slopes=alibi_slopes, sinks=sinks))
+        tq, tc = tensor(qa, "q"), tensor(kv_cache, "kv_cache")
+        tk, tv = opt_tensor(key, "key"), opt_tensor(value, "value")
+        to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
+        ws = self._workspace
+        _capi.call("attn_forward_paged", _ctx(ctx), self.handle, tq.ptr, ptr(tk), ptr(tv), tc.ptr,
+                   params.ptr, to.ptr, ptr(tl), ws.ctypes.data if ws.size else None, ws.size)
+        return _result(out, lse, want_lse)
+
+    @property
+    def handle(self) -> ctypes.c_void_p:
+        if self._plan is None:
+            raise ValueError("attn Plan is freed")
+        return self._plan
+
+    def free(self) -> None:
+        if getattr(self, "_plan", None) is not None:
+            _capi.fn("attn_plan_free")(self._plan)
+            self._plan = None
+
+    def __del__(self) -> None:  # pragma: no cover
+        try:
+            self.free()
+        except Exception:
+            pass
+
+
+# ------------------------------------------------------------------------------------------------
+# Info
+# ------------------------------------------------------------------------------------------------
+def info() -> dict:
+    """Library facts: version, library path, compiled ISAs (and which run here), CPU features, the
+    default context's ISA and thread count, and which optional C entries this libattn exports."""
+    ctx = default_context()
+    names = _capi.isa_names()
+    return dict(version=_capi.version(), library=_capi.library_path, isas=names,
+                isas_available=[n for n in names if _capi.isa_available(n)],
+                isa=ctx.isa, num_threads=ctx.num_threads, cpu_features=_capi.cpu_features(),
+                entries={n: _capi.has(n) for n in _capi._SIGNATURES})

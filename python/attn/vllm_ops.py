@@ -1,0 +1,106 @@
+"""vLLM-style cache and attention-state ops (vllm._custom_ops names and argument order) over libattn.
+
+    reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype="auto", ...)
+    copy_blocks(key_caches, value_caches, block_mapping)
+    swap_blocks(src, dst, block_mapping)
+    merge_attn_states(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse=None)
+
+All ops work in place on caller arrays (NumPy or torch CPU tensors, no copies) and raise AttnError with
+the C message on bad input, writing nothing. Caches use vLLM's flash layout: key_cache / value_cache
+[num_blocks, block_size, num_kv_heads, head_size]; when they are the two halves of one tensor
+kv_cache [2, num_blocks, ...] (vLLM's and the seed's allocation) one C call handles both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from . import _arrays, ops
+from .flash import _kv_view
+from .ops import Array, Context
+
+
+def _check_cache_dtype(kv_cache_dtype: str, k_scale: Any, v_scale: Any) -> None:
+    if kv_cache_dtype not in ("auto", None):
+        raise NotImplementedError(f"kv_cache_dtype={kv_cache_dtype!r}: attn caches are f32/f16/bf16 "
+                                  "('auto')")
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if s is not None and float(np.asarray(_arrays.as_numpy(s)).reshape(-1)[0]) != 1.0:
+            raise NotImplementedError(f"{name}={s}: scaled caches are not supported (use 1.0)")
+
+
+def _doubled(cache: np.ndarray) -> np.ndarray:
+    """[2, ...] view of one cache tensor whose halves alias (stride 0): lets the two-half C ops work on
+    vLLM's separate key and value caches one tensor at a time."""
+    return np.lib.stride_tricks.as_strided(cache, shape=(2,) + cache.shape, strides=(0,) + cache.strides,
+                                           writeable=bool(cache.flags.writeable))
+
+
+def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: Array,
+                      slot_mapping: Array, kv_cache_dtype: str = "auto", k_scale: Any = None,
+                      v_scale: Any = None, *, ctx: Optional[Context] = None) -> None:
+    """key_cache[slot // block_size, slot % block_size] = key[t] (and value) for every token t with
+    slot_mapping[t] >= 0.
+
+    key, value: [num_tokens, num_kv_heads, head_size]; key_cache, value_cache: [num_blocks, block_size,
+    num_kv_heads, head_size]; slot_mapping: int64 [num_tokens]. All slots are checked first."""
+    _check_cache_dtype(kv_cache_dtype, k_scale, v_scale)
+    kc, vc = _arrays.as_numpy(key_cache), _arrays.as_numpy(value_cache)
+    kv = _kv_view(kc, vc)
+    if kv is not None:
+        ops.reshape_and_cache(key, value, kv, slot_mapping, ctx=ctx)
+        return
+    sm = _arrays.index_array(slot_mapping, "slot_mapping", np.int64)
+    num_slots = kc.shape[0] * kc.shape[1] if kc.ndim == 4 else 0
+    bad = np.nonzero(sm >= num_slots)[0]
+    if bad.size:  # check before the first write, like the C op
+        raise ops._capi.AttnInvalidArgumentError(
+            ops._capi.STATUS_INVALID_ARGUMENT,
+            f"slot_mapping: entry {bad[0]} = {sm[bad[0]]} >= num_blocks·block_size = {num_slots}",
+            "reshape_and_cache")
+    ops.reshape_and_cache(key, key, _doubled(kc), sm, ctx=ctx)
+    ops.reshape_and_cache(value, value, _doubled(vc), sm, ctx=ctx)
+
+
+reshape_and_cache_flash = reshape_and_cache
+
+
+def copy_blocks(key_caches: Sequence[Array], value_caches: Sequence[Array], block_mapping: Array, *,
+                ctx: Optional[Context] = None) -> None:
+    """For every layer: key_caches[l][dst] = key_caches[l][src] and the same for values, for each
+    (src, dst) row of block_mapping int64 [num_pairs, 2], in order."""
+    if len(key_caches) != len(value_caches):
+        raise ValueError(f"key_caches: {len(key_caches)} layers, value_caches: {len(value_caches)}")
+    for kc, vc in zip(key_caches, value_caches):
+        ka, va = _arrays.as_numpy(kc), _arrays.as_numpy(vc)
+        kv = _kv_view(ka, va)
+        if kv is not None:
+            ops.copy_blocks(kv, block_mapping, ctx=ctx)
+        else:
+            ops.copy_blocks(_doubled(ka), block_mapping, ctx=ctx)
+            ops.copy_blocks(_doubled(va), block_mapping, ctx=ctx)
+
+
+def swap_blocks(src: Array, dst: Array, block_mapping: Array, *, ctx: Optional[Context] = None) -> None:
+    """dst[d] = src[s] for each (s, d) row of block_mapping int64 [num_pairs, 2]. src and dst are one
+    cache each ([num_blocks, block_size, num_kv_heads, head_size], e.g. a GPU-side and a host-side key
+    cache) or whole [2, num_blocks, ...] kv caches."""
+    sa, da = _arrays.as_numpy(src), _arrays.as_numpy(dst)
+    if sa.ndim == 5:
+        ops.swap_blocks(sa, da, block_mapping, ctx=ctx)
+    else:
+        ops.swap_blocks(_doubled(sa), _doubled(da), block_mapping, ctx=ctx)
+
+
+def merge_attn_states(output: Array, prefix_output: Array, prefix_lse: Array, suffix_output: Array,
+                      suffix_lse: Array, output_lse: Optional[Array] = None, *,
+                      ctx: Optional[Context] = None) -> Array:
+    """output = merge of the prefix and suffix attention states (vLLM merge_attn_states), in place.
+
+    prefix/suffix_output, output: [num_tokens, num_heads, head_size]; prefix/suffix_lse, output_lse:
+    float32 [num_heads, num_tokens]. Returns output."""
+    ops.merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, out=output,
+                          lse_out=output_lse, ctx=ctx)
+    return output

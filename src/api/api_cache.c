@@ -1,0 +1,132 @@
+/*
+ * api_cache.c — entry points of the paged KV cache ops: reshape_and_cache, copy_blocks, swap_blocks.
+ * Each validates every argument and every index (all slots, all block ids) before the first write, so a
+ * failing call leaves the cache untouched. The copying itself lives in src/cache/kv_cache.c.
+ */
+#include <stdint.h>
+
+#include "cache/kv_layout.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+/* key/value rows [num_tokens, num_kv_heads, head_size] matching the cache. */
+static attn_status attn_check_new_kv(const attn_tensor *t, const char *name, const attn_kv_layout *c,
+                                     const attn_tensor *key) {
+    ATTN_TRY(attn_tensor_check(t, name, 3, 1));
+    ATTN_TRY(attn_tensor_check_float(t, name));
+    ATTN_TRY(attn_tensor_check_dim(t, name, 1, c->num_kv_heads, "num_kv_heads"));
+    ATTN_TRY(attn_tensor_check_dim(t, name, 2, c->head_size, "head_size"));
+    if (key) {
+        ATTN_TRY(attn_tensor_check_dim(t, name, 0, key->shape[0], "num_tokens"));
+        ATTN_TRY(attn_tensor_check_dtype(t, name, key->dtype));
+    }
+    const size_t es = attn_dtype_size(t->dtype);
+    ATTN_CHECK(((uintptr_t)t->data % es) == 0, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: data pointer is not aligned to its %zu-byte elements", name, es);
+    return ATTN_STATUS_OK;
+}
+
+/* An index tensor of int32/int64 with `ndim` dims. */
+static attn_status attn_check_index_tensor(const attn_tensor *t, const char *name, int32_t ndim) {
+    ATTN_TRY(attn_tensor_check(t, name, ndim, 0));
+    ATTN_CHECK(t->dtype == ATTN_DTYPE_I64 || t->dtype == ATTN_DTYPE_I32, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: dtype %s, expected i64 or i32", name, attn_dtype_name(t->dtype));
+    const size_t es = attn_dtype_size(t->dtype);
+    ATTN_CHECK(((uintptr_t)t->data % es) == 0, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: data pointer is not aligned to its %zu-byte elements", name, es);
+    return ATTN_STATUS_OK;
+}
+
+static int64_t attn_index2(const attn_tensor *t, int64_t i, int64_t j) {
+    const int64_t off = i * t->strides[0] + j * t->strides[1];
+    return t->dtype == ATTN_DTYPE_I64 ? ((const int64_t *)t->data)[off] : ((const int32_t *)t->data)[off];
+}
+
+attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                   attn_tensor *kv_cache, const attn_tensor *slot_mapping) {
+    ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    attn_kv_layout c;
+    ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &c));
+    ATTN_TRY(attn_check_new_kv(key, "key", &c, NULL));
+    ATTN_TRY(attn_check_new_kv(value, "value", &c, key));
+    ATTN_TRY(attn_check_index_tensor(slot_mapping, "slot_mapping", 1));
+    const int64_t num_tokens = slot_mapping->shape[0];
+    ATTN_CHECK(num_tokens <= key->shape[0], ATTN_STATUS_INVALID_ARGUMENT,
+               "slot_mapping: shape[0]=%lld exceeds key rows=%lld", (long long)num_tokens,
+               (long long)key->shape[0]);
+    int64_t num_slots;
+    ATTN_CHECK(!__builtin_mul_overflow(c.num_blocks, c.block_size, &num_slots), ATTN_STATUS_OVERFLOW,
+               "kv_cache: num_blocks·block_size overflows int64");
+    for (int64_t t = 0; t < num_tokens; t++) {
+        const int64_t slot = attn_tensor_get_index(slot_mapping, t);
+        ATTN_CHECK(slot < num_slots, ATTN_STATUS_INVALID_ARGUMENT,
+                   "slot_mapping: entry %lld = %lld >= num_blocks·block_size = %lld", (long long)t,
+                   (long long)slot, (long long)num_slots);
+    }
+    ATTN_CHECK(!attn_tensor_overlap(kv_cache, key), ATTN_STATUS_INVALID_ARGUMENT, "kv_cache: overlaps key in memory");
+    ATTN_CHECK(!attn_tensor_overlap(kv_cache, value), ATTN_STATUS_INVALID_ARGUMENT,
+               "kv_cache: overlaps value in memory");
+    ATTN_CHECK(!attn_tensor_overlap(kv_cache, slot_mapping), ATTN_STATUS_INVALID_ARGUMENT,
+               "kv_cache: overlaps slot_mapping in memory");
+    const int64_t ke = (int64_t)attn_dtype_size(key->dtype);
+    attn_kv_rows rows;
+    rows.key = (const char *)key->data;
+    rows.value = (const char *)value->data;
+    rows.dtype = key->dtype;
+    rows.key_row_stride = key->strides[0] * ke;
+    rows.key_head_stride = key->strides[1] * ke;
+    rows.value_row_stride = value->strides[0] * ke;
+    rows.value_head_stride = value->strides[1] * ke;
+    attn_kv_scatter(&c, &rows, slot_mapping, num_tokens);
+    return ATTN_STATUS_OK;
+}
+
+/* block_mapping [num_pairs, 2]: column 0 checked against `src`, column 1 against `dst`. */
+static attn_status attn_check_block_mapping(const attn_tensor *m, const attn_kv_layout *src, const char *src_name,
+                                            const attn_kv_layout *dst, const char *dst_name) {
+    ATTN_TRY(attn_check_index_tensor(m, "block_mapping", 2));
+    ATTN_TRY(attn_tensor_check_dim(m, "block_mapping", 1, 2, "2 (src, dst)"));
+    for (int64_t i = 0; i < m->shape[0]; i++) {
+        const int64_t s = attn_index2(m, i, 0), d = attn_index2(m, i, 1);
+        ATTN_CHECK(s >= 0 && s < src->num_blocks, ATTN_STATUS_INVALID_ARGUMENT,
+                   "block_mapping: entry [%lld][0] = %lld is outside [0, num_blocks=%lld) of %s", (long long)i,
+                   (long long)s, (long long)src->num_blocks, src_name);
+        ATTN_CHECK(d >= 0 && d < dst->num_blocks, ATTN_STATUS_INVALID_ARGUMENT,
+                   "block_mapping: entry [%lld][1] = %lld is outside [0, num_blocks=%lld) of %s", (long long)i,
+                   (long long)d, (long long)dst->num_blocks, dst_name);
+    }
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, const attn_tensor *block_mapping) {
+    ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    attn_kv_layout c;
+    ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &c));
+    ATTN_TRY(attn_check_block_mapping(block_mapping, &c, "kv_cache", &c, "kv_cache"));
+    ATTN_CHECK(!attn_tensor_overlap(kv_cache, block_mapping), ATTN_STATUS_INVALID_ARGUMENT,
+               "kv_cache: overlaps block_mapping in memory");
+    for (int64_t i = 0; i < block_mapping->shape[0]; i++)
+        attn_kv_copy_block(&c, attn_index2(block_mapping, i, 1), &c, attn_index2(block_mapping, i, 0));
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cache, attn_tensor *dst_cache,
+                             const attn_tensor *block_mapping) {
+    ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    attn_kv_layout s, d;
+    ATTN_TRY(attn_kv_layout_of(src_cache, "src_cache", &s));
+    ATTN_TRY(attn_kv_layout_of(dst_cache, "dst_cache", &d));
+    ATTN_CHECK(s.dtype == d.dtype, ATTN_STATUS_INVALID_ARGUMENT, "dst_cache: dtype %s differs from src_cache dtype %s",
+               attn_dtype_name(d.dtype), attn_dtype_name(s.dtype));
+    ATTN_TRY(attn_tensor_check_dim(dst_cache, "dst_cache", 2, s.block_size, "src_cache block_size"));
+    ATTN_TRY(attn_tensor_check_dim(dst_cache, "dst_cache", 3, s.num_kv_heads, "src_cache num_kv_heads"));
+    ATTN_TRY(attn_tensor_check_dim(dst_cache, "dst_cache", 4, s.head_size, "src_cache head_size"));
+    ATTN_TRY(attn_check_block_mapping(block_mapping, &s, "src_cache", &d, "dst_cache"));
+    ATTN_CHECK(!attn_tensor_overlap(dst_cache, src_cache), ATTN_STATUS_INVALID_ARGUMENT,
+               "dst_cache: overlaps src_cache in memory");
+    ATTN_CHECK(!attn_tensor_overlap(dst_cache, block_mapping), ATTN_STATUS_INVALID_ARGUMENT,
+               "dst_cache: overlaps block_mapping in memory");
+    for (int64_t i = 0; i < block_mapping->shape[0]; i++)
+        attn_kv_copy_block(&d, attn_index2(block_mapping, i, 1), &s, attn_index2(block_mapping, i, 0));
+    return ATTN_STATUS_OK;
+}

@@ -1,0 +1,371 @@
+/*
+ * api_paged.c — attention over the paged KV cache: attn_forward_paged (plan + caller workspace, split-KV
+ * flash-decoding executor), attn_paged_attention (plan-less, vLLM/flash-attn metadata validated per call,
+ * sequential fold) and its oracle twin. Both fast entries build attn_problems whose sequences are paged
+ * attn_seq_views and reuse the driver's block functions, so their bits equal attn_forward_varlen's on the
+ * same keys. The split executor only schedules: partitions and fold order are the driver's.
+ */
+#include <string.h>
+
+#include "api/ctx.h"
+#include "api/validate.h"
+#include "attention/fwd.h"
+#include "cache/kv_layout.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "parallel/parallel.h"
+#include "plan/plan.h"
+#include "ref/ref.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * The paged problem: sequences read through int32 metadata arrays
+ * --------------------------------------------------------------------------------------------- */
+typedef struct attn_paged_call {
+    const attn_tensor *q, *out, *lse;
+    attn_kv_layout cache;
+    const int32_t *qsl;         /* [num_reqs + 1], element stride qsl_stride                 */
+    int64_t qsl_stride;
+    const int32_t *seq_lens;    /* [num_reqs], element stride seq_lens_stride                 */
+    int64_t seq_lens_stride;
+    const int32_t *block_table; /* [num_reqs, *] rows bt_row_stride elements apart            */
+    int64_t bt_row_stride;
+    const int32_t *kinds;       /* [num_reqs] attn_request_kind, NULL = all DECODER            */
+    const attn_tensor *key, *value; /* ENCODER_ONLY rows [num_tokens, num_kv_heads, head_size] */
+} attn_paged_call;
+
+static void attn_paged_get_seq(const attn_problem *p, int64_t r, attn_seq_view *s) {
+    const attn_paged_call *c = (const attn_paged_call *)p->user[0];
+    const int64_t qe = (int64_t)attn_dtype_size(c->q->dtype), oe = (int64_t)attn_dtype_size(c->out->dtype);
+    const int64_t q0 = c->qsl[r * c->qsl_stride], q1 = c->qsl[(r + 1) * c->qsl_stride];
+    memset(s, 0, sizeof *s);
+    s->batch_idx = r;
+    s->seq_q = q1 - q0;
+    s->seq_k = c->seq_lens[r * c->seq_lens_stride];
+    s->q = (const char *)c->q->data + q0 * c->q->strides[0] * qe;
+    s->q_row_stride = c->q->strides[0] * qe;
+    s->q_head_stride = c->q->strides[1] * qe;
+    s->out = (char *)c->out->data + q0 * c->out->strides[0] * oe;
+    s->out_row_stride = c->out->strides[0] * oe;
+    s->out_head_stride = c->out->strides[1] * oe;
+    if (c->lse) { /* [num_heads, num_tokens] */
+        s->lse = (float *)c->lse->data + q0 * c->lse->strides[1];
+        s->lse_head_stride = c->lse->strides[0];
+        s->lse_row_stride = c->lse->strides[1];
+    }
+    if (c->kinds && c->kinds[r] == ATTN_REQUEST_ENCODER_ONLY) { /* its own new rows, no cache */
+        const int64_t ke = c->cache.elem_size;
+        s->k = (const char *)c->key->data + q0 * c->key->strides[0] * ke;
+        s->k_row_stride = c->key->strides[0] * ke;
+        s->k_head_stride = c->key->strides[1] * ke;
+        s->v = (const char *)c->value->data + q0 * c->value->strides[0] * ke;
+        s->v_row_stride = c->value->strides[0] * ke;
+        s->v_head_stride = c->value->strides[1] * ke;
+        return;
+    }
+    s->k = attn_kv_row(&c->cache, 0, 0, 0, 0);
+    s->v = attn_kv_row(&c->cache, 1, 0, 0, 0);
+    s->block_table = c->block_table + r * c->bt_row_stride;
+    s->block_size = c->cache.block_size;
+    s->k_block_stride = s->v_block_stride = c->cache.block_stride;
+    s->k_row_stride = s->v_row_stride = c->cache.row_stride;
+    s->k_head_stride = s->v_head_stride = c->cache.head_stride;
+}
+
+/* q / out / lse of a paged call and the options; fills the problem's shape fields. */
+static attn_status attn_paged_check_qo(const attn_tensor *q, const attn_kv_layout *cache, const attn_params *params,
+                                       attn_tensor *out, attn_tensor *lse, attn_problem *p) {
+    ATTN_TRY(attn_tensor_check(q, "q", 3, 1));
+    ATTN_TRY(attn_tensor_check(out, "out", 3, 1));
+    ATTN_TRY(attn_tensor_check_float(q, "q"));
+    ATTN_TRY(attn_validate_aligned(q, "q"));
+    const int64_t num_tokens = q->shape[0], num_heads = q->shape[1];
+    ATTN_CHECK(num_heads >= 1, ATTN_STATUS_INVALID_ARGUMENT, "q: num_heads=%lld, expected >= 1", (long long)num_heads);
+    ATTN_CHECK(num_heads % cache->num_kv_heads == 0, ATTN_STATUS_INVALID_ARGUMENT,
+               "kv_cache: shape[3]=%lld does not divide num_heads=%lld", (long long)cache->num_kv_heads,
+               (long long)num_heads);
+    ATTN_TRY(attn_tensor_check_dim(q, "q", 2, cache->head_size, "kv_cache head_size"));
+    ATTN_TRY(attn_tensor_check_dtype(out, "out", q->dtype));
+    ATTN_TRY(attn_tensor_check_dim(out, "out", 0, num_tokens, "num_tokens"));
+    ATTN_TRY(attn_tensor_check_dim(out, "out", 1, num_heads, "num_heads"));
+    ATTN_TRY(attn_tensor_check_dim(out, "out", 2, cache->head_size, "head_size"));
+    ATTN_TRY(attn_validate_aligned(out, "out"));
+    if (lse) {
+        ATTN_TRY(attn_tensor_check(lse, "lse", 2, 0));
+        ATTN_TRY(attn_tensor_check_dtype(lse, "lse", ATTN_DTYPE_F32));
+        ATTN_TRY(attn_validate_aligned(lse, "lse"));
+        ATTN_TRY(attn_tensor_check_dim(lse, "lse", 0, num_heads, "num_heads"));
+        ATTN_TRY(attn_tensor_check_dim(lse, "lse", 1, num_tokens, "num_tokens"));
+    }
+    ATTN_TRY(attn_opts_resolve(params, num_heads, cache->head_size, 0, &p->opts));
+    p->num_heads = num_heads;
+    p->num_kv_heads = cache->num_kv_heads;
+    p->head_size = p->head_size_v = cache->head_size;
+    p->q_dtype = p->out_dtype = q->dtype;
+    p->kv_dtype = cache->dtype;
+    p->get_seq = attn_paged_get_seq;
+    return ATTN_STATUS_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Plan-less entry (vLLM / flash-attn metadata)
+ * --------------------------------------------------------------------------------------------- */
+static attn_status attn_check_i32(const attn_tensor *t, const char *name, int32_t ndim) {
+    ATTN_CHECK(t != NULL, ATTN_STATUS_INVALID_ARGUMENT, "%s: is NULL", name);
+    ATTN_TRY(attn_tensor_check(t, name, ndim, 0));
+    ATTN_TRY(attn_tensor_check_dtype(t, name, ATTN_DTYPE_I32));
+    ATTN_TRY(attn_validate_aligned(t, name));
+    return ATTN_STATUS_OK;
+}
+
+static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *kv_cache, const attn_tensor *qsl,
+                                      const attn_tensor *seq_lens, const attn_tensor *bt, const attn_params *params,
+                                      attn_tensor *out, attn_tensor *lse, attn_paged_call *c, attn_problem *p) {
+    memset(c, 0, sizeof *c);
+    ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &c->cache));
+    ATTN_TRY(attn_paged_check_qo(q, &c->cache, params, out, lse, p));
+    ATTN_TRY(attn_check_i32(qsl, "query_start_loc", 1));
+    ATTN_CHECK(qsl->shape[0] >= 1, ATTN_STATUS_INVALID_ARGUMENT,
+               "query_start_loc: shape[0]=0, expected num_reqs+1 >= 1");
+    const int64_t num_reqs = qsl->shape[0] - 1, num_tokens = q->shape[0];
+    ATTN_TRY(attn_check_i32(seq_lens, "seq_lens", 1));
+    ATTN_TRY(attn_tensor_check_dim(seq_lens, "seq_lens", 0, num_reqs, "num_reqs"));
+    ATTN_TRY(attn_check_i32(bt, "block_table", 2));
+    ATTN_TRY(attn_tensor_check_dim(bt, "block_table", 0, num_reqs, "num_reqs"));
+    ATTN_CHECK(bt->shape[1] <= 1 || bt->strides[1] == 1, ATTN_STATUS_INVALID_ARGUMENT,
+               "block_table: strides[1]=%lld, the last dimension must be contiguous (stride 1)",
+               (long long)bt->strides[1]);
+    const int32_t *qd = (const int32_t *)qsl->data, *sd = (const int32_t *)seq_lens->data;
+    const int32_t *bd = (const int32_t *)bt->data;
+    const int64_t qst = qsl->strides[0], sst = seq_lens->strides[0], max_blocks = bt->shape[1];
+    ATTN_CHECK(qd[0] == 0, ATTN_STATUS_INVALID_ARGUMENT, "query_start_loc: entry 0 = %d, expected 0", (int)qd[0]);
+    int64_t max_q = 0;
+    for (int64_t r = 0; r < num_reqs; r++) {
+        const int64_t a = qd[r * qst], b = qd[(r + 1) * qst], seq_len = sd[r * sst];
+        ATTN_CHECK(b >= a, ATTN_STATUS_INVALID_ARGUMENT, "query_start_loc: entry %lld = %lld < entry %lld = %lld",
+                   (long long)(r + 1), (long long)b, (long long)r, (long long)a);
+        ATTN_CHECK(b <= num_tokens, ATTN_STATUS_INVALID_ARGUMENT,
+                   "query_start_loc: entry %lld = %lld exceeds num_tokens=%lld", (long long)(r + 1), (long long)b,
+                   (long long)num_tokens);
+        ATTN_CHECK(seq_len >= b - a, ATTN_STATUS_INVALID_ARGUMENT,
+                   "seq_lens: entry %lld = %lld < q_len=%lld (seq_len counts cached + new tokens)", (long long)r,
+                   (long long)seq_len, (long long)(b - a));
+        const int64_t used = (seq_len + c->cache.block_size - 1) / c->cache.block_size;
+        ATTN_CHECK(used <= max_blocks, ATTN_STATUS_INVALID_ARGUMENT,
+                   "seq_lens: entry %lld = %lld needs %lld blocks of %lld > block_table width %lld", (long long)r,
+                   (long long)seq_len, (long long)used, (long long)c->cache.block_size, (long long)max_blocks);
+        for (int64_t k = 0; k < used; k++) {
+            const int64_t id = bd[r * bt->strides[0] + k];
+            ATTN_CHECK(id >= 0 && id < c->cache.num_blocks, ATTN_STATUS_INVALID_ARGUMENT,
+                       "block_table: entry [%lld][%lld] = %lld %s num_blocks=%lld", (long long)r, (long long)k,
+                       (long long)id, id < 0 ? "< 0, expected in [0," : ">=", (long long)c->cache.num_blocks);
+        }
+        if (b - a > max_q) max_q = b - a;
+    }
+    const attn_tensor *ins[] = {q, kv_cache, qsl, seq_lens, bt, lse};
+    const char *names[] = {"q", "kv_cache", "query_start_loc", "seq_lens", "block_table", "lse"};
+    ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 6));
+    if (lse) ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 5));
+    c->q = q, c->out = out, c->lse = lse;
+    c->qsl = qd, c->qsl_stride = qst;
+    c->seq_lens = sd, c->seq_lens_stride = sst;
+    c->block_table = bd, c->bt_row_stride = bt->strides[0];
+    p->num_seqs = num_reqs;
+    p->max_seq_q = max_q;
+    p->user[0] = c;
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_paged_attention(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *kv_cache,
+                                 const attn_tensor *query_start_loc, const attn_tensor *seq_lens,
+                                 const attn_tensor *block_table, const attn_params *params, attn_tensor *out,
+                                 attn_tensor *lse_opt) {
+    ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    attn_paged_call call;
+    attn_problem p;
+    memset(&p, 0, sizeof p);
+    ATTN_TRY(attn_paged_prepare(q, kv_cache, query_start_loc, seq_lens, block_table, params, out, lse_opt, &call, &p));
+    attn_exec ex = attn_ctx_exec(ctx);
+    attn_fwd_run(&p, &ex);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_ref_paged_attention(const attn_tensor *q, const attn_tensor *kv_cache,
+                                     const attn_tensor *query_start_loc, const attn_tensor *seq_lens,
+                                     const attn_tensor *block_table, const attn_params *params, attn_tensor *out,
+                                     attn_tensor *lse_opt) {
+    attn_paged_call call;
+    attn_problem p;
+    memset(&p, 0, sizeof p);
+    ATTN_TRY(attn_paged_prepare(q, kv_cache, query_start_loc, seq_lens, block_table, params, out, lse_opt, &call, &p));
+    return attn_ref_run(&p);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Plan entry: split-KV executor
+ * --------------------------------------------------------------------------------------------- */
+typedef struct attn_paged_job {
+    const attn_plan *plan;
+    const attn_problem *prob[2]; /* [0] DECODER rows (params causal), [1] ENCODER_ONLY / CROSS (non-causal) */
+    const attn_exec *ex;
+    attn_fwd_shape sh;
+    float *ws;                   /* caller workspace: split blocks' partial states                    */
+} attn_paged_job;
+
+static const attn_problem *attn_paged_block_problem(const attn_paged_job *job, const attn_plan_block *b) {
+    return job->prob[job->plan->kinds[b->req] == ATTN_REQUEST_DECODER ? 0 : 1];
+}
+
+/* Sets up block `b` in thread `tid`'s scratch and packs its queries. */
+static const attn_problem *attn_paged_block_begin(const attn_paged_job *job, const attn_plan_block *b, int32_t tid,
+                                                  attn_fwd_scratch *sc, attn_fwd_block *blk, int pack) {
+    const attn_problem *p = attn_paged_block_problem(job, b);
+    attn_seq_view seq;
+    p->get_seq(p, b->req, &seq);
+    attn_fwd_scratch_carve(job->ex->scratch + (size_t)tid * attn_fwd_scratch_bytes(), sc);
+    attn_fwd_block_init(p, &job->sh, &seq, b->kv_head, b->head_chunk, b->token_block, blk);
+    if (pack) attn_fwd_pack_q(p, job->ex->kern, blk, sc);
+    return p;
+}
+
+/* Phase 1: direct blocks (whole key range, sequential fold) and split items (one partition each). */
+static void attn_paged_phase1(void *arg, int64_t item, int32_t tid) {
+    const attn_paged_job *job = (const attn_paged_job *)arg;
+    const attn_plan *plan = job->plan;
+    const struct attn_kernels *kern = job->ex->kern;
+    attn_fwd_scratch sc;
+    attn_fwd_block blk;
+    int64_t first, last;
+    if (item < plan->num_split_items) { /* split items first: they are short and gate phase 2 */
+        const attn_plan_split *it = &plan->splits[item];
+        const attn_plan_block *b = &plan->blocks[it->block];
+        const attn_problem *p = attn_paged_block_begin(job, b, tid, &sc, &blk, 0);
+        attn_fwd_partitions(&blk, &first, &last);
+        if (it->part < first || it->part >= last) return; /* masked out: phase 2 skips it too */
+        attn_fwd_pack_q(p, kern, &blk, &sc);
+        attn_fwd_partition(p, kern, &blk, &sc, it->part, sc.m_part, sc.l_part, sc.o_part);
+        const int64_t rows = b->num_rows, dv = p->head_size_v;
+        float *st = job->ws + b->ws_offset + (int64_t)it->part * rows * (2 + dv); /* m[rows] l[rows] o[dv][rows] */
+        for (int64_t r = 0; r < rows; r++) st[r] = sc.m_part[r], st[rows + r] = sc.l_part[r];
+        for (int64_t d = 0; d < dv; d++)
+            memcpy(st + 2 * rows + d * rows, sc.o_part + d * ATTN_QB, (size_t)rows * sizeof(float));
+        return;
+    }
+    const attn_plan_block *b = &plan->blocks[plan->direct[item - plan->num_split_items]];
+    const attn_problem *p = attn_paged_block_begin(job, b, tid, &sc, &blk, 1);
+    attn_fwd_state_reset(p->head_size_v, sc.m_acc, sc.l_acc, sc.o_acc);
+    attn_fwd_partitions(&blk, &first, &last);
+    for (int64_t part = first; part < last; part++) {
+        attn_fwd_partition(p, kern, &blk, &sc, part, sc.m_part, sc.l_part, sc.o_part);
+        attn_fwd_fold(blk.num_rows, p->head_size_v, sc.m_acc, sc.l_acc, sc.o_acc, sc.m_part, sc.l_part, sc.o_part);
+    }
+    attn_fwd_finalize(p, kern, &blk, &sc, sc.m_acc, sc.l_acc, sc.o_acc);
+}
+
+/* Phase 2: fold a split block's partition states in ascending order (as attn_fwd_run does), finalize. */
+static void attn_paged_phase2(void *arg, int64_t item, int32_t tid) {
+    const attn_paged_job *job = (const attn_paged_job *)arg;
+    const attn_plan_block *b = &job->plan->blocks[job->plan->split_blocks[item]];
+    attn_fwd_scratch sc;
+    attn_fwd_block blk;
+    const attn_problem *p = attn_paged_block_begin(job, b, tid, &sc, &blk, 0);
+    const int64_t rows = b->num_rows, dv = p->head_size_v;
+    int64_t first, last;
+    attn_fwd_partitions(&blk, &first, &last);
+    attn_fwd_state_reset(dv, sc.m_acc, sc.l_acc, sc.o_acc);
+    attn_fwd_state_reset(dv, sc.m_part, sc.l_part, sc.o_part);
+    for (int64_t part = first; part < last; part++) {
+        const float *st = job->ws + b->ws_offset + part * rows * (2 + dv);
+        for (int64_t r = 0; r < rows; r++) sc.m_part[r] = st[r], sc.l_part[r] = st[rows + r];
+        for (int64_t d = 0; d < dv; d++)
+            memcpy(sc.o_part + d * ATTN_QB, st + 2 * rows + d * rows, (size_t)rows * sizeof(float));
+        attn_fwd_fold(blk.num_rows, dv, sc.m_acc, sc.l_acc, sc.o_acc, sc.m_part, sc.l_part, sc.o_part);
+    }
+    attn_fwd_finalize(p, job->ex->kern, &blk, &sc, sc.m_acc, sc.l_acc, sc.o_acc);
+}
+
+/* key/value rows of ENCODER_ONLY requests: [num_tokens, num_kv_heads, head_size], cache dtype. */
+static attn_status attn_paged_check_rows(const attn_tensor *t, const char *name, const attn_kv_layout *c,
+                                         int64_t num_tokens) {
+    ATTN_CHECK(t != NULL, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: is NULL but the plan has ENCODER_ONLY requests (their keys are their new rows)", name);
+    ATTN_TRY(attn_tensor_check(t, name, 3, 1));
+    ATTN_TRY(attn_tensor_check_dtype(t, name, c->dtype));
+    ATTN_TRY(attn_validate_aligned(t, name));
+    ATTN_TRY(attn_tensor_check_dim(t, name, 0, num_tokens, "num_tokens"));
+    ATTN_TRY(attn_tensor_check_dim(t, name, 1, c->num_kv_heads, "num_kv_heads"));
+    ATTN_TRY(attn_tensor_check_dim(t, name, 2, c->head_size, "head_size"));
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, const attn_tensor *q, const attn_tensor *key_opt,
+                               const attn_tensor *value_opt, const attn_tensor *kv_cache, const attn_params *params,
+                               attn_tensor *out, attn_tensor *lse_opt, void *workspace, size_t workspace_size) {
+    ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_CHECK(plan != NULL, ATTN_STATUS_INVALID_ARGUMENT, "plan: is NULL");
+    const attn_plan_config *cfg = &plan->cfg;
+    attn_paged_call call;
+    memset(&call, 0, sizeof call);
+    attn_problem p[2];
+    memset(p, 0, sizeof p);
+    ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &call.cache));
+    ATTN_CHECK(call.cache.block_size == cfg->block_size, ATTN_STATUS_INVALID_ARGUMENT,
+               "kv_cache: block_size=%lld differs from the plan's %d", (long long)call.cache.block_size,
+               (int)cfg->block_size);
+    ATTN_CHECK(call.cache.num_blocks >= cfg->num_blocks, ATTN_STATUS_INVALID_ARGUMENT,
+               "kv_cache: num_blocks=%lld < the plan's num_blocks=%d", (long long)call.cache.num_blocks,
+               (int)cfg->num_blocks);
+    ATTN_CHECK(call.cache.num_kv_heads == cfg->num_kv_heads, ATTN_STATUS_INVALID_ARGUMENT,
+               "kv_cache: num_kv_heads=%lld differs from the plan's %d", (long long)call.cache.num_kv_heads,
+               (int)cfg->num_kv_heads);
+    ATTN_CHECK(call.cache.head_size == cfg->head_size, ATTN_STATUS_INVALID_ARGUMENT,
+               "kv_cache: head_size=%lld differs from the plan's %d", (long long)call.cache.head_size,
+               (int)cfg->head_size);
+    ATTN_TRY(attn_paged_check_qo(q, &call.cache, params, out, lse_opt, &p[0]));
+    ATTN_TRY(attn_tensor_check_dim(q, "q", 0, plan->num_tokens, "plan num_tokens"));
+    ATTN_TRY(attn_tensor_check_dim(q, "q", 1, cfg->num_heads, "plan num_heads"));
+    if (plan->num_encoder_only > 0) {
+        ATTN_TRY(attn_paged_check_rows(key_opt, "key", &call.cache, plan->num_tokens));
+        ATTN_TRY(attn_paged_check_rows(value_opt, "value", &call.cache, plan->num_tokens));
+    }
+    ATTN_CHECK(workspace_size >= plan->workspace_size, ATTN_STATUS_WORKSPACE_TOO_SMALL,
+               "workspace_size=%zu < attn_plan_workspace_size=%zu (split-KV partial states)", workspace_size,
+               plan->workspace_size);
+    ATTN_CHECK(plan->workspace_size == 0 || (workspace != NULL && (uintptr_t)workspace % sizeof(float) == 0),
+               ATTN_STATUS_INVALID_ARGUMENT, "workspace: is NULL or not aligned to 4 bytes");
+    const attn_tensor *enc_k = plan->num_encoder_only > 0 ? key_opt : NULL;
+    const attn_tensor *enc_v = plan->num_encoder_only > 0 ? value_opt : NULL;
+    const attn_tensor *ins[] = {q, kv_cache, enc_k, enc_v, lse_opt};
+    const char *names[] = {"q", "kv_cache", "key", "value", "lse"};
+    ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 5));
+    if (lse_opt) ATTN_TRY(attn_validate_no_overlap(lse_opt, "lse", ins, names, 4));
+    if (plan->workspace_size > 0) {
+        attn_tensor ws = attn_tensor_make(workspace, ATTN_DTYPE_U8, 1, (const int64_t[]){(int64_t)plan->workspace_size});
+        const attn_tensor *all[] = {q, kv_cache, enc_k, enc_v, out, lse_opt};
+        const char *all_names[] = {"q", "kv_cache", "key", "value", "out", "lse"};
+        ATTN_TRY(attn_validate_no_overlap(&ws, "workspace", all, all_names, 6));
+    }
+
+    call.q = q, call.out = out, call.lse = lse_opt;
+    call.qsl = plan->query_start_loc, call.qsl_stride = 1;
+    call.seq_lens = plan->seq_lens, call.seq_lens_stride = 1;
+    call.block_table = plan->block_table, call.bt_row_stride = cfg->max_blocks_per_req;
+    call.kinds = plan->kinds;
+    call.key = enc_k, call.value = enc_v;
+    p[0].num_seqs = plan->num_reqs;
+    p[0].max_seq_q = plan->max_query_len;
+    p[0].user[0] = &call;
+    p[1] = p[0];
+    p[1].opts.causal = ATTN_CAUSAL_NONE; /* encoder-only and cross attention see every key */
+
+    attn_exec ex = attn_ctx_exec(ctx);
+    attn_paged_job job;
+    job.plan = plan;
+    job.prob[0] = &p[0];
+    job.prob[1] = &p[1];
+    job.ex = &ex;
+    job.ws = (float *)workspace;
+    attn_fwd_shape_of(&p[0], &job.sh);
+    attn_parallel_for(ex.num_threads, plan->num_split_items + plan->num_direct, attn_paged_phase1, &job);
+    attn_parallel_for(ex.num_threads, plan->num_split_blocks, attn_paged_phase2, &job);
+    return ATTN_STATUS_OK;
+}

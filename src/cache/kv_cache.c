@@ -1,0 +1,79 @@
+/*
+ * kv_cache.c — the paged KV cache operations once validated: slot_mapping scatter (negative slots
+ * skipped, dtype conversion with round-to-nearest-even), and whole-block copies for copy_blocks /
+ * swap_blocks. Validation lives in src/api/api_cache.c; nothing here checks ranges again.
+ */
+#include "cache/kv_layout.h"
+
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+attn_status attn_kv_layout_of(const attn_tensor *c, const char *name, attn_kv_layout *l) {
+    ATTN_TRY(attn_tensor_check(c, name, 5, 1));
+    ATTN_TRY(attn_tensor_check_float(c, name));
+    ATTN_CHECK(c->shape[0] == 2, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: shape[0]=%lld, expected 2 ([2, num_blocks, block_size, num_kv_heads, head_size])", name,
+               (long long)c->shape[0]);
+    ATTN_CHECK(c->shape[2] >= 1, ATTN_STATUS_INVALID_ARGUMENT, "%s: block_size (shape[2])=%lld, expected >= 1",
+               name, (long long)c->shape[2]);
+    ATTN_CHECK(c->shape[3] >= 1, ATTN_STATUS_INVALID_ARGUMENT, "%s: num_kv_heads (shape[3])=%lld, expected >= 1",
+               name, (long long)c->shape[3]);
+    ATTN_CHECK(c->shape[4] >= 1 && c->shape[4] <= 256, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: head_size (shape[4])=%lld is outside 1..256", name, (long long)c->shape[4]);
+    const int64_t es = (int64_t)attn_dtype_size(c->dtype);
+    ATTN_CHECK(((uintptr_t)c->data % (uintptr_t)es) == 0, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: data pointer is not aligned to its %lld-byte elements", name, (long long)es);
+    l->base = (char *)c->data;
+    l->dtype = c->dtype;
+    l->elem_size = es;
+    l->num_blocks = c->shape[1];
+    l->block_size = c->shape[2];
+    l->num_kv_heads = c->shape[3];
+    l->head_size = c->shape[4];
+    /* byte strides: attn_tensor_check proved the last element's byte offset fits in int64 */
+    l->kv_stride = c->strides[0] * es;
+    l->block_stride = c->strides[1] * es;
+    l->row_stride = c->strides[2] * es;
+    l->head_stride = c->strides[3] * es;
+    return ATTN_STATUS_OK;
+}
+
+/* One head row of head_size elements: copy when dtypes match, else convert through float (RNE). */
+static void attn_kv_put_row(char *dst, attn_dtype dst_dtype, const char *src, attn_dtype src_dtype, int64_t n,
+                            int64_t dst_es) {
+    if (dst_dtype == src_dtype) {
+        memcpy(dst, src, (size_t)(n * dst_es));
+        return;
+    }
+    for (int64_t d = 0; d < n; d++) attn_store_f(dst, dst_dtype, d, attn_load_f(src, src_dtype, d));
+}
+
+void attn_kv_scatter(const attn_kv_layout *c, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
+                     int64_t num_tokens) {
+    for (int64_t t = 0; t < num_tokens; t++) {
+        const int64_t slot = attn_tensor_get_index(slot_mapping, t);
+        if (slot < 0) continue; /* PAD_SLOT_ID: padding or a token owned by another rank */
+        for (int64_t g = 0; g < c->num_kv_heads; g++) {
+            attn_kv_put_row(attn_kv_slot(c, 0, slot, g), c->dtype,
+                            rows->key + t * rows->key_row_stride + g * rows->key_head_stride, rows->dtype,
+                            c->head_size, c->elem_size);
+            attn_kv_put_row(attn_kv_slot(c, 1, slot, g), c->dtype,
+                            rows->value + t * rows->value_row_stride + g * rows->value_head_stride, rows->dtype,
+                            c->head_size, c->elem_size);
+        }
+    }
+}
+
+void attn_kv_copy_block(const attn_kv_layout *dst, int64_t dst_block, const attn_kv_layout *src, int64_t src_block) {
+    const size_t row_bytes = (size_t)(src->head_size * src->elem_size);
+    for (int64_t kv = 0; kv < 2; kv++)
+        for (int64_t r = 0; r < src->block_size; r++)
+            for (int64_t g = 0; g < src->num_kv_heads; g++) {
+                const char *s = attn_kv_row(src, kv, src_block, r, g);
+                char *d = attn_kv_row(dst, kv, dst_block, r, g);
+                if (s != d) memmove(d, s, row_bytes);
+            }
+}

@@ -1,0 +1,52 @@
+/*
+ * kv_layout.h — the paged KV cache layout [2, num_blocks, block_size, num_kv_heads, head_size] (index 0 =
+ * key, 1 = value) as byte strides, its validation, and slot → row address helpers. Shared by the cache
+ * ops (src/cache), the paged attention entries (src/api) and the reference cache ops (src/ref).
+ */
+#ifndef ATTN_CACHE_KV_LAYOUT_H
+#define ATTN_CACHE_KV_LAYOUT_H
+
+#include <stdint.h>
+
+#include "attn/attn.h"
+
+typedef struct attn_kv_layout {
+    char *base;            /* element [0][0][0][0][0]                                  */
+    attn_dtype dtype;      /* f32 / f16 / bf16                                          */
+    int64_t elem_size;     /* bytes per element                                         */
+    int64_t num_blocks, block_size, num_kv_heads, head_size;
+    int64_t kv_stride;     /* bytes between the key and the value cache                 */
+    int64_t block_stride;  /* bytes between blocks                                      */
+    int64_t row_stride;    /* bytes between token rows of a block                       */
+    int64_t head_stride;   /* bytes between kv heads of a row                           */
+} attn_kv_layout;
+
+/* Validates a cache view (5-D, float dtype, last dim contiguous, aligned) and fills *l. `name` is used in
+ * messages ("kv_cache: shape[0]=3, expected 2"). */
+attn_status attn_kv_layout_of(const attn_tensor *cache, const char *name, attn_kv_layout *l);
+
+/* Byte address of (kv, block, row, head): kv 0 = key, 1 = value. */
+static inline char *attn_kv_row(const attn_kv_layout *l, int64_t kv, int64_t block, int64_t row, int64_t head) {
+    return l->base + kv * l->kv_stride + block * l->block_stride + row * l->row_stride + head * l->head_stride;
+}
+
+/* Byte address of slot `slot` (>= 0, < num_blocks·block_size), kv head `head`. */
+static inline char *attn_kv_slot(const attn_kv_layout *l, int64_t kv, int64_t slot, int64_t head) {
+    return attn_kv_row(l, kv, slot / l->block_size, slot % l->block_size, head);
+}
+
+/* ---- operations (kv_cache.c); arguments already validated ---- */
+
+/* Scatter of key/value rows [num_tokens, num_kv_heads, head_size] (byte strides) to slots (< 0 skipped). */
+typedef struct attn_kv_rows {
+    const char *key, *value;
+    attn_dtype dtype;
+    int64_t key_row_stride, key_head_stride, value_row_stride, value_head_stride; /* bytes */
+} attn_kv_rows;
+void attn_kv_scatter(const attn_kv_layout *cache, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
+                     int64_t num_tokens);
+
+/* Whole-block copy (keys and values) from src block `src_block` to dst block `dst_block`. */
+void attn_kv_copy_block(const attn_kv_layout *dst, int64_t dst_block, const attn_kv_layout *src, int64_t src_block);
+
+#endif

@@ -1,0 +1,96 @@
+/*
+ * cvt_avx512.c — row conversions float32 ↔ F32/F16/BF16 with zmm vectors and masked tails.
+ * F16 uses vcvtph2ps / vcvtps2ph (round to nearest even; bit-identical to attn_f16_to_f32 /
+ * attn_f32_to_f16 for every input, signalling NaNs included). BF16 widens by a 16-bit shift and narrows with the
+ * integer round-to-nearest-even of attn_f32_to_bf16 (quiet NaN kept), not vcvtneps2bf16, which flushes
+ * subnormals and would need AVX512-BF16.
+ */
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__)
+#error "cvt_avx512.c must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq"
+#endif
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+static inline __mmask16 k512_tail_mask(int64_t n) { return (__mmask16)((1u << n) - 1u); }
+
+/* 16 f16 → 16 f32. vcvtph2ps quiets signalling NaNs; attn_f16_to_f32 keeps them as they are, so the rare
+ * sNaN lanes (exponent 31, quiet bit 0, mantissa ≠ 0) are rebuilt by bits to stay identical to generic. */
+static inline __m512 k512_f16_to_f32(__m256i h) {
+    const __m512 r = _mm512_cvtph_ps(h);
+    const __m512i w = _mm512_cvtepu16_epi32(h);
+    const __mmask16 snan =
+        _mm512_mask_test_epi32_mask(_mm512_cmpeq_epi32_mask(_mm512_and_si512(w, _mm512_set1_epi32(0x7e00)),
+                                                            _mm512_set1_epi32(0x7c00)),
+                                    w, _mm512_set1_epi32(0x3ff));
+    if (__builtin_expect(snan == 0, 1)) return r;
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x8000)), 16);
+    const __m512i man = _mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x3ff)), 13);
+    const __m512i bits = _mm512_or_si512(_mm512_or_si512(sign, man), _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_mov_ps(r, snan, _mm512_castsi512_ps(bits));
+}
+
+void attn_k_cvt_to_f32_avx512(const void *src, attn_dtype dtype, float *dst, int64_t n) {
+    if (dtype == ATTN_DTYPE_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    const uint16_t *s = (const uint16_t *)src;
+    int64_t i = 0;
+    if (dtype == ATTN_DTYPE_BF16) {
+        for (; i + 16 <= n; i += 16) {
+            const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(s + i)));
+            _mm512_storeu_si512(dst + i, _mm512_slli_epi32(w, 16));
+        }
+        if (i < n) {
+            const __mmask16 k = k512_tail_mask(n - i);
+            const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, s + i));
+            _mm512_mask_storeu_epi32(dst + i, k, _mm512_slli_epi32(w, 16));
+        }
+    } else {
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(dst + i, k512_f16_to_f32(_mm256_loadu_si256((const __m256i *)(const void *)(s + i))));
+        if (i < n) {
+            const __mmask16 k = k512_tail_mask(n - i);
+            _mm512_mask_storeu_ps(dst + i, k, k512_f16_to_f32(_mm256_maskz_loadu_epi16(k, s + i)));
+        }
+    }
+}
+
+/* 16 floats → 16 bf16 (as the low halves of 32-bit lanes), round to nearest even, NaN → quiet NaN. */
+static inline __m512i k512_bf16_round(__m512 x) {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                  _mm512_set1_epi32(0x7f800000));
+    const __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm512_mask_mov_epi32(r, nan, q);
+}
+
+void attn_k_cvt_from_f32_avx512(const float *src, attn_dtype dtype, void *dst, int64_t n) {
+    if (dtype == ATTN_DTYPE_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *d = (uint16_t *)dst;
+    int64_t i = 0;
+    if (dtype == ATTN_DTYPE_BF16) {
+        for (; i + 16 <= n; i += 16)
+            _mm256_storeu_si256((__m256i *)(void *)(d + i), _mm512_cvtepi32_epi16(k512_bf16_round(_mm512_loadu_ps(src + i))));
+        if (i < n) {
+            const __mmask16 k = k512_tail_mask(n - i);
+            _mm512_mask_cvtepi32_storeu_epi16(d + i, k, k512_bf16_round(_mm512_maskz_loadu_ps(k, src + i)));
+        }
+    } else {
+        for (; i + 16 <= n; i += 16)
+            _mm256_storeu_si256((__m256i *)(void *)(d + i),
+                                _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        if (i < n) {
+            const __mmask16 k = k512_tail_mask(n - i);
+            const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(k, src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            _mm256_mask_storeu_epi16(d + i, k, h);
+        }
+    }
+}

@@ -1,0 +1,57 @@
+/*
+ * softmax_tile_avx512.c — the online-softmax update of one kv tile, one zmm per 16 query rows
+ * (cpu-kernel-design.md §2.4). Lane for lane the same rule as k_softmax_w in generic/tile_kernels.h:
+ *   tmax = max_k s (−inf start; NaN scores ignored as by `s > tmax ? s : tmax`);
+ *   m_new = tmax if tmax > m_old + 8 or m_old = −inf, else m_old (lazy rescale, log2 units);
+ *   α = 1 if m_new = m_old or m_old = −inf, else exp2(m_old − m_new);
+ *   P = exp2(s − m_new), exactly 0 where s = −inf; l = α·l + Σ_k P (k ascending); Oᵀ *= α when some α ≠ 1.
+ * An all-masked tile therefore leaves m, l and Oᵀ bitwise unchanged. Does not handle masks itself.
+ */
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__)
+#error "softmax_tile_avx512.c must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq"
+#endif
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/avx512/exp2_avx512.h"
+#include "kernels/kernels.h"
+
+void attn_k_softmax_tile_avx512(float *s, int64_t num_keys, int64_t num_rows, float *m, float *l, float *o_t,
+                                int64_t head_size_v) {
+    const int nv = num_rows > 16 ? 2 : 1;
+    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 alpha[2];
+    int rescale = 0;
+    for (int v = 0; v < nv; v++) {
+        float *sv = s + 16 * v;
+        __m512 tmax = neg_inf;
+        for (int64_t k = 0; k < num_keys; k++) tmax = _mm512_max_ps(_mm512_loadu_ps(sv + k * ATTN_QB), tmax);
+        const __m512 m_old = _mm512_loadu_ps(m + 16 * v);
+        const __mmask16 empty = _mm512_cmp_ps_mask(m_old, neg_inf, _CMP_EQ_OQ);
+        const __mmask16 grow =
+            _mm512_cmp_ps_mask(tmax, _mm512_add_ps(m_old, _mm512_set1_ps(ATTN_RESCALE_THRESHOLD)), _CMP_GT_OQ);
+        const __m512 m_new = _mm512_mask_mov_ps(m_old, (__mmask16)(grow | empty), tmax);
+        const __mmask16 keep = (__mmask16)(_mm512_cmp_ps_mask(m_new, m_old, _CMP_EQ_OQ) | empty);
+        alpha[v] = _mm512_mask_mov_ps(k512_exp2(_mm512_sub_ps(m_old, m_new)), keep, one);
+        if (_mm512_cmp_ps_mask(alpha[v], one, _CMP_NEQ_UQ)) rescale = 1;
+        _mm512_storeu_ps(m + 16 * v, m_new);
+
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t k = 0; k < num_keys; k++) {
+            const __m512 x = _mm512_loadu_ps(sv + k * ATTN_QB);
+            /* s = −inf gives exactly +0 even when m_new = −inf too (t would be NaN there) */
+            const __m512 pe = k512_exp2_masked(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_UQ), _mm512_sub_ps(x, m_new));
+            _mm512_storeu_ps(sv + k * ATTN_QB, pe);
+            sum = _mm512_add_ps(sum, pe);
+        }
+        _mm512_storeu_ps(l + 16 * v, _mm512_fmadd_ps(alpha[v], _mm512_loadu_ps(l + 16 * v), sum));
+    }
+    if (rescale) {
+        for (int64_t d = 0; d < head_size_v; d++)
+            for (int v = 0; v < nv; v++) {
+                float *o = o_t + d * ATTN_QB + 16 * v;
+                _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_loadu_ps(o), alpha[v]));
+            }
+    }
+}

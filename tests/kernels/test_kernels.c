@@ -1,0 +1,401 @@
+/*
+ * test_kernels.c — every kernel of every compiled and usable ISA table against a double-precision
+ * computation and against the generic table, over odd sizes (num_rows 1..32, num_keys 1..64, head_size
+ * 1..256). It also checks lane invariance — a row's result must not depend on num_rows (compare lanes of a
+ * num_rows = r call with the same lanes of a num_rows = 32 call, bitwise), which is what batch and chunk
+ * invariance of the driver rests on — and the softmax rules for −inf (exact zeros, untouched state for an
+ * all-masked tile).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/dtype.h"
+#include "dispatch/dispatch.h"
+#include "harness.h"
+#include "kernels/kernels.h"
+
+#define QB ATTN_QB
+#define FLT_U 5.9604644775390625e-8 /* 2^-24, unit roundoff of float32 */
+
+/* ---------------------------------------------------------------------------------------------
+ * Fixtures
+ * --------------------------------------------------------------------------------------------- */
+typedef struct tiles {
+    float q_t[ATTN_HEAD_SIZE_MAX * QB];
+    float s[ATTN_KV_TILE * QB];
+    float o_t[ATTN_HEAD_SIZE_MAX * QB];
+    float m[QB], l[QB];
+    float rows[ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX];
+    const float *row_ptr[ATTN_KV_TILE];
+} tiles;
+
+static const int32_t row_counts[] = {1, 2, 3, 5, 7, 8, 9, 13, 16, 17, 24, 31, 32};
+static const int64_t key_counts[] = {1, 2, 3, 4, 5, 7, 13, 31, 33, 63, 64};
+static const int64_t head_sizes[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 64, 96, 100, 128, 255, 256};
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+static tiles *tiles_random(th_rng *r, int64_t head_size, int64_t num_keys) {
+    tiles *t = (tiles *)calloc(1, sizeof *t);
+    for (int64_t i = 0; i < ATTN_HEAD_SIZE_MAX * QB; i++) t->q_t[i] = (float)th_rng_range(r, -1, 1);
+    for (int64_t i = 0; i < ATTN_HEAD_SIZE_MAX * QB; i++) t->o_t[i] = (float)th_rng_range(r, -1, 1);
+    for (int64_t k = 0; k < ATTN_KV_TILE; k++) {
+        for (int64_t d = 0; d < ATTN_HEAD_SIZE_MAX; d++) t->rows[k][d] = (float)th_rng_range(r, -1, 1);
+        /* every other key row is a pointer in reverse order: kernels must follow the pointers */
+        t->row_ptr[k] = t->rows[(k % 2) ? ATTN_KV_TILE - 1 - k : k];
+    }
+    (void)head_size, (void)num_keys;
+    return t;
+}
+
+/* The usable tables other than none: fills names/tables, returns the count (generic first). */
+static int usable_tables(const struct attn_kernels **tables) {
+    int n = 0;
+    for (int32_t i = 0; i < attn_isa_count(); i++) {
+        const struct attn_kernels *kt = attn_dispatch_by_name(attn_isa_name(i));
+        if (kt) tables[n++] = kt;
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * qk_tile
+ * --------------------------------------------------------------------------------------------- */
+static void test_qk_tile(void **state) {
+    (void)state;
+    const struct attn_kernels *tables[8];
+    const int nt = usable_tables(tables);
+    assert_true(nt >= 1);
+    assert_string_equal(tables[0]->name, "generic");
+    th_rng r;
+    th_rng_seed(&r, 1);
+    int fails = 0;
+    for (size_t hi = 0; hi < NELEM(head_sizes); hi++)
+        for (size_t ki = 0; ki < NELEM(key_counts); ki++) {
+            const int64_t D = head_sizes[hi], nk = key_counts[ki];
+            tiles *t = tiles_random(&r, D, nk);
+            const int32_t nr = row_counts[(hi + ki) % NELEM(row_counts)];
+            float *gen = (float *)malloc(sizeof t->s);
+            for (int ti = 0; ti < nt; ti++) {
+                float *full = (float *)malloc(sizeof t->s);
+                memset(t->s, 0, sizeof t->s);
+                tables[ti]->qk_tile(t->q_t, nr, D, t->row_ptr, nk, t->s);
+                tables[ti]->qk_tile(t->q_t, QB, D, t->row_ptr, nk, full);
+                if (ti == 0) memcpy(gen, t->s, sizeof t->s);
+                for (int64_t k = 0; k < nk; k++)
+                    for (int32_t row = 0; row < nr; row++) {
+                        double exact = 0.0, mag = 0.0;
+                        for (int64_t d = 0; d < D; d++) {
+                            exact += (double)t->row_ptr[k][d] * (double)t->q_t[d * QB + row];
+                            mag += fabs((double)t->row_ptr[k][d] * (double)t->q_t[d * QB + row]);
+                        }
+                        const float got = t->s[k * QB + row];
+                        const double bound = (double)(D + 1) * FLT_U * mag + 1e-30;
+                        const int lane_ok = memcmp(&got, &full[k * QB + row], 4) == 0;
+                        const int gen_ok = fabs((double)got - (double)gen[k * QB + row]) <= 2.0 * bound;
+                        if (!(fabs((double)got - exact) <= bound) || !lane_ok || !gen_ok) {
+                            if (fails < 10)
+                                fprintf(stderr, "REPRO test_kernels qk_tile: isa=%s D=%lld num_keys=%lld num_rows=%d "
+                                                "key=%lld row=%d got=%.9g exact=%.9g generic=%.9g rows32=%.9g\n",
+                                        tables[ti]->name, (long long)D, (long long)nk, (int)nr, (long long)k, (int)row,
+                                        (double)got, exact, (double)gen[k * QB + row], (double)full[k * QB + row]);
+                            fails++;
+                        }
+                    }
+                free(full);
+            }
+            free(gen);
+            free(t);
+        }
+    assert_int_equal(fails, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * softmax_tile
+ * --------------------------------------------------------------------------------------------- */
+/* The documented update in double: per lane tile max, lazy rescale (threshold), P = 2^(s − m), α·l + ΣP. */
+static void softmax_expected(const float *s, int64_t nk, int32_t row, float m_old, double l_old, float *m_new,
+                             double *alpha, double *l_new, double *p) {
+    float tmax = -INFINITY;
+    for (int64_t k = 0; k < nk; k++)
+        if (s[k * QB + row] > tmax) tmax = s[k * QB + row];
+    float m = m_old;
+    if (tmax > m_old + ATTN_RESCALE_THRESHOLD || m_old == -INFINITY) m = tmax;
+    *alpha = (m == m_old || m_old == -INFINITY) ? 1.0 : exp2((double)m_old - (double)m);
+    double sum = 0.0;
+    for (int64_t k = 0; k < nk; k++) {
+        const float x = s[k * QB + row];
+        p[k] = x == -INFINITY ? 0.0 : exp2((double)x - (double)m);
+        sum += p[k];
+    }
+    *m_new = m;
+    *l_new = *alpha * l_old + sum;
+}
+
+static void test_softmax_tile(void **state) {
+    (void)state;
+    const struct attn_kernels *tables[8];
+    const int nt = usable_tables(tables);
+    th_rng r;
+    th_rng_seed(&r, 2);
+    int fails = 0;
+    for (size_t ki = 0; ki < NELEM(key_counts); ki++)
+        for (size_t ri = 0; ri < NELEM(row_counts); ri++)
+            for (int variant = 0; variant < 4; variant++) {
+                const int64_t nk = key_counts[ki], Dv = head_sizes[(ki * 3 + ri) % NELEM(head_sizes)];
+                const int32_t nr = row_counts[ri];
+                /* inputs: scores in log2 units with some −inf; states fresh (m = −inf), close, or far below */
+                float s0[ATTN_KV_TILE * QB], m0[QB], l0[QB];
+                float *o0 = (float *)malloc(sizeof(float) * ATTN_HEAD_SIZE_MAX * QB);
+                for (int64_t i = 0; i < ATTN_KV_TILE * QB; i++) {
+                    s0[i] = (float)th_rng_range(&r, -20, 20);
+                    if (th_rng_int(&r, 0, 4) == 0) s0[i] = -INFINITY;
+                }
+                for (int32_t row = 0; row < QB; row++) {
+                    const int kind = (int)((row + variant) % 4);
+                    if (kind == 0 || variant == 3) { /* fresh state */
+                        m0[row] = -INFINITY, l0[row] = 0.0f;
+                    } else {
+                        m0[row] = kind == 1 ? 10.0f : (kind == 2 ? -30.0f : 19.0f);
+                        l0[row] = (float)th_rng_range(&r, 0.5, 4.0);
+                    }
+                    if (variant == 2 && row % 3 == 0) /* an all-masked lane */
+                        for (int64_t k = 0; k < nk; k++) s0[k * QB + row] = -INFINITY;
+                }
+                for (int64_t i = 0; i < ATTN_HEAD_SIZE_MAX * QB; i++) o0[i] = (float)th_rng_range(&r, -1, 1);
+                for (int32_t row = 0; row < QB; row++)
+                    if (m0[row] == -INFINITY)
+                        for (int64_t d = 0; d < ATTN_HEAD_SIZE_MAX; d++) o0[d * QB + row] = 0.0f;
+                float gen_s[ATTN_KV_TILE * QB], gen_m[QB], gen_l[QB];
+                for (int ti = 0; ti < nt; ti++) {
+                    float s[ATTN_KV_TILE * QB], m[QB], l[QB], s32[ATTN_KV_TILE * QB], m32[QB], l32[QB];
+                    float *o = (float *)malloc(sizeof(float) * ATTN_HEAD_SIZE_MAX * QB);
+                    float *o32 = (float *)malloc(sizeof(float) * ATTN_HEAD_SIZE_MAX * QB);
+                    memcpy(s, s0, sizeof s), memcpy(m, m0, sizeof m), memcpy(l, l0, sizeof l);
+                    memcpy(o, o0, sizeof(float) * ATTN_HEAD_SIZE_MAX * QB);
+                    memcpy(s32, s0, sizeof s), memcpy(m32, m0, sizeof m), memcpy(l32, l0, sizeof l);
+                    memcpy(o32, o0, sizeof(float) * ATTN_HEAD_SIZE_MAX * QB);
+                    tables[ti]->softmax_tile(s, nk, nr, m, l, o, Dv);
+                    tables[ti]->softmax_tile(s32, nk, QB, m32, l32, o32, Dv);
+                    if (ti == 0) memcpy(gen_s, s, sizeof s), memcpy(gen_m, m, sizeof m), memcpy(gen_l, l, sizeof l);
+                    for (int32_t row = 0; row < nr; row++) {
+                        double p[ATTN_KV_TILE], alpha, l_exp;
+                        float m_exp;
+                        softmax_expected(s0, nk, row, m0[row], (double)l0[row], &m_exp, &alpha, &l_exp, p);
+                        /* relative error of a kernel exp2(t): the float subtraction t = s − m rounds by
+                         * ulp(t)/2 (→ ln2·|t|·2^-24 relative) plus the polynomial and the final rounding */
+                        const double m_f = (double)m_exp;
+                        double tol_l = 0.0;
+                        int ok = memcmp(&m[row], &m_exp, 4) == 0 && memcmp(&m[row], &gen_m[row], 4) == 0;
+                        for (int64_t k = 0; k < nk; k++) {
+                            const float got = s[k * QB + row];
+                            const int masked = s0[k * QB + row] == -INFINITY;
+                            const double tol = masked ? 0.0 : 4e-7 + 0.7 * FLT_U * fabs((double)s0[k * QB + row] - m_f);
+                            if (s0[k * QB + row] == -INFINITY) ok = ok && got == 0.0f && !signbit(got);
+                            else ok = ok && fabs((double)got - p[k]) <= tol * p[k] + 1e-44;
+                            ok = ok && fabs((double)got - (double)gen_s[k * QB + row]) <= 2.0 * tol * p[k] + 1e-44;
+                            if (s0[k * QB + row] != -INFINITY && tol > tol_l) tol_l = tol;
+                        }
+                        const double tol_a = 4e-7 + 0.7 * FLT_U * (m0[row] == -INFINITY ? 0.0 : fabs((double)m0[row] - m_f));
+                        tol_l = (tol_l > tol_a ? tol_l : tol_a) + (double)(nk + 1) * FLT_U;
+                        ok = ok && fabs((double)l[row] - l_exp) <= tol_l * fabs(l_exp) + 1e-37;
+                        ok = ok && fabs((double)l[row] - (double)gen_l[row]) <= 2.0 * tol_l * fabs(l_exp) + 1e-37;
+                        for (int64_t d = 0; d < Dv; d++) {
+                            const double oe = alpha * (double)o0[d * QB + row];
+                            ok = ok && fabs((double)o[d * QB + row] - oe) <= (tol_a + FLT_U) * fabs(oe) + 1e-37;
+                        }
+                        /* all-masked tile on a lane: state unchanged bit for bit, P = 0 */
+                        int all_masked = 1;
+                        for (int64_t k = 0; k < nk; k++) all_masked &= s0[k * QB + row] == -INFINITY;
+                        if (all_masked) {
+                            ok = ok && memcmp(&m[row], &m0[row], 4) == 0 && memcmp(&l[row], &l0[row], 4) == 0;
+                            for (int64_t d = 0; d < Dv; d++) ok = ok && memcmp(&o[d * QB + row], &o0[d * QB + row], 4) == 0;
+                        }
+                        /* lane invariance: num_rows = nr and num_rows = 32 agree bitwise on this lane */
+                        int lane = memcmp(&m[row], &m32[row], 4) == 0 && memcmp(&l[row], &l32[row], 4) == 0;
+                        for (int64_t k = 0; k < nk; k++) lane = lane && memcmp(&s[k * QB + row], &s32[k * QB + row], 4) == 0;
+                        for (int64_t d = 0; d < Dv; d++) lane = lane && memcmp(&o[d * QB + row], &o32[d * QB + row], 4) == 0;
+                        if (!ok || !lane) {
+                            if (fails < 10)
+                                fprintf(stderr, "REPRO test_kernels softmax_tile: isa=%s num_keys=%lld num_rows=%d "
+                                                "head_size_v=%lld variant=%d row=%d ok=%d lane_invariant=%d m=%g/%g "
+                                                "l=%.9g/%.9g\n", tables[ti]->name, (long long)nk, (int)nr,
+                                        (long long)Dv, variant, (int)row, ok, lane, (double)m[row], (double)m_exp,
+                                        (double)l[row], l_exp);
+                            fails++;
+                        }
+                    }
+                    free(o), free(o32);
+                }
+                free(o0);
+            }
+    assert_int_equal(fails, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * pv_tile
+ * --------------------------------------------------------------------------------------------- */
+static void test_pv_tile(void **state) {
+    (void)state;
+    const struct attn_kernels *tables[8];
+    const int nt = usable_tables(tables);
+    th_rng r;
+    th_rng_seed(&r, 3);
+    int fails = 0;
+    for (size_t hi = 0; hi < NELEM(head_sizes); hi++)
+        for (size_t ki = 0; ki < NELEM(key_counts); ki++) {
+            const int64_t Dv = head_sizes[hi], nk = key_counts[ki];
+            const int32_t nr = row_counts[(hi * 5 + ki) % NELEM(row_counts)];
+            tiles *t = tiles_random(&r, Dv, nk);
+            for (int64_t i = 0; i < ATTN_KV_TILE * QB; i++) t->s[i] = (float)th_rng_range(&r, 0, 1);
+            float *o0 = (float *)malloc(sizeof t->o_t), *gen = (float *)malloc(sizeof t->o_t);
+            memcpy(o0, t->o_t, sizeof t->o_t);
+            for (int ti = 0; ti < nt; ti++) {
+                float *o = (float *)malloc(sizeof t->o_t), *o32 = (float *)malloc(sizeof t->o_t);
+                memcpy(o, o0, sizeof t->o_t), memcpy(o32, o0, sizeof t->o_t);
+                tables[ti]->pv_tile(t->s, nk, nr, t->row_ptr, Dv, o);
+                tables[ti]->pv_tile(t->s, nk, QB, t->row_ptr, Dv, o32);
+                if (ti == 0) memcpy(gen, o, sizeof t->o_t);
+                for (int64_t d = 0; d < Dv; d++)
+                    for (int32_t row = 0; row < nr; row++) {
+                        double exact = (double)o0[d * QB + row], mag = fabs(exact);
+                        for (int64_t k = 0; k < nk; k++) {
+                            exact += (double)t->s[k * QB + row] * (double)t->row_ptr[k][d];
+                            mag += fabs((double)t->s[k * QB + row] * (double)t->row_ptr[k][d]);
+                        }
+                        const float got = o[d * QB + row];
+                        const double bound = (double)(nk + 2) * FLT_U * mag + 1e-30;
+                        const int lane_ok = memcmp(&got, &o32[d * QB + row], 4) == 0;
+                        const int gen_ok = fabs((double)got - (double)gen[d * QB + row]) <= 2.0 * bound;
+                        if (!(fabs((double)got - exact) <= bound) || !lane_ok || !gen_ok) {
+                            if (fails < 10)
+                                fprintf(stderr, "REPRO test_kernels pv_tile: isa=%s head_size_v=%lld num_keys=%lld "
+                                                "num_rows=%d d=%lld row=%d got=%.9g exact=%.9g rows32=%.9g\n",
+                                        tables[ti]->name, (long long)Dv, (long long)nk, (int)nr, (long long)d,
+                                        (int)row, (double)got, exact, (double)o32[d * QB + row]);
+                            fails++;
+                        }
+                    }
+                free(o), free(o32);
+            }
+            free(o0), free(gen), free(t);
+        }
+    assert_int_equal(fails, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Conversions
+ * --------------------------------------------------------------------------------------------- */
+static void test_conversions(void **state) {
+    (void)state;
+    const struct attn_kernels *tables[8];
+    const int nt = usable_tables(tables);
+    enum { N = 65536 };
+    uint16_t *h = (uint16_t *)malloc(N * 2), *back = (uint16_t *)malloc(N * 2);
+    float *f = (float *)malloc(N * 4);
+    for (uint32_t i = 0; i < N; i++) h[i] = (uint16_t)i;
+    int fails = 0;
+    for (int ti = 0; ti < nt; ti++) {
+        const attn_dtype dts[2] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+        for (int di = 0; di < 2; di++) {
+            /* every 16-bit pattern → f32 equals the scalar conversion (odd offsets/lengths hit the tails) */
+            for (uint32_t off = 1; off + 41 < N; off += 997) {
+                const int64_t n = (int64_t)(off % 41) + 1;
+                tables[ti]->cvt_to_f32(h + off, dts[di], f + off, n);
+                for (int64_t j = 0; j < n; j++) {
+                    const float e = di == 0 ? attn_f16_to_f32(h[off + j]) : attn_bf16_to_f32(h[off + j]);
+                    if (!(memcmp(&e, &f[off + j], 4) == 0 || (isnan(e) && isnan(f[off + j])))) fails++;
+                }
+            }
+            tables[ti]->cvt_to_f32(h, dts[di], f, N);
+            for (uint32_t i = 0; i < N; i++) {
+                const float e = di == 0 ? attn_f16_to_f32(h[i]) : attn_bf16_to_f32(h[i]);
+                if (!(memcmp(&e, &f[i], 4) == 0 || (isnan(e) && isnan(f[i])))) {
+                    if (fails < 10)
+                        fprintf(stderr, "REPRO test_kernels cvt_to_f32: isa=%s dtype=%s bits=0x%04x got=%g want=%g\n",
+                                tables[ti]->name, attn_dtype_name(dts[di]), (unsigned)i, (double)f[i], (double)e);
+                    fails++;
+                }
+            }
+            /* round trip of every non-NaN pattern is the identity */
+            tables[ti]->cvt_from_f32(f, dts[di], back, N);
+            for (uint32_t i = 0; i < N; i++) {
+                const int is_nan = isnan(f[i]);
+                if (is_nan ? !isnan(di == 0 ? attn_f16_to_f32(back[i]) : attn_bf16_to_f32(back[i])) : back[i] != h[i]) {
+                    if (fails < 10)
+                        fprintf(stderr, "REPRO test_kernels cvt_from_f32 round trip: isa=%s dtype=%s bits=0x%04x "
+                                        "back=0x%04x\n", tables[ti]->name, attn_dtype_name(dts[di]), (unsigned)i,
+                                (unsigned)back[i]);
+                    fails++;
+                }
+            }
+            /* random f32 values (all exponents) → 16-bit equals the scalar round-to-nearest-even */
+            th_rng r;
+            th_rng_seed(&r, 4);
+            for (uint32_t i = 0; i < N; i++) {
+                uint32_t u = (uint32_t)th_rng_u64(&r);
+                memcpy(&f[i], &u, 4);
+            }
+            for (int64_t n = 1; n <= 40; n++) tables[ti]->cvt_from_f32(f + 100 * n, dts[di], back + 100 * n, n);
+            tables[ti]->cvt_from_f32(f + 5000, dts[di], back + 5000, N - 5000);
+            tables[ti]->cvt_from_f32(f, dts[di], back, 100);
+            for (uint32_t i = 0; i < N; i++) {
+                if (i >= 100 && i < 5000 && !(i / 100 <= 40 && i % 100 < i / 100)) continue; /* not converted */
+                const uint16_t e = di == 0 ? attn_f32_to_f16(f[i]) : attn_f32_to_bf16(f[i]);
+                const float fe = di == 0 ? attn_f16_to_f32(e) : attn_bf16_to_f32(e);
+                const float fg = di == 0 ? attn_f16_to_f32(back[i]) : attn_bf16_to_f32(back[i]);
+                if (!(back[i] == e || (isnan(fe) && isnan(fg)))) {
+                    if (fails < 10)
+                        fprintf(stderr, "REPRO test_kernels cvt_from_f32: isa=%s dtype=%s f=%a got=0x%04x want=0x%04x\n",
+                                tables[ti]->name, attn_dtype_name(dts[di]), (double)f[i], (unsigned)back[i], (unsigned)e);
+                    fails++;
+                }
+            }
+            for (uint32_t i = 0; i < N; i++) h[i] = (uint16_t)i;
+        }
+        /* f32 → f32 is a copy */
+        float src[37], dst[37];
+        for (int i = 0; i < 37; i++) src[i] = (float)i * 0.37f - 3.0f;
+        tables[ti]->cvt_to_f32(src, ATTN_DTYPE_F32, dst, 37);
+        assert_memory_equal(src, dst, sizeof src);
+        tables[ti]->cvt_from_f32(src, ATTN_DTYPE_F32, dst, 37);
+        assert_memory_equal(src, dst, sizeof src);
+    }
+    free(h), free(back), free(f);
+    assert_int_equal(fails, 0);
+}
+
+/* Every ISA named by the library is either usable (a table) or reported unavailable, and the dispatcher's
+ * answers agree with the public queries. */
+static void test_dispatch_registry(void **state) {
+    (void)state;
+    assert_true(attn_isa_count() >= 1);
+    assert_string_equal(attn_isa_name(0), "generic");
+    assert_null(attn_isa_name(attn_isa_count()));
+    assert_null(attn_isa_name(-1));
+    for (int32_t i = 0; i < attn_isa_count(); i++) {
+        const char *name = attn_isa_name(i);
+        const struct attn_kernels *kt = attn_dispatch_by_name(name);
+        assert_int_equal(attn_isa_available(name), kt != NULL);
+        if (kt) assert_string_equal(kt->name, name);
+    }
+    assert_null(attn_dispatch_by_name("no-such-isa"));
+    assert_null(attn_dispatch_by_name(NULL));
+    assert_non_null(attn_dispatch_default());
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dispatch_registry), cmocka_unit_test(test_qk_tile),
+        cmocka_unit_test(test_softmax_tile),      cmocka_unit_test(test_pv_tile),
+        cmocka_unit_test(test_conversions),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

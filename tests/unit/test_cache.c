@@ -1,0 +1,178 @@
+/*
+ * test_cache.c — the paged KV cache ops (issue 3): reshape_and_cache writes exactly the target slots
+ * (canary bytes everywhere else unchanged, compared with the literal reference), slot −1 writes nothing,
+ * f32 → bf16/f16 conversion, int32 slot mappings, strided cache views; copy_blocks / swap_blocks move whole
+ * blocks; every bad slot / block id / geometry is rejected with the argument named and nothing written.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "ref/ref.h"
+
+#define NB 6
+#define BS 4
+#define HK 2
+#define D 8
+#define CACHE_N (2 * NB * BS * HK * D)
+
+static void test_reshape_and_cache_canary(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    const attn_dtype dts[3] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
+    for (int di = 0; di < 3; di++) {
+        const attn_dtype dt = dts[di];
+        const size_t es = attn_dtype_size(dt);
+        th_rng rng;
+        th_rng_seed(&rng, 11 + (uint64_t)di);
+        const int64_t T = 5;
+        float *key = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(T * HK * D), -3, 3);
+        float *value = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(T * HK * D), -3, 3);
+        int64_t slots[5] = {9, -1, 0, 23, 14};
+        void *cache = malloc(CACHE_N * es), *expect = malloc(CACHE_N * es);
+        memset(cache, 0xA5, CACHE_N * es);
+        memset(expect, 0xA5, CACHE_N * es);
+        int64_t cs[5] = {2, NB, BS, HK, D}, ks[3] = {T, HK, D}, ss[1] = {T};
+        attn_tensor tc = attn_tensor_make(cache, dt, 5, cs);
+        attn_tensor tk = attn_tensor_make(key, ATTN_DTYPE_F32, 3, ks), tv = attn_tensor_make(value, ATTN_DTYPE_F32, 3, ks);
+        attn_tensor ts = attn_tensor_make(slots, ATTN_DTYPE_I64, 1, ss);
+        assert_int_equal(attn_reshape_and_cache(ctx, &tk, &tv, &tc, &ts), ATTN_STATUS_OK);
+        attn_ref_reshape_and_cache(key, value, T, HK, D, slots, expect, dt, NB, BS);
+        assert_memory_equal(cache, expect, CACHE_N * es); /* targets written, every other byte untouched */
+        /* the value of token 3 (slot 23 = block 5, row 3), head 1, d 2 is the RNE conversion */
+        const size_t idx = (size_t)((((1 * NB + 5) * BS + 3) * HK + 1) * D + 2);
+        assert_true(th_get(cache, dt, idx) == th_get(expect, dt, idx));
+        float x = value[(3 * HK + 1) * D + 2];
+        void *one = malloc(es);
+        th_set(one, dt, 0, x);
+        assert_memory_equal((char *)cache + idx * es, one, es);
+        free(one);
+
+        /* an out-of-range slot anywhere: error naming the entry, nothing written */
+        memcpy(expect, cache, CACHE_N * es);
+        slots[4] = NB * BS;
+        slots[0] = 1;
+        assert_int_equal(attn_reshape_and_cache(ctx, &tk, &tv, &tc, &ts), ATTN_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(attn_last_error(), "slot_mapping: entry 4 = 24 >= num_blocks·block_size = 24"));
+        assert_memory_equal(cache, expect, CACHE_N * es);
+        free(key), free(value), free(cache), free(expect);
+    }
+    attn_ctx_destroy(ctx);
+}
+
+/* int32 slots, a slot mapping shorter than key (padded rows ignored), and a strided cache view whose
+ * blocks are padded (the pad bytes must stay untouched). */
+static void test_reshape_int32_strided(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    th_rng rng;
+    th_rng_seed(&rng, 3);
+    const int64_t T = 4;
+    float *key = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(T * HK * D), -1, 1);
+    float *value = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(T * HK * D), -1, 1);
+    const int64_t row_pad = HK * D + 3, block_pad = BS * row_pad + 5, total = 2 * NB * block_pad;
+    float *buf = (float *)malloc((size_t)total * sizeof(float));
+    for (int64_t i = 0; i < total; i++) buf[i] = -777.0f;
+    attn_tensor tc;
+    memset(&tc, 0, sizeof tc);
+    tc.data = buf, tc.dtype = ATTN_DTYPE_F32, tc.ndim = 5;
+    const int64_t shp[5] = {2, NB, BS, HK, D}, str[5] = {NB * block_pad, block_pad, row_pad, D, 1};
+    memcpy(tc.shape, shp, sizeof shp), memcpy(tc.strides, str, sizeof str);
+    int32_t slots[3] = {5, -1, 22};
+    int64_t ks[3] = {T, HK, D}, ss[1] = {3};
+    attn_tensor tk = attn_tensor_make(key, ATTN_DTYPE_F32, 3, ks), tv = attn_tensor_make(value, ATTN_DTYPE_F32, 3, ks);
+    attn_tensor ts = attn_tensor_make(slots, ATTN_DTYPE_I32, 1, ss);
+    assert_int_equal(attn_reshape_and_cache(ctx, &tk, &tv, &tc, &ts), ATTN_STATUS_OK);
+    int64_t written = 0;
+    for (int64_t i = 0; i < total; i++) written += buf[i] != -777.0f;
+    assert_int_equal(written, 2 * 2 * HK * D); /* two tokens, key and value */
+    for (int64_t g = 0; g < HK; g++)
+        for (int64_t d = 0; d < D; d++) {
+            assert_true(buf[1 * block_pad + 1 * row_pad + g * D + d] == key[(0 * HK + g) * D + d]);          /* slot 5 */
+            assert_true(buf[NB * block_pad + 5 * block_pad + 2 * row_pad + g * D + d] == value[(2 * HK + g) * D + d]); /* 22 */
+        }
+    free(key), free(value), free(buf);
+    attn_ctx_destroy(ctx);
+}
+
+static void test_copy_and_swap_blocks(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    th_rng rng;
+    th_rng_seed(&rng, 5);
+    const int64_t blk = BS * HK * D; /* floats per block per kv half */
+    float *cache = th_alloc_fill(&rng, ATTN_DTYPE_F32, CACHE_N, -1, 1);
+    float *orig = (float *)malloc(CACHE_N * sizeof(float));
+    memcpy(orig, cache, CACHE_N * sizeof(float));
+    int64_t cs[5] = {2, NB, BS, HK, D}, ms[2] = {2, 2};
+    attn_tensor tc = attn_tensor_make(cache, ATTN_DTYPE_F32, 5, cs);
+    int64_t map[2][2] = {{1, 4}, {5, 0}};
+    attn_tensor tm = attn_tensor_make(map, ATTN_DTYPE_I64, 2, ms);
+    assert_int_equal(attn_copy_blocks(ctx, &tc, &tm), ATTN_STATUS_OK);
+    for (int kv = 0; kv < 2; kv++)
+        for (int b = 0; b < NB; b++) {
+            const int src = b == 4 ? 1 : b == 0 ? 5 : b;
+            assert_memory_equal(cache + (kv * NB + b) * blk, orig + (kv * NB + src) * blk, (size_t)blk * sizeof(float));
+        }
+    /* a bad id (in the second pair) is reported and nothing is copied */
+    memcpy(orig, cache, CACHE_N * sizeof(float));
+    int32_t bad[2][2] = {{0, 1}, {2, NB}};
+    attn_tensor tb = attn_tensor_make(bad, ATTN_DTYPE_I32, 2, ms);
+    assert_int_equal(attn_copy_blocks(ctx, &tc, &tb), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "block_mapping: entry [1][1] = 6 is outside [0, num_blocks=6)"));
+    assert_memory_equal(cache, orig, CACHE_N * sizeof(float));
+
+    /* swap to a smaller "host pool" with 3 blocks: ids checked against each cache */
+    const int64_t hn = 2 * 3 * blk;
+    float *host = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)hn, 9, 9);
+    int64_t hs[5] = {2, 3, BS, HK, D};
+    attn_tensor th = attn_tensor_make(host, ATTN_DTYPE_F32, 5, hs);
+    int64_t out_map[2][2] = {{5, 2}, {0, 0}};
+    attn_tensor tom = attn_tensor_make(out_map, ATTN_DTYPE_I64, 2, ms);
+    assert_int_equal(attn_swap_blocks(ctx, &tc, &th, &tom), ATTN_STATUS_OK);
+    for (int kv = 0; kv < 2; kv++) {
+        assert_memory_equal(host + (kv * 3 + 2) * blk, cache + (kv * NB + 5) * blk, (size_t)blk * sizeof(float));
+        assert_memory_equal(host + (kv * 3 + 0) * blk, cache + (kv * NB + 0) * blk, (size_t)blk * sizeof(float));
+        for (int64_t i = 0; i < blk; i++) assert_true(host[(kv * 3 + 1) * blk + i] == 9.0f);
+    }
+    int64_t bad_dst[2][2] = {{0, 0}, {1, 3}}; /* dst 3 is valid for the device cache but not the host pool */
+    attn_tensor tbd = attn_tensor_make(bad_dst, ATTN_DTYPE_I64, 2, ms);
+    float *host_before = (float *)malloc((size_t)hn * sizeof(float));
+    memcpy(host_before, host, (size_t)hn * sizeof(float));
+    assert_int_equal(attn_swap_blocks(ctx, &tc, &th, &tbd), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "entry [1][1] = 3 is outside [0, num_blocks=3) of dst_cache"));
+    assert_memory_equal(host, host_before, (size_t)hn * sizeof(float));
+    /* mismatched geometry and dtype */
+    int64_t hs_bad[5] = {2, 3, BS * 2, HK, D / 2};
+    attn_tensor thb = attn_tensor_make(host, ATTN_DTYPE_F32, 5, hs_bad);
+    assert_int_equal(attn_swap_blocks(ctx, &tc, &thb, &tom), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "dst_cache: shape[2]"));
+    attn_tensor thd = attn_tensor_make(host, ATTN_DTYPE_BF16, 5, hs);
+    assert_int_equal(attn_swap_blocks(ctx, &tc, &thd, &tom), ATTN_STATUS_INVALID_ARGUMENT);
+    /* a cache that is not [2, ...] */
+    int64_t cs_bad[5] = {3, 2, BS, HK, D};
+    attn_tensor tcb = attn_tensor_make(cache, ATTN_DTYPE_F32, 5, cs_bad);
+    assert_int_equal(attn_copy_blocks(ctx, &tcb, &tm), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "kv_cache: shape[0]=3, expected 2"));
+    assert_int_equal(attn_copy_blocks(NULL, &tc, &tm), ATTN_STATUS_INVALID_ARGUMENT);
+    free(cache), free(orig), free(host), free(host_before);
+    attn_ctx_destroy(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reshape_and_cache_canary),
+        cmocka_unit_test(test_reshape_int32_strided),
+        cmocka_unit_test(test_copy_and_swap_blocks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

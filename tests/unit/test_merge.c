@@ -1,0 +1,189 @@
+/*
+ * test_merge.c — attn_merge_attn_states: the formula in double, −inf on either or both sides, exact in-place
+ * aliasing, and the split-KV identity: attention over keys [0, a) merged with attention over [a, Sk)
+ * (two attn_forward calls on key slices, non-causal) equals attention over all keys within tolerance.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static attn_ctx *new_ctx(void) {
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    return ctx;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The formula, −inf, aliasing
+ * --------------------------------------------------------------------------------------------- */
+static void test_formula(void **state) {
+    (void)state;
+    attn_ctx *ctx = new_ctx();
+    const attn_dtype dts[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    const int64_t T = 7, H = 3, D = 13;
+    for (int di = 0; di < 3; di++) {
+        const attn_dtype dt = dts[di];
+        th_rng r;
+        th_rng_seed(&r, 10 + (uint64_t)di);
+        void *a = th_alloc_fill(&r, dt, (size_t)(T * H * D), -1, 1), *b = th_alloc_fill(&r, dt, (size_t)(T * H * D), -1, 1);
+        void *o = th_alloc_nan(dt, (size_t)(T * H * D));
+        float *la = th_alloc_fill(&r, ATTN_DTYPE_F32, (size_t)(H * T), -5, 5);
+        float *lb = th_alloc_fill(&r, ATTN_DTYPE_F32, (size_t)(H * T), -5, 5);
+        float *lo = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * T));
+        /* special rows: token 0 a = −inf; token 1 b = −inf; token 2 both; token 3 far apart (40 nats) */
+        for (int64_t h = 0; h < H; h++) {
+            la[h * T + 0] = -INFINITY;
+            lb[h * T + 1] = -INFINITY;
+            la[h * T + 2] = lb[h * T + 2] = -INFINITY;
+            la[h * T + 3] = 30.0f, lb[h * T + 3] = -10.0f;
+        }
+        /* the both −inf rows carry NaN values: they must not leak into the result */
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t d = 0; d < D; d++) {
+                th_set(a, dt, (size_t)((2 * H + h) * D + d), NAN);
+                th_set(b, dt, (size_t)((2 * H + h) * D + d), NAN);
+            }
+        int64_t os[3] = {T, H, D}, ls[2] = {H, T};
+        attn_tensor ta = attn_tensor_make(a, dt, 3, os), tb = attn_tensor_make(b, dt, 3, os);
+        attn_tensor to = attn_tensor_make(o, dt, 3, os);
+        attn_tensor tla = attn_tensor_make(la, ATTN_DTYPE_F32, 2, ls), tlb = attn_tensor_make(lb, ATTN_DTYPE_F32, 2, ls);
+        attn_tensor tlo = attn_tensor_make(lo, ATTN_DTYPE_F32, 2, ls);
+        assert_int_equal(attn_merge_attn_states(ctx, &ta, &tla, &tb, &tlb, &to, &tlo), ATTN_STATUS_OK);
+        const th_tol tol = th_tol_for(dt);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                const double xa = la[h * T + t], xb = lb[h * T + t];
+                const float got_l = lo[h * T + t];
+                if (t == 2) {
+                    assert_true(isinf(got_l) && got_l < 0);
+                } else {
+                    const double mx = xa > xb ? xa : xb;
+                    const double lse = mx + log(exp(xa - mx) + exp(xb - mx));
+                    assert_true(fabs((double)got_l - lse) <= tol.lse_atol * fmax(1.0, fabs(lse)));
+                }
+                for (int64_t d = 0; d < D; d++) {
+                    const size_t i = (size_t)((t * H + h) * D + d);
+                    const float got = th_get(o, dt, i);
+                    if (t == 2) {
+                        assert_true(got == 0.0f);
+                        continue;
+                    }
+                    if (t == 0 || t == 1) { /* one side −inf: exactly the other side */
+                        const float want = th_get(t == 0 ? b : a, dt, i);
+                        assert_memory_equal(&got, &want, sizeof got);
+                        continue;
+                    }
+                    const double mx = xa > xb ? xa : xb;
+                    const double wa = exp(xa - mx), wb = exp(xb - mx);
+                    const double want = (wa * th_get(a, dt, i) + wb * th_get(b, dt, i)) / (wa + wb);
+                    if (!(fabs((double)got - want) <= tol.atol + tol.rtol * fabs(want)))
+                        fprintf(stderr, "REPRO test_merge formula: dtype=%s t=%lld h=%lld d=%lld got=%g want=%g\n",
+                                attn_dtype_name(dt), (long long)t, (long long)h, (long long)d, (double)got, want);
+                    assert_true(fabs((double)got - want) <= tol.atol + tol.rtol * fabs(want));
+                }
+                if (t == 0) assert_true(got_l == lb[h * T + t]);
+                if (t == 1) assert_true(got_l == la[h * T + t]);
+            }
+        /* in place: out aliases out_a (and lse_out aliases lse_a) exactly → the same bits; LSE may be NULL */
+        const size_t ob = (size_t)(T * H * D) * attn_dtype_size(dt);
+        void *a2 = malloc(ob);
+        memcpy(a2, a, ob);
+        float *la2 = malloc((size_t)(H * T) * 4);
+        memcpy(la2, la, (size_t)(H * T) * 4);
+        attn_tensor ta2 = attn_tensor_make(a2, dt, 3, os), tla2 = attn_tensor_make(la2, ATTN_DTYPE_F32, 2, ls);
+        assert_int_equal(attn_merge_attn_states(ctx, &ta2, &tla2, &tb, &tlb, &ta2, &tla2), ATTN_STATUS_OK);
+        assert_memory_equal(a2, o, ob);
+        assert_memory_equal(la2, lo, (size_t)(H * T) * 4);
+        memcpy(a2, b, ob);
+        attn_tensor tb2 = attn_tensor_make(a2, dt, 3, os);
+        assert_int_equal(attn_merge_attn_states(ctx, &ta, &tla, &tb2, &tlb, &tb2, NULL), ATTN_STATUS_OK);
+        assert_memory_equal(a2, o, ob);
+        free(a2), free(la2);
+        free(a), free(b), free(o), free(la), free(lb), free(lo);
+    }
+    attn_ctx_destroy(ctx);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Split-KV identity through the public API
+ * --------------------------------------------------------------------------------------------- */
+static void test_split_keys(void **state) {
+    (void)state;
+    attn_ctx *ctx = new_ctx();
+    const attn_dtype dts[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    const int64_t Sq = 9, Sk = 150, H = 4, Hk = 2, D = 32;
+    const int64_t splits[] = {0, 1, 63, 64, 100, 149, 150};
+    for (int di = 0; di < 3; di++)
+        for (size_t si = 0; si < sizeof splits / sizeof splits[0]; si++) {
+            const attn_dtype dt = dts[di];
+            const int64_t a = splits[si];
+            th_rng r;
+            th_rng_seed(&r, 100 + (uint64_t)(di * 10) + si);
+            const size_t nq = (size_t)(Sq * H * D), nk = (size_t)(Sk * Hk * D);
+            void *q = th_alloc_fill(&r, dt, nq, -2, 2), *k = th_alloc_fill(&r, dt, nk, -2, 2);
+            void *v = th_alloc_fill(&r, dt, nk, -1, 1);
+            void *o1 = th_alloc_nan(dt, nq), *o2 = th_alloc_nan(dt, nq), *of = th_alloc_nan(dt, nq);
+            void *om = th_alloc_nan(dt, nq);
+            float *l1 = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * Sq)), *l2 = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * Sq));
+            float *lf = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * Sq)), *lm = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * Sq));
+            const size_t es = attn_dtype_size(dt);
+            int64_t qs[4] = {1, Sq, H, D}, ks1[4] = {1, a, Hk, D}, ks2[4] = {1, Sk - a, Hk, D}, ksf[4] = {1, Sk, Hk, D};
+            int64_t ls[3] = {1, H, Sq};
+            attn_tensor tq = attn_tensor_make(q, dt, 4, qs);
+            attn_tensor tk1 = attn_tensor_make(k, dt, 4, ks1), tv1 = attn_tensor_make(v, dt, 4, ks1);
+            attn_tensor tk2 = attn_tensor_make((char *)k + (size_t)(a * Hk * D) * es, dt, 4, ks2);
+            attn_tensor tv2 = attn_tensor_make((char *)v + (size_t)(a * Hk * D) * es, dt, 4, ks2);
+            attn_tensor tkf = attn_tensor_make(k, dt, 4, ksf), tvf = attn_tensor_make(v, dt, 4, ksf);
+            attn_tensor to1 = attn_tensor_make(o1, dt, 4, qs), to2 = attn_tensor_make(o2, dt, 4, qs);
+            attn_tensor tof = attn_tensor_make(of, dt, 4, qs);
+            attn_tensor tl1 = attn_tensor_make(l1, ATTN_DTYPE_F32, 3, ls), tl2 = attn_tensor_make(l2, ATTN_DTYPE_F32, 3, ls);
+            attn_tensor tlf = attn_tensor_make(lf, ATTN_DTYPE_F32, 3, ls);
+            attn_params p;
+            attn_params_init(&p);
+            assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tk1, &tv1, &p, &to1, &tl1), ATTN_STATUS_OK);
+            assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tk2, &tv2, &p, &to2, &tl2), ATTN_STATUS_OK);
+            assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tkf, &tvf, &p, &tof, &tlf), ATTN_STATUS_OK);
+            /* [1, Sq, H, D] is [num_tokens, num_heads, head_size]; [1, H, Sq] is [num_heads, num_tokens] */
+            int64_t ms[3] = {Sq, H, D}, mls[2] = {H, Sq};
+            attn_tensor ma = attn_tensor_make(o1, dt, 3, ms), mb = attn_tensor_make(o2, dt, 3, ms);
+            attn_tensor mo = attn_tensor_make(om, dt, 3, ms), mf = attn_tensor_make(of, dt, 3, ms);
+            attn_tensor mla = attn_tensor_make(l1, ATTN_DTYPE_F32, 2, mls), mlb = attn_tensor_make(l2, ATTN_DTYPE_F32, 2, mls);
+            attn_tensor mlo = attn_tensor_make(lm, ATTN_DTYPE_F32, 2, mls), mlf = attn_tensor_make(lf, ATTN_DTYPE_F32, 2, mls);
+            assert_int_equal(attn_merge_attn_states(ctx, &ma, &mla, &mb, &mlb, &mo, &mlo), ATTN_STATUS_OK);
+            size_t bad = 0, bad_l = 0;
+            /* three roundings to dtype (two parts, the merge) against one: allow twice the dtype tolerance */
+            th_tol tol = th_tol_for(dt);
+            tol.atol *= 2, tol.rtol *= 2;
+            const double err = th_compare(&mo, &mf, tol, 1.0, &bad);
+            const double lerr = th_compare_lse(&mlo, &mlf, tol, &bad_l);
+            if (bad || bad_l)
+                fprintf(stderr, "REPRO test_merge split: dtype=%s Sq=%lld Sk=%lld split=%lld H=%lld Hk=%lld D=%lld "
+                                "maxerr=%.3g lse_maxerr=%.3g\n", attn_dtype_name(dt), (long long)Sq, (long long)Sk,
+                        (long long)a, (long long)H, (long long)Hk, (long long)D, err, lerr);
+            assert_int_equal(bad, 0);
+            assert_int_equal(bad_l, 0);
+            if (a == 0 || a == Sk) { /* one side empty (LSE −inf, out 0): the merge returns the other side */
+                assert_memory_equal(om, a == 0 ? o2 : o1, nq * es);
+                assert_memory_equal(lm, a == 0 ? l2 : l1, (size_t)(H * Sq) * 4);
+            }
+            free(q), free(k), free(v), free(o1), free(o2), free(of), free(om), free(l1), free(l2), free(lf), free(lm);
+        }
+    attn_ctx_destroy(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_formula),
+        cmocka_unit_test(test_split_keys),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
