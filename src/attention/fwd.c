@@ -161,6 +161,19 @@ static void attn_fwd_rows(const struct attn_kernels *kern, const attn_seq_view *
     }
 }
 
+/* Software prefetch of every cache line of the K and V rows of keys [a, b): issued one tile ahead so that
+ * DRAM latency overlaps the current tile's work; hardware prefetchers restart at every page of a paged
+ * cache and at every head-strided row (cpu-kernel-design.md §3.3-3.4). Never changes a result. */
+static void attn_fwd_prefetch(const attn_problem *p, const attn_seq_view *seq, int64_t g, int64_t a, int64_t b) {
+    const int64_t es = (int64_t)attn_dtype_size(p->kv_dtype);
+    const int64_t kbytes = p->head_size * es, vbytes = p->head_size_v * es;
+    for (int64_t j = a; j < b; j++) {
+        const char *k = attn_seq_k_row(seq, j, g), *v = attn_seq_v_row(seq, j, g);
+        for (int64_t off = 0; off < kbytes; off += 64) __builtin_prefetch(k + off, 0, 3);
+        for (int64_t off = 0; off < vbytes; off += 64) __builtin_prefetch(v + off, 0, 3);
+    }
+}
+
 void attn_fwd_partition(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                         attn_fwd_scratch *sc, int64_t part, float *m, float *l, float *o) {
     attn_fwd_state_reset(p->head_size_v, m, l, o);
@@ -173,6 +186,8 @@ void attn_fwd_partition(const attn_problem *p, const struct attn_kernels *kern, 
     for (int64_t t0 = (lo / ATTN_KV_TILE) * ATTN_KV_TILE; t0 < hi; t0 += ATTN_KV_TILE) {
         const int64_t a = t0 > lo ? t0 : lo;
         const int64_t b = t0 + ATTN_KV_TILE < hi ? t0 + ATTN_KV_TILE : hi;
+        const int64_t next_b = t0 + 2 * ATTN_KV_TILE < blk->key_hi ? t0 + 2 * ATTN_KV_TILE : blk->key_hi;
+        attn_fwd_prefetch(p, &blk->seq, blk->kv_head, t0 + ATTN_KV_TILE, next_b);
         attn_fwd_rows(kern, &blk->seq, p->kv_dtype, 0, blk->kv_head, a, b, p->head_size, sc->k_tile, sc->k_rows);
         kern->qk_tile(sc->q_t, nr, p->head_size, sc->k_rows, b - a, sc->s);
         if (!no_post) attn_fwd_logits(p, blk, a, b, sc->s);

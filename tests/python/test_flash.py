@@ -1,0 +1,159 @@
+"""flash-attn calling conventions: flash_attn_func, flash_attn_varlen_func (incl. paged block_table) and
+flash_attn_with_kvcache (contiguous and paged caches, appending k/v), against the NumPy reference."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import attn
+from conftest import needs_ml_dtypes, np_attend, to_dtype, tol
+
+
+def test_signatures_follow_flash_attn():
+    p = inspect.signature(attn.flash_attn_func).parameters
+    assert list(p)[:11] == ["q", "k", "v", "dropout_p", "softmax_scale", "causal", "window_size", "softcap",
+                            "alibi_slopes", "deterministic", "return_attn_probs"]
+    assert p["causal"].default is False and p["window_size"].default == (-1, -1) and p["softcap"].default == 0.0
+    p = inspect.signature(attn.flash_attn_varlen_func).parameters
+    assert list(p)[:7] == ["q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k"]
+    assert "block_table" in p
+    p = inspect.signature(attn.flash_attn_with_kvcache).parameters
+    assert list(p)[:10] == ["q", "k_cache", "v_cache", "k", "v", "rotary_cos", "rotary_sin", "cache_seqlens",
+                            "cache_batch_idx", "cache_leftpad"]
+    assert p["return_softmax_lse"].default is False
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", pytest.param("bfloat16", marks=needs_ml_dtypes)])
+def test_flash_attn_func(rng, ctx1, dtype):
+    b, sq, sk, h, hkv, d = 2, 6, 19, 8, 2, 64
+    q = to_dtype(rng.standard_normal((b, sq, h, d)), dtype)
+    k = to_dtype(rng.standard_normal((b, sk, hkv, d)), dtype)
+    v = to_dtype(rng.standard_normal((b, sk, hkv, d)), dtype)
+    slopes = rng.random(h).astype(np.float32)
+    out, lse = attn.flash_attn_func(q, k, v, causal=True, window_size=(4, 0), softcap=3.0,
+                                    alibi_slopes=slopes, return_softmax_lse=True, ctx=ctx1)
+    assert out.dtype == q.dtype and lse.shape == (b, h, sq)
+    for i in range(b):
+        n, nl = np_attend(q[i], k[i], v[i], causal=True, window=(4, 0), softcap=3.0, alibi=slopes)
+        np.testing.assert_allclose(out[i].astype(np.float64), n, atol=tol(dtype))
+        np.testing.assert_allclose(lse[i], nl, atol=tol(dtype) * 10, rtol=1e-3)
+    res = attn.flash_attn_func(q, k, v, return_attn_probs=True, ctx=ctx1)
+    assert len(res) == 3 and res[2] is None and res[1].shape == (b, h, sq)
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        attn.flash_attn_func(q, k, v, dropout_p=0.1)
+
+
+def test_flash_attn_func_per_batch_alibi_and_out(rng, ctx1):
+    b, s, h, d = 3, 7, 4, 32
+    q = rng.standard_normal((b, s, h, d)).astype(np.float32)
+    k = rng.standard_normal((b, s, h, d)).astype(np.float32)
+    slopes = rng.random((b, h)).astype(np.float32)
+    out = np.empty_like(q)
+    res = attn.flash_attn_func(q, k, k, causal=True, alibi_slopes=slopes, out=out, ctx=ctx1)
+    assert res is out
+    for i in range(b):
+        n, _ = np_attend(q[i], k[i], k[i], causal=True, alibi=slopes[i])
+        np.testing.assert_allclose(out[i], n, atol=2e-5)
+
+
+def test_flash_attn_varlen_func(rng, ctx1):
+    lq, lk = [4, 1, 11], [9, 6, 11]
+    cq = np.concatenate([[0], np.cumsum(lq)]).astype(np.int32)
+    ck = np.concatenate([[0], np.cumsum(lk)]).astype(np.int32)
+    q = rng.standard_normal((cq[-1], 4, 32)).astype(np.float32)
+    k = rng.standard_normal((ck[-1], 2, 32)).astype(np.float32)
+    v = rng.standard_normal((ck[-1], 2, 32)).astype(np.float32)
+    out, lse = attn.flash_attn_varlen_func(q, k, v, cq, ck, max(lq), max(lk), causal=True,
+                                           return_softmax_lse=True, ctx=ctx1)
+    assert lse.shape == (4, cq[-1])
+    for i in range(3):
+        n, nl = np_attend(q[cq[i]:cq[i + 1]], k[ck[i]:ck[i + 1]], v[ck[i]:ck[i + 1]], causal=True)
+        np.testing.assert_allclose(out[cq[i]:cq[i + 1]], n, atol=2e-5)
+        np.testing.assert_allclose(lse[:, cq[i]:cq[i + 1]], nl, atol=2e-5, rtol=1e-5)
+
+
+def test_flash_attn_varlen_func_paged(rng, ctx1):
+    nb, bs, hkv, d = 16, 8, 2, 32
+    kv = rng.standard_normal((2, nb, bs, hkv, d)).astype(np.float32)
+    lq, lk = [3, 1], [20, 9]
+    bt = np.array([[5, 2, 11], [7, 0, 0]], np.int32)
+    cq = np.array([0, 3, 4], np.int32)
+    ck = np.array([0, 20, 29], np.int32)
+    q = rng.standard_normal((4, 4, d)).astype(np.float32)
+    out = attn.flash_attn_varlen_func(q, kv[0], kv[1], cq, ck, 3, 20, causal=True, block_table=bt, ctx=ctx1)
+    for i, (a, n) in enumerate(zip(lq, lk)):
+        keys = kv[:, bt[i]].reshape(2, -1, hkv, d)[:, :n]
+        want, _ = np_attend(q[cq[i]:cq[i + 1]], keys[0], keys[1], causal=True)
+        np.testing.assert_allclose(out[cq[i]:cq[i + 1]], want, atol=2e-5)
+
+
+def test_flash_attn_with_kvcache_appends_and_attends(rng, ctx1):
+    b, sc, hkv, h, d = 3, 32, 2, 4, 32
+    k_cache = np.zeros((b, sc, hkv, d), np.float32)
+    v_cache = np.zeros((b, sc, hkv, d), np.float32)
+    cache_seqlens = np.array([5, 0, 17], np.int32)
+    hist_k = rng.standard_normal((b, sc, hkv, d)).astype(np.float32)
+    hist_v = rng.standard_normal((b, sc, hkv, d)).astype(np.float32)
+    for i, n in enumerate(cache_seqlens):
+        k_cache[i, :n], v_cache[i, :n] = hist_k[i, :n], hist_v[i, :n]
+    q = rng.standard_normal((b, 2, h, d)).astype(np.float32)
+    k_new = rng.standard_normal((b, 2, hkv, d)).astype(np.float32)
+    v_new = rng.standard_normal((b, 2, hkv, d)).astype(np.float32)
+    out, lse = attn.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cache_seqlens=cache_seqlens,
+                                            causal=True, return_softmax_lse=True, ctx=ctx1)
+    assert lse.shape == (b, h, 2)
+    for i, n in enumerate(cache_seqlens):
+        np.testing.assert_array_equal(k_cache[i, n:n + 2], k_new[i])
+        np.testing.assert_array_equal(v_cache[i, n:n + 2], v_new[i])
+        assert np.all(k_cache[i, n + 2:] == 0)
+        want, wl = np_attend(q[i], k_cache[i, :n + 2], v_cache[i, :n + 2], causal=True)
+        np.testing.assert_allclose(out[i], want, atol=2e-5)
+        np.testing.assert_allclose(lse[i], wl, atol=2e-5, rtol=1e-5)
+    # no new k/v, an int cache_seqlens and cache_batch_idx
+    out2 = attn.flash_attn_with_kvcache(q[:2], k_cache, v_cache, cache_seqlens=4,
+                                        cache_batch_idx=np.array([2, 0], np.int32), ctx=ctx1)
+    for i, row in enumerate([2, 0]):
+        want, _ = np_attend(q[i], k_cache[row, :4], v_cache[row, :4])
+        np.testing.assert_allclose(out2[i], want, atol=2e-5)
+    with pytest.raises(NotImplementedError, match="rotary"):
+        attn.flash_attn_with_kvcache(q, k_cache, v_cache, rotary_cos=np.ones(1), rotary_sin=np.ones(1))
+
+
+def test_flash_attn_with_kvcache_paged_vllm_cache(rng, ctx1):
+    """The vLLM allocation: one kv_cache [2, num_blocks, block_size, H, D]; k_cache/v_cache are its halves
+    (zero-copy path), decode one token per sequence with a block table."""
+    nb, bs, hkv, h, d = 12, 4, 1, 2, 16
+    kv = np.zeros((2, nb, bs, hkv, d), np.float32)
+    bt = np.array([[3, 9, 1], [4, 0, 0]], np.int32)
+    seqlens = np.array([9, 2], np.int32)
+    hist = rng.standard_normal((2, 2, 12, hkv, d)).astype(np.float32)
+    for i, n in enumerate(seqlens):
+        for p in range(n):
+            kv[:, bt[i, p // bs], p % bs] = hist[:, i, p]
+    q = rng.standard_normal((2, 1, h, d)).astype(np.float32)
+    kn = rng.standard_normal((2, 1, hkv, d)).astype(np.float32)
+    vn = rng.standard_normal((2, 1, hkv, d)).astype(np.float32)
+    out = attn.flash_attn_with_kvcache(q, kv[0], kv[1], kn, vn, cache_seqlens=seqlens, block_table=bt,
+                                       causal=True, ctx=ctx1)
+    for i, n in enumerate(seqlens):
+        p = int(n)
+        np.testing.assert_array_equal(kv[0, bt[i, p // bs], p % bs], kn[i, 0])
+        np.testing.assert_array_equal(kv[1, bt[i, p // bs], p % bs], vn[i, 0])
+        keys = np.concatenate([hist[0, i, :n], kn[i]])
+        vals = np.concatenate([hist[1, i, :n], vn[i]])
+        want, _ = np_attend(q[i], keys, vals, causal=True)
+        np.testing.assert_allclose(out[i], want, atol=2e-5)
+
+
+def test_separate_cache_allocations_fallback(rng, ctx1):
+    """k_cache and v_cache from two allocations in either address order give the same answer."""
+    b, sc, hkv, d = 2, 16, 2, 32
+    k1 = rng.standard_normal((b, sc, hkv, d)).astype(np.float32)
+    v1 = rng.standard_normal((b, sc, hkv, d)).astype(np.float32)
+    q = rng.standard_normal((b, 3, 4, d)).astype(np.float32)
+    both = np.stack([k1, v1])
+    want = attn.flash_attn_with_kvcache(q, both[0], both[1], cache_seqlens=11, causal=True, ctx=ctx1)
+    swapped = np.stack([v1, k1])  # k_cache above v_cache in memory: no single [2, ...] view exists
+    got = attn.flash_attn_with_kvcache(q, swapped[1], swapped[0], cache_seqlens=11, causal=True, ctx=ctx1)
+    np.testing.assert_array_equal(got, want)

@@ -1,0 +1,69 @@
+"""DLPack producers: torch CPU tensors in and out, without copies (skipped when torch is absent)."""
+
+import numpy as np
+import pytest
+
+import attn
+from conftest import HAVE_TORCH, np_attend
+
+pytestmark = [pytest.mark.torch, pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")]
+if HAVE_TORCH:
+    import torch
+
+
+def test_torch_float32_views_and_outputs(ctx1):
+    g = torch.Generator().manual_seed(0)
+    qkv = torch.randn(2, 9, 3, 4, 32, generator=g)
+    q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # non-contiguous views
+    out = attn.flash_attn_func(q, k, v, causal=True, ctx=ctx1)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32 and out.shape == (2, 9, 4, 32)
+    for b in range(2):
+        want, _ = np_attend(q[b].numpy(), k[b].numpy(), v[b].numpy(), causal=True)
+        np.testing.assert_allclose(out[b].numpy(), want, atol=2e-5)
+    # out= is a torch tensor written in place; lse comes back as torch
+    buf = torch.full((2, 9, 4, 32), 5.0)
+    res, lse = attn.flash_attn_func(q, k, v, causal=True, out=buf, return_softmax_lse=True, ctx=ctx1)
+    assert res is buf and torch.equal(buf, out) and isinstance(lse, torch.Tensor) and lse.shape == (2, 4, 9)
+
+
+def test_torch_requires_grad_is_viewed_not_copied(ctx1):
+    q = torch.randn(1, 4, 2, 16, requires_grad=True)
+    out = attn.flash_attn_func(q, q, q, ctx=ctx1)
+    want = attn.flash_attn_func(q.detach().numpy(), q.detach().numpy(), q.detach().numpy(), ctx=ctx1)
+    np.testing.assert_array_equal(out.numpy(), want)
+
+
+def test_torch_bfloat16_and_float16(ctx1):
+    pytest.importorskip("ml_dtypes")
+    g = torch.Generator().manual_seed(1)
+    for dt, tol in ((torch.bfloat16, 3e-2), (torch.float16, 4e-3)):
+        q = torch.randn(2, 5, 4, 64, generator=g).to(dt)
+        k = torch.randn(2, 11, 2, 64, generator=g).to(dt)
+        out = attn.flash_attn_func(q, k, k, causal=True, ctx=ctx1)
+        assert out.dtype == dt
+        for b in range(2):
+            want, _ = np_attend(q[b].float().numpy(), k[b].float().numpy(), k[b].float().numpy(), causal=True)
+            np.testing.assert_allclose(out[b].float().numpy(), want, atol=tol)
+
+
+def test_torch_paged_cache_in_place(ctx1):
+    kv = torch.zeros(2, 8, 4, 2, 16)
+    key = torch.randn(5, 2, 16)
+    value = torch.randn(5, 2, 16)
+    slots = torch.tensor([0, 1, 2, 3, 4], dtype=torch.int64) + 8
+    attn.vllm_ops.reshape_and_cache(key, value, kv[0], kv[1], slots, ctx=ctx1)
+    assert torch.equal(kv[0, 2], key[:4]) and torch.equal(kv[1, 3, 0], value[4])
+    q = torch.randn(5, 4, 16)
+    out = attn.paged_attention(q, kv, torch.tensor([0, 5], dtype=torch.int32), torch.tensor([5], dtype=torch.int32),
+                               torch.tensor([[2, 3]], dtype=torch.int32), ctx=ctx1)
+    assert isinstance(out, torch.Tensor)
+    want, _ = np_attend(q.numpy(), key.numpy(), value.numpy(), causal=True)
+    np.testing.assert_allclose(out.numpy(), want, atol=2e-5)
+    attn.backend.AttnBackend.copy_blocks([kv], torch.tensor([[2, 6]]))
+    assert torch.equal(kv[:, 6], kv[:, 2])
+
+
+def test_torch_errors():
+    with pytest.raises(TypeError, match="float64"):
+        attn.flash_attn_func(torch.zeros(1, 2, 1, 8, dtype=torch.float64), torch.zeros(1, 2, 1, 8),
+                             torch.zeros(1, 2, 1, 8))
