@@ -16,20 +16,20 @@
 #include "workload.h"
 
 typedef enum dkind {
-    DK_JOINT = 0,    /* dense non-causal joint attention                                   */
-    DK_PADDED,       /* self-attention with a key-padding mask over the text segment       */
-    DK_CFG,          /* batch 2 (cond, uncond) with different text padding                 */
-    DK_CROSS,        /* image queries over padded text keys (cross semantics)              */
-    DK_PIECEWISE,    /* text | frame | text | frame ... with full-attention frame spans    */
-    DK_PACKED,       /* batch-1 packed documents (cu_seqlens)                              */
-    DK_PREFIX,       /* prefix K/V slice + 2^8 input pre-scaling (MiniMax-H3 style)        */
-    DK_QUANT         /* quantized attention, format in qfmt                                */
+    DK_JOINT = 0, /* dense non-causal joint attention                                   */
+    DK_PADDED,    /* self-attention with a key-padding mask over the text segment       */
+    DK_CFG,       /* batch 2 (cond, uncond) with different text padding                 */
+    DK_CROSS,     /* image queries over padded text keys (cross semantics)              */
+    DK_PIECEWISE, /* text | frame | text | frame ... with full-attention frame spans    */
+    DK_PACKED,    /* batch-1 packed documents (cu_seqlens)                              */
+    DK_PREFIX,    /* prefix K/V slice + 2^8 input pre-scaling (MiniMax-H3 style)        */
+    DK_QUANT      /* quantized attention, format in qfmt                                */
 } dkind;
 
 typedef struct dcase {
     const char *name;
     dkind kind;
-    int32_t qfmt;    /* attn_quant_format for DK_QUANT */
+    int32_t qfmt; /* attn_quant_format for DK_QUANT */
     attn_dtype dtype;
 } dcase;
 
@@ -109,7 +109,8 @@ static attn_status doracle(dcall *a, int64_t R, attn_tensor *ref, attn_tensor *g
         const unsigned char *kpm = (const unsigned char *)a->kpm.data;
         for (int64_t b = 0; b < B; b++)
             for (int64_t i = 0; i < R; i++)
-                for (int64_t j = 0; j < Sk; j++) m[(b * R + i) * Sk + j] = kpm[b * S + S - R + i] && kpm[b * Sk + j];
+                for (int64_t j = 0; j < Sk; j++)
+                    m[(b * R + i) * Sk + j] = kpm[b * S + S - R + i] && kpm[b * Sk + j];
         *scratch = m;
         static attn_tensor tm;
         tm = attn_tensor_make(m, ATTN_DTYPE_BOOL, 4, ms);
@@ -139,11 +140,13 @@ static void dcosine(const attn_tensor *got, const attn_tensor *ref, double *cos,
         for (int64_t i = 0; i < R; i++)
             for (int64_t h = 0; h < H; h++)
                 for (int64_t d = 0; d < D; d++) {
-                    const float g = attn_cli_load(got->data, got->dtype,
-                                                  (size_t)(b * got->strides[0] + i * got->strides[1] + h * got->strides[2] + d));
+                    const float g =
+                        attn_cli_load(got->data, got->dtype,
+                                      (size_t)(b * got->strides[0] + i * got->strides[1] + h * got->strides[2] + d));
                     const float r = attn_cli_load(ref->data, ref->dtype, (size_t)(((b * R + i) * H + h) * D + d));
                     dot += (double)g * r, ng += (double)g * g, nr += (double)r * r;
-                    if (fabs((double)g - r) > mx) mx = fabs((double)g - r);
+                    if (fabs((double)g - r) > mx)
+                        mx = fabs((double)g - r);
                 }
     *cos = ng > 0 && nr > 0 ? dot / sqrt(ng * nr) : (ng == nr ? 1.0 : 0.0);
     *max_err = mx;
@@ -180,7 +183,8 @@ static void drun_case(const attn_cli_env *env, const dcase *c, attn_cli_report *
         int64_t kps[2] = {B, L};
         kpm = malloc((size_t)(B * L));
         for (int64_t b = 0; b < B; b++)
-            for (int64_t s = 0; s < L; s++) kpm[b * L + s] = s >= txt || s < (b == 0 ? txt * 3 / 5 : 12);
+            for (int64_t s = 0; s < L; s++)
+                kpm[b * L + s] = s >= txt || s < (b == 0 ? txt * 3 / 5 : 12);
         a.kpm = attn_tensor_make(kpm, ATTN_DTYPE_BOOL, 2, kps);
         if (c->kind == DK_CROSS) {
             a.params.key_padding_mask = &a.kpm;
@@ -193,7 +197,8 @@ static void drun_case(const attn_cli_env *env, const dcase *c, attn_cli_report *
         pairs = 0;
         for (int64_t b = 0; b < B; b++) {
             int64_t n = 0;
-            for (int64_t s = 0; s < L; s++) n += kpm[b * L + s];
+            for (int64_t s = 0; s < L; s++)
+                n += kpm[b * L + s];
             pairs += c->kind == DK_CROSS ? S * n : n * n;
         }
     } else if (c->kind == DK_PIECEWISE) { /* text | frame | text | frame | frame (video-style spans) */
@@ -206,7 +211,8 @@ static void drun_case(const attn_cli_env *env, const dcase *c, attn_cli_report *
         for (int64_t i = 0; i < S; i++) {
             int64_t lim = i + 1;
             for (int t = 0; t < 3; t++)
-                if (i >= sp[t].start && i < sp[t].end) lim = sp[t].end;
+                if (i >= sp[t].start && i < sp[t].end)
+                    lim = sp[t].end;
             pairs += lim;
         }
         opt = "spans 3, causal text";
@@ -215,7 +221,8 @@ static void drun_case(const attn_cli_env *env, const dcase *c, attn_cli_report *
         int64_t cs[1] = {5};
         cu[0] = 0;
         pairs = 0;
-        for (int d = 0; d < 4; d++) cu[d + 1] = cu[d] + (int32_t)len[d], pairs += len[d] * (len[d] + 1) / 2;
+        for (int d = 0; d < 4; d++)
+            cu[d + 1] = cu[d] + (int32_t)len[d], pairs += len[d] * (len[d] + 1) / 2;
         a.cuq = attn_tensor_make(cu, ATTN_DTYPE_I32, 1, cs);
         a.cuk = a.cuq;
         a.params.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
@@ -245,14 +252,17 @@ static void drun_case(const attn_cli_env *env, const dcase *c, attn_cli_report *
     } else {
         const int32_t repeats = env->repeats ? env->repeats : attn_cli_default_repeats(env);
         attn_status st = ATTN_STATUS_OK;
-        if (env->mode != ATTN_CLI_MODE_CHECK) st = attn_cli_time(env, r.name, repeats, dcall_run, &a, &r.timing);
-        else st = dcall_run(&a);
+        if (env->mode != ATTN_CLI_MODE_CHECK)
+            st = attn_cli_time(env, r.name, repeats, dcall_run, &a, &r.timing);
+        else
+            st = dcall_run(&a);
         if (st != ATTN_STATUS_OK) {
             r.ok = 0;
             snprintf(r.error, sizeof r.error, "%s", attn_last_error());
         } else if (env->check_rows != 0) {
             int64_t R = env->check_rows < 0 || env->check_rows > S ? S : env->check_rows;
-            if (c->kind == DK_PACKED && R > cu[4] - cu[3]) R = cu[4] - cu[3];
+            if (c->kind == DK_PACKED && R > cu[4] - cu[3])
+                R = cu[4] - cu[3];
             int64_t rs[4] = {B, R, H, D};
             void *ref = attn_cli_alloc((size_t)(B * R * H * D) * attn_dtype_size(c->dtype));
             attn_tensor tref = attn_tensor_make(ref, c->dtype, 4, rs), got;
@@ -287,6 +297,7 @@ int attn_wl_diffusion_run(const attn_cli_env *env) {
     attn_cli_report rep;
     char note[160];
     attn_cli_report_begin(&rep, env, "diffusion", attn_cli_check_note(env, note, sizeof note));
-    for (size_t i = 0; i < sizeof dcases / sizeof dcases[0]; i++) drun_case(env, &dcases[i], &rep);
+    for (size_t i = 0; i < sizeof dcases / sizeof dcases[0]; i++)
+        drun_case(env, &dcases[i], &rep);
     return attn_cli_report_end(&rep);
 }

@@ -449,9 +449,10 @@ ATTN_API attn_status attn_ref_paged_attention(const attn_tensor *q, const attn_t
  *   q [batch, seq, num_heads, head_size] (BSND) or BNSD; k, v with seq_k == seq_q (self-attention; for
  *   cross-attention use attn_forward with params.key_padding_mask); out, lse_opt as attn_forward.
  *   key_padding_mask: bool/u8 [batch, seq] (true = valid token).
- *   params: as attn_forward; params.mask and params.key_padding_mask must be NULL (INVALID_ARGUMENT).
+ *   params: as attn_forward; params.mask and params.key_padding_mask must be NULL (UNSUPPORTED).
  *   workspace: >= attn_forward_padded_workspace_size(batch, seq) bytes, 8-byte aligned (NULL if that is 0).
- * Returns INVALID_ARGUMENT (seq_k != seq_q, bad mask shape/dtype, ...), WORKSPACE_TOO_SMALL, OVERFLOW. */
+ * Returns INVALID_ARGUMENT (seq_k != seq_q, bad mask shape/dtype, ...), UNSUPPORTED, WORKSPACE_TOO_SMALL,
+ * OVERFLOW. */
 ATTN_API attn_status attn_forward_padded_workspace_size(int64_t batch, int64_t seq_len, size_t *bytes);
 ATTN_API attn_status attn_forward_padded(attn_ctx *ctx, attn_layout layout, const attn_tensor *q,
                                          const attn_tensor *k, const attn_tensor *v,

@@ -72,19 +72,27 @@ def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0,
 
 
 def _kv_view(k_cache: np.ndarray, v_cache: np.ndarray) -> Optional[np.ndarray]:
-    """A [2, ...] view whose index 0 is k_cache and 1 is v_cache, when the two share dtype, shape and
-    strides and v_cache lies a non-negative whole number of elements after k_cache (e.g. kv[0], kv[1]
-    of one vLLM cache tensor). None otherwise."""
+    """A [2, ...] view whose index 0 is k_cache and 1 is v_cache, when the two are the halves of one
+    tensor (kv[0], kv[1] of a vLLM cache): same dtype, shape and strides, v_cache starting a whole
+    number of elements after k_cache and no later than the end of k_cache. None otherwise."""
     if k_cache.dtype != v_cache.dtype or k_cache.shape != v_cache.shape:
         return None
     if k_cache.strides != v_cache.strides:
         return None
     delta = v_cache.__array_interface__["data"][0] - k_cache.__array_interface__["data"][0]
-    if delta < 0 or delta % k_cache.itemsize:
-        return None
+    extent = k_cache.itemsize + sum((n - 1) * st for n, st in zip(k_cache.shape, k_cache.strides))
+    if delta < 0 or delta % k_cache.itemsize or delta > extent:
+        return None  # (a gap would make the view span unrelated memory, which libattn rejects)
     return np.lib.stride_tricks.as_strided(k_cache, shape=(2,) + k_cache.shape,
                                            strides=(delta,) + k_cache.strides,
                                            writeable=bool(k_cache.flags.writeable))
+
+
+def doubled(cache: np.ndarray) -> np.ndarray:
+    """[2, ...] view of one cache tensor whose halves alias (stride 0): lets the two-half C ops
+    (reshape_and_cache, copy/swap_blocks) work on a separate key or value cache."""
+    return np.lib.stride_tricks.as_strided(cache, shape=(2,) + cache.shape, strides=(0,) + cache.strides,
+                                           writeable=bool(cache.flags.writeable))
 
 
 def _view3(a: np.ndarray, shape: Sequence[int]) -> Optional[np.ndarray]:
@@ -233,11 +241,9 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         v3 = va.reshape(batch * seqlen_new, va.shape[2], va.shape[3])
         if kv is not None:
             ops.reshape_and_cache(k3, v3, kv, slots, ctx=ctx)
-        else:  # caches that are not one [2, ...] view: write them one at a time
-            if np.any(slots >= kc.shape[0] * block_size) or np.any(slots < 0):
-                raise ValueError("slot out of range of the cache")
-            kc[slots // block_size, slots % block_size] = k3
-            vc[slots // block_size, slots % block_size] = v3
+        else:  # two separate caches: write each through a [2, ...] view with aliased halves
+            ops.reshape_and_cache(k3, k3, doubled(kc), slots, ctx=ctx)
+            ops.reshape_and_cache(v3, v3, doubled(vc), slots, ctx=ctx)
         seq_lens = (seqlens + seqlen_new).astype(np.int32)
     else:
         seq_lens = seqlens

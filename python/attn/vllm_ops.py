@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from . import _arrays, ops
-from .flash import _kv_view
+from .flash import _kv_view, doubled
 from .ops import Array, Context
 
 
@@ -29,13 +29,6 @@ def _check_cache_dtype(kv_cache_dtype: str, k_scale: Any, v_scale: Any) -> None:
     for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
         if s is not None and float(np.asarray(_arrays.as_numpy(s)).reshape(-1)[0]) != 1.0:
             raise NotImplementedError(f"{name}={s}: scaled caches are not supported (use 1.0)")
-
-
-def _doubled(cache: np.ndarray) -> np.ndarray:
-    """[2, ...] view of one cache tensor whose halves alias (stride 0): lets the two-half C ops work on
-    vLLM's separate key and value caches one tensor at a time."""
-    return np.lib.stride_tricks.as_strided(cache, shape=(2,) + cache.shape, strides=(0,) + cache.strides,
-                                           writeable=bool(cache.flags.writeable))
 
 
 def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: Array,
@@ -60,8 +53,8 @@ def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: A
             ops._capi.STATUS_INVALID_ARGUMENT,
             f"slot_mapping: entry {bad[0]} = {sm[bad[0]]} >= num_blocks·block_size = {num_slots}",
             "reshape_and_cache")
-    ops.reshape_and_cache(key, key, _doubled(kc), sm, ctx=ctx)
-    ops.reshape_and_cache(value, value, _doubled(vc), sm, ctx=ctx)
+    ops.reshape_and_cache(key, key, doubled(kc), sm, ctx=ctx)
+    ops.reshape_and_cache(value, value, doubled(vc), sm, ctx=ctx)
 
 
 reshape_and_cache_flash = reshape_and_cache
@@ -79,8 +72,8 @@ def copy_blocks(key_caches: Sequence[Array], value_caches: Sequence[Array], bloc
         if kv is not None:
             ops.copy_blocks(kv, block_mapping, ctx=ctx)
         else:
-            ops.copy_blocks(_doubled(ka), block_mapping, ctx=ctx)
-            ops.copy_blocks(_doubled(va), block_mapping, ctx=ctx)
+            ops.copy_blocks(doubled(ka), block_mapping, ctx=ctx)
+            ops.copy_blocks(doubled(va), block_mapping, ctx=ctx)
 
 
 def swap_blocks(src: Array, dst: Array, block_mapping: Array, *, ctx: Optional[Context] = None) -> None:
@@ -91,7 +84,7 @@ def swap_blocks(src: Array, dst: Array, block_mapping: Array, *, ctx: Optional[C
     if sa.ndim == 5:
         ops.swap_blocks(sa, da, block_mapping, ctx=ctx)
     else:
-        ops.swap_blocks(_doubled(sa), _doubled(da), block_mapping, ctx=ctx)
+        ops.swap_blocks(doubled(sa), doubled(da), block_mapping, ctx=ctx)
 
 
 def merge_attn_states(output: Array, prefix_output: Array, prefix_lse: Array, suffix_output: Array,

@@ -32,12 +32,12 @@ typedef struct diff_operand {
 
 typedef struct diff_call {
     diff_operand q, k, v, out;
-    float *lse;                    /* [batch, num_heads, seq_q] or NULL            */
-    int64_t lse_strides[3];        /* elements                                     */
+    float *lse;             /* [batch, num_heads, seq_q] or NULL            */
+    int64_t lse_strides[3]; /* elements                                     */
     int64_t seq_q, seq_k;
     /* self-attention padding route (NULL otherwise) */
-    const int64_t *valid_counts;   /* [batch] valid tokens per row                 */
-    const int32_t *valid_rows;     /* [batch][seq_len] ascending valid indices     */
+    const int64_t *valid_counts; /* [batch] valid tokens per row                 */
+    const int32_t *valid_rows;   /* [batch][seq_len] ascending valid indices     */
     int64_t seq_len;
 } diff_call;
 
@@ -95,8 +95,8 @@ typedef struct diff_dims {
     int64_t batch, seq_q, seq_k, num_heads, num_kv_heads, head_size, head_size_v;
 } diff_dims;
 
-static attn_status diff_check_qkv(attn_layout layout, const attn_tensor *q, const attn_tensor *k,
-                                  const attn_tensor *v, diff_dims *d) {
+static attn_status diff_check_qkv(attn_layout layout, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                  diff_dims *d) {
     ATTN_CHECK(layout == ATTN_LAYOUT_BSND || layout == ATTN_LAYOUT_BNSD, ATTN_STATUS_INVALID_ARGUMENT,
                "layout=%d is not an attn_layout value", (int)layout);
     ATTN_TRY(attn_tensor_check(q, "q", 4, 1));
@@ -158,7 +158,8 @@ static attn_status diff_prepare(attn_layout layout, const attn_tensor *q, const 
     const attn_tensor *ins[] = {q, k, v, p->opts.mask, p->opts.key_padding_mask, lse};
     const char *names[] = {"q", "k", "v", "params.mask", "params.key_padding_mask", "lse"};
     ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 6));
-    if (lse) ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 5));
+    if (lse)
+        ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 5));
     int64_t work;
     ATTN_CHECK(attn_mul_i64(d->batch, d->num_heads, &work) && attn_mul_i64(work, d->seq_q > 0 ? d->seq_q : 1, &work),
                ATTN_STATUS_OVERFLOW, "q: batch·num_heads·seq_q overflows int64");
@@ -170,7 +171,8 @@ static attn_status diff_prepare(attn_layout layout, const attn_tensor *q, const 
     call->out = diff_operand_of(out, d->s_dim, d->n_dim);
     if (lse) {
         call->lse = (float *)lse->data;
-        for (int i = 0; i < 3; i++) call->lse_strides[i] = lse->strides[i];
+        for (int i = 0; i < 3; i++)
+            call->lse_strides[i] = lse->strides[i];
     }
     call->seq_q = d->seq_q, call->seq_k = d->seq_k;
     p->num_heads = d->num_heads, p->num_kv_heads = d->num_kv_heads;
@@ -184,7 +186,8 @@ static attn_status diff_prepare(attn_layout layout, const attn_tensor *q, const 
 }
 
 static attn_status diff_run(attn_ctx *ctx, const attn_problem *p) {
-    if (!ctx) return attn_ref_run(p);
+    if (!ctx)
+        return attn_ref_run(p);
     attn_exec ex = attn_ctx_exec(ctx);
     attn_fwd_run(p, &ex);
     return ATTN_STATUS_OK;
@@ -195,13 +198,13 @@ static attn_status diff_run(attn_ctx *ctx, const attn_problem *p) {
  * --------------------------------------------------------------------------------------------- */
 attn_status attn_forward_padded_workspace_size(int64_t batch, int64_t seq_len, size_t *bytes) {
     ATTN_CHECK(bytes != NULL, ATTN_STATUS_INVALID_ARGUMENT, "bytes: is NULL");
-    ATTN_CHECK(batch >= 0 && seq_len >= 0, ATTN_STATUS_INVALID_ARGUMENT,
-               "batch=%lld, seq_len=%lld: expected >= 0", (long long)batch, (long long)seq_len);
+    ATTN_CHECK(batch >= 0 && seq_len >= 0, ATTN_STATUS_INVALID_ARGUMENT, "batch=%lld, seq_len=%lld: expected >= 0",
+               (long long)batch, (long long)seq_len);
     int64_t rows, total;
     ATTN_CHECK(attn_mul_i64(batch, seq_len, &rows) && attn_muladd_i64(rows, 4, batch * 8, &total) &&
                    (uint64_t)total <= (uint64_t)SIZE_MAX,
-               ATTN_STATUS_OVERFLOW, "workspace: batch=%lld × seq_len=%lld index list overflows",
-               (long long)batch, (long long)seq_len);
+               ATTN_STATUS_OVERFLOW, "workspace: batch=%lld × seq_len=%lld index list overflows", (long long)batch,
+               (long long)seq_len);
     *bytes = (size_t)total;
     return ATTN_STATUS_OK;
 }
@@ -229,17 +232,19 @@ static attn_status diff_padded(attn_ctx *ctx, attn_layout layout, const attn_ten
     const attn_tensor *ins[] = {kpm};
     const char *names[] = {"key_padding_mask"};
     ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 1));
-    if (lse) ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 1));
+    if (lse)
+        ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 1));
     size_t need = 0;
     ATTN_TRY(attn_forward_padded_workspace_size(d.batch, d.seq_q, &need));
     ATTN_CHECK(workspace_size >= need, ATTN_STATUS_WORKSPACE_TOO_SMALL,
-               "workspace_size=%zu, need %zu (valid_counts %lld × 8 + valid_rows %lld × 4 bytes)", workspace_size,
-               need, (long long)d.batch, (long long)(d.batch * d.seq_q));
+               "workspace_size=%zu, need %zu (valid_counts %lld × 8 + valid_rows %lld × 4 bytes)", workspace_size, need,
+               (long long)d.batch, (long long)(d.batch * d.seq_q));
     ATTN_CHECK(need == 0 || (workspace != NULL && (uintptr_t)workspace % 8 == 0), ATTN_STATUS_INVALID_ARGUMENT,
                "workspace: %p is NULL or not 8-byte aligned", workspace);
     const attn_tensor *outs[] = {out, lse};
     for (int i = 0; i < 2; i++) {
-        if (!outs[i] || need == 0) continue;
+        if (!outs[i] || need == 0)
+            continue;
         uintptr_t lo, hi, w = (uintptr_t)workspace;
         attn_tensor_span(outs[i], &lo, &hi);
         ATTN_CHECK(hi <= w || lo >= w + need, ATTN_STATUS_INVALID_ARGUMENT, "workspace: overlaps %s",
@@ -254,9 +259,11 @@ static attn_status diff_padded(attn_ctx *ctx, attn_layout layout, const attn_ten
     for (int64_t b = 0; b < d.batch; b++) {
         int64_t n = 0;
         for (int64_t s = 0; s < d.seq_q; s++)
-            if (m[b * kpm->strides[0] + s * kpm->strides[1]]) rows[b * d.seq_q + n++] = (int32_t)s;
+            if (m[b * kpm->strides[0] + s * kpm->strides[1]])
+                rows[b * d.seq_q + n++] = (int32_t)s;
         counts[b] = n;
-        if (n > max_count) max_count = n;
+        if (n > max_count)
+            max_count = n;
     }
     call.valid_counts = counts;
     call.valid_rows = rows;
@@ -268,7 +275,8 @@ static attn_status diff_padded(attn_ctx *ctx, attn_layout layout, const attn_ten
     const size_t row_bytes = (size_t)d.head_size_v * attn_dtype_size(out->dtype);
     for (int64_t b = 0; b < d.batch; b++)
         for (int64_t s = 0; s < d.seq_q; s++) {
-            if (m[b * kpm->strides[0] + s * kpm->strides[1]]) continue;
+            if (m[b * kpm->strides[0] + s * kpm->strides[1]])
+                continue;
             for (int64_t h = 0; h < d.num_heads; h++) {
                 memset((char *)(uintptr_t)call.out.data + b * call.out.batch_stride + s * call.out.seq_stride +
                            h * call.out.head_stride,
@@ -289,8 +297,8 @@ attn_status attn_forward_padded(attn_ctx *ctx, attn_layout layout, const attn_te
 
 attn_status attn_ref_forward_padded(attn_layout layout, const attn_tensor *q, const attn_tensor *k,
                                     const attn_tensor *v, const attn_tensor *key_padding_mask,
-                                    const attn_params *params, attn_tensor *out, attn_tensor *lse_opt,
-                                    void *workspace, size_t workspace_size) {
+                                    const attn_params *params, attn_tensor *out, attn_tensor *lse_opt, void *workspace,
+                                    size_t workspace_size) {
     return diff_padded(NULL, layout, q, k, v, key_padding_mask, params, out, lse_opt, workspace, workspace_size);
 }
 
@@ -300,11 +308,11 @@ attn_status attn_ref_forward_padded(attn_layout layout, const attn_tensor *q, co
 static attn_status diff_drop_batch(const attn_tensor *t, const char *name, attn_tensor *t3) {
     ATTN_TRY(attn_tensor_check(t, name, 4, 1));
     ATTN_CHECK(t->shape[0] == 1, ATTN_STATUS_INVALID_ARGUMENT,
-               "%s: shape[0]=%lld, expected batch 1 (packed documents use cu_seqlens)", name,
-               (long long)t->shape[0]);
+               "%s: shape[0]=%lld, expected batch 1 (packed documents use cu_seqlens)", name, (long long)t->shape[0]);
     *t3 = *t;
     t3->ndim = 3;
-    for (int i = 0; i < 3; i++) t3->shape[i] = t->shape[i + 1], t3->strides[i] = t->strides[i + 1];
+    for (int i = 0; i < 3; i++)
+        t3->shape[i] = t->shape[i + 1], t3->strides[i] = t->strides[i + 1];
     t3->shape[3] = 0, t3->strides[3] = 0;
     return ATTN_STATUS_OK;
 }
@@ -343,8 +351,7 @@ static attn_status diff_check_spans(const attn_span *spans, int64_t num_spans, i
 
 static attn_status diff_check_ranges(const attn_query_range *r, int64_t n, int64_t seq_q, int64_t seq_k) {
     ATTN_CHECK(n >= 1 && r != NULL, ATTN_STATUS_INVALID_ARGUMENT,
-               "query_ranges: %s with num_query_ranges=%lld, expected >= 1 ranges", r ? "given" : "NULL",
-               (long long)n);
+               "query_ranges: %s with num_query_ranges=%lld, expected >= 1 ranges", r ? "given" : "NULL", (long long)n);
     int64_t covered = 0;
     for (int64_t t = 0; t < n; t++) {
         ATTN_CHECK(r[t].local_start == covered && r[t].local_end >= r[t].local_start, ATTN_STATUS_INVALID_ARGUMENT,
@@ -403,8 +410,7 @@ attn_status attn_forward_piecewise(attn_ctx *ctx, attn_layout layout, const attn
                                    const attn_query_range *query_ranges, int64_t num_query_ranges,
                                    const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
-    return diff_piecewise(ctx, layout, q, k, v, spans, num_spans, query_ranges, num_query_ranges, params, out,
-                          lse_opt);
+    return diff_piecewise(ctx, layout, q, k, v, spans, num_spans, query_ranges, num_query_ranges, params, out, lse_opt);
 }
 
 attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_tensor *q, const attn_tensor *k,
@@ -428,7 +434,8 @@ attn_status attn_forward_kv_prefix(attn_ctx *ctx, attn_layout layout, const attn
                "valid_kv_length=%lld is outside 0..seq_k=%lld", (long long)valid_kv_length, (long long)d.seq_k);
     ATTN_CHECK(!params || params->causal == ATTN_CAUSAL_NONE, ATTN_STATUS_UNSUPPORTED,
                "params.causal=%d: prefix K/V slicing moves the bottom-right causal diagonal; use a key padding "
-               "mask instead", params ? (int)params->causal : 0);
+               "mask instead",
+               params ? (int)params->causal : 0);
     ATTN_CHECK(!params || (!params->mask && !params->key_padding_mask), ATTN_STATUS_UNSUPPORTED,
                "params.%s: masks are sized for the unsliced keys and cannot be combined with prefix slicing",
                params && params->mask ? "mask" : "key_padding_mask");
@@ -441,7 +448,9 @@ attn_status attn_forward_kv_prefix(attn_ctx *ctx, attn_layout layout, const attn
 /* ---------------------------------------------------------------------------------------------
  * Power-of-two input pre-scaling (diffusion.md D.6)
  * --------------------------------------------------------------------------------------------- */
-static size_t diff_round64(size_t x) { return (x + 63) & ~(size_t)63; }
+static size_t diff_round64(size_t x) {
+    return (x + 63) & ~(size_t)63;
+}
 
 static attn_status diff_contig_bytes(const attn_tensor *t, const char *name, size_t *bytes) {
     ATTN_TRY(attn_tensor_check(t, name, 4, 1));
@@ -473,8 +482,8 @@ static void diff_scaled_copy(const attn_tensor *src, float factor, void *dst_dat
     for (int64_t a = 0; a < src->shape[0]; a++)
         for (int64_t b = 0; b < src->shape[1]; b++)
             for (int64_t c = 0; c < src->shape[2]; c++) {
-                const char *row = (const char *)src->data +
-                                  (a * src->strides[0] + b * src->strides[1] + c * src->strides[2]) * es;
+                const char *row =
+                    (const char *)src->data + (a * src->strides[0] + b * src->strides[1] + c * src->strides[2]) * es;
                 for (int64_t e = 0; e < src->shape[3]; e++, n++)
                     attn_store_f(dst_data, src->dtype, n, attn_load_f(row, src->dtype, e) * factor);
             }
@@ -498,8 +507,10 @@ attn_status attn_forward_prescaled(attn_ctx *ctx, attn_layout layout, const attn
     ATTN_CHECK(need == 0 || (uintptr_t)workspace % 4 == 0, ATTN_STATUS_INVALID_ARGUMENT,
                "workspace: %p is not 4-byte aligned", workspace);
     attn_params sp;
-    if (params) sp = *params;
-    else attn_params_init(&sp);
+    if (params)
+        sp = *params;
+    else
+        attn_params_init(&sp);
     ATTN_CHECK(isfinite(sp.softmax_scale), ATTN_STATUS_INVALID_ARGUMENT, "params.softmax_scale=%g is not finite",
                (double)sp.softmax_scale);
     const float base = sp.softmax_scale != 0.0f ? sp.softmax_scale : (float)(1.0 / sqrt((double)d.head_size));
@@ -509,7 +520,8 @@ attn_status attn_forward_prescaled(attn_ctx *ctx, attn_layout layout, const attn
                "params.softmax_scale=%g × 4^%d leaves the float range", (double)base, (int)input_scale_log2);
     const attn_tensor *outs[] = {out, lse_opt};
     for (int i = 0; i < 2; i++) {
-        if (!outs[i] || need == 0) continue;
+        if (!outs[i] || need == 0)
+            continue;
         uintptr_t lo, hi, w = (uintptr_t)workspace;
         attn_tensor_span(outs[i], &lo, &hi);
         ATTN_CHECK(hi <= w || lo >= w + need, ATTN_STATUS_INVALID_ARGUMENT, "workspace: overlaps %s",
@@ -540,7 +552,8 @@ attn_status attn_forward_prescaled(attn_ctx *ctx, attn_layout layout, const attn
  * Quantized attention (diffusion.md A.13, C.3)
  * --------------------------------------------------------------------------------------------- */
 void attn_quant_params_init(attn_quant_params *qp, attn_quant_format format) {
-    if (!qp) return;
+    if (!qp)
+        return;
     qp->format = (int32_t)format;
     qp->rotate = 1;
     qp->rotation_seed = ATTN_HADAMARD_SEED;
@@ -556,13 +569,12 @@ static attn_status diff_quant_sizes(const diff_dims *d, size_t sizes[3]) {
     for (int t = 0; t < 3; t++) {
         int64_t n = 1;
         for (int i = 0; i < 4; i++)
-            ATTN_CHECK(attn_mul_i64(n, dims[t][i], &n), ATTN_STATUS_OVERFLOW, "workspace: operand %d overflows",
-                       t);
+            ATTN_CHECK(attn_mul_i64(n, dims[t][i], &n), ATTN_STATUS_OVERFLOW, "workspace: operand %d overflows", t);
         ATTN_CHECK((uint64_t)n <= (SIZE_MAX - 64) / 8, ATTN_STATUS_OVERFLOW, "workspace: operand %d overflows", t);
         sizes[t] = diff_round64((size_t)n * sizeof(float));
     }
-    ATTN_CHECK(sizes[0] <= SIZE_MAX / 4 && sizes[1] <= SIZE_MAX / 4 && sizes[2] <= SIZE_MAX / 4,
-               ATTN_STATUS_OVERFLOW, "workspace: size overflows");
+    ATTN_CHECK(sizes[0] <= SIZE_MAX / 4 && sizes[1] <= SIZE_MAX / 4 && sizes[2] <= SIZE_MAX / 4, ATTN_STATUS_OVERFLOW,
+               "workspace: size overflows");
     return ATTN_STATUS_OK;
 }
 
@@ -613,7 +625,8 @@ static void diff_load_bnsd(const attn_tensor *t, const diff_dims *d, int64_t hea
                 const char *row = (const char *)t->data +
                                   (b * t->strides[0] + s * t->strides[d->s_dim] + h * t->strides[d->n_dim]) * es;
                 float *dst = x + ((b * heads + h) * seq + s) * width;
-                for (int64_t e = 0; e < width; e++) dst[e] = attn_load_f(row, t->dtype, e);
+                for (int64_t e = 0; e < width; e++)
+                    dst[e] = attn_load_f(row, t->dtype, e);
             }
 }
 
@@ -621,8 +634,10 @@ static attn_status diff_quant(attn_ctx *ctx, attn_layout layout, const attn_tens
                               const attn_tensor *v, const attn_quant_params *qp_in, const attn_params *params,
                               attn_tensor *out, attn_tensor *lse, void *workspace, size_t workspace_size) {
     attn_quant_params qp;
-    if (qp_in) qp = *qp_in;
-    else attn_quant_params_init(&qp, ATTN_QUANT_FP8_E4M3);
+    if (qp_in)
+        qp = *qp_in;
+    else
+        attn_quant_params_init(&qp, ATTN_QUANT_FP8_E4M3);
     diff_dims d = {0};
     diff_call call;
     attn_problem p;
@@ -636,13 +651,14 @@ static attn_status diff_quant(attn_ctx *ctx, attn_layout layout, const attn_tens
     void *owned = NULL;
     if (ctx) {
         ATTN_CHECK(workspace_size >= need, ATTN_STATUS_WORKSPACE_TOO_SMALL,
-                   "workspace_size=%zu, need %zu (float32 Q %zu + K %zu + V %zu bytes)", workspace_size, need,
-                   sizes[0], sizes[1], sizes[2]);
+                   "workspace_size=%zu, need %zu (float32 Q %zu + K %zu + V %zu bytes)", workspace_size, need, sizes[0],
+                   sizes[1], sizes[2]);
         ATTN_CHECK(need == 0 || (workspace != NULL && (uintptr_t)workspace % 4 == 0), ATTN_STATUS_INVALID_ARGUMENT,
                    "workspace: %p is NULL or not 4-byte aligned", workspace);
         const attn_tensor *outs[] = {out, lse};
         for (int i = 0; i < 2; i++) {
-            if (!outs[i] || need == 0) continue;
+            if (!outs[i] || need == 0)
+                continue;
             uintptr_t lo, hi, w = (uintptr_t)workspace;
             attn_tensor_span(outs[i], &lo, &hi);
             ATTN_CHECK(hi <= w || lo >= w + need, ATTN_STATUS_INVALID_ARGUMENT, "workspace: overlaps %s",
@@ -650,8 +666,7 @@ static attn_status diff_quant(attn_ctx *ctx, attn_layout layout, const attn_tens
         }
     } else { /* the oracle owns its buffers */
         owned = malloc(need ? need : 1);
-        ATTN_CHECK(owned != NULL, ATTN_STATUS_OUT_OF_MEMORY, "attn_ref_forward_quant: cannot allocate %zu bytes",
-                   need);
+        ATTN_CHECK(owned != NULL, ATTN_STATUS_OUT_OF_MEMORY, "attn_ref_forward_quant: cannot allocate %zu bytes", need);
         workspace = owned;
     }
     float *qd = (float *)workspace;
@@ -691,8 +706,8 @@ attn_status attn_forward_quant(attn_ctx *ctx, attn_layout layout, const attn_ten
     return diff_quant(ctx, layout, q, k, v, qp, params, out, lse_opt, workspace, workspace_size);
 }
 
-attn_status attn_ref_forward_quant(attn_layout layout, const attn_tensor *q, const attn_tensor *k,
-                                   const attn_tensor *v, const attn_quant_params *qp, const attn_params *params,
-                                   attn_tensor *out, attn_tensor *lse_opt) {
+attn_status attn_ref_forward_quant(attn_layout layout, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                   const attn_quant_params *qp, const attn_params *params, attn_tensor *out,
+                                   attn_tensor *lse_opt) {
     return diff_quant(NULL, layout, q, k, v, qp, params, out, lse_opt, NULL, 0);
 }

@@ -227,38 +227,78 @@ static const attn_problem *attn_paged_block_begin(const attn_paged_job *job, con
     return p;
 }
 
+/* Multi-block items (fwd_exec.c): the blocks of a request sit in plan->blocks in (kv head, head chunk,
+ * token block descending) order, so an item is a run of consecutive block ids: all blocks of a decode-shaped
+ * request (every kv head: its pages are read front to back once), or a GQA super-block of up to 4 blocks
+ * of one kv head of a prefill. The first block of the run leads; the others' plan items do nothing. Which
+ * blocks share an item never changes a bit (each keeps its own states and kernel calls). Returns the
+ * number of blocks the item of block `b` runs (0: not a leader). */
+static int64_t attn_paged_run_len(const attn_paged_job *job, const attn_problem *p, const attn_plan_block *b) {
+    const int32_t *qsl = job->plan->query_start_loc;
+    const int64_t q_len = qsl[b->req + 1] - qsl[b->req];
+    const int64_t tbs = (q_len + job->sh.tokens_per_block - 1) / job->sh.tokens_per_block;
+    const int64_t per_head = job->sh.head_chunks * tbs, per_req = p->num_kv_heads * per_head;
+    const int64_t pos = b->kv_head * per_head + b->head_chunk * tbs + (tbs - 1 - b->token_block);
+    if (q_len <= 16) { /* decode-shaped: runs of up to `cap` blocks over all kv heads */
+        const int64_t cap = attn_fwd_multi_capacity(p);
+        if (pos % cap != 0) return 0;
+        return per_req - pos < cap ? per_req - pos : cap;
+    }
+    const int64_t in_head = pos % per_head;
+    if (in_head % 4 != 0) return 0;
+    return per_head - in_head < 4 ? per_head - in_head : 4;
+}
+
+/* Fills the item's blocks from plan blocks [block, block + n) and packs their queries. */
+static void attn_paged_multi_begin(const attn_paged_job *job, const attn_problem *p, int64_t block, int64_t n,
+                                   int32_t tid, attn_fwd_scratch *sc) {
+    attn_seq_view seq;
+    p->get_seq(p, job->plan->blocks[block].req, &seq);
+    attn_fwd_scratch_carve(job->ex->scratch + (size_t)tid * attn_fwd_scratch_bytes(), sc);
+    for (int64_t k = 0; k < n; k++) {
+        const attn_plan_block *b = &job->plan->blocks[block + k];
+        attn_fwd_block_init(p, &job->sh, &seq, b->kv_head, b->head_chunk, b->token_block,
+                            attn_fwd_multi_block(p, sc, k));
+    }
+    attn_fwd_multi_begin(p, job->ex->kern, sc, n);
+}
+
 /* Phase 1: direct blocks (whole key range, sequential fold) and split items (one partition each). */
 static void attn_paged_phase1(void *arg, int64_t item, int32_t tid) {
     const attn_paged_job *job = (const attn_paged_job *)arg;
     const attn_plan *plan = job->plan;
     const struct attn_kernels *kern = job->ex->kern;
     attn_fwd_scratch sc;
-    attn_fwd_block blk;
-    int64_t first, last;
     if (item < plan->num_split_items) { /* split items first: they are short and gate phase 2 */
         const attn_plan_split *it = &plan->splits[item];
-        const attn_plan_block *b = &plan->blocks[it->block];
-        const attn_problem *p = attn_paged_block_begin(job, b, tid, &sc, &blk, 0);
-        attn_fwd_partitions(&blk, &first, &last);
-        if (it->part < first || it->part >= last) return; /* masked out: phase 2 skips it too */
-        attn_fwd_pack_q(p, kern, &blk, &sc);
-        attn_fwd_partition(p, kern, &blk, &sc, it->part, sc.m_part, sc.l_part, sc.o_part);
-        const int64_t rows = b->num_rows, dv = p->head_size_v;
-        float *st = job->ws + b->ws_offset + (int64_t)it->part * rows * (2 + dv); /* m[rows] l[rows] o[dv][rows] */
-        for (int64_t r = 0; r < rows; r++) st[r] = sc.m_part[r], st[rows + r] = sc.l_part[r];
-        for (int64_t d = 0; d < dv; d++)
-            memcpy(st + 2 * rows + d * rows, sc.o_part + d * ATTN_QB, (size_t)rows * sizeof(float));
+        const attn_problem *p = attn_paged_block_problem(job, &plan->blocks[it->block]);
+        const int64_t n = attn_paged_run_len(job, p, &plan->blocks[it->block]);
+        if (n == 0) return;
+        attn_paged_multi_begin(job, p, it->block, n, tid, &sc);
+        attn_fwd_multi_partition(p, kern, &sc, n, it->part, 0);
+        for (int64_t k = 0; k < n; k++) {
+            const attn_plan_block *b = &plan->blocks[it->block + k];
+            int64_t first, last;
+            attn_fwd_partitions(attn_fwd_multi_block(p, &sc, k), &first, &last);
+            if (it->part < first || it->part >= last) continue; /* masked out: phase 2 skips it too */
+            float *m, *l, *o;
+            attn_fwd_multi_part_state(p, &sc, k, &m, &l, &o);
+            const int64_t rows = b->num_rows, dv = p->head_size_v;
+            float *st = job->ws + b->ws_offset + (int64_t)it->part * rows * (2 + dv); /* m[rows] l[rows] o[dv][rows] */
+            for (int64_t r = 0; r < rows; r++) st[r] = m[r], st[rows + r] = l[r];
+            for (int64_t d = 0; d < dv; d++) memcpy(st + 2 * rows + d * rows, o + d * ATTN_QB, (size_t)rows * sizeof(float));
+        }
         return;
     }
-    const attn_plan_block *b = &plan->blocks[plan->direct[item - plan->num_split_items]];
-    const attn_problem *p = attn_paged_block_begin(job, b, tid, &sc, &blk, 1);
-    attn_fwd_state_reset(p->head_size_v, sc.m_acc, sc.l_acc, sc.o_acc);
-    attn_fwd_partitions(&blk, &first, &last);
-    for (int64_t part = first; part < last; part++) {
-        attn_fwd_partition(p, kern, &blk, &sc, part, sc.m_part, sc.l_part, sc.o_part);
-        attn_fwd_fold(blk.num_rows, p->head_size_v, sc.m_acc, sc.l_acc, sc.o_acc, sc.m_part, sc.l_part, sc.o_part);
-    }
-    attn_fwd_finalize(p, kern, &blk, &sc, sc.m_acc, sc.l_acc, sc.o_acc);
+    const int64_t block = plan->direct[item - plan->num_split_items];
+    const attn_problem *p = attn_paged_block_problem(job, &plan->blocks[block]);
+    const int64_t n = attn_paged_run_len(job, p, &plan->blocks[block]);
+    if (n == 0) return;
+    attn_paged_multi_begin(job, p, block, n, tid, &sc);
+    int64_t first, last;
+    attn_fwd_multi_partitions(p, &sc, n, &first, &last);
+    for (int64_t part = first; part < last; part++) attn_fwd_multi_partition(p, kern, &sc, n, part, 1);
+    attn_fwd_multi_finalize(p, kern, &sc, n);
 }
 
 /* Phase 2: fold a split block's partition states in ascending order (as attn_fwd_run does), finalize. */

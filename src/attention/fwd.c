@@ -19,13 +19,16 @@
  * --------------------------------------------------------------------------------------------- */
 #define ATTN_QT_FLOATS (ATTN_HEAD_SIZE_MAX * ATTN_QB)
 #define ATTN_S_FLOATS (ATTN_KV_TILE * ATTN_QB)
-#define ATTN_TILE_FLOATS (ATTN_KV_TILE * ATTN_HEAD_SIZE_MAX)
+/* Converted K/V rows are ATTN_TILE_ROW floats apart: 1088 bytes, not a multiple of 1 KiB, so the 64 rows of a
+ * tile do not all map to the same L1 sets (a 1 KiB or 4 KiB row stride makes them alias, bench/README.md). */
+#define ATTN_TILE_ROW (ATTN_HEAD_SIZE_MAX + 16)
+#define ATTN_TILE_FLOATS (ATTN_KV_TILE * ATTN_TILE_ROW)
 
 size_t attn_fwd_scratch_bytes(void) {
     size_t floats = ATTN_QT_FLOATS + ATTN_S_FLOATS + 2 * (ATTN_QT_FLOATS + 2 * ATTN_QB) + 2 * ATTN_TILE_FLOATS +
                     ATTN_HEAD_SIZE_MAX;
     size_t bytes = floats * sizeof(float) + 2 * ATTN_KV_TILE * sizeof(float *);
-    return (bytes + 63) & ~(size_t)63;
+    return ((bytes + 63) & ~(size_t)63) + ATTN_FWD_MULTI_BYTES;
 }
 
 void attn_fwd_scratch_carve(void *base, attn_fwd_scratch *sc) {
@@ -43,6 +46,7 @@ void attn_fwd_scratch_carve(void *base, attn_fwd_scratch *sc) {
     sc->row_tmp = f, f += ATTN_HEAD_SIZE_MAX;
     sc->k_rows = (const float **)(void *)f;
     sc->v_rows = sc->k_rows + ATTN_KV_TILE;
+    sc->multi = (char *)base + (attn_fwd_scratch_bytes() - ATTN_FWD_MULTI_BYTES);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -154,7 +158,7 @@ static void attn_fwd_rows(const struct attn_kernels *kern, const attn_seq_view *
         if (dtype == ATTN_DTYPE_F32) {
             rows[j - a] = (const float *)(const void *)src;
         } else {
-            float *dst = tile + (j - a) * ATTN_HEAD_SIZE_MAX;
+            float *dst = tile + (j - a) * ATTN_TILE_ROW;
             kern->cvt_to_f32(src, dtype, dst, width);
             rows[j - a] = dst;
         }
@@ -181,22 +185,27 @@ void attn_fwd_partition(const attn_problem *p, const struct attn_kernels *kern, 
     if (lo < blk->key_lo) lo = blk->key_lo;
     if (hi > blk->key_hi) hi = blk->key_hi;
     if (lo >= hi) return;
-    const int64_t nr = blk->num_rows;
-    const int no_post = p->opts.softcap <= 0.0f && p->opts.alibi_slopes == NULL;
     for (int64_t t0 = (lo / ATTN_KV_TILE) * ATTN_KV_TILE; t0 < hi; t0 += ATTN_KV_TILE) {
         const int64_t a = t0 > lo ? t0 : lo;
         const int64_t b = t0 + ATTN_KV_TILE < hi ? t0 + ATTN_KV_TILE : hi;
         const int64_t next_b = t0 + 2 * ATTN_KV_TILE < blk->key_hi ? t0 + 2 * ATTN_KV_TILE : blk->key_hi;
         attn_fwd_prefetch(p, &blk->seq, blk->kv_head, t0 + ATTN_KV_TILE, next_b);
         attn_fwd_rows(kern, &blk->seq, p->kv_dtype, 0, blk->kv_head, a, b, p->head_size, sc->k_tile, sc->k_rows);
-        kern->qk_tile(sc->q_t, nr, p->head_size, sc->k_rows, b - a, sc->s);
-        if (!no_post) attn_fwd_logits(p, blk, a, b, sc->s);
-        if (!attn_mask_tile_is_full(p, blk, a, b)) attn_mask_apply(p, blk, a, b, sc->s);
-        kern->softmax_tile(sc->s, b - a, nr, m, l, o, p->head_size_v);
         attn_fwd_rows(kern, &blk->seq, p->kv_dtype, 1, blk->kv_head, a, b, p->head_size_v, sc->v_tile,
                       sc->v_rows);
-        kern->pv_tile(sc->s, b - a, nr, sc->v_rows, p->head_size_v, o);
+        attn_fwd_tile(p, kern, blk, sc->q_t, sc->s, sc->k_rows, sc->v_rows, a, b, m, l, o);
     }
+}
+
+void attn_fwd_tile(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                   const float *q_t, float *s, const float *const *k_rows, const float *const *v_rows, int64_t a,
+                   int64_t b, float *m, float *l, float *o) {
+    const int64_t nr = blk->num_rows;
+    kern->qk_tile(q_t, nr, p->head_size, k_rows, b - a, s);
+    if (p->opts.softcap > 0.0f || p->opts.alibi_slopes != NULL) attn_fwd_logits(p, blk, a, b, s);
+    if (!attn_mask_tile_is_full(p, blk, a, b)) attn_mask_apply(p, blk, a, b, s);
+    kern->softmax_tile(s, b - a, nr, m, l, o, p->head_size_v);
+    kern->pv_tile(s, b - a, nr, v_rows, p->head_size_v, o);
 }
 
 void attn_fwd_fold(int64_t num_rows, int64_t head_size_v, float *m_acc, float *l_acc, float *o_acc,
@@ -285,7 +294,7 @@ static void attn_fwd_item(void *arg, int64_t item, int32_t tid) {
     attn_fwd_finalize(p, kern, &blk, &sc, sc.m_acc, sc.l_acc, sc.o_acc);
 }
 
-void attn_fwd_run(const attn_problem *p, const attn_exec *ex) {
+void attn_fwd_run_blocks(const attn_problem *p, const attn_exec *ex) {
     attn_fwd_job job;
     job.p = p;
     job.ex = ex;

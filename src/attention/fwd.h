@@ -26,12 +26,17 @@ typedef struct attn_fwd_scratch {
     float *o_acc;        /* [ATTN_HEAD_SIZE_MAX][ATTN_QB]  folded accumulator                    */
     float *m_acc;        /* [ATTN_QB]                                                           */
     float *l_acc;        /* [ATTN_QB]                                                           */
-    float *k_tile;       /* [ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX] converted K rows (f16/bf16 input) */
-    float *v_tile;       /* [ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX] converted V rows                  */
+    float *k_tile;       /* [ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX + 16] converted K rows (f16/bf16)  */
+    float *v_tile;       /* [ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX + 16] converted V rows             */
     float *row_tmp;      /* [ATTN_HEAD_SIZE_MAX]                                                 */
     const float **k_rows; /* [ATTN_KV_TILE]                                                     */
     const float **v_rows; /* [ATTN_KV_TILE]                                                     */
+    char *multi;         /* ATTN_FWD_MULTI_BYTES: per-block states of multi-block items (fwd_exec.c) */
 } attn_fwd_scratch;
+
+/* Bytes of each thread's scratch that hold the states of a multi-block item (GQA super-block, all kv
+ * heads of a decode sequence): bounds the blocks per item, attn_fwd_multi_capacity(). */
+#define ATTN_FWD_MULTI_BYTES ((size_t)2 << 20)
 
 /* Bytes of scratch one thread needs (a multiple of 64). */
 size_t attn_fwd_scratch_bytes(void);
@@ -82,6 +87,13 @@ void attn_fwd_partitions(const attn_fwd_block *blk, int64_t *first, int64_t *las
 void attn_fwd_partition(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                         attn_fwd_scratch *sc, int64_t part, float *m, float *l, float *o);
 
+/* One kv tile [a, b) of one block on K/V rows already in float32 (k_rows[0] is key a): Q·Kᵀ, soft-cap and
+ * ALiBi, the mask, the online-softmax update of (m, l, o) and O += P·V. q_t is the block's packed query,
+ * s a [ATTN_KV_TILE][ATTN_QB] scratch. The only place a tile is computed (every schedule calls it). */
+void attn_fwd_tile(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                   const float *q_t, float *s, const float *const *k_rows, const float *const *v_rows, int64_t a,
+                   int64_t b, float *m, float *l, float *o);
+
 /* Resets a state to empty (m = −inf, l = 0, o = 0). */
 void attn_fwd_state_reset(int64_t head_size_v, float *m, float *l, float *o);
 
@@ -94,7 +106,37 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
                        attn_fwd_scratch *sc, const float *m, const float *l, const float *o);
 
 /* Runs a whole validated problem: items (sequence, kv head, head chunk, token block) in parallel,
- * partitions of an item in ascending order. */
+ * partitions of an item in ascending order — one block per item (the reference schedule). */
+void attn_fwd_run_blocks(const attn_problem *p, const attn_exec *ex);
+
+/* ---- fwd_exec.c: multi-block items (same per-block kernel calls, K/V tiles fetched once per item) ---- */
+
+/* Runs a whole validated problem, bitwise equal to attn_fwd_run_blocks: prefill items are GQA
+ * super-blocks (sequence, kv head, up to 4 query blocks), decode-shaped problems (every sequence
+ * <= 16 query tokens) use items of all kv heads of a sequence walking the keys in memory order. */
 void attn_fwd_run(const attn_problem *p, const attn_exec *ex);
+
+/* Blocks one multi-block item can hold for this problem's head sizes (>= 4, <= ATTN_FWD_MULTI_MAX). */
+#define ATTN_FWD_MULTI_MAX 64
+int64_t attn_fwd_multi_capacity(const attn_problem *p);
+/* Block i (< capacity) of the item in thread scratch `sc`: the caller fills it with attn_fwd_block_init.
+ * Blocks of one kv head must be adjacent; all blocks belong to one sequence. */
+attn_fwd_block *attn_fwd_multi_block(const attn_problem *p, attn_fwd_scratch *sc, int64_t i);
+/* Packs the queries of blocks [0, n) and resets their folded states. */
+void attn_fwd_multi_begin(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc, int64_t n);
+/* Partition `part` of every block [0, n) whose partition range holds it (fresh state, as
+ * attn_fwd_partition), each kv tile fetched once for the blocks of its kv head; then, if `fold`, folds
+ * each such block's partition state into its folded state. */
+void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
+                              int64_t n, int64_t part, int fold);
+/* Partition range [first, last) of the item: union over its blocks. */
+void attn_fwd_multi_partitions(const attn_problem *p, attn_fwd_scratch *sc, int64_t n, int64_t *first,
+                               int64_t *last);
+/* Partition state of block i after attn_fwd_multi_partition: m [ATTN_QB], l [ATTN_QB], o [Dv][ATTN_QB]. */
+void attn_fwd_multi_part_state(const attn_problem *p, attn_fwd_scratch *sc, int64_t i, float **m, float **l,
+                               float **o);
+/* Normalises blocks [0, n) from their folded states and writes out rows and LSE. */
+void attn_fwd_multi_finalize(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
+                             int64_t n);
 
 #endif

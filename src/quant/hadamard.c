@@ -47,11 +47,13 @@ static uint32_t attn_mt_next(attn_mt19937 *g) {
 void attn_hadamard_sign_vector(int64_t head_size, uint32_t seed, int8_t *signs) {
     attn_mt19937 g;
     attn_mt_seed(&g, seed);
-    for (int64_t i = 0; i < head_size; i++) signs[i] = (int8_t)(2 * (int32_t)(attn_mt_next(&g) % 2u) - 1);
+    for (int64_t i = 0; i < head_size; i++)
+        signs[i] = (int8_t)(2 * (int32_t)(attn_mt_next(&g) % 2u) - 1);
 }
 
 void attn_hadamard_row(const float *src, const int8_t *signs, int64_t head_size, double *tmp, float *dst) {
-    for (int64_t i = 0; i < head_size; i++) tmp[i] = (double)signs[i] * (double)src[i];
+    for (int64_t i = 0; i < head_size; i++)
+        tmp[i] = (double)signs[i] * (double)src[i];
     /* unnormalised fast Walsh–Hadamard transform: H is symmetric, so x·H = H·x */
     for (int64_t len = 1; len < head_size; len *= 2)
         for (int64_t i = 0; i < head_size; i += 2 * len)
@@ -61,15 +63,16 @@ void attn_hadamard_row(const float *src, const int8_t *signs, int64_t head_size,
                 tmp[j + len] = a - b;
             }
     const double norm = 1.0 / sqrt((double)head_size);
-    for (int64_t i = 0; i < head_size; i++) dst[i] = (float)(tmp[i] * norm);
+    for (int64_t i = 0; i < head_size; i++)
+        dst[i] = (float)(tmp[i] * norm);
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Public
  * --------------------------------------------------------------------------------------------- */
 static attn_status attn_check_head_size(int64_t head_size) {
-    ATTN_CHECK(head_size >= 1 && head_size <= 256, ATTN_STATUS_INVALID_ARGUMENT,
-               "head_size=%lld is outside 1..256", (long long)head_size);
+    ATTN_CHECK(head_size >= 1 && head_size <= 256, ATTN_STATUS_INVALID_ARGUMENT, "head_size=%lld is outside 1..256",
+               (long long)head_size);
     ATTN_CHECK(attn_is_pow2(head_size), ATTN_STATUS_UNSUPPORTED,
                "head_size=%lld is not a power of two: the Hadamard rotation needs one", (long long)head_size);
     return ATTN_STATUS_OK;
@@ -90,6 +93,7 @@ attn_status attn_hadamard_rotate(const float *src, int64_t num_rows, int64_t hea
     int8_t signs[256];
     double tmp[256];
     attn_hadamard_sign_vector(head_size, seed, signs);
-    for (int64_t r = 0; r < num_rows; r++) attn_hadamard_row(src + r * head_size, signs, head_size, tmp, dst + r * head_size);
+    for (int64_t r = 0; r < num_rows; r++)
+        attn_hadamard_row(src + r * head_size, signs, head_size, tmp, dst + r * head_size);
     return ATTN_STATUS_OK;
 }

@@ -14,12 +14,12 @@
 
 /* A sign/exponent/mantissa small float without infinities in its finite code range. */
 typedef struct attn_qfmt {
-    int32_t exp_bits;  /* 4 (E4M3), 5 (E5M2), 2 (E2M1)                               */
-    int32_t man_bits;  /* 3, 2, 1                                                     */
-    int32_t bias;      /* 7, 15, 1                                                    */
-    int32_t emax;      /* exponent of the largest normal: 8, 15, 2 (MX emax_elem)     */
-    double max;        /* largest finite value: 448, 57344, 6                         */
-    uint8_t nan_code;  /* magnitude code of NaN (0x7F for FP8), 0 if none (E2M1)      */
+    int32_t exp_bits; /* 4 (E4M3), 5 (E5M2), 2 (E2M1)                               */
+    int32_t man_bits; /* 3, 2, 1                                                     */
+    int32_t bias;     /* 7, 15, 1                                                    */
+    int32_t emax;     /* exponent of the largest normal: 8, 15, 2 (MX emax_elem)     */
+    double max;       /* largest finite value: 448, 57344, 6                         */
+    uint8_t nan_code; /* magnitude code of NaN (0x7F for FP8), 0 if none (E2M1)      */
 } attn_qfmt;
 
 /* The format of an element dtype (FP8_E4M3, FP8_E5M2, FP4_E2M1); NULL otherwise. */
@@ -39,7 +39,9 @@ void attn_hadamard_sign_vector(int64_t head_size, uint32_t seed, int8_t *signs);
 /* One row x' = x·diag(s)·H/sqrt(d) via the fast Walsh–Hadamard transform in double (tmp: [d] doubles). */
 void attn_hadamard_row(const float *src, const int8_t *signs, int64_t head_size, double *tmp, float *dst);
 
-static inline int attn_is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+static inline int attn_is_pow2(int64_t x) {
+    return x > 0 && (x & (x - 1)) == 0;
+}
 
 #endif
 

@@ -18,29 +18,38 @@ static const attn_qfmt attn_qfmt_e2m1 = {2, 1, 1, 2, 6.0, 0};
 
 const attn_qfmt *attn_qfmt_of(attn_dtype dtype) {
     switch (dtype) {
-    case ATTN_DTYPE_FP8_E4M3: return &attn_qfmt_e4m3;
-    case ATTN_DTYPE_FP8_E5M2: return &attn_qfmt_e5m2;
-    case ATTN_DTYPE_FP4_E2M1: return &attn_qfmt_e2m1;
-    default: return NULL;
+    case ATTN_DTYPE_FP8_E4M3:
+        return &attn_qfmt_e4m3;
+    case ATTN_DTYPE_FP8_E5M2:
+        return &attn_qfmt_e5m2;
+    case ATTN_DTYPE_FP4_E2M1:
+        return &attn_qfmt_e2m1;
+    default:
+        return NULL;
     }
 }
 
 uint8_t attn_qfmt_encode(const attn_qfmt *f, float x) {
     const int nbits = 1 + f->exp_bits + f->man_bits;
     const uint8_t sign = signbit(x) ? (uint8_t)(1u << (nbits - 1)) : 0;
-    if (isnan(x)) return f->nan_code ? (uint8_t)(sign | f->nan_code) : 0;
+    if (isnan(x))
+        return f->nan_code ? (uint8_t)(sign | f->nan_code) : 0;
     double a = fabs((double)x);
-    if (a >= f->max) a = f->max; /* saturation, ±inf included */
+    if (a >= f->max)
+        a = f->max;               /* saturation, ±inf included */
     const int emin = 1 - f->bias; /* exponent of the smallest normal */
     int e;
     frexp(a, &e);
     e -= 1; /* a in [2^e, 2^(e+1)) */
-    if (a == 0.0 || e < emin) e = emin;
+    if (a == 0.0 || e < emin)
+        e = emin;
     /* round to a multiple of the quantum 2^(e − man_bits), ties to even (exact: a power-of-two scale) */
     double q = nearbyint(ldexp(a, f->man_bits - e));
     double val = ldexp(q, e - f->man_bits);
-    if (val > f->max) val = f->max;
-    if (val == 0.0) return sign;
+    if (val > f->max)
+        val = f->max;
+    if (val == 0.0)
+        return sign;
     int ev;
     frexp(val, &ev);
     ev -= 1;
@@ -60,23 +69,29 @@ float attn_qfmt_decode(const attn_qfmt *f, uint8_t code) {
     const uint32_t mag_mask = (1u << (nbits - 1)) - 1u;
     const uint32_t mag = code & mag_mask;
     const int neg = (code >> (nbits - 1)) & 1;
-    if (f->nan_code && mag == f->nan_code) return NAN;
+    if (f->nan_code && mag == f->nan_code)
+        return NAN;
     const uint32_t exp_field = mag >> f->man_bits, man_field = mag & ((1u << f->man_bits) - 1u);
     if (f == &attn_qfmt_e5m2 && exp_field == 31u) /* IEEE-like: S.11111.00 = inf, other mantissas NaN */
         return man_field == 0 ? (neg ? -INFINITY : INFINITY) : NAN;
     double v;
-    if (exp_field == 0) v = ldexp((double)man_field, 1 - f->bias - f->man_bits);
-    else v = ldexp((double)(man_field | (1u << f->man_bits)), (int)exp_field - f->bias - f->man_bits);
+    if (exp_field == 0)
+        v = ldexp((double)man_field, 1 - f->bias - f->man_bits);
+    else
+        v = ldexp((double)(man_field | (1u << f->man_bits)), (int)exp_field - f->bias - f->man_bits);
     return (float)(neg ? -v : v);
 }
 
 int32_t attn_mx_shared_exp(const attn_qfmt *f, float amax) {
-    if (amax == 0.0f) return -127;
+    if (amax == 0.0f)
+        return -127;
     int e;
     frexp((double)amax, &e);
     int32_t s = (e - 1) - f->emax;
-    if (s < -127) s = -127;
-    if (s > 127) s = 127;
+    if (s < -127)
+        s = -127;
+    if (s > 127)
+        s = 127;
     return s;
 }
 
@@ -84,21 +99,28 @@ int32_t attn_mx_shared_exp(const attn_qfmt *f, float amax) {
  * Public scalar codecs
  * --------------------------------------------------------------------------------------------- */
 uint8_t attn_fp8_from_float(attn_dtype format, float x) {
-    if (format != ATTN_DTYPE_FP8_E4M3 && format != ATTN_DTYPE_FP8_E5M2) return 0;
+    if (format != ATTN_DTYPE_FP8_E4M3 && format != ATTN_DTYPE_FP8_E5M2)
+        return 0;
     return attn_qfmt_encode(attn_qfmt_of(format), x);
 }
 
 float attn_fp8_to_float(attn_dtype format, uint8_t bits) {
-    if (format != ATTN_DTYPE_FP8_E4M3 && format != ATTN_DTYPE_FP8_E5M2) return NAN;
+    if (format != ATTN_DTYPE_FP8_E4M3 && format != ATTN_DTYPE_FP8_E5M2)
+        return NAN;
     return attn_qfmt_decode(attn_qfmt_of(format), bits);
 }
 
-uint8_t attn_fp4_e2m1_from_float(float x) { return attn_qfmt_encode(&attn_qfmt_e2m1, x); }
+uint8_t attn_fp4_e2m1_from_float(float x) {
+    return attn_qfmt_encode(&attn_qfmt_e2m1, x);
+}
 
-float attn_fp4_e2m1_to_float(uint8_t nibble) { return attn_qfmt_decode(&attn_qfmt_e2m1, (uint8_t)(nibble & 0xF)); }
+float attn_fp4_e2m1_to_float(uint8_t nibble) {
+    return attn_qfmt_decode(&attn_qfmt_e2m1, (uint8_t)(nibble & 0xF));
+}
 
 float attn_e8m0_to_float(uint8_t bits) {
-    if (bits == 0xFF) return NAN;
+    if (bits == 0xFF)
+        return NAN;
     return (float)ldexp(1.0, (int)bits - 127); /* 2^-127 is a float32 subnormal: exact */
 }
 
@@ -111,22 +133,24 @@ static attn_status attn_check_fp8_args(attn_dtype format, const void *src, int64
     ATTN_CHECK(n >= 0, ATTN_STATUS_INVALID_ARGUMENT, "n=%lld, expected >= 0", (long long)n);
     ATTN_CHECK(n == 0 || src != NULL, ATTN_STATUS_INVALID_ARGUMENT, "src: is NULL");
     ATTN_CHECK(n == 0 || dst != NULL, ATTN_STATUS_INVALID_ARGUMENT, "dst: is NULL");
-    ATTN_CHECK(isfinite(scale) && scale > 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
-               "scale=%g, expected a finite value > 0", (double)scale);
+    ATTN_CHECK(isfinite(scale) && scale > 0.0f, ATTN_STATUS_INVALID_ARGUMENT, "scale=%g, expected a finite value > 0",
+               (double)scale);
     return ATTN_STATUS_OK;
 }
 
 attn_status attn_quantize_fp8(attn_dtype format, const float *src, int64_t n, float scale, uint8_t *dst) {
     ATTN_TRY(attn_check_fp8_args(format, src, n, scale, dst));
     const attn_qfmt *f = attn_qfmt_of(format);
-    for (int64_t i = 0; i < n; i++) dst[i] = attn_qfmt_encode(f, src[i] / scale);
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = attn_qfmt_encode(f, src[i] / scale);
     return ATTN_STATUS_OK;
 }
 
 attn_status attn_dequantize_fp8(attn_dtype format, const uint8_t *src, int64_t n, float scale, float *dst) {
     ATTN_TRY(attn_check_fp8_args(format, src, n, scale, dst));
     const attn_qfmt *f = attn_qfmt_of(format);
-    for (int64_t i = 0; i < n; i++) dst[i] = attn_qfmt_decode(f, src[i]) * scale;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = attn_qfmt_decode(f, src[i]) * scale;
     return ATTN_STATUS_OK;
 }
 
@@ -136,7 +160,9 @@ static attn_status attn_check_mx_args(attn_dtype format, const void *a, const vo
                attn_dtype_name(format));
     ATTN_CHECK(n >= 0, ATTN_STATUS_INVALID_ARGUMENT, "n=%lld, expected >= 0", (long long)n);
     ATTN_CHECK(n == 0 || (a && b && c), ATTN_STATUS_INVALID_ARGUMENT, "%s: is NULL",
-               !a ? "src/elements" : !b ? "elements/scales" : "scales/dst");
+               !a   ? "src/elements"
+               : !b ? "elements/scales"
+                    : "scales/dst");
     return ATTN_STATUS_OK;
 }
 
@@ -151,7 +177,8 @@ static void attn_put_elem(attn_dtype format, uint8_t *elements, int64_t i, uint8
 }
 
 static uint8_t attn_get_elem(attn_dtype format, const uint8_t *elements, int64_t i) {
-    if (format != ATTN_DTYPE_FP4_E2M1) return elements[i];
+    if (format != ATTN_DTYPE_FP4_E2M1)
+        return elements[i];
     return (uint8_t)((elements[i / 2] >> (4 * (i % 2))) & 0xF);
 }
 
@@ -164,8 +191,10 @@ attn_status attn_quantize_mx(attn_dtype element_format, const float *src, int64_
         float amax = 0.0f;
         int bad = 0;
         for (int64_t i = b0; i < b1; i++) {
-            if (!isfinite(src[i])) bad = 1;
-            else if (fabsf(src[i]) > amax) amax = fabsf(src[i]);
+            if (!isfinite(src[i]))
+                bad = 1;
+            else if (fabsf(src[i]) > amax)
+                amax = fabsf(src[i]);
         }
         const int32_t se = attn_mx_shared_exp(f, amax);
         scales[b0 / ATTN_MX_BLOCK] = bad ? (uint8_t)0xFF : (uint8_t)(se + 127);

@@ -12,9 +12,12 @@
 
 attn_dtype attn_quant_elem_dtype(int32_t format) {
     switch (format) {
-    case ATTN_QUANT_FP8_E5M2: return ATTN_DTYPE_FP8_E5M2;
-    case ATTN_QUANT_MXFP4: return ATTN_DTYPE_FP4_E2M1;
-    default: return ATTN_DTYPE_FP8_E4M3; /* FP8_E4M3 and MXFP8 */
+    case ATTN_QUANT_FP8_E5M2:
+        return ATTN_DTYPE_FP8_E5M2;
+    case ATTN_QUANT_MXFP4:
+        return ATTN_DTYPE_FP4_E2M1;
+    default:
+        return ATTN_DTYPE_FP8_E4M3; /* FP8_E4M3 and MXFP8 */
     }
 }
 
@@ -24,11 +27,14 @@ static void attn_mx_fake_block(const attn_qfmt *f, float *x, int64_t n, int64_t 
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
         const float a = fabsf(x[i * stride]);
-        if (!isfinite(a)) bad = 1;
-        else if (a > amax) amax = a;
+        if (!isfinite(a))
+            bad = 1;
+        else if (a > amax)
+            amax = a;
     }
     if (bad) {
-        for (int64_t i = 0; i < n; i++) x[i * stride] = NAN;
+        for (int64_t i = 0; i < n; i++)
+            x[i * stride] = NAN;
         return;
     }
     const int32_t se = attn_mx_shared_exp(f, amax);
@@ -42,9 +48,11 @@ static void attn_mx_fake_block(const attn_qfmt *f, float *x, int64_t n, int64_t 
 static void attn_fp8_fake_block(const attn_qfmt *f, float *x, int64_t n) {
     float amax = 0.0f;
     for (int64_t i = 0; i < n; i++)
-        if (fabsf(x[i]) > amax) amax = fabsf(x[i]);
+        if (fabsf(x[i]) > amax)
+            amax = fabsf(x[i]);
     const float scale = amax > 0.0f ? amax / (float)f->max : 1.0f;
-    for (int64_t i = 0; i < n; i++) x[i] = attn_qfmt_decode(f, attn_qfmt_encode(f, x[i] / scale)) * scale;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = attn_qfmt_decode(f, attn_qfmt_encode(f, x[i] / scale)) * scale;
 }
 
 typedef struct attn_qjob {
@@ -62,7 +70,8 @@ static void attn_quant_mat(void *arg, int64_t mat, int32_t tid) {
     const attn_qfmt *f = attn_qfmt_of(attn_quant_elem_dtype(j->qp->format));
     if (j->qp->rotate && j->role != ATTN_QROLE_V) {
         double tmp[256];
-        for (int64_t r = 0; r < j->seq; r++) attn_hadamard_row(x + r * j->width, j->signs, j->width, tmp, x + r * j->width);
+        for (int64_t r = 0; r < j->seq; r++)
+            attn_hadamard_row(x + r * j->width, j->signs, j->width, tmp, x + r * j->width);
     }
     if (j->qp->format == ATTN_QUANT_FP8_E4M3 || j->qp->format == ATTN_QUANT_FP8_E5M2) {
         const int64_t rows = j->role == ATTN_QROLE_Q ? j->qp->q_block_rows : j->qp->kv_block_rows;
@@ -78,8 +87,8 @@ static void attn_quant_mat(void *arg, int64_t mat, int32_t tid) {
     } else { /* MX along the sequence: the contraction axis of P·V */
         for (int64_t d = 0; d < j->width; d++)
             for (int64_t r0 = 0; r0 < j->seq; r0 += ATTN_MX_BLOCK)
-                attn_mx_fake_block(f, x + r0 * j->width + d,
-                                   r0 + ATTN_MX_BLOCK < j->seq ? ATTN_MX_BLOCK : j->seq - r0, j->width);
+                attn_mx_fake_block(f, x + r0 * j->width + d, r0 + ATTN_MX_BLOCK < j->seq ? ATTN_MX_BLOCK : j->seq - r0,
+                                   j->width);
     }
 }
 
@@ -87,6 +96,7 @@ void attn_quant_fake_tensor(float *x, int64_t num_mats, int64_t seq, int64_t wid
                             const attn_quant_params *qp, int32_t num_threads) {
     attn_qjob job;
     job.x = x, job.seq = seq, job.width = width, job.role = role, job.qp = qp;
-    if (qp->rotate && role != ATTN_QROLE_V) attn_hadamard_sign_vector(width, qp->rotation_seed, job.signs);
+    if (qp->rotate && role != ATTN_QROLE_V)
+        attn_hadamard_sign_vector(width, qp->rotation_seed, job.signs);
     attn_parallel_for(num_threads, num_mats, attn_quant_mat, &job);
 }

@@ -5,11 +5,11 @@
  * the normal range, and measurably not once f16 values become subnormal; head sizes 64/96/128/192/256 in
  * every dtype; and the error paths of these entries.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +21,8 @@
 static void expect_close(const attn_tensor *got, const attn_tensor *exp, attn_dtype dt, const char *what) {
     size_t bad = 0;
     const double err = th_compare(got, exp, th_tol_for(dt), 1.0, &bad);
-    if (bad) print_error("%s: %zu elements out of tolerance, max err %g\n", what, bad, err);
+    if (bad)
+        print_error("%s: %zu elements out of tolerance, max err %g\n", what, bad, err);
     assert_int_equal(bad, 0);
 }
 
@@ -41,15 +42,18 @@ static void test_packed_documents(void **state) {
         const int ndoc = round == 0 ? 2 : 1 + (int)th_rng_int(&rng, 1, 7);
         for (int d = 0; d < ndoc; d++) {
             int64_t lq = th_rng_int(&rng, 0, 150), lk = round % 3 == 2 ? th_rng_int(&rng, 0, 200) : lq;
-            if (round == 0) lq = lk = d == 0 ? 3 : 2; /* A.2 worked example: cu = [0, 3, 5] */
-            if (d == 1 && round > 0) lq = lk = 0;      /* a zero-length document */
+            if (round == 0)
+                lq = lk = d == 0 ? 3 : 2; /* A.2 worked example: cu = [0, 3, 5] */
+            if (d == 1 && round > 0)
+                lq = lk = 0; /* a zero-length document */
             cu_q[d + 1] = cu_q[d] + (int32_t)lq;
             cu_k[d + 1] = cu_k[d] + (int32_t)lk;
         }
         const int64_t Tq = cu_q[ndoc], Tk = cu_k[ndoc];
         int64_t qs[4] = {1, Tq, H, D}, ks[4] = {1, Tk, Hk, D}, cs[1] = {ndoc + 1}, ls[2] = {H, Tq}, ms[2] = {Tq, Tk};
         int64_t lrs[3] = {1, H, Tq};
-        void *q = th_alloc_fill(&rng, dt, (size_t)(Tq * H * D), -2, 2), *k = th_alloc_fill(&rng, dt, (size_t)(Tk * Hk * D), -2, 2);
+        void *q = th_alloc_fill(&rng, dt, (size_t)(Tq * H * D), -2, 2),
+             *k = th_alloc_fill(&rng, dt, (size_t)(Tk * Hk * D), -2, 2);
         void *v = th_alloc_fill(&rng, dt, (size_t)(Tk * Hk * D), -1, 1), *o = th_alloc_nan(dt, (size_t)(Tq * H * D));
         void *orf = th_alloc_nan(dt, (size_t)(Tq * H * D));
         float *l = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * Tq)), *lr = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * Tq));
@@ -60,10 +64,13 @@ static void test_packed_documents(void **state) {
                 for (int64_t j = 0; j < lk; j++)
                     m[(cu_q[d] + i) * Tk + cu_k[d] + j] = !causal || j <= i + lk - lq;
         }
-        attn_tensor tq = attn_tensor_make(q, dt, 4, qs), tk = attn_tensor_make(k, dt, 4, ks), tv = attn_tensor_make(v, dt, 4, ks);
+        attn_tensor tq = attn_tensor_make(q, dt, 4, qs), tk = attn_tensor_make(k, dt, 4, ks),
+                    tv = attn_tensor_make(v, dt, 4, ks);
         attn_tensor to = attn_tensor_make(o, dt, 4, qs), tor = attn_tensor_make(orf, dt, 4, qs);
-        attn_tensor tcq = attn_tensor_make(cu_q, ATTN_DTYPE_I32, 1, cs), tck = attn_tensor_make(cu_k, ATTN_DTYPE_I32, 1, cs);
-        attn_tensor tl = attn_tensor_make(l, ATTN_DTYPE_F32, 2, ls), tlr3 = attn_tensor_make(lr, ATTN_DTYPE_F32, 3, lrs);
+        attn_tensor tcq = attn_tensor_make(cu_q, ATTN_DTYPE_I32, 1, cs),
+                    tck = attn_tensor_make(cu_k, ATTN_DTYPE_I32, 1, cs);
+        attn_tensor tl = attn_tensor_make(l, ATTN_DTYPE_F32, 2, ls),
+                    tlr3 = attn_tensor_make(lr, ATTN_DTYPE_F32, 3, lrs);
         attn_tensor tlr = attn_tensor_make(lr, ATTN_DTYPE_F32, 2, ls), tm = attn_tensor_make(m, ATTN_DTYPE_BOOL, 2, ms);
         attn_params p, pe;
         attn_params_init(&p);
@@ -110,26 +117,33 @@ static void test_kv_prefix(void **state) {
         const size_t n = (size_t)(B * S * H * D);
         float *q = th_alloc_fill(&rng, ATTN_DTYPE_F32, n, -2, 2), *k = th_alloc_fill(&rng, ATTN_DTYPE_F32, n, -2, 2);
         float *v = th_alloc_fill(&rng, ATTN_DTYPE_F32, n, -1, 1);
-        for (size_t i = (size_t)(used * H * D); i < n; i++) v[i] = NAN, k[i] = INFINITY; /* pad is never read */
+        for (size_t i = (size_t)(used * H * D); i < n; i++)
+            v[i] = NAN, k[i] = INFINITY; /* pad is never read */
         float *o = th_alloc_nan(ATTN_DTYPE_F32, n), *orf = th_alloc_nan(ATTN_DTYPE_F32, n);
-        float *l = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * S)), *lr = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * S));
+        float *l = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * S)),
+              *lr = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * S));
         unsigned char kpm[600];
-        for (int64_t j = 0; j < S; j++) kpm[j] = j < used;
+        for (int64_t j = 0; j < S; j++)
+            kpm[j] = j < used;
         attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 4, qs), tk = attn_tensor_make(k, ATTN_DTYPE_F32, 4, qs);
         attn_tensor tv = attn_tensor_make(v, ATTN_DTYPE_F32, 4, qs), to = attn_tensor_make(o, ATTN_DTYPE_F32, 4, qs);
         attn_tensor tor = attn_tensor_make(orf, ATTN_DTYPE_F32, 4, qs), tl = attn_tensor_make(l, ATTN_DTYPE_F32, 3, ls);
-        attn_tensor tlr = attn_tensor_make(lr, ATTN_DTYPE_F32, 3, ls), tkp = attn_tensor_make(kpm, ATTN_DTYPE_U8, 2, ks);
+        attn_tensor tlr = attn_tensor_make(lr, ATTN_DTYPE_F32, 3, ls),
+                    tkp = attn_tensor_make(kpm, ATTN_DTYPE_U8, 2, ks);
         /* the oracle reads the pad only through the mask: give it finite pad values */
         float *kf = malloc(n * 4), *vf = malloc(n * 4);
         memcpy(kf, k, n * 4), memcpy(vf, v, n * 4);
-        for (size_t i = (size_t)(used * H * D); i < n; i++) kf[i] = 0.0f, vf[i] = 0.0f;
-        attn_tensor tkf = attn_tensor_make(kf, ATTN_DTYPE_F32, 4, qs), tvf = attn_tensor_make(vf, ATTN_DTYPE_F32, 4, qs);
+        for (size_t i = (size_t)(used * H * D); i < n; i++)
+            kf[i] = 0.0f, vf[i] = 0.0f;
+        attn_tensor tkf = attn_tensor_make(kf, ATTN_DTYPE_F32, 4, qs),
+                    tvf = attn_tensor_make(vf, ATTN_DTYPE_F32, 4, qs);
         attn_params p, pe;
         attn_params_init(&p);
         p.softmax_scale = 0.5f;
         pe = p;
         pe.key_padding_mask = &tkp;
-        assert_int_equal(attn_forward_kv_prefix(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, used, &p, &to, &tl), ATTN_STATUS_OK);
+        assert_int_equal(attn_forward_kv_prefix(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, used, &p, &to, &tl),
+                         ATTN_STATUS_OK);
         assert_int_equal(attn_ref_forward(ATTN_LAYOUT_BSND, &tq, &tkf, &tvf, &pe, &tor, &tlr), ATTN_STATUS_OK);
         expect_close(&to, &tor, ATTN_DTYPE_F32, "kv prefix");
         size_t bad;
@@ -152,12 +166,16 @@ static void test_kv_prefix(void **state) {
     pc.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     attn_params_init(&pm);
     pm.key_padding_mask = &tkp;
-    assert_int_equal(attn_forward_kv_prefix(ctx, ATTN_LAYOUT_BSND, &t, &t, &t, 9, NULL, &to, NULL), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(attn_forward_kv_prefix(ctx, ATTN_LAYOUT_BSND, &t, &t, &t, 9, NULL, &to, NULL),
+                     ATTN_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(attn_last_error(), "valid_kv_length=9 is outside 0..seq_k=8"));
-    assert_int_equal(attn_forward_kv_prefix(ctx, ATTN_LAYOUT_BSND, &t, &t, &t, -1, NULL, &to, NULL), ATTN_STATUS_INVALID_ARGUMENT);
-    assert_int_equal(attn_forward_kv_prefix(ctx, ATTN_LAYOUT_BSND, &t, &t, &t, 5, &pc, &to, NULL), ATTN_STATUS_UNSUPPORTED);
+    assert_int_equal(attn_forward_kv_prefix(ctx, ATTN_LAYOUT_BSND, &t, &t, &t, -1, NULL, &to, NULL),
+                     ATTN_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(attn_forward_kv_prefix(ctx, ATTN_LAYOUT_BSND, &t, &t, &t, 5, &pc, &to, NULL),
+                     ATTN_STATUS_UNSUPPORTED);
     assert_non_null(strstr(attn_last_error(), "bottom-right causal diagonal"));
-    assert_int_equal(attn_forward_kv_prefix(ctx, ATTN_LAYOUT_BSND, &t, &t, &t, 5, &pm, &to, NULL), ATTN_STATUS_UNSUPPORTED);
+    assert_int_equal(attn_forward_kv_prefix(ctx, ATTN_LAYOUT_BSND, &t, &t, &t, 5, &pm, &to, NULL),
+                     ATTN_STATUS_UNSUPPORTED);
     assert_non_null(strstr(attn_last_error(), "params.key_padding_mask"));
     for (size_t i = 0; i < 8 * 2 * 64; i++) {
         uint32_t u;
@@ -166,7 +184,8 @@ static void test_kv_prefix(void **state) {
     }
     /* a zero-length prefix: every row sees no key → 0 */
     assert_int_equal(attn_forward_kv_prefix(ctx, ATTN_LAYOUT_BSND, &t, &t, &t, 0, NULL, &to, NULL), ATTN_STATUS_OK);
-    for (size_t i = 0; i < 8 * 2 * 64; i++) assert_true(ob[i] == 0.0f);
+    for (size_t i = 0; i < 8 * 2 * 64; i++)
+        assert_true(ob[i] == 0.0f);
     free(buf), free(ob);
     attn_ctx_destroy(ctx);
 }
@@ -178,27 +197,32 @@ static void run_prescaled(attn_ctx *ctx, attn_dtype dt, double lo, double hi, in
     th_rng_seed(&rng, 33 + (uint64_t)k_log2);
     const int64_t B = 2, Sq = 70, Sk = 300, H = 4, Hk = 2, D = 128;
     int64_t qs[4] = {B, Sq, H, D}, ks[4] = {B, Sk, Hk, D}, ls[3] = {B, H, Sq};
-    void *q = th_alloc_fill(&rng, dt, (size_t)(B * Sq * H * D), lo, hi), *k = th_alloc_fill(&rng, dt, (size_t)(B * Sk * Hk * D), lo, hi);
+    void *q = th_alloc_fill(&rng, dt, (size_t)(B * Sq * H * D), lo, hi),
+         *k = th_alloc_fill(&rng, dt, (size_t)(B * Sk * Hk * D), lo, hi);
     void *v = th_alloc_fill(&rng, dt, (size_t)(B * Sk * Hk * D), lo, hi);
     void *o = th_alloc_nan(dt, (size_t)(B * Sq * H * D)), *o2 = th_alloc_nan(dt, (size_t)(B * Sq * H * D));
-    float *l = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * Sq)), *l2 = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * Sq));
-    attn_tensor tq = attn_tensor_make(q, dt, 4, qs), tk = attn_tensor_make(k, dt, 4, ks), tv = attn_tensor_make(v, dt, 4, ks);
+    float *l = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * Sq)),
+          *l2 = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * Sq));
+    attn_tensor tq = attn_tensor_make(q, dt, 4, qs), tk = attn_tensor_make(k, dt, 4, ks),
+                tv = attn_tensor_make(v, dt, 4, ks);
     attn_tensor to = attn_tensor_make(o, dt, 4, qs), to2 = attn_tensor_make(o2, dt, 4, qs);
     attn_tensor tl = attn_tensor_make(l, ATTN_DTYPE_F32, 3, ls), tl2 = attn_tensor_make(l2, ATTN_DTYPE_F32, 3, ls);
     attn_params p;
     attn_params_init(&p);
     p.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     p.softmax_scale = 1.0f / (float)(hi * hi) / 8.0f; /* keep the softmax sharp but finite for any range */
-    if (softcap) p.softcap = 5.0f;
+    if (softcap)
+        p.softcap = 5.0f;
     size_t ws;
     assert_int_equal(attn_forward_prescaled_workspace_size(&tq, &tk, &tv, &ws), ATTN_STATUS_OK);
     void *w = malloc(ws);
     assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, &p, &to, &tl), ATTN_STATUS_OK);
-    assert_int_equal(attn_forward_prescaled(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, k_log2, &p, &to2, &tl2, w, ws), ATTN_STATUS_OK);
+    assert_int_equal(attn_forward_prescaled(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, k_log2, &p, &to2, &tl2, w, ws),
+                     ATTN_STATUS_OK);
     const int same = th_bitwise_equal(&to, &to2) && th_bitwise_equal(&tl, &tl2);
     if (same != expect_bitwise)
-        print_error("prescaled %s range [%g,%g) k=%d: bitwise %d, expected %d\n", attn_dtype_name(dt), lo, hi, (int)k_log2,
-                    same, expect_bitwise);
+        print_error("prescaled %s range [%g,%g) k=%d: bitwise %d, expected %d\n", attn_dtype_name(dt), lo, hi,
+                    (int)k_log2, same, expect_bitwise);
     assert_int_equal(same, expect_bitwise);
     if (!expect_bitwise) { /* inexact but still close: the subnormal loss is small (diffusion.md D.6) */
         size_t bad;
@@ -215,10 +239,10 @@ static void test_prescaling(void **state) {
     (void)state;
     attn_ctx *ctx = NULL;
     assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
-    run_prescaled(ctx, ATTN_DTYPE_F32, -300, 300, 8, 0, 1);  /* MiniMax-H3 c = 256 on outlier-sized values */
-    run_prescaled(ctx, ATTN_DTYPE_F32, -2, 2, 8, 1, 1);      /* with soft-cap */
-    run_prescaled(ctx, ATTN_DTYPE_BF16, -300, 300, 8, 0, 1); /* bf16 has float32's exponent range */
-    run_prescaled(ctx, ATTN_DTYPE_F16, 0.5, 4, 4, 0, 1);     /* f16: x/16, out/16 stay >= 2^-14 (normal) */
+    run_prescaled(ctx, ATTN_DTYPE_F32, -300, 300, 8, 0, 1);   /* MiniMax-H3 c = 256 on outlier-sized values */
+    run_prescaled(ctx, ATTN_DTYPE_F32, -2, 2, 8, 1, 1);       /* with soft-cap */
+    run_prescaled(ctx, ATTN_DTYPE_BF16, -300, 300, 8, 0, 1);  /* bf16 has float32's exponent range */
+    run_prescaled(ctx, ATTN_DTYPE_F16, 0.5, 4, 4, 0, 1);      /* f16: x/16, out/16 stay >= 2^-14 (normal) */
     run_prescaled(ctx, ATTN_DTYPE_F16, -0.01, 0.01, 8, 0, 0); /* f16 values /256 fall below 2^-14: inexact */
     /* errors */
     int64_t qs[4] = {1, 4, 1, 64};
@@ -228,7 +252,8 @@ static void test_prescaling(void **state) {
     assert_int_equal(attn_forward_prescaled_workspace_size(&t, &t, &t, &ws), ATTN_STATUS_OK);
     assert_int_equal(ws, 3 * 4 * 64 * 4);
     void *w = malloc(ws);
-    assert_int_equal(attn_forward_prescaled(ctx, ATTN_LAYOUT_BSND, &t, &t, &t, 31, NULL, &to, NULL, w, ws), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(attn_forward_prescaled(ctx, ATTN_LAYOUT_BSND, &t, &t, &t, 31, NULL, &to, NULL, w, ws),
+                     ATTN_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(attn_last_error(), "input_scale_log2=31 is outside 0..30"));
     assert_int_equal(attn_forward_prescaled(ctx, ATTN_LAYOUT_BSND, &t, &t, &t, 2, NULL, &to, NULL, w, ws - 1),
                      ATTN_STATUS_WORKSPACE_TOO_SMALL);
@@ -259,11 +284,14 @@ static void test_head_sizes(void **state) {
             const attn_dtype dt = dts[di];
             const attn_layout layout = (hi + di) % 2 ? ATTN_LAYOUT_BNSD : ATTN_LAYOUT_BSND;
             int64_t qs[4] = {B, Sq, H, D}, ks[4] = {B, Sk, H, D};
-            if (layout == ATTN_LAYOUT_BNSD) qs[1] = H, qs[2] = Sq, ks[1] = H, ks[2] = Sk;
-            void *q = th_alloc_fill(&rng, dt, (size_t)(B * Sq * H * D), -2, 2), *k = th_alloc_fill(&rng, dt, (size_t)(B * Sk * H * D), -2, 2);
+            if (layout == ATTN_LAYOUT_BNSD)
+                qs[1] = H, qs[2] = Sq, ks[1] = H, ks[2] = Sk;
+            void *q = th_alloc_fill(&rng, dt, (size_t)(B * Sq * H * D), -2, 2),
+                 *k = th_alloc_fill(&rng, dt, (size_t)(B * Sk * H * D), -2, 2);
             void *v = th_alloc_fill(&rng, dt, (size_t)(B * Sk * H * D), -1, 1);
             void *o = th_alloc_nan(dt, (size_t)(B * Sq * H * D)), *orf = th_alloc_nan(dt, (size_t)(B * Sq * H * D));
-            attn_tensor tq = attn_tensor_make(q, dt, 4, qs), tk = attn_tensor_make(k, dt, 4, ks), tv = attn_tensor_make(v, dt, 4, ks);
+            attn_tensor tq = attn_tensor_make(q, dt, 4, qs), tk = attn_tensor_make(k, dt, 4, ks),
+                        tv = attn_tensor_make(v, dt, 4, ks);
             attn_tensor to = attn_tensor_make(o, dt, 4, qs), tor = attn_tensor_make(orf, dt, 4, qs);
             attn_params p;
             attn_params_init(&p);
@@ -280,8 +308,10 @@ static void test_head_sizes(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_packed_documents), cmocka_unit_test(test_kv_prefix),
-        cmocka_unit_test(test_prescaling), cmocka_unit_test(test_head_sizes),
+        cmocka_unit_test(test_packed_documents),
+        cmocka_unit_test(test_kv_prefix),
+        cmocka_unit_test(test_prescaling),
+        cmocka_unit_test(test_head_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

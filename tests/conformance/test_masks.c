@@ -6,11 +6,11 @@
  * explicit mask (compacted-index causal/window), zeroes padded rows, is thread-count invariant, and
  * rejects every bad input without writing.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +25,8 @@ typedef struct mt_bufs {
 } mt_bufs;
 
 /* BSND buffers: q [B,Sq,H,D], k/v [B,Sk,Hk,D], out [B,Sq,H,D], lse [B,H,Sq]. */
-static void mt_alloc(mt_bufs *b, th_rng *rng, attn_dtype dt, int64_t B, int64_t Sq, int64_t Sk, int64_t H,
-                     int64_t Hk, int64_t D) {
+static void mt_alloc(mt_bufs *b, th_rng *rng, attn_dtype dt, int64_t B, int64_t Sq, int64_t Sk, int64_t H, int64_t Hk,
+                     int64_t D) {
     int64_t qs[4] = {B, Sq, H, D}, ks[4] = {B, Sk, Hk, D}, ls[3] = {B, H, Sq};
     const size_t nq = (size_t)(B * Sq * H * D), nk = (size_t)(B * Sk * Hk * D), nl = (size_t)(B * H * Sq);
     b->q = th_alloc_fill(rng, dt, nq, -2, 2);
@@ -45,7 +45,9 @@ static void mt_alloc(mt_bufs *b, th_rng *rng, attn_dtype dt, int64_t B, int64_t 
     b->tlr = attn_tensor_make(b->lr, ATTN_DTYPE_F32, 3, ls);
 }
 
-static void mt_free(mt_bufs *b) { free(b->q), free(b->k), free(b->v), free(b->o), free(b->or_), free(b->l), free(b->lr); }
+static void mt_free(mt_bufs *b) {
+    free(b->q), free(b->k), free(b->v), free(b->o), free(b->or_), free(b->l), free(b->lr);
+}
 
 static void mt_expect_close(mt_bufs *b, attn_dtype dt, const char *what) {
     size_t bad = 0, bad_l = 0;
@@ -67,7 +69,8 @@ static int64_t mt_check_empty_rows(const mt_bufs *b) {
             for (int64_t h = 0; h < o->shape[2]; h++) {
                 int64_t li[3] = {bb, h, s};
                 const float lse = ((const float *)l->data)[th_offset(l, li)];
-                if (!(isinf(lse) && lse < 0)) continue;
+                if (!(isinf(lse) && lse < 0))
+                    continue;
                 empty++;
                 for (int64_t d = 0; d < o->shape[3]; d++) {
                     int64_t oi[4] = {bb, s, h, d};
@@ -90,7 +93,7 @@ static void test_explicit_mask_shapes(void **state) {
     const attn_dtype dts[3] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
     const int64_t heads[5] = {64, 96, 128, 192, 256};
     int64_t total_empty = 0;
-    for (int kind = 0; kind < 5; kind++) {       /* 0 [B,H,Sq,Sk] 1 [B,1,..] 2 [1,1,..] 3 [Sq,Sk] 4 kpm */
+    for (int kind = 0; kind < 5; kind++) {              /* 0 [B,H,Sq,Sk] 1 [B,1,..] 2 [1,1,..] 3 [Sq,Sk] 4 kpm */
         for (int variant = 0; variant < 3; variant++) { /* 0 none, 1 causal BR, 2 causal + window */
             const attn_dtype dt = dts[(kind + variant) % 3];
             const int64_t D = heads[(kind * 3 + variant) % 5];
@@ -99,26 +102,41 @@ static void test_explicit_mask_shapes(void **state) {
             mt_alloc(&b, &rng, dt, B, Sq, Sk, H, Hk, D);
             int64_t ms[4];
             int32_t nd = 4;
-            if (kind == 0) ms[0] = B, ms[1] = H, ms[2] = Sq, ms[3] = Sk;
-            else if (kind == 1) ms[0] = B, ms[1] = 1, ms[2] = Sq, ms[3] = Sk;
-            else if (kind == 2) ms[0] = 1, ms[1] = 1, ms[2] = Sq, ms[3] = Sk;
-            else if (kind == 3) nd = 2, ms[0] = Sq, ms[1] = Sk;
-            else nd = 2, ms[0] = B, ms[1] = Sk;
+            if (kind == 0)
+                ms[0] = B, ms[1] = H, ms[2] = Sq, ms[3] = Sk;
+            else if (kind == 1)
+                ms[0] = B, ms[1] = 1, ms[2] = Sq, ms[3] = Sk;
+            else if (kind == 2)
+                ms[0] = 1, ms[1] = 1, ms[2] = Sq, ms[3] = Sk;
+            else if (kind == 3)
+                nd = 2, ms[0] = Sq, ms[1] = Sk;
+            else
+                nd = 2, ms[0] = B, ms[1] = Sk;
             size_t n = 1;
-            for (int i = 0; i < nd; i++) n *= (size_t)ms[i];
+            for (int i = 0; i < nd; i++)
+                n *= (size_t)ms[i];
             unsigned char *m = malloc(n);
-            for (size_t i = 0; i < n; i++) m[i] = th_rng_uniform(&rng) < 0.7;
-            if (kind == 3) memset(m + 5 * Sk, 0, (size_t)Sk); /* one fully masked row */
-            if (kind == 4) memset(m + Sk, 0, (size_t)Sk);     /* batch row 1 has no valid key at all */
+            for (size_t i = 0; i < n; i++)
+                m[i] = th_rng_uniform(&rng) < 0.7;
+            if (kind == 3)
+                memset(m + 5 * Sk, 0, (size_t)Sk); /* one fully masked row */
+            if (kind == 4)
+                memset(m + Sk, 0, (size_t)Sk); /* batch row 1 has no valid key at all */
             attn_tensor tm = attn_tensor_make(m, ATTN_DTYPE_BOOL, nd, ms);
             attn_params p;
             attn_params_init(&p);
-            if (kind == 4) p.key_padding_mask = &tm;
-            else p.mask = &tm;
-            if (variant >= 1) p.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-            if (variant == 2) p.window_left = 17, p.window_right = 0;
-            assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &b.tq, &b.tk, &b.tv, &p, &b.to, &b.tl), ATTN_STATUS_OK);
-            assert_int_equal(attn_ref_forward(ATTN_LAYOUT_BSND, &b.tq, &b.tk, &b.tv, &p, &b.tor, &b.tlr), ATTN_STATUS_OK);
+            if (kind == 4)
+                p.key_padding_mask = &tm;
+            else
+                p.mask = &tm;
+            if (variant >= 1)
+                p.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+            if (variant == 2)
+                p.window_left = 17, p.window_right = 0;
+            assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &b.tq, &b.tk, &b.tv, &p, &b.to, &b.tl),
+                             ATTN_STATUS_OK);
+            assert_int_equal(attn_ref_forward(ATTN_LAYOUT_BSND, &b.tq, &b.tk, &b.tv, &p, &b.tor, &b.tlr),
+                             ATTN_STATUS_OK);
             char what[96];
             snprintf(what, sizeof what, "mask kind %d variant %d D=%lld", kind, variant, (long long)D);
             mt_expect_close(&b, dt, what);
@@ -151,7 +169,8 @@ static void test_cross_attention_key_padding(void **state) {
             for (int64_t j = 0; j < sk; j++)
                 kpm[bb * sk + j] = round == 0 ? (j < 2 + bb) : th_rng_uniform(&rng) < 0.6;
         for (int64_t bb = 0; bb < B; bb++)
-            for (int64_t i = 0; i < sq; i++) memcpy(em + (bb * sq + i) * sk, kpm + bb * sk, (size_t)sk);
+            for (int64_t i = 0; i < sq; i++)
+                memcpy(em + (bb * sq + i) * sk, kpm + bb * sk, (size_t)sk);
         attn_tensor tk = attn_tensor_make(kpm, ATTN_DTYPE_U8, 2, ks), te = attn_tensor_make(em, ATTN_DTYPE_U8, 4, es);
         attn_params p, pe;
         attn_params_init(&p);
@@ -179,13 +198,18 @@ static unsigned char *mt_padded_mask(const unsigned char *kpm, int64_t B, int64_
     int64_t *c = malloc((size_t)S * sizeof(int64_t));
     for (int64_t b = 0; b < B; b++) {
         int64_t n = 0;
-        for (int64_t s = 0; s < S; s++) c[s] = kpm[b * S + s] ? n++ : -1;
+        for (int64_t s = 0; s < S; s++)
+            c[s] = kpm[b * S + s] ? n++ : -1;
         for (int64_t i = 0; i < S; i++)
             for (int64_t j = 0; j < S; j++) {
-                if (c[i] < 0 || c[j] < 0) continue;
-                if (causal && c[j] > c[i]) continue;
-                if (wl >= 0 && c[j] < c[i] - wl) continue;
-                if (wr >= 0 && c[j] > c[i] + wr) continue;
+                if (c[i] < 0 || c[j] < 0)
+                    continue;
+                if (causal && c[j] > c[i])
+                    continue;
+                if (wl >= 0 && c[j] < c[i] - wl)
+                    continue;
+                if (wr >= 0 && c[j] > c[i] + wr)
+                    continue;
                 m[(b * S + i) * S + j] = 1;
             }
     }
@@ -212,14 +236,19 @@ static void test_self_attention_padded(void **state) {
         unsigned char *kpm = malloc((size_t)(B * S));
         for (int64_t bb = 0; bb < B; bb++)
             for (int64_t s = 0; s < S; s++) {
-                if (round == 0) kpm[bb * S + s] = s < 2 + bb; /* A.3 worked example [[T,T,F,F],[T,T,T,F]] */
-                else if (bb == 0) kpm[bb * S + s] = !(s >= S / 3 && s < S / 2); /* interior hole (Qwen-Image) */
-                else if (bb == 1) kpm[bb * S + s] = th_rng_uniform(&rng) < 0.5; /* scattered holes */
-                else kpm[bb * S + s] = round == 2 ? 0 : 1;                     /* all padded / all valid */
+                if (round == 0)
+                    kpm[bb * S + s] = s < 2 + bb; /* A.3 worked example [[T,T,F,F],[T,T,T,F]] */
+                else if (bb == 0)
+                    kpm[bb * S + s] = !(s >= S / 3 && s < S / 2); /* interior hole (Qwen-Image) */
+                else if (bb == 1)
+                    kpm[bb * S + s] = th_rng_uniform(&rng) < 0.5; /* scattered holes */
+                else
+                    kpm[bb * S + s] = round == 2 ? 0 : 1; /* all padded / all valid */
             }
         int64_t ks[2] = {B, S}, es[4] = {B, 1, S, S};
         unsigned char *em = mt_padded_mask(kpm, B, S, causal, wl, wr);
-        attn_tensor tk = attn_tensor_make(kpm, ATTN_DTYPE_BOOL, 2, ks), te = attn_tensor_make(em, ATTN_DTYPE_BOOL, 4, es);
+        attn_tensor tk = attn_tensor_make(kpm, ATTN_DTYPE_BOOL, 2, ks),
+                    te = attn_tensor_make(em, ATTN_DTYPE_BOOL, 4, es);
         attn_params p, pe;
         attn_params_init(&p);
         p.causal = causal ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE;
@@ -238,7 +267,8 @@ static void test_self_attention_padded(void **state) {
         mt_expect_close(&b, dt, what);
         /* padded query rows are exactly 0 with LSE −inf (and only they are empty) */
         int64_t padded = 0;
-        for (int64_t i = 0; i < B * S; i++) padded += !kpm[i];
+        for (int64_t i = 0; i < B * S; i++)
+            padded += !kpm[i];
         assert_int_equal(mt_check_empty_rows(&b), padded * H);
 
         /* the oracle twin of the padded route agrees too */
@@ -272,9 +302,11 @@ static void test_padded_bnsd(void **state) {
     float *q = th_alloc_fill(&rng, ATTN_DTYPE_F32, n, -2, 2), *k = th_alloc_fill(&rng, ATTN_DTYPE_F32, n, -2, 2);
     float *v = th_alloc_fill(&rng, ATTN_DTYPE_F32, n, -1, 1);
     float *o = th_alloc_nan(ATTN_DTYPE_F32, n), *orf = th_alloc_nan(ATTN_DTYPE_F32, n);
-    float *l = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * S)), *lr = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * S));
+    float *l = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * S)),
+          *lr = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * S));
     unsigned char kpm[2 * 70];
-    for (int i = 0; i < 2 * 70; i++) kpm[i] = (i % 7) != 3;
+    for (int i = 0; i < 2 * 70; i++)
+        kpm[i] = (i % 7) != 3;
     unsigned char *em = mt_padded_mask(kpm, B, S, 1, -1, -1);
     attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 4, s4), tk = attn_tensor_make(k, ATTN_DTYPE_F32, 4, s4);
     attn_tensor tv = attn_tensor_make(v, ATTN_DTYPE_F32, 4, s4), to = attn_tensor_make(o, ATTN_DTYPE_F32, 4, s4);
@@ -289,7 +321,8 @@ static void test_padded_bnsd(void **state) {
     size_t ws;
     assert_int_equal(attn_forward_padded_workspace_size(B, S, &ws), ATTN_STATUS_OK);
     void *w = malloc(ws);
-    assert_int_equal(attn_forward_padded(ctx, ATTN_LAYOUT_BNSD, &tq, &tk, &tv, &tkp, &p, &to, &tl, w, ws), ATTN_STATUS_OK);
+    assert_int_equal(attn_forward_padded(ctx, ATTN_LAYOUT_BNSD, &tq, &tk, &tv, &tkp, &p, &to, &tl, w, ws),
+                     ATTN_STATUS_OK);
     assert_int_equal(attn_ref_forward(ATTN_LAYOUT_BNSD, &tq, &tk, &tv, &pe, &tor, &tlr), ATTN_STATUS_OK);
     size_t bad;
     th_compare(&to, &tor, th_tol_for(ATTN_DTYPE_F32), 1.0, &bad);
@@ -367,7 +400,7 @@ static void test_padded_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_explicit_mask_shapes), cmocka_unit_test(test_cross_attention_key_padding),
+        cmocka_unit_test(test_explicit_mask_shapes),  cmocka_unit_test(test_cross_attention_key_padding),
         cmocka_unit_test(test_self_attention_padded), cmocka_unit_test(test_padded_bnsd),
         cmocka_unit_test(test_padded_errors),
     };

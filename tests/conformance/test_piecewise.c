@@ -5,11 +5,11 @@
  * and ALiBi on global positions, the oracle twin, thread invariance, and every validation error
  * (unsorted/overlapping spans — the seed's silent wrong-length output — ranges, causal, masks).
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +23,12 @@ static unsigned char *pw_mask(const attn_span *spans, int64_t ns, const attn_que
                               int64_t Sk) {
     unsigned char *full = calloc((size_t)(Sk * Sk), 1), *m = calloc((size_t)(Sq * Sk) + 1, 1);
     for (int64_t i = 0; i < Sk; i++)
-        for (int64_t j = 0; j <= i; j++) full[i * Sk + j] = 1; /* tril */
+        for (int64_t j = 0; j <= i; j++)
+            full[i * Sk + j] = 1; /* tril */
     for (int64_t t = 0; t < ns; t++)
         for (int64_t i = spans[t].start; i < spans[t].end; i++)
-            for (int64_t j = 0; j < spans[t].end; j++) full[i * Sk + j] = 1;
+            for (int64_t j = 0; j < spans[t].end; j++)
+                full[i * Sk + j] = 1;
     for (int64_t t = 0; t < nr; t++)
         for (int64_t i = r[t].local_start; i < r[t].local_end; i++)
             memcpy(m + i * Sk, full + (r[t].global_start + i - r[t].local_start) * Sk, (size_t)Sk);
@@ -61,16 +63,18 @@ static void pw_run(attn_ctx *ctx, th_rng *rng, const pw_case *c) {
     unsigned char *m = pw_mask(c->spans, c->ns, c->ranges ? c->ranges : &def, c->ranges ? c->nr : 1, Sq, Sk);
     attn_tensor tm = attn_tensor_make(m, ATTN_DTYPE_BOOL, 2, ms);
     float slopes[16];
-    for (int h = 0; h < 16; h++) slopes[h] = 0.05f * (float)(h + 1);
+    for (int h = 0; h < 16; h++)
+        slopes[h] = 0.05f * (float)(h + 1);
     attn_params p, pe;
     attn_params_init(&p);
     p.window_left = c->window_left, p.window_right = c->window_right;
-    if (c->alibi) p.alibi_slopes = slopes;
+    if (c->alibi)
+        p.alibi_slopes = slopes;
     pe = p;
     pe.mask = &tm;
-    assert_int_equal(attn_forward_piecewise(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, c->spans, c->ns, c->ranges, c->nr,
-                                            &p, &to, &tl),
-                     ATTN_STATUS_OK);
+    assert_int_equal(
+        attn_forward_piecewise(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, c->spans, c->ns, c->ranges, c->nr, &p, &to, &tl),
+        ATTN_STATUS_OK);
     assert_int_equal(attn_ref_forward(ATTN_LAYOUT_BSND, &tq, &tk, &tv, &pe, &tor, &tlr), ATTN_STATUS_OK);
     size_t bad = 0, bad_l = 0;
     double err = th_compare(&to, &tor, th_tol_for(c->dt), 1.0, &bad);
@@ -82,17 +86,17 @@ static void pw_run(attn_ctx *ctx, th_rng *rng, const pw_case *c) {
     assert_int_equal(bad, 0);
     assert_int_equal(bad_l, 0);
     /* the oracle twin (literal span predicate) agrees as well */
-    assert_int_equal(attn_ref_forward_piecewise(ATTN_LAYOUT_BSND, &tq, &tk, &tv, c->spans, c->ns, c->ranges, c->nr, &p,
-                                                &tor, &tlr),
-                     ATTN_STATUS_OK);
+    assert_int_equal(
+        attn_ref_forward_piecewise(ATTN_LAYOUT_BSND, &tq, &tk, &tv, c->spans, c->ns, c->ranges, c->nr, &p, &tor, &tlr),
+        ATTN_STATUS_OK);
     th_compare(&to, &tor, th_tol_for(c->dt), 1.0, &bad);
     assert_int_equal(bad, 0);
     /* thread-count invariance */
     const int32_t nt = attn_ctx_num_threads(ctx);
     assert_int_equal(attn_ctx_set_num_threads(ctx, nt == 1 ? 3 : 1), ATTN_STATUS_OK);
-    assert_int_equal(attn_forward_piecewise(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, c->spans, c->ns, c->ranges, c->nr,
-                                            &p, &to2, NULL),
-                     ATTN_STATUS_OK);
+    assert_int_equal(
+        attn_forward_piecewise(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, c->spans, c->ns, c->ranges, c->nr, &p, &to2, NULL),
+        ATTN_STATUS_OK);
     assert_true(th_bitwise_equal(&to, &to2));
     assert_int_equal(attn_ctx_set_num_threads(ctx, nt), ATTN_STATUS_OK);
     free(q), free(k), free(v), free(o), free(o2), free(orf), free(l), free(lr), free(m);
@@ -106,7 +110,8 @@ static void test_keep_matrix_example1(void **state) {
     unsigned char *m = pw_mask(sp, 1, &r, 1, 10, 10);
     const int hi[10] = {0, 1, 2, 5, 5, 5, 6, 7, 8, 9};
     for (int i = 0; i < 10; i++)
-        for (int j = 0; j < 10; j++) assert_int_equal(m[i * 10 + j], j <= hi[i]);
+        for (int j = 0; j < 10; j++)
+            assert_int_equal(m[i * 10 + j], j <= hi[i]);
     free(m);
 }
 
@@ -143,7 +148,8 @@ static void test_random_layouts(void **state) {
         int64_t ns = 0, pos = th_rng_int(&rng, 0, 20);
         while (ns < 8 && pos < Sk - 1) { /* video-style: text, frame, text, frame ... */
             const int64_t len = th_rng_int(&rng, 1, Sk / 3 + 1);
-            if (pos + len > Sk) break;
+            if (pos + len > Sk)
+                break;
             spans[ns].start = pos, spans[ns].end = pos + len;
             ns++;
             pos += len + th_rng_int(&rng, 0, 40);
@@ -163,7 +169,8 @@ static void test_random_layouts(void **state) {
             c.ranges = r, c.nr = 3, c.Sq = a + b;
         } else {
             c.Sq = round % 3 == 0 ? Sk : th_rng_int(&rng, 1, Sk);
-            if (round == 3) c.window_left = 50, c.window_right = 7, c.alibi = 1; /* default ranges only */
+            if (round == 3)
+                c.window_left = 50, c.window_right = 7, c.alibi = 1; /* default ranges only */
         }
         pw_run(ctx, &rng, &c);
     }
@@ -214,8 +221,10 @@ static void test_errors(void **state) {
         {neg, 1, NULL, 0, NULL, ATTN_STATUS_INVALID_ARGUMENT, "spans[0]=(-1,3)"},
         {NULL, 1, NULL, 0, NULL, ATTN_STATUS_INVALID_ARGUMENT, "spans: is NULL"},
         {ok, -1, NULL, 0, NULL, ATTN_STATUS_INVALID_ARGUMENT, "num_spans=-1"},
-        {ok, 1, gap, 2, NULL, ATTN_STATUS_INVALID_ARGUMENT, "query_ranges[1]=(5,10,5): must cover local query rows contiguously from 4"},
-        {ok, 1, shortr, 1, NULL, ATTN_STATUS_INVALID_ARGUMENT, "cover local rows [0, 9), expected the full query [0, 10)"},
+        {ok, 1, gap, 2, NULL, ATTN_STATUS_INVALID_ARGUMENT,
+         "query_ranges[1]=(5,10,5): must cover local query rows contiguously from 4"},
+        {ok, 1, shortr, 1, NULL, ATTN_STATUS_INVALID_ARGUMENT,
+         "cover local rows [0, 9), expected the full query [0, 10)"},
         {ok, 1, outside, 1, NULL, ATTN_STATUS_INVALID_ARGUMENT, "global positions fall outside the keys"},
         {ok, 1, backwards, 1, NULL, ATTN_STATUS_INVALID_ARGUMENT, "query_ranges[0]"},
         {ok, 1, shortr, 0, NULL, ATTN_STATUS_INVALID_ARGUMENT, "num_query_ranges=0"},
@@ -251,8 +260,10 @@ static void test_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keep_matrix_example1), cmocka_unit_test(test_worked_examples),
-        cmocka_unit_test(test_random_layouts), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_keep_matrix_example1),
+        cmocka_unit_test(test_worked_examples),
+        cmocka_unit_test(test_random_layouts),
+        cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,11 +6,11 @@
  * here; ATTN_QUANT_ACC_SEQ overrides the sequence length), and rejects every unsupported combination with
  * a named reason.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,16 +34,22 @@ static void test_fast_equals_reference(void **state) {
             const attn_dtype dt = fmt == 1 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
             const attn_layout layout = fmt % 2 ? ATTN_LAYOUT_BNSD : ATTN_LAYOUT_BSND;
             int64_t qs[4] = {B, Sq, H, D}, ks[4] = {B, Sk, Hk, D}, vs[4] = {B, Sk, Hk, Dv}, os[4] = {B, Sq, H, Dv};
-            if (layout == ATTN_LAYOUT_BNSD) qs[1] = H, qs[2] = Sq, ks[1] = vs[1] = Hk, ks[2] = vs[2] = Sk, os[1] = H, os[2] = Sq;
+            if (layout == ATTN_LAYOUT_BNSD)
+                qs[1] = H, qs[2] = Sq, ks[1] = vs[1] = Hk, ks[2] = vs[2] = Sk, os[1] = H, os[2] = Sq;
             int64_t ls[3] = {B, H, Sq};
-            void *q = th_alloc_fill(&rng, dt, (size_t)(B * Sq * H * D), -3, 3), *k = th_alloc_fill(&rng, dt, (size_t)(B * Sk * Hk * D), -3, 3);
+            void *q = th_alloc_fill(&rng, dt, (size_t)(B * Sq * H * D), -3, 3),
+                 *k = th_alloc_fill(&rng, dt, (size_t)(B * Sk * Hk * D), -3, 3);
             void *v = th_alloc_fill(&rng, dt, (size_t)(B * Sk * Hk * Dv), -1, 1);
             void *o = th_alloc_nan(dt, (size_t)(B * Sq * H * Dv)), *orf = th_alloc_nan(dt, (size_t)(B * Sq * H * Dv));
             void *o2 = th_alloc_nan(dt, (size_t)(B * Sq * H * Dv));
-            float *l = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * Sq)), *lr = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * Sq));
-            attn_tensor tq = attn_tensor_make(q, dt, 4, qs), tk = attn_tensor_make(k, dt, 4, ks), tv = attn_tensor_make(v, dt, 4, vs);
-            attn_tensor to = attn_tensor_make(o, dt, 4, os), tor = attn_tensor_make(orf, dt, 4, os), to2 = attn_tensor_make(o2, dt, 4, os);
-            attn_tensor tl = attn_tensor_make(l, ATTN_DTYPE_F32, 3, ls), tlr = attn_tensor_make(lr, ATTN_DTYPE_F32, 3, ls);
+            float *l = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * Sq)),
+                  *lr = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(B * H * Sq));
+            attn_tensor tq = attn_tensor_make(q, dt, 4, qs), tk = attn_tensor_make(k, dt, 4, ks),
+                        tv = attn_tensor_make(v, dt, 4, vs);
+            attn_tensor to = attn_tensor_make(o, dt, 4, os), tor = attn_tensor_make(orf, dt, 4, os),
+                        to2 = attn_tensor_make(o2, dt, 4, os);
+            attn_tensor tl = attn_tensor_make(l, ATTN_DTYPE_F32, 3, ls),
+                        tlr = attn_tensor_make(lr, ATTN_DTYPE_F32, 3, ls);
             attn_quant_params qp;
             attn_quant_params_init(&qp, (attn_quant_format)fmt);
             qp.rotate = rot;
@@ -60,12 +66,14 @@ static void test_fast_equals_reference(void **state) {
             const double err = th_compare(&to, &tor, th_tol_for(dt), 1.0, &bad);
             th_compare_lse(&tl, &tlr, th_tol_for(dt), &bad_l);
             if (bad || bad_l)
-                print_error("%s rot=%d D=%lld: %zu/%zu bad, max err %g\n", fmt_name[fmt], rot, (long long)D, bad, bad_l, err);
+                print_error("%s rot=%d D=%lld: %zu/%zu bad, max err %g\n", fmt_name[fmt], rot, (long long)D, bad, bad_l,
+                            err);
             assert_int_equal(bad, 0);
             assert_int_equal(bad_l, 0);
             /* thread-count invariance */
             assert_int_equal(attn_ctx_set_num_threads(ctx, 1), ATTN_STATUS_OK);
-            assert_int_equal(attn_forward_quant(ctx, layout, &tq, &tk, &tv, &qp, &p, &to2, NULL, w, ws), ATTN_STATUS_OK);
+            assert_int_equal(attn_forward_quant(ctx, layout, &tq, &tk, &tv, &qp, &p, &to2, NULL, w, ws),
+                             ATTN_STATUS_OK);
             assert_true(th_bitwise_equal(&to, &to2));
             assert_int_equal(attn_ctx_set_num_threads(ctx, 2), ATTN_STATUS_OK);
             /* quantization changes the result (the test can fail if quantization were skipped) */
@@ -88,7 +96,8 @@ static acc_metrics acc_compare(const float *a, const float *ref, size_t n) {
         dot += (double)a[i] * ref[i], na += (double)a[i] * a[i], nr += (double)ref[i] * ref[i];
         const double e = fabs((double)a[i] - ref[i]);
         l1 += e, l1r += fabs((double)ref[i]);
-        if (e > mx) mx = e;
+        if (e > mx)
+            mx = e;
     }
     acc_metrics m = {dot / sqrt(na * nr), mx, l1 / l1r};
     return m;
@@ -109,11 +118,13 @@ static void test_accuracy_bands(void **state) {
     size_t ws;
     assert_int_equal(attn_forward_quant_workspace_size(ATTN_LAYOUT_BSND, &tq, &tk, &tv, &ws), ATTN_STATUS_OK);
     void *w = malloc(ws);
-    /* minimum cosine similarity per [data][format][rotate]: measured values minus a margin (docs/DIFFUSION.md) */
+    /* minimum cosine similarity per [data][format][rotate]: values measured at S = 1024 and 2048 minus a margin
+     * (docs/DIFFUSION.md) */
     const double band[2][4][2] = {{{0.9980, 0.9980}, {0.9940, 0.9940}, {0.9975, 0.9975}, {0.970, 0.970}},
-                                  {{0.9930, 0.9970}, {0.9800, 0.9920}, {0.9880, 0.9970}, {0.880, 0.965}}};
+                                  {{0.9930, 0.9970}, {0.9750, 0.9920}, {0.9800, 0.9970}, {0.880, 0.965}}};
     acc_metrics got[2][4][2];
-    print_message("| data | format | rotation | cosine | max abs err | rel-L1 |   (B=1 H=4 S=%lld D=128)\n", (long long)S);
+    print_message("| data | format | rotation | cosine | max abs err | rel-L1 |   (B=1 H=4 S=%lld D=128)\n",
+                  (long long)S);
     for (int data = 0; data < 2; data++) {
         th_rng rng;
         th_rng_seed(&rng, 42);
@@ -124,9 +135,11 @@ static void test_accuracy_bands(void **state) {
             float *ts[3] = {q, k, v};
             for (int t = 0; t < 3; t++)
                 for (size_t i = 0; i < n; i++)
-                    if (th_rng_uniform(&rng) < 0.001) ts[t][i] += (float)(10.0 * th_rng_normal(&rng));
+                    if (th_rng_uniform(&rng) < 0.001)
+                        ts[t][i] += (float)(10.0 * th_rng_normal(&rng));
             for (size_t i = 0; i < n; i++)
-                if (i % (size_t)D < 4) k[i] += 8.0f;
+                if (i % (size_t)D < 4)
+                    k[i] += 8.0f;
         }
         assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, NULL, &tof, NULL), ATTN_STATUS_OK);
         for (int fmt = 0; fmt < 4; fmt++)
@@ -148,7 +161,8 @@ static void test_accuracy_bands(void **state) {
             }
     }
     /* rotation is what makes the outlier case usable (diffusion.md C.6) */
-    for (int fmt = 0; fmt < 4; fmt++) assert_true(got[1][fmt][1].cos > got[1][fmt][0].cos);
+    for (int fmt = 0; fmt < 4; fmt++)
+        assert_true(got[1][fmt][1].cos > got[1][fmt][0].cos);
     /* MXFP4 is an order of magnitude worse than 8-bit formats */
     assert_true(1.0 - got[0][3][1].cos > 5.0 * (1.0 - got[0][2][1].cos));
     free(q), free(k), free(v), free(o), free(of), free(w);
@@ -164,7 +178,8 @@ static void test_unsupported(void **state) {
     float *buf = calloc(8 * 2 * 96, 4), *ob = malloc(8 * 2 * 96 * 4);
     memset(ob, 0x7f, 8 * 2 * 96 * 4);
     attn_tensor t = attn_tensor_make(buf, ATTN_DTYPE_F32, 4, s4), to = attn_tensor_make(ob, ATTN_DTYPE_F32, 4, s4);
-    attn_tensor t96 = attn_tensor_make(buf, ATTN_DTYPE_F32, 4, s96), to96 = attn_tensor_make(ob, ATTN_DTYPE_F32, 4, s96);
+    attn_tensor t96 = attn_tensor_make(buf, ATTN_DTYPE_F32, 4, s96),
+                to96 = attn_tensor_make(ob, ATTN_DTYPE_F32, 4, s96);
     unsigned char m[64];
     memset(m, 1, sizeof m);
     attn_tensor tm = attn_tensor_make(m, ATTN_DTYPE_BOOL, 2, ms);
@@ -197,7 +212,8 @@ static void test_unsupported(void **state) {
     } cases[] = {
         {&t, &to, &qp, &causal, ws, ATTN_STATUS_UNSUPPORTED, "causal quantized attention is not supported"},
         {&t, &to, &qp, &window, ws, ATTN_STATUS_UNSUPPORTED, "windowed quantized attention"},
-        {&t, &to, &qp, &masked, ws, ATTN_STATUS_UNSUPPORTED, "params.mask: caller masks require the float attention path"},
+        {&t, &to, &qp, &masked, ws, ATTN_STATUS_UNSUPPORTED,
+         "params.mask: caller masks require the float attention path"},
         {&t, &to, &qp, &kpm, ws, ATTN_STATUS_UNSUPPORTED, "params.key_padding_mask: caller masks"},
         {&t96, &to96, &qp, NULL, ws, ATTN_STATUS_UNSUPPORTED, "head_size=96 is not a power of two"},
         {&t, &to, &bad_fmt, NULL, ws, ATTN_STATUS_INVALID_ARGUMENT, "qp.format=9"},
@@ -212,7 +228,8 @@ static void test_unsupported(void **state) {
             print_error("case %zu: status %d, message '%s'\n", i, (int)st, attn_last_error());
         assert_int_equal(st, cases[i].st);
         assert_non_null(strstr(attn_last_error(), cases[i].msg));
-        if (cases[i].st == ATTN_STATUS_WORKSPACE_TOO_SMALL) continue; /* the oracle owns its buffers */
+        if (cases[i].st == ATTN_STATUS_WORKSPACE_TOO_SMALL)
+            continue; /* the oracle owns its buffers */
         st = attn_ref_forward_quant(ATTN_LAYOUT_BSND, cases[i].x, cases[i].x, cases[i].x, cases[i].qp, cases[i].p,
                                     (attn_tensor *)cases[i].o, NULL);
         assert_int_equal(st, cases[i].st);
@@ -224,16 +241,20 @@ static void test_unsupported(void **state) {
     }
     /* head_size 96 without rotation is fine (MX blocks 32 along head_size) */
     qp.rotate = 0;
-    assert_int_equal(attn_forward_quant(ctx, ATTN_LAYOUT_BSND, &t96, &t96, &t96, &qp, NULL, &to96, NULL, w, ws), ATTN_STATUS_OK);
-    assert_int_equal(attn_forward_quant(NULL, ATTN_LAYOUT_BSND, &t, &t, &t, &qp, NULL, &to, NULL, w, ws), ATTN_STATUS_INVALID_ARGUMENT);
-    assert_int_equal(attn_forward_quant_workspace_size(ATTN_LAYOUT_BSND, &t, &t, &t, NULL), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(attn_forward_quant(ctx, ATTN_LAYOUT_BSND, &t96, &t96, &t96, &qp, NULL, &to96, NULL, w, ws),
+                     ATTN_STATUS_OK);
+    assert_int_equal(attn_forward_quant(NULL, ATTN_LAYOUT_BSND, &t, &t, &t, &qp, NULL, &to, NULL, w, ws),
+                     ATTN_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(attn_forward_quant_workspace_size(ATTN_LAYOUT_BSND, &t, &t, &t, NULL),
+                     ATTN_STATUS_INVALID_ARGUMENT);
     free(buf), free(ob), free(w);
     attn_ctx_destroy(ctx);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fast_equals_reference), cmocka_unit_test(test_accuracy_bands),
+        cmocka_unit_test(test_fast_equals_reference),
+        cmocka_unit_test(test_accuracy_bands),
         cmocka_unit_test(test_unsupported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

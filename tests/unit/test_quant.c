@@ -4,11 +4,11 @@
  * round trips, the Hadamard sign vector against diffusion.md C.4 and the rotation's orthogonality, and
  * every error path of the public codecs.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <math.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -21,19 +21,36 @@
 
 static void test_e4m3_values(void **state) {
     (void)state;
-    const struct { float x; uint8_t code; } cases[] = {
-        {0.0f, 0x00},         {-0.0f, 0x80},         {1.0f, 0x38},          {-2.0f, 0xC0},
-        {448.0f, 0x7E},       {449.0f, 0x7E},        {500.0f, 0x7E},        {1e30f, 0x7E},   /* saturation */
-        {INFINITY, 0x7E},     {-INFINITY, 0xFE},     {-1000.0f, 0xFE},
-        {0x1p-6f, 0x08},      /* min normal */       {0x1p-9f, 0x01},       /* min subnormal */
-        {0x1p-10f, 0x00},     /* tie 0 / 2^-9 → even 0 */                  {0x1.8p-10f, 0x01},
-        {0x1.8p-9f, 0x02},    /* tie 1/2 subnormal codes → even 2 */        {0x7p-9f, 0x07}, /* max subnormal */
-        {1.0625f, 0x38},      /* tie 1 / 1.125 → even */                    {1.1875f, 0x3A}, /* tie → 1.25 */
-        {240.0f, 0x77},       {232.0f, 0x76}, /* tie 224 (0x76) / 240 (0x77) → even 0x76 */
+    const struct {
+        float x;
+        uint8_t code;
+    } cases[] = {
+        {0.0f, 0x00},
+        {-0.0f, 0x80},
+        {1.0f, 0x38},
+        {-2.0f, 0xC0},
+        {448.0f, 0x7E},
+        {449.0f, 0x7E},
+        {500.0f, 0x7E},
+        {1e30f, 0x7E}, /* saturation */
+        {INFINITY, 0x7E},
+        {-INFINITY, 0xFE},
+        {-1000.0f, 0xFE},
+        {0x1p-6f, 0x08},
+        /* min normal */ {0x1p-9f, 0x01}, /* min subnormal */
+        {0x1p-10f, 0x00},
+        /* tie 0 / 2^-9 → even 0 */ {0x1.8p-10f, 0x01},
+        {0x1.8p-9f, 0x02},
+        /* tie 1/2 subnormal codes → even 2 */ {0x7p-9f, 0x07}, /* max subnormal */
+        {1.0625f, 0x38},
+        /* tie 1 / 1.125 → even */ {1.1875f, 0x3A}, /* tie → 1.25 */
+        {240.0f, 0x77},
+        {232.0f, 0x76}, /* tie 224 (0x76) / 240 (0x77) → even 0x76 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint8_t c = attn_fp8_from_float(E4M3, cases[i].x);
-        if (c != cases[i].code) print_error("e4m3(%a) = 0x%02X, expected 0x%02X\n", (double)cases[i].x, c, cases[i].code);
+        if (c != cases[i].code)
+            print_error("e4m3(%a) = 0x%02X, expected 0x%02X\n", (double)cases[i].x, c, cases[i].code);
         assert_int_equal(c, cases[i].code);
     }
     assert_true(isnan(attn_fp8_to_float(E4M3, 0x7F)));
@@ -49,20 +66,26 @@ static void test_e4m3_values(void **state) {
 
 static void test_e5m2_values(void **state) {
     (void)state;
-    const struct { float x; uint8_t code; } cases[] = {
-        {1.0f, 0x3C},      {57344.0f, 0x7B}, {60000.0f, 0x7B}, {1e9f, 0x7B},   {INFINITY, 0x7B},
-        {-INFINITY, 0xFB}, {0x1p-14f, 0x04}, {0x1p-16f, 0x01}, {0x1p-17f, 0x00}, {0x3p-16f, 0x03},
-        {1.125f, 0x3C},    /* tie 1 / 1.25 → even */           {1.375f, 0x3E}, /* tie 1.25/1.5 → 1.5 */
+    const struct {
+        float x;
+        uint8_t code;
+    } cases[] = {
+        {1.0f, 0x3C},     {57344.0f, 0x7B}, {60000.0f, 0x7B},
+        {1e9f, 0x7B},     {INFINITY, 0x7B}, {-INFINITY, 0xFB},
+        {0x1p-14f, 0x04}, {0x1p-16f, 0x01}, {0x1p-17f, 0x00},
+        {0x3p-16f, 0x03}, {1.125f, 0x3C},   /* tie 1 / 1.25 → even */ {1.375f, 0x3E}, /* tie 1.25/1.5 → 1.5 */
         {-0.0f, 0x80},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint8_t c = attn_fp8_from_float(E5M2, cases[i].x);
-        if (c != cases[i].code) print_error("e5m2(%a) = 0x%02X, expected 0x%02X\n", (double)cases[i].x, c, cases[i].code);
+        if (c != cases[i].code)
+            print_error("e5m2(%a) = 0x%02X, expected 0x%02X\n", (double)cases[i].x, c, cases[i].code);
         assert_int_equal(c, cases[i].code);
     }
     assert_true(isinf(attn_fp8_to_float(E5M2, 0x7C)) && attn_fp8_to_float(E5M2, 0x7C) > 0);
     assert_true(isinf(attn_fp8_to_float(E5M2, 0xFC)) && attn_fp8_to_float(E5M2, 0xFC) < 0);
-    for (uint8_t c = 0x7D; c <= 0x7F; c++) assert_true(isnan(attn_fp8_to_float(E5M2, c)));
+    for (uint8_t c = 0x7D; c <= 0x7F; c++)
+        assert_true(isnan(attn_fp8_to_float(E5M2, c)));
     assert_true(isnan(attn_fp8_to_float(E5M2, attn_fp8_from_float(E5M2, NAN))));
     assert_true(attn_fp8_to_float(E5M2, 0x7B) == 57344.0f);
     assert_true(attn_fp8_to_float(E5M2, 0x03) == 0x3p-16f);
@@ -75,15 +98,30 @@ static void test_e2m1_values(void **state) {
         const float v = attn_fp4_e2m1_to_float(c);
         assert_true(v == (c & 8 ? -grid[c & 7] : grid[c & 7]));
     }
-    const struct { float x; uint8_t code; } cases[] = {
-        {6.0f, 0x7}, {7.0f, 0x7}, {100.0f, 0x7}, {INFINITY, 0x7}, {-INFINITY, 0xF}, /* saturation */
-        {5.0f, 0x6}, /* tie 4/6 → even 4 */ {2.5f, 0x4}, /* tie 2/3 → 2 */ {3.5f, 0x6}, /* tie 3/4 → 4 */
-        {0.25f, 0x0}, /* tie 0/0.5 → 0 */   {0.75f, 0x2}, /* tie 0.5/1 → 1 */ {0.3f, 0x1}, {-3.0f, 0xD},
-        {1.25f, 0x2}, /* tie 1/1.5 → 1 */  {1.75f, 0x4}, /* tie 1.5/2 → 2 */ {NAN, 0x0},
+    const struct {
+        float x;
+        uint8_t code;
+    } cases[] = {
+        {6.0f, 0x7},
+        {7.0f, 0x7},
+        {100.0f, 0x7},
+        {INFINITY, 0x7},
+        {-INFINITY, 0xF}, /* saturation */
+        {5.0f, 0x6},
+        /* tie 4/6 → even 4 */ {2.5f, 0x4},
+        /* tie 2/3 → 2 */ {3.5f, 0x6}, /* tie 3/4 → 4 */
+        {0.25f, 0x0},
+        /* tie 0/0.5 → 0 */ {0.75f, 0x2},
+        /* tie 0.5/1 → 1 */ {0.3f, 0x1},
+        {-3.0f, 0xD},
+        {1.25f, 0x2},
+        /* tie 1/1.5 → 1 */ {1.75f, 0x4},
+        /* tie 1.5/2 → 2 */ {NAN, 0x0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint8_t c = attn_fp4_e2m1_from_float(cases[i].x);
-        if (c != cases[i].code) print_error("e2m1(%a) = 0x%X, expected 0x%X\n", (double)cases[i].x, c, cases[i].code);
+        if (c != cases[i].code)
+            print_error("e2m1(%a) = 0x%X, expected 0x%X\n", (double)cases[i].x, c, cases[i].code);
         assert_int_equal(c, cases[i].code);
     }
 }
@@ -102,13 +140,17 @@ static void test_code_table_round_trip(void **state) {
     (void)state;
     for (int c = 0; c < 256; c++) {
         const float v4 = attn_fp8_to_float(E4M3, (uint8_t)c);
-        if (!isnan(v4)) assert_int_equal(attn_fp8_from_float(E4M3, v4), c);
+        if (!isnan(v4))
+            assert_int_equal(attn_fp8_from_float(E4M3, v4), c);
         const float v5 = attn_fp8_to_float(E5M2, (uint8_t)c);
-        if (isfinite(v5)) assert_int_equal(attn_fp8_from_float(E5M2, v5), c);
+        if (isfinite(v5))
+            assert_int_equal(attn_fp8_from_float(E5M2, v5), c);
     }
-    for (int c = 0; c < 16; c++) assert_int_equal(attn_fp4_e2m1_from_float(attn_fp4_e2m1_to_float((uint8_t)c)), c);
+    for (int c = 0; c < 16; c++)
+        assert_int_equal(attn_fp4_e2m1_from_float(attn_fp4_e2m1_to_float((uint8_t)c)), c);
     /* monotone: magnitude codes 0..max decode increasing (what a nearest-value search relies on) */
-    for (int c = 1; c < 0x7F; c++) assert_true(attn_fp8_to_float(E4M3, (uint8_t)c) > attn_fp8_to_float(E4M3, (uint8_t)(c - 1)));
+    for (int c = 1; c < 0x7F; c++)
+        assert_true(attn_fp8_to_float(E4M3, (uint8_t)c) > attn_fp8_to_float(E4M3, (uint8_t)(c - 1)));
 }
 
 static void test_scaled_fp8(void **state) {
@@ -141,7 +183,8 @@ static void test_mx_blocks(void **state) {
     float src[70];
     uint8_t el[70], sc[3];
     float back[70];
-    for (int i = 0; i < 70; i++) src[i] = 0.0f;
+    for (int i = 0; i < 70; i++)
+        src[i] = 0.0f;
     /* block 0: max 1.0 → shared exp 0 − 8 = −8 (byte 119); 1.0 → 256 = code 0x78; 0.5 → 0x70 */
     src[0] = 1.0f, src[1] = 0.5f, src[2] = -0.25f;
     /* block 1: max 1.875 (mantissa above 1.75) → 480 saturates to 448: decodes 1.75 (clipped) */
@@ -222,12 +265,15 @@ static void test_mxfp4_packing(void **state) {
 static void test_hadamard(void **state) {
     (void)state;
     /* diffusion.md C.4: the exact sign vectors of torch manual_seed(425500) randint(0, 2) */
-    const char *s128 = "+++--+-++--++---++++-+--++++----++---+-----++--------+-+++-++++--+++-++--+--+-+--+---+----+--++++++++-+++--+-+++-++-+-+--++--+-+";
+    const char *s128 = "+++--+-++--++---++++-+--++++----++---+-----++--------+-+++-++++--+++-++--+--+-+--+---+----+--++"
+                       "++++++-+++--+-+++-++-+-+--++--+-+";
     int8_t signs[256];
     assert_int_equal(attn_hadamard_signs(128, ATTN_HADAMARD_SEED, signs), ATTN_STATUS_OK);
-    for (int i = 0; i < 128; i++) assert_int_equal(signs[i], s128[i] == '+' ? 1 : -1);
+    for (int i = 0; i < 128; i++)
+        assert_int_equal(signs[i], s128[i] == '+' ? 1 : -1);
     assert_int_equal(attn_hadamard_signs(64, ATTN_HADAMARD_SEED, signs), ATTN_STATUS_OK);
-    for (int i = 0; i < 64; i++) assert_int_equal(signs[i], s128[i] == '+' ? 1 : -1);
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(signs[i], s128[i] == '+' ? 1 : -1);
     /* e_0·R = s_0·H_0j/sqrt(d) = s_0/sqrt(d) for every j; e_1·R = s_1·(−1)^j/sqrt(d) */
     float rows[2 * 128] = {0}, rot[2 * 128];
     rows[0] = 1.0f, rows[128 + 1] = 1.0f;
@@ -241,17 +287,21 @@ static void test_hadamard(void **state) {
     th_rng_seed(&rng, 7);
     for (int64_t d = 1; d <= 256; d *= 2) {
         float x[2 * 256], y[2 * 256];
-        for (int64_t i = 0; i < 2 * d; i++) x[i] = (float)th_rng_normal(&rng);
+        for (int64_t i = 0; i < 2 * d; i++)
+            x[i] = (float)th_rng_normal(&rng);
         assert_int_equal(attn_hadamard_rotate(x, 2, d, ATTN_HADAMARD_SEED, y), ATTN_STATUS_OK);
         double a = 0, b = 0, na = 0, nb = 0;
-        for (int64_t i = 0; i < d; i++) a += (double)x[i] * x[d + i], b += (double)y[i] * y[d + i];
-        for (int64_t i = 0; i < d; i++) na += (double)x[i] * x[i], nb += (double)y[i] * y[i];
+        for (int64_t i = 0; i < d; i++)
+            a += (double)x[i] * x[d + i], b += (double)y[i] * y[d + i];
+        for (int64_t i = 0; i < d; i++)
+            na += (double)x[i] * x[i], nb += (double)y[i] * y[i];
         assert_true(fabs(a - b) <= 1e-5 * (1.0 + fabs(a)));
         assert_true(fabs(na - nb) <= 1e-5 * na);
     }
     /* in place equals out of place */
     float z[64], z2[64];
-    for (int i = 0; i < 64; i++) z[i] = (float)th_rng_normal(&rng);
+    for (int i = 0; i < 64; i++)
+        z[i] = (float)th_rng_normal(&rng);
     assert_int_equal(attn_hadamard_rotate(z, 1, 64, 1234u, z2), ATTN_STATUS_OK);
     assert_int_equal(attn_hadamard_rotate(z, 1, 64, 1234u, z), ATTN_STATUS_OK);
     assert_memory_equal(z, z2, sizeof z);
@@ -267,10 +317,14 @@ static void test_hadamard(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_e4m3_values),   cmocka_unit_test(test_e5m2_values),
-        cmocka_unit_test(test_e2m1_values),   cmocka_unit_test(test_e8m0_edges),
-        cmocka_unit_test(test_code_table_round_trip), cmocka_unit_test(test_scaled_fp8),
-        cmocka_unit_test(test_mx_blocks),     cmocka_unit_test(test_mxfp4_packing),
+        cmocka_unit_test(test_e4m3_values),
+        cmocka_unit_test(test_e5m2_values),
+        cmocka_unit_test(test_e2m1_values),
+        cmocka_unit_test(test_e8m0_edges),
+        cmocka_unit_test(test_code_table_round_trip),
+        cmocka_unit_test(test_scaled_fp8),
+        cmocka_unit_test(test_mx_blocks),
+        cmocka_unit_test(test_mxfp4_packing),
         cmocka_unit_test(test_hadamard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

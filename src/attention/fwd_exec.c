@@ -1,0 +1,295 @@
+/*
+ * fwd_exec.c — the driver's schedules of multi-block work items (cpu-kernel-design.md §2.5, §3.2):
+ *   - prefill: a GQA super-block = (sequence, kv head, up to 4 query blocks); each kv tile is fetched
+ *     (converted, or copied into a padded-stride tile when f32 rows are a multiple of 1 KiB apart) once
+ *     and every block of the item runs on it;
+ *   - decode-shaped problems: (sequence, group of kv heads) walking the keys tile by tile in memory order,
+ *     all heads of a tile back to back, with the next tile of a head prefetched before its work.
+ * Every block keeps its own (m, l, o) states and sees exactly the kernel calls of attn_fwd_run_blocks
+ * (attn_fwd_tile on the same [a, b) ranges, partitions reset/folded in ascending order), so results are
+ * bitwise those of the one-block-per-item schedule; only where the K/V floats come from changes, never
+ * their values. It does not allocate: states live in the thread's scratch (ATTN_FWD_MULTI_BYTES).
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "attention/fwd.h"
+#include "parallel/parallel.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Item scratch: ATTN_FWD_MULTI_MAX slot headers, then per slot q_t [D][QB], partition state
+ * (m, l [QB], o [Dv][QB]) and folded state (m, l, o)
+ * --------------------------------------------------------------------------------------------- */
+typedef struct attn_fx_slot {
+    attn_fwd_block blk;
+    int64_t first, last; /* partition range of the block                           */
+    int64_t lo, hi;      /* keys of the current partition (lo >= hi: no tile)       */
+    int active;          /* the current partition is in [first, last)               */
+} attn_fx_slot;
+
+#define ATTN_FX_HEADER_BYTES (((sizeof(attn_fx_slot) * ATTN_FWD_MULTI_MAX) + 63) & ~(size_t)63)
+#define ATTN_FX_SUPER 4   /* query blocks per prefill super-block (§2.5: 4 × 32 rows)  */
+#define ATTN_FX_DECODE_Q 16 /* sequences with at most this many query tokens: decode items */
+
+static int64_t attn_fx_slot_floats(const attn_problem *p) {
+    const int64_t f = ATTN_QB * (p->head_size + 2 * p->head_size_v + 4);
+    return (f + 15) & ~(int64_t)15;
+}
+
+int64_t attn_fwd_multi_capacity(const attn_problem *p) {
+    const int64_t n = (int64_t)((ATTN_FWD_MULTI_BYTES - ATTN_FX_HEADER_BYTES) / sizeof(float)) /
+                      attn_fx_slot_floats(p);
+    return n < ATTN_FWD_MULTI_MAX ? n : ATTN_FWD_MULTI_MAX;
+}
+
+static attn_fx_slot *attn_fx_slots(attn_fwd_scratch *sc) { return (attn_fx_slot *)(void *)sc->multi; }
+
+static float *attn_fx_floats(const attn_problem *p, attn_fwd_scratch *sc, int64_t i) {
+    return (float *)(void *)(sc->multi + ATTN_FX_HEADER_BYTES) + i * attn_fx_slot_floats(p);
+}
+
+/* q_t, then partition m, l, o, then folded m, l, o. */
+typedef struct attn_fx_state {
+    float *q_t, *m_part, *l_part, *o_part, *m_acc, *l_acc, *o_acc;
+} attn_fx_state;
+
+static attn_fx_state attn_fx_state_of(const attn_problem *p, attn_fwd_scratch *sc, int64_t i) {
+    attn_fx_state st;
+    float *f = attn_fx_floats(p, sc, i);
+    const int64_t ov = p->head_size_v * ATTN_QB;
+    st.q_t = f, f += p->head_size * ATTN_QB;
+    st.m_part = f, f += ATTN_QB;
+    st.l_part = f, f += ATTN_QB;
+    st.o_part = f, f += ov;
+    st.m_acc = f, f += ATTN_QB;
+    st.l_acc = f, f += ATTN_QB;
+    st.o_acc = f;
+    return st;
+}
+
+attn_fwd_block *attn_fwd_multi_block(const attn_problem *p, attn_fwd_scratch *sc, int64_t i) {
+    (void)p;
+    return &attn_fx_slots(sc)[i].blk;
+}
+
+void attn_fwd_multi_part_state(const attn_problem *p, attn_fwd_scratch *sc, int64_t i, float **m, float **l,
+                               float **o) {
+    const attn_fx_state st = attn_fx_state_of(p, sc, i);
+    *m = st.m_part, *l = st.l_part, *o = st.o_part;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * K/V tiles
+ * --------------------------------------------------------------------------------------------- */
+
+/* Row pointers of keys [a, b) of kv head g as float32: in place for f32 rows whose stride is not a
+ * multiple of 1 KiB; otherwise converted or copied into `tile` with a padded stride (width rounded to
+ * 16 floats + 16: never a multiple of 1 KiB, so the rows of a tile spread over the L1 sets). The values
+ * are the same floats either way (cvt_to_f32 per row, or a copy). */
+static void attn_fx_rows(const struct attn_kernels *kern, const attn_seq_view *seq, attn_dtype dtype, int is_v,
+                         int64_t g, int64_t a, int64_t b, int64_t width, float *tile, const float **rows) {
+    const int64_t row_stride = is_v ? seq->v_row_stride : seq->k_row_stride;
+    const int64_t tile_row = ((width + 15) & ~(int64_t)15) + 16;
+    const int in_place = dtype == ATTN_DTYPE_F32 && row_stride % 1024 != 0;
+    for (int64_t j = a; j < b; j++) {
+        const char *src = is_v ? attn_seq_v_row(seq, j, g) : attn_seq_k_row(seq, j, g);
+        if (in_place) {
+            rows[j - a] = (const float *)(const void *)src;
+        } else {
+            float *dst = tile + (j - a) * tile_row;
+            if (dtype == ATTN_DTYPE_F32) memcpy(dst, src, (size_t)width * sizeof(float));
+            else kern->cvt_to_f32(src, dtype, dst, width);
+            rows[j - a] = dst;
+        }
+    }
+}
+
+/* Prefetch of every cache line of the K and V rows of keys [a, b), kv head g (no effect on results). */
+static void attn_fx_prefetch(const attn_problem *p, const attn_seq_view *seq, int64_t g, int64_t a, int64_t b) {
+    const int64_t es = (int64_t)attn_dtype_size(p->kv_dtype);
+    const int64_t kbytes = p->head_size * es, vbytes = p->head_size_v * es;
+    for (int64_t j = a; j < b; j++) {
+        const char *k = attn_seq_k_row(seq, j, g), *v = attn_seq_v_row(seq, j, g);
+        for (int64_t off = 0; off < kbytes; off += 64) __builtin_prefetch(k + off, 0, 3);
+        for (int64_t off = 0; off < vbytes; off += 64) __builtin_prefetch(v + off, 0, 3);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Multi-block item steps
+ * --------------------------------------------------------------------------------------------- */
+void attn_fwd_multi_begin(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc, int64_t n) {
+    attn_fx_slot *sl = attn_fx_slots(sc);
+    for (int64_t i = 0; i < n; i++) {
+        const attn_fx_state st = attn_fx_state_of(p, sc, i);
+        attn_fwd_scratch tmp = *sc;
+        tmp.q_t = st.q_t;
+        attn_fwd_pack_q(p, kern, &sl[i].blk, &tmp);
+        attn_fwd_state_reset(p->head_size_v, st.m_acc, st.l_acc, st.o_acc);
+        attn_fwd_partitions(&sl[i].blk, &sl[i].first, &sl[i].last);
+    }
+}
+
+void attn_fwd_multi_partitions(const attn_problem *p, attn_fwd_scratch *sc, int64_t n, int64_t *first,
+                               int64_t *last) {
+    (void)p;
+    const attn_fx_slot *sl = attn_fx_slots(sc);
+    *first = INT64_MAX, *last = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (sl[i].first >= sl[i].last) continue;
+        if (sl[i].first < *first) *first = sl[i].first;
+        if (sl[i].last > *last) *last = sl[i].last;
+    }
+    if (*first >= *last) *first = *last = 0;
+}
+
+void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
+                              int64_t n, int64_t part, int fold) {
+    attn_fx_slot *sl = attn_fx_slots(sc);
+    int64_t lo_all = INT64_MAX, hi_all = 0;
+    for (int64_t i = 0; i < n; i++) { /* as attn_fwd_partition: fresh state, keys clipped to the block */
+        attn_fx_slot *s = &sl[i];
+        s->active = part >= s->first && part < s->last;
+        if (!s->active) continue;
+        const attn_fx_state st = attn_fx_state_of(p, sc, i);
+        attn_fwd_state_reset(p->head_size_v, st.m_part, st.l_part, st.o_part);
+        s->lo = part * ATTN_KV_PARTITION, s->hi = s->lo + ATTN_KV_PARTITION;
+        if (s->lo < s->blk.key_lo) s->lo = s->blk.key_lo;
+        if (s->hi > s->blk.key_hi) s->hi = s->blk.key_hi;
+        if (s->lo >= s->hi) continue;
+        if (s->lo < lo_all) lo_all = s->lo;
+        if (s->hi > hi_all) hi_all = s->hi;
+    }
+    for (int64_t t0 = lo_all < hi_all ? (lo_all / ATTN_KV_TILE) * ATTN_KV_TILE : hi_all; t0 < hi_all;
+         t0 += ATTN_KV_TILE) {
+        for (int64_t i = 0, j; i < n; i = j) { /* the blocks [i, j) of one kv head share the tile */
+            const int64_t g = sl[i].blk.kv_head;
+            int64_t ta = INT64_MAX, tb = 0, key_hi = 0;
+            for (j = i; j < n && sl[j].blk.kv_head == g; j++) {
+                const attn_fx_slot *s = &sl[j];
+                if (s->blk.key_hi > key_hi) key_hi = s->blk.key_hi;
+                if (!s->active || s->lo >= s->hi) continue;
+                const int64_t a = t0 > s->lo ? t0 : s->lo;
+                const int64_t b = t0 + ATTN_KV_TILE < s->hi ? t0 + ATTN_KV_TILE : s->hi;
+                if (a >= b) continue;
+                if (a < ta) ta = a;
+                if (b > tb) tb = b;
+            }
+            const attn_seq_view *seq = &sl[i].blk.seq;
+            const int64_t next_b = t0 + 2 * ATTN_KV_TILE < key_hi ? t0 + 2 * ATTN_KV_TILE : key_hi;
+            attn_fx_prefetch(p, seq, g, t0 + ATTN_KV_TILE, next_b);
+            if (ta >= tb) continue;
+            attn_fx_rows(kern, seq, p->kv_dtype, 0, g, ta, tb, p->head_size, sc->k_tile, sc->k_rows);
+            attn_fx_rows(kern, seq, p->kv_dtype, 1, g, ta, tb, p->head_size_v, sc->v_tile, sc->v_rows);
+            for (int64_t k = i; k < j; k++) {
+                const attn_fx_slot *s = &sl[k];
+                if (!s->active || s->lo >= s->hi) continue;
+                const int64_t a = t0 > s->lo ? t0 : s->lo;
+                const int64_t b = t0 + ATTN_KV_TILE < s->hi ? t0 + ATTN_KV_TILE : s->hi;
+                if (a >= b) continue;
+                const attn_fx_state st = attn_fx_state_of(p, sc, k);
+                attn_fwd_tile(p, kern, &s->blk, st.q_t, sc->s, sc->k_rows + (a - ta), sc->v_rows + (a - ta), a, b,
+                              st.m_part, st.l_part, st.o_part);
+            }
+        }
+    }
+    if (!fold) return;
+    for (int64_t i = 0; i < n; i++) {
+        if (!sl[i].active) continue;
+        const attn_fx_state st = attn_fx_state_of(p, sc, i);
+        attn_fwd_fold(sl[i].blk.num_rows, p->head_size_v, st.m_acc, st.l_acc, st.o_acc, st.m_part, st.l_part,
+                      st.o_part);
+    }
+}
+
+void attn_fwd_multi_finalize(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
+                             int64_t n) {
+    attn_fx_slot *sl = attn_fx_slots(sc);
+    for (int64_t i = 0; i < n; i++) {
+        const attn_fx_state st = attn_fx_state_of(p, sc, i);
+        attn_fwd_finalize(p, kern, &sl[i].blk, sc, st.m_acc, st.l_acc, st.o_acc);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Whole-problem execution
+ * --------------------------------------------------------------------------------------------- */
+typedef struct attn_fx_job {
+    const attn_problem *p;
+    const attn_exec *ex;
+    attn_fwd_shape sh;
+    int64_t max_blocks;     /* token blocks of the longest sequence                      */
+    int decode;             /* 1: items = (sequence, kv-head group); 0: super-blocks       */
+    int64_t heads_per_item; /* decode: kv heads per item                                  */
+    int64_t items_per_seq;  /* decode: kv-head groups; prefill: kv heads × super-blocks   */
+    int64_t supers;         /* prefill: super-blocks per kv head                          */
+} attn_fx_job;
+
+static void attn_fx_item(void *arg, int64_t item, int32_t tid) {
+    const attn_fx_job *job = (const attn_fx_job *)arg;
+    const attn_problem *p = job->p;
+    const attn_fwd_shape *sh = &job->sh;
+    const int64_t seq_idx = item / job->items_per_seq, rem = item % job->items_per_seq;
+    attn_seq_view seq;
+    p->get_seq(p, seq_idx, &seq);
+    const int64_t num_tb = (seq.seq_q + sh->tokens_per_block - 1) / sh->tokens_per_block;
+
+    attn_fwd_scratch sc;
+    attn_fwd_scratch_carve(job->ex->scratch + (size_t)tid * attn_fwd_scratch_bytes(), &sc);
+    int64_t n = 0;
+    if (job->decode) { /* all token blocks of heads [g0, g1), kv head outer */
+        const int64_t g0 = rem * job->heads_per_item;
+        const int64_t g1 = g0 + job->heads_per_item < p->num_kv_heads ? g0 + job->heads_per_item : p->num_kv_heads;
+        for (int64_t g = g0; g < g1; g++)
+            for (int64_t c = 0; c < sh->head_chunks; c++)
+                for (int64_t tb = 0; tb < num_tb; tb++)
+                    attn_fwd_block_init(p, sh, &seq, g, c, tb, attn_fwd_multi_block(p, &sc, n++));
+    } else { /* entries e = tb·head_chunks + c of kv head g, super-block sb = e / ATTN_FX_SUPER */
+        const int64_t g = rem / job->supers;
+        const int64_t sb = job->supers - 1 - rem % job->supers; /* long causal blocks first */
+        for (int64_t e = sb * ATTN_FX_SUPER; e < (sb + 1) * ATTN_FX_SUPER; e++) {
+            const int64_t tb = e / sh->head_chunks, c = e % sh->head_chunks;
+            if (tb >= num_tb) break;
+            attn_fwd_block_init(p, sh, &seq, g, c, tb, attn_fwd_multi_block(p, &sc, n++));
+        }
+    }
+    if (n == 0) return;
+    const struct attn_kernels *kern = job->ex->kern;
+    attn_fwd_multi_begin(p, kern, &sc, n);
+    int64_t first, last;
+    attn_fwd_multi_partitions(p, &sc, n, &first, &last);
+    for (int64_t part = first; part < last; part++) attn_fwd_multi_partition(p, kern, &sc, n, part, 1);
+    attn_fwd_multi_finalize(p, kern, &sc, n);
+}
+
+void attn_fwd_run(const attn_problem *p, const attn_exec *ex) {
+    attn_fx_job job;
+    memset(&job, 0, sizeof job);
+    job.p = p;
+    job.ex = ex;
+    attn_fwd_shape_of(p, &job.sh);
+    job.max_blocks = (p->max_seq_q + job.sh.tokens_per_block - 1) / job.sh.tokens_per_block;
+    if (job.max_blocks == 0 || p->num_seqs == 0) return;
+    const int64_t cap = attn_fwd_multi_capacity(p);
+    const int64_t blocks_per_head = job.sh.head_chunks * job.max_blocks;
+    if (p->max_seq_q <= ATTN_FX_DECODE_Q && blocks_per_head <= cap) {
+        /* as many kv heads per item as fit, but at least one item per thread (heads are independent:
+         * the grouping never changes a bit) */
+        int64_t hpi = cap / blocks_per_head;
+        if (hpi > p->num_kv_heads) hpi = p->num_kv_heads;
+        int64_t groups = (p->num_kv_heads + hpi - 1) / hpi;
+        if (p->num_seqs * groups < ex->num_threads) {
+            int64_t want = (ex->num_threads + p->num_seqs - 1) / p->num_seqs;
+            if (want > p->num_kv_heads) want = p->num_kv_heads;
+            if (want > groups) hpi = (p->num_kv_heads + want - 1) / want;
+            groups = (p->num_kv_heads + hpi - 1) / hpi;
+        }
+        job.decode = 1;
+        job.heads_per_item = hpi;
+        job.items_per_seq = groups;
+    } else {
+        job.supers = (blocks_per_head + ATTN_FX_SUPER - 1) / ATTN_FX_SUPER;
+        job.items_per_seq = p->num_kv_heads * job.supers;
+    }
+    attn_parallel_for(ex->num_threads, p->num_seqs * job.items_per_seq, attn_fx_item, &job);
+}
