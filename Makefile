@@ -4,7 +4,7 @@ SAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-c test-python test-sanitize install clean
+.PHONY: all deps build run run-synthetic test test-c test-python test-sanitize install clean
 
 all: build
 
@@ -15,8 +15,14 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The main job on the built-in default workload.
+# The main job: the real-model demo (MiniLM embeddings + SmolLM2 greedy generation through the paged KV
+# cache, every attention call in attn). Without the model packages the demo says so and runs the built-in
+# synthetic workload instead; `make run-synthetic` runs that workload directly.
 run: build
+	@ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
+	  python3 -m attn.demo
+
+run-synthetic: build
 	@./$(BUILD)/cli/attn run
 
 test-c: build

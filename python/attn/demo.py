@@ -294,7 +294,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m attn.demo", description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=["minilm", "llama"], help="run one model")
     ap.add_argument("--synthetic", action="store_true", help="run the synthetic workload only")
-    ap.add_argument("--threads", type=int, default=None, help="attn threads (default: all cores)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="attn threads (default 1: attention is a small part of these models and the "
+                         "NumPy matmuls around it use the cores; results do not depend on it)")
     ap.add_argument("--quiet", action="store_true", help="no per-step lines")
     ap.add_argument("--max-running", type=int, default=4)
     ap.add_argument("--token-budget", type=int, default=32)

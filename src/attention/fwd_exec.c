@@ -115,6 +115,20 @@ static void attn_fx_prefetch(const attn_problem *p, const attn_seq_view *seq, in
     }
 }
 
+/* Prefetch of keys [a, b) of kv heads [g0, g1] as whole token rows in memory order (K and V rows of
+ * the heads of a token are contiguous: head stride = head size). No effect on results. */
+static void attn_fx_prefetch_rows(const attn_problem *p, const attn_seq_view *seq, int64_t g0, int64_t g1,
+                                  int64_t a, int64_t b) {
+    const int64_t es = (int64_t)attn_dtype_size(p->kv_dtype);
+    const int64_t kbytes = (g1 - g0) * seq->k_head_stride + p->head_size * es;
+    const int64_t vbytes = (g1 - g0) * seq->v_head_stride + p->head_size_v * es;
+    for (int64_t j = a; j < b; j++) {
+        const char *k = attn_seq_k_row(seq, j, g0), *v = attn_seq_v_row(seq, j, g0);
+        for (int64_t off = 0; off < kbytes; off += 64) __builtin_prefetch(k + off, 0, 3);
+        for (int64_t off = 0; off < vbytes; off += 64) __builtin_prefetch(v + off, 0, 3);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Multi-block item steps
  * --------------------------------------------------------------------------------------------- */
@@ -160,9 +174,20 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
         if (s->lo < lo_all) lo_all = s->lo;
         if (s->hi > hi_all) hi_all = s->hi;
     }
+    /* kv heads of the item: with several heads whose rows are contiguous per token, the next tile of all
+     * of them is prefetched in memory order, one slice of its tokens per head step (spread) */
+    int64_t num_groups = 0, item_key_hi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i == 0 || sl[i].blk.kv_head != sl[i - 1].blk.kv_head) num_groups++;
+        if (sl[i].blk.key_hi > item_key_hi) item_key_hi = sl[i].blk.key_hi;
+    }
+    const int64_t es = (int64_t)attn_dtype_size(p->kv_dtype);
+    const int spread = num_groups > 1 && sl[0].blk.seq.k_head_stride == p->head_size * es &&
+                       sl[0].blk.seq.v_head_stride == p->head_size_v * es;
     for (int64_t t0 = lo_all < hi_all ? (lo_all / ATTN_KV_TILE) * ATTN_KV_TILE : hi_all; t0 < hi_all;
          t0 += ATTN_KV_TILE) {
-        for (int64_t i = 0, j; i < n; i = j) { /* the blocks [i, j) of one kv head share the tile */
+        int64_t group_idx = 0;
+        for (int64_t i = 0, j; i < n; i = j, group_idx++) { /* the blocks [i, j) of one kv head share the tile */
             const int64_t g = sl[i].blk.kv_head;
             int64_t ta = INT64_MAX, tb = 0, key_hi = 0;
             for (j = i; j < n && sl[j].blk.kv_head == g; j++) {
@@ -175,9 +200,24 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                 if (a < ta) ta = a;
                 if (b > tb) tb = b;
             }
+            /* prefetch what is consumed next: this tile of the next kv head, or after the last head the
+             * next tile of the first (one head-tile ahead, spread over the item's work; measured better
+             * than one tile of every head ahead, which bursts Hkv times more lines at once) */
             const attn_seq_view *seq = &sl[i].blk.seq;
-            const int64_t next_b = t0 + 2 * ATTN_KV_TILE < key_hi ? t0 + 2 * ATTN_KV_TILE : key_hi;
-            attn_fx_prefetch(p, seq, g, t0 + ATTN_KV_TILE, next_b);
+            if (spread) {
+                const int64_t slice = (ATTN_KV_TILE + num_groups - 1) / num_groups;
+                int64_t a = t0 + ATTN_KV_TILE + group_idx * slice, b = a + slice;
+                if (b > t0 + 2 * ATTN_KV_TILE) b = t0 + 2 * ATTN_KV_TILE;
+                if (b > item_key_hi) b = item_key_hi;
+                attn_fx_prefetch_rows(p, seq, sl[0].blk.kv_head, sl[n - 1].blk.kv_head, a, b);
+            } else if (j < n) {
+                const int64_t e = t0 + ATTN_KV_TILE < sl[j].blk.key_hi ? t0 + ATTN_KV_TILE : sl[j].blk.key_hi;
+                attn_fx_prefetch(p, seq, sl[j].blk.kv_head, t0, e);
+            } else {
+                const int64_t hi0 = i == 0 ? key_hi : sl[0].blk.key_hi;
+                const int64_t e = t0 + 2 * ATTN_KV_TILE < hi0 ? t0 + 2 * ATTN_KV_TILE : hi0;
+                attn_fx_prefetch(p, seq, sl[0].blk.kv_head, t0 + ATTN_KV_TILE, e);
+            }
             if (ta >= tb) continue;
             attn_fx_rows(kern, seq, p->kv_dtype, 0, g, ta, tb, p->head_size, sc->k_tile, sc->k_rows);
             attn_fx_rows(kern, seq, p->kv_dtype, 1, g, ta, tb, p->head_size_v, sc->v_tile, sc->v_rows);

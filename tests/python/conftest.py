@@ -34,12 +34,7 @@ _select_attn()
 import attn  # noqa: E402
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
-try:
-    import ml_dtypes  # noqa: F401
-
-    HAVE_ML_DTYPES = True
-except ImportError:  # pragma: no cover
-    HAVE_ML_DTYPES = False
+HAVE_ML_DTYPES = importlib.util.find_spec("ml_dtypes") is not None
 
 needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
 needs_ml_dtypes = pytest.mark.skipif(not HAVE_ML_DTYPES, reason="ml_dtypes is not installed")
