@@ -16,8 +16,11 @@ enum {
     ATTN_CLI_OPT_ISA = 1 << 2,        /* --isa NAME                           */
     ATTN_CLI_OPT_REPEATS = 1 << 3,    /* --repeats N (1..4096)                */
     ATTN_CLI_OPT_CHECK_ROWS = 1 << 4, /* --check-rows R|all                   */
-    ATTN_CLI_OPT_JSON = 1 << 5        /* --json                               */
+    ATTN_CLI_OPT_JSON = 1 << 5,       /* --json                               */
+    ATTN_CLI_OPT_FORCE = 1 << 6       /* --force: run cases over the size limits */
 };
+
+#define ATTN_CLI_MAX_THREADS 1024 /* attn_ctx_set_num_threads accepts 1..1024 */
 
 typedef struct attn_cli_opts {
     const char *workload; /* NULL = the command's default            */
@@ -27,6 +30,7 @@ typedef struct attn_cli_opts {
     int64_t check_rows;   /* valid if check_rows_set; −1 = all       */
     int check_rows_set;
     int json;
+    int force;            /* --force                                 */
 } attn_cli_opts;
 
 /* Parses argv[1..argc) (argv[0] is the command name). Accepts "--flag value" and "--flag=value".
@@ -39,6 +43,10 @@ int attn_cli_env_open(const char *command, attn_cli_mode mode, const attn_cli_op
 void attn_cli_env_close(attn_cli_env *env);
 /* Resolves env->workload (a built-in name or a JSON file) and runs it. Returns the exit code. */
 int attn_cli_run_workload(const attn_cli_env *env);
+/* Writes the usable kernel tables, comma-separated ("generic, avx2, avx512"), to buf; returns the length. */
+size_t attn_cli_usable_isas(char *buf, size_t size);
+/* The value of ATTN_ISA if it is set, non-empty and names no usable table; else NULL. */
+const char *attn_cli_bad_env_isa(void);
 /* Lists the built-in workloads, one per line with its summary, for --help texts. */
 void attn_cli_print_workloads(FILE *f);
 

@@ -47,7 +47,8 @@ int attn_cli_parse(const char *command, int argc, char **argv, unsigned allowed,
                  {"--isa", ATTN_CLI_OPT_ISA, 1},
                  {"--repeats", ATTN_CLI_OPT_REPEATS, 1},
                  {"--check-rows", ATTN_CLI_OPT_CHECK_ROWS, 1},
-                 {"--json", ATTN_CLI_OPT_JSON, 0}};
+                 {"--json", ATTN_CLI_OPT_JSON, 0},
+                 {"--force", ATTN_CLI_OPT_FORCE, 0}};
     memset(opts, 0, sizeof *opts);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -68,6 +69,9 @@ int attn_cli_parse(const char *command, int argc, char **argv, unsigned allowed,
         if (found < 0 || !(allowed & flags[found].bit)) {
             if (arg[0] != '-')
                 return attn_cli_usage_error(command, "unexpected argument '%s'%s", arg, "");
+            if (found >= 0 && flags[found].bit == ATTN_CLI_OPT_REPEATS && strcmp(command, "check") == 0)
+                return attn_cli_usage_error(command, "unknown option '%s'%s", arg,
+                                            " (check runs each case once; `attn run --repeats N` times it)");
             return attn_cli_usage_error(command, "unknown option '%s'%s", arg, "");
         }
         const char *value = NULL;
@@ -115,6 +119,9 @@ int attn_cli_parse(const char *command, int argc, char **argv, unsigned allowed,
         case ATTN_CLI_OPT_JSON:
             opts->json = 1;
             break;
+        case ATTN_CLI_OPT_FORCE:
+            opts->force = 1;
+            break;
         default:
             break;
         }
@@ -125,13 +132,46 @@ int attn_cli_parse(const char *command, int argc, char **argv, unsigned allowed,
 /* ---------------------------------------------------------------------------------------------
  * Environment
  * --------------------------------------------------------------------------------------------- */
+size_t attn_cli_usable_isas(char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int32_t i = 0; i < attn_isa_count(); i++)
+        if (attn_isa_available(attn_isa_name(i)) && len < size)
+            len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "", attn_isa_name(i));
+    return len;
+}
+
+const char *attn_cli_bad_env_isa(void) {
+    const char *v = getenv("ATTN_ISA");
+    return v && *v && !attn_isa_available(v) ? v : NULL;
+}
+
 int attn_cli_env_open(const char *command, attn_cli_mode mode, const attn_cli_opts *opts, attn_cli_env *env) {
     memset(env, 0, sizeof *env);
+    char usable[128];
+    attn_cli_usable_isas(usable, sizeof usable);
+    const char *bad_isa = attn_cli_bad_env_isa();
+    if (bad_isa && !opts->isa) {
+        fprintf(stderr,
+                "attn %s: ATTN_ISA=%s is unknown or not runnable on this CPU; usable kernel tables: %s\n"
+                "Set ATTN_ISA to one of them, unset it, or pass --isa NAME.\n",
+                command, bad_isa, usable);
+        return ATTN_CLI_EXIT_USAGE;
+    }
+    if (bad_isa) /* --isa NAME overrides the environment */
+        unsetenv("ATTN_ISA");
     attn_ctx *ctx = NULL;
     attn_status st = attn_ctx_create(&ctx);
     if (st != ATTN_STATUS_OK) {
         fprintf(stderr, "attn %s: cannot create a context: %s: %s\n", command, attn_status_string(st),
                 attn_last_error());
+        return ATTN_CLI_EXIT_USAGE;
+    }
+    /* the API accepts 1..ATTN_CLI_MAX_THREADS threads; a larger OMP_NUM_THREADS default is clamped */
+    if (!opts->threads && attn_ctx_num_threads(ctx) > ATTN_CLI_MAX_THREADS &&
+        (st = attn_ctx_set_num_threads(ctx, ATTN_CLI_MAX_THREADS)) != ATTN_STATUS_OK) {
+        fprintf(stderr, "attn %s: cannot use %d threads: %s\n", command, ATTN_CLI_MAX_THREADS, attn_last_error());
+        attn_ctx_destroy(ctx);
         return ATTN_CLI_EXIT_USAGE;
     }
     if (opts->threads > 0 && (st = attn_ctx_set_num_threads(ctx, opts->threads)) != ATTN_STATUS_OK) {
@@ -141,11 +181,7 @@ int attn_cli_env_open(const char *command, attn_cli_mode mode, const attn_cli_op
     }
     if (opts->isa && (st = attn_ctx_set_isa(ctx, opts->isa)) != ATTN_STATUS_OK) {
         fprintf(stderr, "attn %s: --isa %s: %s\n", command, opts->isa, attn_last_error());
-        fprintf(stderr, "Kernel tables usable here:");
-        for (int32_t i = 0; i < attn_isa_count(); i++)
-            if (attn_isa_available(attn_isa_name(i)))
-                fprintf(stderr, " %s", attn_isa_name(i));
-        fprintf(stderr, "\n");
+        fprintf(stderr, "Kernel tables usable here: %s\n", usable);
         attn_ctx_destroy(ctx);
         return ATTN_CLI_EXIT_USAGE;
     }
@@ -157,6 +193,7 @@ int attn_cli_env_open(const char *command, attn_cli_mode mode, const attn_cli_op
     env->repeats = opts->repeats;
     env->warmup = mode == ATTN_CLI_MODE_CHECK ? 0 : 1;
     env->json = opts->json;
+    env->force = opts->force;
     env->progress = isatty(fileno(stderr)) && !opts->json;
     env->out = stdout;
     env->err = stderr;
@@ -263,10 +300,18 @@ int main(int argc, char **argv) {
             fprintf(stderr, "attn: unknown command '%s'\nTry 'attn --help'.\n", argv[2]);
             return ATTN_CLI_EXIT_USAGE;
         }
+        if (strcmp(cmd, "help") != 0 && argc > 2) {
+            fprintf(stderr, "attn: %s takes no arguments, got '%s' (use 'attn %s --help')\n", cmd, argv[2], argv[2]);
+            return ATTN_CLI_EXIT_USAGE;
+        }
         attn_cli_main_help(stdout);
         return ATTN_CLI_EXIT_OK;
     }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        if (argc > 2) {
+            fprintf(stderr, "attn: %s takes no arguments, got '%s'\nTry 'attn --help'.\n", cmd, argv[2]);
+            return ATTN_CLI_EXIT_USAGE;
+        }
         printf("attn %s\n", attn_version_string());
         return ATTN_CLI_EXIT_OK;
     }

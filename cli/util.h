@@ -41,6 +41,7 @@ typedef struct attn_cli_env {
     int64_t check_rows;   /* query rows per sequence compared with the oracle: -1 = all rows,
                              0 = no comparison, r > 0 = the last r rows (the first r for top-left)    */
     int json;             /* --json: results as one JSON document on `out`, no table                 */
+    int force;            /* --force: run cases above the compute-size limits (ATTN_CLI_MAX_*_GFLOP)  */
     int progress;         /* 1 if a progress indicator may be drawn on `err` (err is a TTY)          */
     FILE *out;            /* results (stdout)                                                        */
     FILE *err;            /* diagnostics and progress (stderr)                                       */

@@ -146,9 +146,10 @@ static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *k
         ATTN_CHECK(b <= num_tokens, ATTN_STATUS_INVALID_ARGUMENT,
                    "query_start_loc: entry %lld = %lld exceeds num_tokens=%lld", (long long)(r + 1), (long long)b,
                    (long long)num_tokens);
-        ATTN_CHECK(seq_len >= b - a, ATTN_STATUS_INVALID_ARGUMENT,
-                   "seq_lens: entry %lld = %lld < q_len=%lld (seq_len counts cached + new tokens)", (long long)r,
-                   (long long)seq_len, (long long)(b - a));
+        /* q_len > seq_len is legal (flash-attn, the dense entries): bottom-right alignment puts the first
+         * q_len − seq_len rows before key 0, so they see no key (out 0, LSE −inf). */
+        ATTN_CHECK(seq_len >= 0, ATTN_STATUS_INVALID_ARGUMENT, "seq_lens: entry %lld = %lld is negative",
+                   (long long)r, (long long)seq_len);
         const int64_t used = (seq_len + c->cache.block_size - 1) / c->cache.block_size;
         ATTN_CHECK(used <= max_blocks, ATTN_STATUS_INVALID_ARGUMENT,
                    "seq_lens: entry %lld = %lld needs %lld blocks of %lld > block_table width %lld", (long long)r,

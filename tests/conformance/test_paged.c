@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -235,15 +236,38 @@ static void test_paged_validation(void **state) {
     seq[1] = 65; /* beyond the table's capacity of 4 blocks */
     assert_int_equal(attn_paged_attention(ctx, &tq, &c.t, &tqsl, &tsl, &tbt, &p, &to, NULL), ATTN_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(attn_last_error(), "seq_lens: entry 1 = 65 needs 5 blocks"));
-    seq[1] = 1; /* q_len 2 > seq_len 1 */
+    seq[1] = -1;
     assert_int_equal(attn_paged_attention(ctx, &tq, &c.t, &tqsl, &tsl, &tbt, &p, &to, NULL), ATTN_STATUS_INVALID_ARGUMENT);
-    assert_non_null(strstr(attn_last_error(), "seq_lens: entry 1 = 1 < q_len=2"));
+    assert_non_null(strstr(attn_last_error(), "seq_lens: entry 1 = -1 is negative"));
     seq[1] = 20, qsl[2] = 4; /* beyond num_tokens */
     assert_int_equal(attn_paged_attention(ctx, &tq, &c.t, &tqsl, &tsl, &tbt, &p, &to, NULL), ATTN_STATUS_INVALID_ARGUMENT);
     assert_non_null(strstr(attn_last_error(), "query_start_loc: entry 2 = 4 exceeds num_tokens=3"));
     qsl[2] = 3;
     to.data = o; /* o2 stays the untouched canary */
     for (size_t i = 0; i < (size_t)(T * H * D); i++) assert_true(o2[i] == 7.0f); /* nothing written */
+
+    /* q_len 2 > seq_len 1 (flash-attn semantics): bottom-right puts row 1 at key 0 and row 0 before it, so
+     * token 1 sees no key (out 0, LSE -inf) and token 2 equals the oracle */
+    seq[1] = 1;
+    float *lse = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(H * T), 7, 7);
+    float *o_ref = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(T * H * D), 7, 7);
+    float *lse_ref = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(H * T), 7, 7);
+    int64_t ls[2] = {H, T};
+    attn_tensor tl = attn_tensor_make(lse, ATTN_DTYPE_F32, 2, ls), tlr = attn_tensor_make(lse_ref, ATTN_DTYPE_F32, 2, ls);
+    attn_tensor tor = attn_tensor_make(o_ref, ATTN_DTYPE_F32, 3, qs);
+    assert_int_equal(attn_paged_attention(ctx, &tq, &c.t, &tqsl, &tsl, &tbt, &p, &to, &tl), ATTN_STATUS_OK);
+    assert_int_equal(attn_ref_paged_attention(&tq, &c.t, &tqsl, &tsl, &tbt, &p, &tor, &tlr), ATTN_STATUS_OK);
+    for (int64_t h = 0; h < H; h++) {
+        assert_true(isinf(lse[h * T + 1]) && lse[h * T + 1] < 0);
+        for (int64_t d = 0; d < D; d++) assert_true(o[(1 * H + h) * D + d] == 0.0f);
+    }
+    size_t nbad = 0;
+    th_compare(&to, &tor, th_tol_for(ATTN_DTYPE_F32), 1.0, &nbad);
+    assert_int_equal(nbad, 0);
+    th_compare_lse(&tl, &tlr, th_tol_for(ATTN_DTYPE_F32), &nbad);
+    assert_int_equal(nbad, 0);
+    seq[1] = 20;
+    free(lse), free(o_ref), free(lse_ref);
 
     /* plan path: a too-small workspace and a mismatched q are rejected before anything is written */
     attn_plan_config cfg;
