@@ -31,7 +31,7 @@ int attn_cmd_info(int argc, char **argv) {
     if (prc)
         return prc < 0 ? ATTN_CLI_EXIT_OK : prc;
     /* `attn info` must work whatever ATTN_ISA says: it is where a user looks up the usable tables */
-    char bad_isa[64] = "", usable[128], warning[256] = "";
+    char bad_isa[64] = "", usable[128], warning[384] = "";
     attn_cli_usable_isas(usable, sizeof usable);
     if (attn_cli_bad_env_isa()) {
         snprintf(bad_isa, sizeof bad_isa, "%s", attn_cli_bad_env_isa());

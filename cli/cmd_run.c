@@ -9,7 +9,7 @@
 
 static const char attn_cmd_run_help[] =
     "Usage: attn run [--workload NAME|FILE] [--threads N] [--isa NAME] [--repeats N] [--check-rows R|all]\n"
-    "                [--json]\n\n"
+    "                [--json] [--force]\n\n"
     "Runs each case of a workload: 1 warm-up call, then N timed calls (default 3, or the case's \"repeats\");\n"
     "prints shape, options, median time, GFLOP (visible (q,k) pairs only), GFLOP/s and the max abs error\n"
     "against the oracle on the last R query rows of each sequence (default 64; first rows for top-left\n"
@@ -21,13 +21,15 @@ static const char attn_cmd_run_help[] =
     "  --repeats N           timed calls per case (1..4096)\n"
     "  --check-rows R|all    query rows per sequence compared with the oracle (0 = none)\n"
     "  --json                print one JSON document instead of the table\n"
+    "  --force               run cases above the size limits (2000 GFLOP per call, 200 GFLOP of oracle work)\n"
     "  --help                this text\n";
 
 int attn_cmd_run(int argc, char **argv) {
     attn_cli_opts opts;
     const int prc = attn_cli_parse("run", argc, argv,
                                    ATTN_CLI_OPT_WORKLOAD | ATTN_CLI_OPT_THREADS | ATTN_CLI_OPT_ISA |
-                                       ATTN_CLI_OPT_REPEATS | ATTN_CLI_OPT_CHECK_ROWS | ATTN_CLI_OPT_JSON,
+                                       ATTN_CLI_OPT_REPEATS | ATTN_CLI_OPT_CHECK_ROWS | ATTN_CLI_OPT_JSON |
+                                       ATTN_CLI_OPT_FORCE,
                                    attn_cmd_run_help, &opts);
     if (prc)
         return prc < 0 ? ATTN_CLI_EXIT_OK : prc;

@@ -58,6 +58,23 @@ static void attn_cli_progress(const attn_cli_env *env, const char *label, int32_
     fflush(env->err);
 }
 
+void attn_cli_progress_draw(const attn_cli_env *env, const char *label, int64_t k, int64_t n, double eta_s) {
+    if (!env->progress)
+        return;
+    if (eta_s >= 0)
+        fprintf(env->err, "\r\033[K  %s [%lld/%lld] ~%.0f s left", label, (long long)k, (long long)n, eta_s);
+    else
+        fprintf(env->err, "\r\033[K  %s [%lld/%lld]", label, (long long)k, (long long)n);
+    fflush(env->err);
+}
+
+void attn_cli_progress_clear(const attn_cli_env *env) {
+    if (!env->progress)
+        return;
+    fprintf(env->err, "\r\033[K");
+    fflush(env->err);
+}
+
 attn_status attn_cli_time(const attn_cli_env *env, const char *label, int32_t repeats, attn_cli_timed_fn fn, void *arg,
                           attn_cli_timing *t) {
     double times[4096];
@@ -384,22 +401,64 @@ static void attn_cli_rule(FILE *f, int width) {
     fputc('\n', f);
 }
 
-/* Width of the table of a mode: 84 for case/shape/options, then the mode's columns, then status. */
+/* Column widths of the name/shape/options columns (display width, UTF-8 code points). */
+#define ATTN_CLI_COL_NAME 26
+#define ATTN_CLI_COL_SHAPE 34
+#define ATTN_CLI_COL_OPTIONS 36
+#define ATTN_CLI_COL_LEAD (ATTN_CLI_COL_NAME + 1 + ATTN_CLI_COL_SHAPE + 1 + ATTN_CLI_COL_OPTIONS)
+
+/* Width of the table of a mode: the lead columns, then the mode's columns, then status. */
 static int attn_cli_table_width(attn_cli_mode mode) {
     switch (mode) {
     case ATTN_CLI_MODE_BENCH:
-        return 84 + 11 + 11 + 9 + 9 + 7;
+        return ATTN_CLI_COL_LEAD + 11 + 11 + 9 + 9 + 7;
     case ATTN_CLI_MODE_CHECK:
-        return 84 + 9 + 7;
+        return ATTN_CLI_COL_LEAD + 9 + 7;
     default:
-        return 84 + 11 + 9 + 9 + 9 + 7;
+        return ATTN_CLI_COL_LEAD + 11 + 9 + 9 + 9 + 7;
     }
+}
+
+/* 1 if code point cp is East Asian Wide/Fullwidth (two terminal columns): the main CJK/Hangul/fullwidth
+ * blocks of Unicode's EastAsianWidth.txt (W and F), enough for table padding. */
+static int attn_cli_is_wide(uint32_t cp) {
+    return (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0x303E) || (cp >= 0x3041 && cp <= 0xA4CF) ||
+           (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0xFE30 && cp <= 0xFE4F) ||
+           (cp >= 0xFF00 && cp <= 0xFF60) || (cp >= 0xFFE0 && cp <= 0xFFE6) || (cp >= 0x1F300 && cp <= 0x1F64F) ||
+           (cp >= 0x20000 && cp <= 0x3FFFD);
+}
+
+size_t attn_cli_display_width(const char *s) {
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        uint32_t cp = *p++;
+        if ((cp & 0xC0) == 0x80)
+            continue; /* a stray continuation byte takes no column */
+        int more = cp >= 0xF0 ? 3 : cp >= 0xE0 ? 2 : cp >= 0xC0 ? 1 : 0;
+        if (more)
+            cp &= 0x3Fu >> more;
+        for (; more > 0 && (*p & 0xC0) == 0x80; more--) /* a truncated sequence counts as what it has */
+            cp = (cp << 6) | (*p++ & 0x3Fu);
+        n += attn_cli_is_wide(cp) ? 2 : 1;
+    }
+    return n;
+}
+
+/* Prints s left-aligned in `width` display columns (a longer s is printed whole). */
+static void attn_cli_pad(FILE *f, const char *s, int width) {
+    fputs(s, f);
+    for (size_t n = attn_cli_display_width(s); n < (size_t)width; n++)
+        fputc(' ', f);
 }
 
 /* One table row; NULL columns are left out (the column set depends on the mode). */
 static void attn_cli_row(FILE *f, const char *name, const char *shape, const char *options, const char *t1,
                          const char *t2, const char *gflop, const char *gflops, const char *err, const char *status) {
-    fprintf(f, "%-24s %-28s %-30s", name, shape, options);
+    attn_cli_pad(f, name, ATTN_CLI_COL_NAME);
+    fputc(' ', f);
+    attn_cli_pad(f, shape, ATTN_CLI_COL_SHAPE);
+    fputc(' ', f);
+    attn_cli_pad(f, options, ATTN_CLI_COL_OPTIONS);
     if (t1)
         fprintf(f, " %10s", t1);
     if (t2)

@@ -73,6 +73,11 @@ typedef attn_status (*attn_cli_timed_fn)(void *arg);
 attn_status attn_cli_time(const attn_cli_env *env, const char *label, int32_t repeats, attn_cli_timed_fn fn, void *arg,
                           attn_cli_timing *t);
 
+/* A progress line "  label [k/n] ~eta s left" (eta < 0: none) on env->err, overwriting the previous one, and
+ * its erasure. Both do nothing unless env->progress (err is a TTY and no --json). */
+void attn_cli_progress_draw(const attn_cli_env *env, const char *label, int64_t k, int64_t n, double eta_s);
+void attn_cli_progress_clear(const attn_cli_env *env);
+
 /* Median of n values (sorts a copy; n <= 4096). 0 for n == 0. */
 double attn_cli_median(const double *values, int32_t n);
 
@@ -177,6 +182,10 @@ typedef struct attn_cli_report {
     double total_s; /* wall time since begin                          */
     double t0;
 } attn_cli_report;
+
+/* Display width of a UTF-8 string in terminal columns: one per code point, two for East Asian wide ones (CJK,
+ * Hangul, fullwidth forms, emoji). Table cells are padded by it. */
+size_t attn_cli_display_width(const char *s);
 
 /* Starts a report: prints the title and the column header (text mode) with `note` under the title, e.g.
  * "oracle check on the last 64 query rows of each sequence". */

@@ -82,6 +82,7 @@ int64_t attn_wl_case_total_k(const attn_wl_case *c) {
  * JSON
  * --------------------------------------------------------------------------------------------- */
 #define ATTN_WL_MAX_DIM 16777216 /* any single count (sequence, batch) */
+#define ATTN_WL_MAX_DEPTH 32     /* nesting of [ and { in a workload file (the schema needs 4) */
 
 typedef struct attn_wl_parser {
     const char *where; /* file name for messages */
@@ -178,6 +179,17 @@ static int attn_wl_get_dtype(attn_wl_parser *ps, const char *path, const cJSON *
     return attn_wl_fail(ps, path, "unknown dtype \"%s\" (expected \"f32\", \"f16\" or \"bf16\")", v->valuestring);
 }
 
+/* ASCII case-insensitive equality (layout names are case-insensitive: "BSND" = "bsnd"). */
+static int attn_wl_ieq(const char *a, const char *b) {
+    for (; *a && *b; a++, b++) {
+        const char x = (*a >= 'A' && *a <= 'Z') ? (char)(*a - 'A' + 'a') : *a;
+        const char y = (*b >= 'A' && *b <= 'Z') ? (char)(*b - 'A' + 'a') : *b;
+        if (x != y)
+            return 0;
+    }
+    return *a == *b;
+}
+
 /* A count (int) or, for varlen, a list of counts. */
 static int attn_wl_get_seqs(attn_wl_parser *ps, const char *path, const cJSON *v, int64_t *dst, int *is_list,
                             int64_t *num) {
@@ -226,11 +238,11 @@ static int attn_wl_apply(attn_wl_parser *ps, const char *prefix, const cJSON *o,
             if (!cJSON_IsString(v))
                 return attn_wl_fail(ps, path, "expected \"BSND\", \"BNSD\" or \"varlen\", got %s",
                                     attn_wl_type_name(v));
-            if (strcmp(v->valuestring, "BSND") == 0 || strcmp(v->valuestring, "bsnd") == 0)
+            if (attn_wl_ieq(v->valuestring, "BSND"))
                 c->layout = ATTN_WL_LAYOUT_BSND;
-            else if (strcmp(v->valuestring, "BNSD") == 0 || strcmp(v->valuestring, "bnsd") == 0)
+            else if (attn_wl_ieq(v->valuestring, "BNSD"))
                 c->layout = ATTN_WL_LAYOUT_BNSD;
-            else if (strcmp(v->valuestring, "varlen") == 0)
+            else if (attn_wl_ieq(v->valuestring, "varlen"))
                 c->layout = ATTN_WL_LAYOUT_VARLEN;
             else
                 return attn_wl_fail(ps, path, "unknown layout \"%s\" (expected \"BSND\", \"BNSD\" or \"varlen\")",
@@ -342,6 +354,16 @@ static int attn_wl_finish_case(attn_wl_parser *ps, const char *path, attn_wl_cas
     if (c->layout == ATTN_WL_LAYOUT_VARLEN) {
         if (!sq->q_set)
             return attn_wl_fail(ps, path, "layout \"varlen\" needs seq_q as a list of lengths");
+        if (!sq->q_list)
+            return attn_wl_fail(ps, path,
+                                "layout \"varlen\" needs seq_q as a list of lengths, got an integer (write [%lld] for "
+                                "one sequence)",
+                                (long long)c->seq_q[0]);
+        if (sq->k_set && !sq->k_list)
+            return attn_wl_fail(ps, path,
+                                "layout \"varlen\" needs seq_k as a list of lengths, got an integer (write [%lld] for "
+                                "one sequence)",
+                                (long long)c->seq_k[0]);
         if (sq->batch_set)
             return attn_wl_fail(ps, path, "batch is not used with layout \"varlen\" (it is the length of seq_q)");
         const int64_t n = sq->num_q;
@@ -351,7 +373,7 @@ static int attn_wl_finish_case(attn_wl_parser *ps, const char *path, attn_wl_cas
             return attn_wl_fail(ps, path, "seq_k has %lld entries but seq_q has %lld", (long long)sq->num_k,
                                 (long long)n);
         }
-        c->batch = n; /* a single integer is one sequence */
+        c->batch = n;
         if (attn_wl_case_total_q(c) > INT32_MAX || attn_wl_case_total_k(c) > INT32_MAX)
             return attn_wl_fail(ps, path, "varlen totals of seq_q/seq_k must fit int32 (cu_seqlens)");
     } else {
@@ -396,9 +418,57 @@ static void attn_wl_syntax_error(attn_wl_parser *ps, const char *text, const cha
                  near);
 }
 
+/* Rejects text nested deeper than ATTN_WL_MAX_DEPTH arrays/objects before cJSON sees it (cJSON would stop
+ * at its own limit with a misleading "syntax error"). Strings are skipped. Returns 0 or −1 (message set). */
+static int attn_wl_check_depth(attn_wl_parser *ps, const char *text) {
+    int depth = 0, line = 1, col = 1, in_string = 0;
+    for (const char *p = text; *p; p++, col++) {
+        if (in_string) {
+            if (*p == '\\' && p[1])
+                p++, col++;
+            else if (*p == '"')
+                in_string = 0;
+        } else if (*p == '"') {
+            in_string = 1;
+        } else if (*p == '[' || *p == '{') {
+            if (++depth > ATTN_WL_MAX_DEPTH) {
+                snprintf(ps->err, ps->errsize, "%s: line %d, column %d: nesting too deep (more than %d levels of [ or {)",
+                         ps->where, line, col, ATTN_WL_MAX_DEPTH);
+                return -1;
+            }
+        } else if (*p == ']' || *p == '}') {
+            depth--;
+        } else if (*p == '\n') {
+            line++, col = 0;
+        }
+    }
+    return 0;
+}
+
+/* Rejects an object holding the same key twice (cJSON keeps both; lookups would silently take one). */
+static int attn_wl_check_duplicates(attn_wl_parser *ps, const cJSON *node, const char *path) {
+    int i = 0;
+    for (const cJSON *v = node->child; v; v = v->next, i++) {
+        char sub[192];
+        if (cJSON_IsObject(node)) {
+            snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", v->string ? v->string : "");
+            for (const cJSON *u = node->child; u != v; u = u->next)
+                if (u->string && v->string && strcmp(u->string, v->string) == 0)
+                    return attn_wl_fail(ps, sub, "duplicate key (each key may appear once per object)");
+        } else {
+            snprintf(sub, sizeof sub, "%s[%d]", path, i);
+        }
+        if ((cJSON_IsObject(v) || cJSON_IsArray(v)) && attn_wl_check_duplicates(ps, v, sub))
+            return -1;
+    }
+    return 0;
+}
+
 int attn_workload_parse(const char *text, const char *where, attn_workload *wl, char *err, size_t errsize) {
     attn_wl_parser ps = {where ? where : "workload", err, errsize};
     memset(wl, 0, sizeof *wl);
+    if (attn_wl_check_depth(&ps, text))
+        return -1;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
     if (!root) {
@@ -406,6 +476,8 @@ int attn_workload_parse(const char *text, const char *where, attn_workload *wl, 
         return -1;
     }
     int rc = -1;
+    if (attn_wl_check_duplicates(&ps, root, ""))
+        goto done;
     const cJSON *defaults = NULL, *cases = NULL;
     if (!cJSON_IsObject(root)) {
         attn_wl_fail(&ps, "", "the top level must be an object with \"cases\", got %s", attn_wl_type_name(root));
@@ -535,8 +607,9 @@ static const attn_wl_entry attn_wl_entries[] = {
     {"default", "Llama-3-8B shapes (32/8 heads, d128): prefill 512-2048, chunked prefill, decode",
      attn_wl_default_build, NULL},
     {"check", "small cases over every option and layout (the default of `attn check`)", attn_wl_check_build, NULL},
-    {"serving", "LLM serving: paged KV cache decode/prefill batches (issue 3)", NULL, attn_wl_serving_run},
-    {"diffusion", "diffusion: long non-causal attention, masks, quantized modes (issue 4)", NULL,
+    {"serving", "LLM serving step on a paged bf16 KV cache: 16 decodes + chunked prefill, block sizes 16/128",
+     NULL, attn_wl_serving_run},
+    {"diffusion", "diffusion transformers: joint image+text, padding/cross/video masks, quantized modes", NULL,
      attn_wl_diffusion_run},
     {NULL, NULL, NULL, NULL}};
 
@@ -622,6 +695,68 @@ static void attn_wl_set_error(attn_cli_result *r, const char *what, attn_status 
     snprintf(r->error, sizeof r->error, "%s: %s: %s", what, attn_status_string(st), attn_last_error());
 }
 
+/* A view of `len` entries of dimension `dim` starting at `start` (shape/strides in elements). */
+static attn_tensor attn_wl_slice(const attn_tensor *t, int32_t dim, int64_t start, int64_t len) {
+    attn_tensor s = *t;
+    s.data = (char *)t->data + (size_t)(start * t->strides[dim]) * attn_dtype_size(t->dtype);
+    s.shape[dim] = len;
+    return s;
+}
+
+/* The oracle in chunks of (sequence of a dense batch) x (kv head with its query heads), so that a long oracle
+ * check can draw progress on a TTY. Each chunk is an independent attention problem (heads and sequences never
+ * mix; ALiBi slopes and sinks are per query head), so the result equals one whole call. Dense: q/out
+ * [B, ., Hq, .] or [B, Hq, ., .], lse [B, Hq, rows]; varlen: q/out [T, Hq, .], lse [Hq, T] (one batch chunk). */
+static attn_status attn_wl_ref_chunked(const attn_cli_env *env, const attn_wl_case *c, const attn_tensor *q,
+                                       const attn_tensor *k, const attn_tensor *v, const attn_tensor *cu_q,
+                                       const attn_tensor *cu_k, const attn_params *params, attn_tensor *out,
+                                       attn_tensor *lse_opt) {
+    const int varlen = c->layout == ATTN_WL_LAYOUT_VARLEN;
+    const int32_t hd = varlen ? 1 : c->layout == ATTN_WL_LAYOUT_BSND ? 2 : 1, lse_hd = varlen ? 0 : 1;
+    const int64_t nb = varlen ? 1 : c->batch, hk = c->num_kv_heads, ratio = c->num_heads / c->num_kv_heads;
+    const double t0 = attn_cli_now();
+    int drawn = 0;
+    char label[96];
+    snprintf(label, sizeof label, "oracle %s", c->name);
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t g = 0; g < hk; g++) {
+            attn_tensor tq = *q, tk = *k, tv = *v, to = *out, tl = lse_opt ? *lse_opt : *out;
+            if (!varlen) {
+                tq = attn_wl_slice(&tq, 0, b, 1), tk = attn_wl_slice(&tk, 0, b, 1), tv = attn_wl_slice(&tv, 0, b, 1);
+                to = attn_wl_slice(&to, 0, b, 1);
+                if (lse_opt)
+                    tl = attn_wl_slice(&tl, 0, b, 1);
+            }
+            tq = attn_wl_slice(&tq, hd, g * ratio, ratio), to = attn_wl_slice(&to, hd, g * ratio, ratio);
+            tk = attn_wl_slice(&tk, hd, g, 1), tv = attn_wl_slice(&tv, hd, g, 1);
+            if (lse_opt)
+                tl = attn_wl_slice(&tl, lse_hd, g * ratio, ratio);
+            attn_params p = *params;
+            if (p.alibi_slopes)
+                p.alibi_slopes += g * ratio;
+            if (p.sinks)
+                p.sinks += g * ratio;
+            const attn_layout layout = c->layout == ATTN_WL_LAYOUT_BNSD ? ATTN_LAYOUT_BNSD : ATTN_LAYOUT_BSND;
+            const attn_status st = varlen ? attn_ref_forward_varlen(&tq, &tk, &tv, cu_q, cu_k, &p, &to,
+                                                                    lse_opt ? &tl : NULL)
+                                          : attn_ref_forward(layout, &tq, &tk, &tv, &p, &to, lse_opt ? &tl : NULL);
+            if (st != ATTN_STATUS_OK) {
+                if (drawn)
+                    attn_cli_progress_clear(env);
+                return st;
+            }
+            const int64_t done = b * hk + g + 1, total = nb * hk;
+            const double elapsed = attn_cli_now() - t0;
+            if (env->progress && done < total && elapsed > 1.0) {
+                attn_cli_progress_draw(env, label, done, total, elapsed / (double)done * (double)(total - done));
+                drawn = 1;
+            }
+        }
+    if (drawn)
+        attn_cli_progress_clear(env);
+    return ATTN_STATUS_OK;
+}
+
 /* Oracle comparison of rows [off_b, off_b + r_b) of each sequence (r_b = min(r, seq_q_b); off_b = seq_q_b − r_b,
  * or 0 for top-left causal). Dense cases use strided sub-views; varlen cases gather the rows into packed
  * buffers with their own cu_seqlens. Returns 0, or −1 with r->error set. */
@@ -653,8 +788,7 @@ static int attn_wl_check(const attn_cli_env *env, attn_wl_call *x, double vmax, 
         attn_tensor ro = attn_tensor_make(ref_out, c->dtype, 4, ov.shape);
         int64_t ls[3] = {c->batch, c->num_heads, rows};
         attn_tensor rl = attn_tensor_make(ref_lse, ATTN_DTYPE_F32, 3, ls);
-        const attn_layout layout = c->layout == ATTN_WL_LAYOUT_BNSD ? ATTN_LAYOUT_BNSD : ATTN_LAYOUT_BSND;
-        st = attn_ref_forward(layout, &qv, &x->k, &x->v, &x->params, &ro, c->lse ? &rl : NULL);
+        st = attn_wl_ref_chunked(env, c, &qv, &x->k, &x->v, NULL, NULL, &x->params, &ro, c->lse ? &rl : NULL);
         if (st != ATTN_STATUS_OK) {
             attn_wl_set_error(r, "attn_ref_forward", st);
             goto done;
@@ -704,7 +838,7 @@ static int attn_wl_check(const attn_cli_env *env, attn_wl_call *x, double vmax, 
         attn_tensor rl = attn_tensor_make(ref_lse, ATTN_DTYPE_F32, 2, ls);
         attn_tensor gl = attn_tensor_make(got_lse, ATTN_DTYPE_F32, 2, ls);
         attn_tensor tc = attn_tensor_make(cu_sub, ATTN_DTYPE_I32, 1, cs);
-        st = attn_ref_forward_varlen(&tq, &x->k, &x->v, &tc, &x->cu_k, &x->params, &ro, c->lse ? &rl : NULL);
+        st = attn_wl_ref_chunked(env, c, &tq, &x->k, &x->v, &tc, &x->cu_k, &x->params, &ro, c->lse ? &rl : NULL);
         if (st != ATTN_STATUS_OK) {
             attn_wl_set_error(r, "attn_ref_forward_varlen", st);
             goto done;
@@ -839,7 +973,53 @@ done:
     return rc;
 }
 
+void attn_wl_case_cost(const attn_wl_case *c, int64_t check_rows, double *fast_gflop, double *oracle_gflop) {
+    const int64_t want = check_rows < 0 ? INT64_MAX : check_rows;
+    double fast = 0.0, oracle = 0.0;
+    for (int64_t b = 0; b < c->batch; b++) {
+        const int64_t sq = attn_wl_seq_q(c, b), sk = attn_wl_seq_k(c, b), rows = sq < want ? sq : want;
+        const int64_t n = c->layout == ATTN_WL_LAYOUT_VARLEN ? 1 : c->batch; /* dense: all sequences alike */
+        const double f = attn_cli_gflop(attn_cli_visible_pairs(sq, sk, c->causal, c->window_left, c->window_right),
+                                        c->num_heads, c->head_size, c->head_size_v);
+        /* the last (first for top-left) rows sit at the same positions as in the full problem */
+        const double o = check_rows == 0 ? 0.0
+                                         : attn_cli_gflop(attn_cli_visible_pairs(rows, sk, c->causal, c->window_left,
+                                                                                 c->window_right),
+                                                          c->num_heads, c->head_size, c->head_size_v);
+        fast += (double)n * f, oracle += (double)n * o;
+        if (n > 1)
+            break;
+    }
+    *fast_gflop = fast;
+    *oracle_gflop = oracle;
+}
+
+int attn_wl_check_cost(const attn_cli_env *env, const attn_workload *wl) {
+    if (env->force)
+        return ATTN_CLI_EXIT_OK;
+    for (int32_t i = 0; i < wl->num_cases; i++) {
+        const attn_wl_case *c = &wl->cases[i];
+        double fast = 0.0, oracle = 0.0;
+        attn_wl_case_cost(c, env->check_rows, &fast, &oracle);
+        if (env->mode == ATTN_CLI_MODE_BENCH)
+            oracle = 0.0;
+        if (fast > ATTN_CLI_MAX_FAST_GFLOP || oracle > ATTN_CLI_MAX_ORACLE_GFLOP) {
+            fprintf(env->err,
+                    "attn %s: case '%s' (cases[%d]) is too large: ~%.3g GFLOP per attention call (limit %.0f), "
+                    "~%.3g GFLOP of oracle work (scalar double, ~1 GFLOP/s; limit %.0f)\n"
+                    "Pass --force to run it anyway%s.\n",
+                    env->command, c->name, (int)i, fast, ATTN_CLI_MAX_FAST_GFLOP, oracle, ATTN_CLI_MAX_ORACLE_GFLOP,
+                    fast > ATTN_CLI_MAX_FAST_GFLOP ? "" : ", or compare fewer rows with --check-rows R");
+            return ATTN_CLI_EXIT_USAGE;
+        }
+    }
+    return ATTN_CLI_EXIT_OK;
+}
+
 int attn_wl_run_cases(const attn_cli_env *env, const attn_workload *wl) {
+    const int guard = attn_wl_check_cost(env, wl);
+    if (guard)
+        return guard;
     attn_cli_report rep;
     char note[160];
     attn_cli_report_begin(&rep, env, wl->name, attn_cli_check_note(env, note, sizeof note));

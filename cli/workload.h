@@ -109,7 +109,18 @@ int attn_wl_diffusion_run(const attn_cli_env *env);
  * env->check_rows rows per sequence with the oracle, and fills *r. Returns 0, or −1 if the case could not be
  * set up (allocation failure; r->error says so). */
 int attn_wl_run_case(const attn_cli_env *env, const attn_wl_case *c, attn_cli_result *r);
-/* Runs every case of a workload with one report. Returns the ATTN_CLI_EXIT_* code. */
+/* Compute-size guard (`--force` lifts it): a case may need at most ATTN_CLI_MAX_FAST_GFLOP per attention call
+ * and ATTN_CLI_MAX_ORACLE_GFLOP of oracle work for the rows it compares (the oracle runs ~1 GFLOP/s). */
+#define ATTN_CLI_MAX_FAST_GFLOP 2000.0
+#define ATTN_CLI_MAX_ORACLE_GFLOP 200.0
+
+/* Estimated GFLOP of one fast call and of the oracle on `check_rows` rows per sequence (−1 all, 0 none),
+ * counting visible (q, k) pairs only (attn_cli_gflop). */
+void attn_wl_case_cost(const attn_wl_case *c, int64_t check_rows, double *fast_gflop, double *oracle_gflop);
+/* ATTN_CLI_EXIT_OK if every case is within the limits (or env->force), else prints a message naming the case,
+ * its estimates and the limits to env->err and returns ATTN_CLI_EXIT_USAGE. */
+int attn_wl_check_cost(const attn_cli_env *env, const attn_workload *wl);
+/* Runs every case of a workload with one report (after attn_wl_check_cost). Returns the ATTN_CLI_EXIT_* code. */
 int attn_wl_run_cases(const attn_cli_env *env, const attn_workload *wl);
 
 #endif /* ATTN_CLI_WORKLOAD_H */

@@ -125,8 +125,8 @@ ATTN_API attn_tensor attn_tensor_make(void *data, attn_dtype dtype, int32_t ndim
 
 typedef struct attn_ctx attn_ctx;
 
-/* Creates a context with the default thread count (OMP_NUM_THREADS / all cores, or 1 without OpenMP) and
- * the best kernel table for this CPU (or the one named by the environment variable ATTN_ISA).
+/* Creates a context with the default thread count (OMP_NUM_THREADS / all cores, capped at 1024; 1 without
+ * OpenMP) and the best kernel table for this CPU (or the one named by the environment variable ATTN_ISA).
  * Allocates the per-thread scratch once here (and in attn_ctx_set_num_threads), never during compute.
  * Returns INVALID_ARGUMENT if ctx is NULL or ATTN_ISA names an unknown/unusable ISA, OUT_OF_MEMORY. */
 ATTN_API attn_status attn_ctx_create(attn_ctx **ctx);

@@ -13,6 +13,9 @@ other checks (ranks, matching dims, contiguous last dimension, ...) are libattn'
 from __future__ import annotations
 
 import ctypes
+import os
+import sys
+import warnings
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
@@ -145,14 +148,37 @@ def is_torch(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "torch"
 
 
-def as_numpy(x: Any) -> np.ndarray:
+_grad_warned = False
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _warn_grad_once() -> None:
+    global _grad_warned
+    if not _grad_warned:
+        _grad_warned = True
+        level, f = 2, sys._getframe(1)  # point at the first frame outside the attn package
+        while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+            level, f = level + 1, f.f_back
+        warnings.warn("attn computes the forward pass only: tensors with requires_grad=True are read "
+                      "through a detached view and no gradients are tracked (warned once)",
+                      UserWarning, stacklevel=level)
+
+
+def as_numpy(x: Any, name: str = "tensor") -> np.ndarray:
     """A NumPy view of ``x`` sharing its memory: ndarrays as is, DLPack producers through their capsule,
-    anything else through np.asarray (which may copy: e.g. Python lists)."""
+    anything else through np.asarray (which may copy: e.g. Python lists). Torch tensors must be on the
+    CPU; ones with requires_grad are read through a detached view (forward only: a warning, once)."""
     if isinstance(x, np.ndarray):
         return x
     if hasattr(x, "__dlpack__"):
-        if is_torch(x) and getattr(x, "requires_grad", False):
-            x = x.detach()  # a view; DLPack refuses tensors that require grad
+        if is_torch(x):
+            dev = getattr(x, "device", None)
+            if dev is not None and getattr(dev, "type", "cpu") != "cpu":
+                raise ValueError(f"{name}: tensor must be on the CPU (attn is a CPU library), got device "
+                                 f"{str(dev)!r}")
+            if getattr(x, "requires_grad", False):
+                _warn_grad_once()
+                x = x.detach()  # a view; DLPack refuses tensors that require grad
         view = _DLPackView(x.__dlpack__(), x)
         return np.asarray(view).view(view.dtype)
     return np.asarray(x)
@@ -179,8 +205,11 @@ class TensorRef:
 def tensor(x: Any, name: str, writable: bool = False) -> TensorRef:
     """Describes ``x`` (NumPy array or DLPack producer) as an attn_tensor without copying.
     ``name`` is used in error messages (the C side names arguments the same way)."""
-    a = as_numpy(x)
+    a = as_numpy(x, name)
     if a.dtype not in NP_TO_ATTN:
+        if a.dtype.kind in "fc":  # a float argument (q, k, v, caches, out): name the float dtypes only
+            raise TypeError(f"{name}: dtype {a.dtype} is not supported by attn (expected float32, "
+                            "float16 or bfloat16)")
         raise TypeError(f"{name}: dtype {a.dtype} is not supported by attn (supported: "
                         + ", ".join(sorted(str(k) for k in NP_TO_ATTN)) + ")")
     if a.ndim > _capi.MAX_DIMS:
@@ -214,15 +243,46 @@ def ptr(ref: Optional[TensorRef]) -> Any:
 
 def index_array(x: Any, name: str, dtype: Any = np.int32) -> np.ndarray:
     """Small integer metadata (cu_seqlens, seq_lens, block tables, slot mappings): array-likes of any
-    integer dtype become a NumPy view (or a converted copy when the dtype differs)."""
-    if isinstance(x, (list, tuple, range, int)):
-        return np.asarray(x, dtype=dtype)
-    a = as_numpy(x)
-    if a.dtype in (np.dtype(np.int32), np.dtype(np.int64)) and a.dtype == np.dtype(dtype):
+    integer dtype become a NumPy view (or a converted copy when the dtype differs). Values are range
+    checked before narrowing: one that does not fit ``dtype`` (e.g. int64 2**32 + 3 for an int32
+    argument, uint64 2**64 - 1 for an int64 one) raises ValueError naming the argument, entry and value,
+    instead of wrapping around."""
+    dt = np.dtype(dtype)
+    if isinstance(x, (list, tuple, range, int, np.integer)):
+        try:
+            a = np.asarray(x)
+        except (OverflowError, ValueError) as e:
+            raise ValueError(f"{name}: {e}") from None
+        if a.size == 0:
+            return np.asarray(x, dtype=dt).reshape(a.shape)
+        if a.dtype == object:  # Python ints beyond 64 bits
+            flat = a.reshape(-1)
+            lim = np.iinfo(dt)
+            for i, val in enumerate(flat):
+                if not isinstance(val, (int, np.integer)) or isinstance(val, bool):
+                    raise TypeError(f"{name}: expected integers, got {type(val).__name__} at entry {i}")
+                if not lim.min <= int(val) <= lim.max:
+                    raise ValueError(f"{name}: entry {i} = {int(val)} does not fit {dt.name}")
+            return flat.astype(dt).reshape(a.shape)
+    else:
+        a = as_numpy(x, name)
+    if a.dtype in (np.dtype(np.int32), np.dtype(np.int64)) and a.dtype == dt:
         return a
-    if not np.issubdtype(a.dtype, np.integer):
+    if not np.issubdtype(a.dtype, np.integer) and a.dtype != np.bool_:
         raise TypeError(f"{name}: expected an integer array, got dtype {a.dtype}")
-    return a.astype(dtype)
+    if a.size and a.dtype != np.bool_:
+        src, lim = np.iinfo(a.dtype), np.iinfo(dt)
+        if src.min < lim.min or src.max > lim.max:  # narrowing (or unsigned -> signed): check the values
+            flat = a.reshape(-1)
+            bad = np.nonzero((flat > lim.max) | (flat < lim.min))[0] if src.min < 0 else \
+                np.nonzero(flat > np.uint64(lim.max))[0]
+            if bad.size:
+                i = int(bad[0])
+                idx = np.unravel_index(i, a.shape)
+                where = idx[0] if a.ndim == 1 else list(int(j) for j in idx)
+                raise ValueError(f"{name}: entry {where} = {int(flat[i])} does not fit {dt.name} "
+                                 f"(range [{lim.min}, {lim.max}])")
+    return a.astype(dt)
 
 
 def empty(like: Any, shape: Sequence[int], dtype: np.dtype) -> Any:
@@ -241,10 +301,10 @@ def empty(like: Any, shape: Sequence[int], dtype: np.dtype) -> Any:
     return np.empty(shape, dtype=dtype)
 
 
-def dtype_of(x: Any) -> np.dtype:
+def dtype_of(x: Any, name: str = "tensor") -> np.dtype:
     """NumPy dtype of an array or DLPack producer (no copy)."""
-    return as_numpy(x).dtype
+    return as_numpy(x, name).dtype
 
 
-def shape_of(x: Any) -> Tuple[int, ...]:
-    return tuple(int(s) for s in as_numpy(x).shape)
+def shape_of(x: Any, name: str = "tensor") -> Tuple[int, ...]:
+    return tuple(int(s) for s in as_numpy(x, name).shape)

@@ -9,6 +9,10 @@ always deterministic), ``return_attn_probs`` returns ``None`` for the probabilit
 embedding and ``cache_leftpad`` are not implemented (NotImplementedError). Extensions: ``out=`` (write
 the result into a caller array), ``return_softmax_lse`` on every function, ``sinks``, ``ctx``.
 Arrays are NumPy (bfloat16 via ml_dtypes) or torch CPU tensors (DLPack); results have the caller's type.
+Forward only: torch tensors with requires_grad are read through detached views (no autograd graph; a
+warning is emitted once). causal is a bool (None = False); window_size bounds are ints >= -1 (-1 or any
+value > INT32_MAX = unbounded). Bad shapes, lengths, dtypes and out-of-range indices raise ValueError /
+TypeError naming the argument before anything (including a KV cache) is written.
 """
 
 from __future__ import annotations
@@ -24,6 +28,36 @@ from .ops import Array, Context
 def _check_common(dropout_p: float) -> None:
     if dropout_p:
         raise NotImplementedError(f"dropout_p={dropout_p}: attn is an inference library (use 0.0)")
+
+
+def _flash_causal(causal: Any) -> bool:
+    """flash-attn's causal flag: a bool (None and 0 are False, 1 is True); anything else is an error
+    (never ``bool(2**32)`` or a truthy array)."""
+    if causal is None:
+        return False
+    if isinstance(causal, (bool, np.bool_)):
+        return bool(causal)
+    if isinstance(causal, (int, np.integer)) and int(causal) in (0, 1):
+        return bool(causal)
+    raise ValueError(f"causal={causal!r}: expected a bool")
+
+
+def _check_shape(name: str, actual: Sequence[int], expected: Sequence[Optional[int]], what: str) -> None:
+    """ValueError naming ``name`` unless ``actual`` matches ``expected`` (None = any size)."""
+    actual = tuple(int(n) for n in actual)
+    if len(actual) != len(expected) or any(e is not None and a != e for a, e in zip(actual, expected)):
+        want = "[" + ", ".join("*" if e is None else str(e) for e in expected) + "]"
+        raise ValueError(f"{name}: shape {list(actual)}, expected {want} ({what})")
+
+
+def _zero_tail(out: Any, lse: Any, end: int) -> None:
+    """Rows past the last sequence (cu_seqlens_q[-1] <= row < total_q) of outputs allocated here: out 0,
+    lse -inf (libattn leaves them untouched)."""
+    oa = _arrays.as_numpy(out, "out")
+    if end < oa.shape[0]:
+        oa[end:] = 0
+        if lse is not None:
+            _arrays.as_numpy(lse, "softmax_lse")[:, end:] = -np.inf
 
 
 def _finish(out: Any, lse: Any, return_attn_probs: bool, return_softmax_lse: bool) -> Any:
@@ -51,12 +85,19 @@ def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0,
     softmax_lse float32 [batch, nheads, seqlen_q]; with return_attn_probs (out, softmax_lse, None)."""
     _check_common(dropout_p)
     want_lse = return_attn_probs or return_softmax_lse
-    kw = dict(softmax_scale=softmax_scale, causal=bool(causal), window_size=window_size,
+    kw = dict(softmax_scale=softmax_scale, causal=_flash_causal(causal), window_size=window_size,
               softcap=softcap, sinks=sinks, ctx=ctx)
-    slopes = None if alibi_slopes is None else np.asarray(_arrays.as_numpy(alibi_slopes), np.float32)
+    slopes = (None if alibi_slopes is None
+              else np.asarray(_arrays.as_numpy(alibi_slopes, "alibi_slopes"), np.float32))
     if slopes is not None and slopes.ndim == 2:
         # Per-batch slopes: one call per batch element on views (no copies of q/k/v).
-        qa, ka, va = (_arrays.as_numpy(x) for x in (q, k, v))
+        qa, ka, va = (_arrays.as_numpy(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
+        if qa.ndim != 4:
+            raise ValueError(f"q: shape {list(qa.shape)}, expected [batch, seqlen_q, nheads, headdim]")
+        _check_shape("alibi_slopes", slopes.shape, (qa.shape[0], qa.shape[2]), "[batch, nheads] or [nheads]")
+        if ka.ndim != 4 or va.ndim != 4 or ka.shape[0] != qa.shape[0] or va.shape[0] != qa.shape[0]:
+            raise ValueError(f"k: shape {list(ka.shape)}, v: shape {list(va.shape)}: expected 4-D "
+                             f"[batch={qa.shape[0]}, seqlen_k, nheads_k, headdim]")
         if out is None:
             out = _arrays.empty(q, qa.shape[:-1] + (va.shape[-1],), qa.dtype)
         oa = _arrays.as_numpy(out)
@@ -108,7 +149,10 @@ def _view3(a: np.ndarray, shape: Sequence[int]) -> Optional[np.ndarray]:
 def _paged(q3: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, query_start_loc: np.ndarray,
            seq_lens: np.ndarray, block_table: np.ndarray, out3: Optional[np.ndarray], want_lse: bool,
            kw: dict) -> Tuple[np.ndarray, Optional[np.ndarray]]:
-    """Paged attention over separate key/value caches [num_blocks, block_size, nheads_k, headdim]."""
+    """Paged attention over separate key/value caches [num_blocks, block_size, nheads_k, headdim].
+
+    When the two caches are the halves of one tensor (see _kv_view) this is zero-copy; otherwise the
+    blocks in use are COPIED into a temporary [2, used_blocks, ...] cache and the table renumbered."""
     kv = _kv_view(k_cache, v_cache)
     if kv is None:
         # Caches that cannot be described as one [2, ...] view (e.g. two separate allocations with
@@ -119,11 +163,41 @@ def _paged(q3: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, query_start
         used = np.unique(block_table[used_mask]) if used_mask.any() else np.zeros(0, np.int64)
         if used.size and (used.min() < 0 or used.max() >= k_cache.shape[0]):
             raise ValueError(f"block_table: block ids must be in [0, {k_cache.shape[0]})")
+        if used.size == 0 and k_cache.shape[0]:
+            used = np.zeros(1, np.int64)  # no keys at all: any one block keeps the cache non-empty
         kv = np.stack([k_cache[used], v_cache[used]])
         block_table = np.where(used_mask, np.searchsorted(used, block_table), 0).astype(np.int32)
     res = ops.paged_attention(q3, kv, query_start_loc, seq_lens, block_table, out=out3,
                               return_lse=want_lse, **kw)
     return res if want_lse else (res, None)
+
+
+def _check_caches(k_cache: np.ndarray, v_cache: np.ndarray, kname: str, vname: str, what: str) -> None:
+    """Both caches 4-D with equal [num_blocks, block_size, nheads_k] and the same dtype."""
+    for name, c in ((kname, k_cache), (vname, v_cache)):
+        if c.ndim != 4:
+            raise ValueError(f"{name}: shape {list(c.shape)}, expected 4-D {what}")
+    if k_cache.shape[:3] != v_cache.shape[:3]:
+        raise ValueError(f"{vname}: shape {list(v_cache.shape)} does not match {kname}: shape "
+                         f"{list(k_cache.shape)} in the first three dimensions {what}")
+    if k_cache.dtype != v_cache.dtype:
+        raise TypeError(f"{vname}: dtype {v_cache.dtype} differs from {kname}: dtype {k_cache.dtype}")
+
+
+def _check_block_ids(block_table: np.ndarray, seq_lens: np.ndarray, block_size: int, num_blocks: int,
+                     name: str = "block_table") -> None:
+    """Every block id a sequence uses (the first ceil(seq_len / block_size) of its row) in [0, num_blocks)."""
+    nblk = (seq_lens.astype(np.int64) + block_size - 1) // block_size
+    if np.any(nblk > block_table.shape[1]):
+        b = int(np.nonzero(nblk > block_table.shape[1])[0][0])
+        raise ValueError(f"{name}: row {b} has {block_table.shape[1]} blocks of {block_size}, but sequence "
+                         f"{b} needs {int(nblk[b])} for {int(seq_lens[b])} keys")
+    used = np.arange(block_table.shape[1])[None, :] < nblk[:, None]
+    bad = np.argwhere(used & ((block_table < 0) | (block_table >= num_blocks)))
+    if bad.size:
+        r, c = (int(x) for x in bad[0])
+        raise ValueError(f"{name}: entry [{r}][{c}] = {int(block_table[r, c])} is not a block id in "
+                         f"[0, {num_blocks})")
 
 
 def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens_k: Array,
@@ -141,32 +215,62 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     [batch + 1]. max_seqlen_q/k are accepted for compatibility (attn derives them).
     Paged K/V: with block_table int32 [batch, max_blocks], k and v are caches [num_blocks, block_size,
     nheads_k, headdim] and sequence b has cu_seqlens_k[b+1] - cu_seqlens_k[b] keys (or seqused_k[b]).
+    A sequence may have more queries than keys (bottom-right causal: its first rows see no key, out 0,
+    lse -inf). Paged k/v that are the two halves of one [2, num_blocks, ...] tensor are used in place;
+    two separate allocations are attended through a COPY of the blocks in use (not zero-copy).
     Returns out [total_q, nheads, headdim_v]; with return_softmax_lse also softmax_lse float32
-    [nheads, total_q]; with return_attn_probs (out, softmax_lse, None)."""
+    [nheads, total_q]; with return_attn_probs (out, softmax_lse, None). When out is allocated here, rows
+    past cu_seqlens_q[-1] are zero (lse -inf); a caller's out keeps its values in those rows."""
     _check_common(dropout_p)
     want_lse = return_attn_probs or return_softmax_lse
-    kw = dict(softmax_scale=softmax_scale, causal=bool(causal), window_size=window_size,
+    kw = dict(softmax_scale=softmax_scale, causal=_flash_causal(causal), window_size=window_size,
               softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks, ctx=ctx)
+    allocated = out is None
+    cu_q = _arrays.index_array(cu_seqlens_q, "cu_seqlens_q")
+    if cu_q.ndim != 1 or cu_q.shape[0] < 1:
+        raise ValueError(f"cu_seqlens_q: shape {list(cu_q.shape)}, expected [batch + 1]")
     if block_table is None and seqused_k is None:
-        res = ops.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, out=out, return_lse=want_lse,
-                                   **kw)
+        res = ops.attention_varlen(q, k, v, cu_q, cu_seqlens_k, out=out, return_lse=want_lse, **kw)
         out, lse = res if want_lse else (res, None)
+        if allocated:
+            _zero_tail(out, lse, int(cu_q[-1]))
         return _finish(out, lse, return_attn_probs, return_softmax_lse)
     if block_table is None:
         raise NotImplementedError("seqused_k without block_table: pass cu_seqlens_k instead")
-    qa = _arrays.as_numpy(q)
+    qa = _arrays.as_numpy(q, "q")
+    ka, va = _arrays.as_numpy(k, "k"), _arrays.as_numpy(v, "v")
+    if qa.ndim != 3:
+        raise ValueError(f"q: shape {list(qa.shape)}, expected [total_q, nheads, headdim]")
+    _check_caches(ka, va, "k", "v", "[num_blocks, block_size, nheads_k, headdim] with block_table")
+    batch = cu_q.shape[0] - 1
     cu_k = _arrays.index_array(cu_seqlens_k, "cu_seqlens_k")
-    seq_lens = (np.diff(cu_k).astype(np.int32) if seqused_k is None
-                else _arrays.index_array(seqused_k, "seqused_k"))
+    _check_shape("cu_seqlens_k", cu_k.shape, (batch + 1,), f"[batch + 1], batch={batch} from cu_seqlens_q")
+    bt = _arrays.index_array(block_table, "block_table")
+    _check_shape("block_table", bt.shape, (batch, None), f"[batch, max_blocks], batch={batch}")
+    if seqused_k is None:
+        seq_lens = np.diff(cu_k).astype(np.int32)
+        if seq_lens.size and seq_lens.min() < 0:
+            b = int(np.argmin(seq_lens))
+            raise ValueError(f"cu_seqlens_k: entry {b + 1} = {int(cu_k[b + 1])} < entry {b} = {int(cu_k[b])}")
+    else:
+        seq_lens = _arrays.index_array(seqused_k, "seqused_k")
+        _check_shape("seqused_k", seq_lens.shape, (batch,), f"[batch], batch={batch}")
+        if seq_lens.size and seq_lens.min() < 0:
+            b = int(np.argmin(seq_lens))
+            raise ValueError(f"seqused_k: entry {b} = {int(seq_lens[b])} is negative")
+    _check_block_ids(bt, seq_lens, ka.shape[1], ka.shape[0])
+    out_shape = (qa.shape[0], qa.shape[1], va.shape[3])
     if out is None:
-        out = _arrays.empty(q, qa.shape, qa.dtype)
-    o, lse = _paged(qa, _arrays.as_numpy(k), _arrays.as_numpy(v),
-                    _arrays.index_array(cu_seqlens_q, "cu_seqlens_q"), seq_lens,
-                    _arrays.index_array(block_table, "block_table"), _arrays.as_numpy(out), want_lse, kw)
+        out = _arrays.empty(q, out_shape, qa.dtype)
+    oa = _arrays.as_numpy(out, "out")
+    _check_shape("out", oa.shape, out_shape, "[total_q, nheads, headdim_v]")
+    o, lse = _paged(qa, ka, va, cu_q, seq_lens, bt, oa, want_lse, kw)
     if lse is not None and _arrays.is_torch(q):
         import torch
 
         lse = torch.from_numpy(lse)
+    if allocated:
+        _zero_tail(out, lse, int(cu_q[-1]))
     return _finish(out, lse, return_attn_probs, return_softmax_lse)
 
 
@@ -190,51 +294,100 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     [num_blocks, page_block_size, nheads_k, headdim] when block_table int32 [batch, max_blocks] is given.
     k, v (optional): [batch, seqlen_new, nheads_k, headdim], written at positions cache_seqlens[b] ...
     cache_seqlens[b] + seqlen_new - 1 of sequence b (through libattn's reshape_and_cache).
-    cache_seqlens: int or int32 [batch], keys already in the cache (default: the whole cache).
-    cache_batch_idx: int32 [batch], the cache row of each batch element (non-paged only).
-    Causal is bottom-right over cache_seqlens[b] + seqlen_new keys.
-    Returns out [batch, seqlen_q, nheads, headdim]; with return_softmax_lse also softmax_lse float32
+    cache_seqlens: int or int32 [batch], keys already in the cache (default: the whole cache); >= 0 and
+    cache_seqlens[b] + seqlen_new <= the cache capacity, checked before anything is written.
+    cache_batch_idx: int32 [batch], the cache row of each batch element (non-paged only; without it
+    batch_cache >= batch and row b serves batch element b).
+    Causal is bottom-right over cache_seqlens[b] + seqlen_new keys; seqlen_q may exceed that count (the
+    first rows then see no key: out 0, lse -inf).
+    k_cache/v_cache that are the two halves of one tensor (kv[0], kv[1]) are used in place (zero-copy);
+    two separate allocations are written in place, but attention then runs over a COPY of the blocks in
+    use (not zero-copy; allocate one [2, ...] tensor to avoid it).
+    Returns out [batch, seqlen_q, nheads, headdim_v]; with return_softmax_lse also softmax_lse float32
     [batch, nheads, seqlen_q]."""
     if rotary_cos is not None or rotary_sin is not None:
         raise NotImplementedError("flash_attn_with_kvcache: rotary embedding is not implemented; apply "
                                   "RoPE to q/k before the call")
     if cache_leftpad is not None:
         raise NotImplementedError("flash_attn_with_kvcache: cache_leftpad is not implemented")
-    qa = _arrays.as_numpy(q)
-    kc, vc = _arrays.as_numpy(k_cache), _arrays.as_numpy(v_cache)
-    if qa.ndim != 4 or kc.ndim != 4:
-        raise ValueError(f"q: shape {qa.shape}, k_cache: shape {kc.shape}; expected 4-D "
-                         "[batch, seqlen, nheads, headdim] tensors")
+    qa = _arrays.as_numpy(q, "q")
+    kc, vc = _arrays.as_numpy(k_cache, "k_cache"), _arrays.as_numpy(v_cache, "v_cache")
+    if qa.ndim != 4:
+        raise ValueError(f"q: shape {list(qa.shape)}, expected [batch, seqlen_q, nheads, headdim]")
+    layout = ("[num_blocks, page_block_size, nheads_k, headdim]" if block_table is not None
+              else "[batch_cache, seqlen_cache, nheads_k, headdim]")
+    _check_caches(kc, vc, "k_cache", "v_cache", layout)
     batch, seqlen_q, nheads = qa.shape[0], qa.shape[1], qa.shape[2]
+    block_size = kc.shape[1]
     if block_table is not None:
         if cache_batch_idx is not None:
             raise ValueError("cache_batch_idx cannot be used with block_table")
         bt = _arrays.index_array(block_table, "block_table")
-        capacity = bt.shape[1] * kc.shape[1] if bt.ndim == 2 else 0
+        _check_shape("block_table", bt.shape, (batch, None), f"[batch, max_blocks], batch={batch}")
+        capacity = bt.shape[1] * block_size
     else:
-        rows = (np.arange(batch, dtype=np.int32) if cache_batch_idx is None
-                else _arrays.index_array(cache_batch_idx, "cache_batch_idx"))
-        bt = np.ascontiguousarray(rows.reshape(-1, 1))  # the cache as blocks of seqlen_cache rows
-        capacity = kc.shape[1]
+        if cache_batch_idx is None:
+            if kc.shape[0] < batch:
+                raise ValueError(f"k_cache: batch_cache={kc.shape[0]} < batch={batch} (shape "
+                                 f"{list(kc.shape)}); pass cache_batch_idx to map batch rows to cache rows")
+            rows = np.arange(batch, dtype=np.int32)
+        else:
+            rows = _arrays.index_array(cache_batch_idx, "cache_batch_idx").reshape(-1)
+            _check_shape("cache_batch_idx", rows.shape, (batch,), f"[batch], batch={batch}")
+            bad = np.nonzero((rows < 0) | (rows >= kc.shape[0]))[0]
+            if bad.size:
+                raise ValueError(f"cache_batch_idx: entry {int(bad[0])} = {int(rows[bad[0]])} is not a row "
+                                 f"of k_cache (batch_cache={kc.shape[0]})")
+        bt = np.ascontiguousarray(rows.astype(np.int32).reshape(-1, 1))  # blocks of seqlen_cache rows
+        capacity = block_size
     if cache_seqlens is None:
         seqlens = np.full(batch, capacity, dtype=np.int32)
-    elif isinstance(cache_seqlens, (int, np.integer)):
-        seqlens = np.full(batch, int(cache_seqlens), dtype=np.int32)
     else:
-        seqlens = _arrays.index_array(cache_seqlens, "cache_seqlens").astype(np.int32).reshape(-1)
-    if seqlens.shape[0] != batch or bt.shape[0] != batch:
-        raise ValueError(f"cache_seqlens: {seqlens.shape[0]} entries and block_table/cache_batch_idx: "
-                         f"{bt.shape[0]} rows, expected batch={batch}")
-    kv = _kv_view(kc, vc)
-    block_size = kc.shape[1]
+        seqlens = _arrays.index_array(cache_seqlens, "cache_seqlens")
+        if seqlens.ndim == 0:
+            seqlens = np.full(batch, int(seqlens), dtype=np.int32)
+        _check_shape("cache_seqlens", seqlens.shape, (batch,), f"an int or [batch], batch={batch}")
+        seqlens = seqlens.astype(np.int32)
+    if seqlens.size and seqlens.min() < 0:
+        b = int(np.argmin(seqlens))
+        raise ValueError(f"cache_seqlens: entry {b} = {int(seqlens[b])} is negative")
+    seqlen_new = 0
     if k is not None or v is not None:
         if k is None or v is None:
             raise ValueError("k and v must be given together")
-        ka, va = _arrays.as_numpy(k), _arrays.as_numpy(v)
+        ka, va = _arrays.as_numpy(k, "k"), _arrays.as_numpy(v, "v")
+        if ka.ndim != 4:
+            raise ValueError(f"k: shape {list(ka.shape)}, expected [batch={batch}, seqlen_new, "
+                             f"nheads_k={kc.shape[2]}, headdim={kc.shape[3]}]")
         seqlen_new = ka.shape[1]
+        _check_shape("k", ka.shape, (batch, seqlen_new, kc.shape[2], kc.shape[3]),
+                     "[batch, seqlen_new, nheads_k, headdim] of q and k_cache")
+        _check_shape("v", va.shape, (batch, seqlen_new, vc.shape[2], vc.shape[3]),
+                     "[batch, seqlen_new, nheads_k, headdim_v] of k and v_cache")
+        if ka.dtype != va.dtype:
+            raise TypeError(f"v: dtype {va.dtype} differs from k: dtype {ka.dtype}")
+    seq_lens = (seqlens.astype(np.int64) + seqlen_new)
+    if seq_lens.size and seq_lens.max() > capacity:
+        b = int(np.argmax(seq_lens))
+        raise ValueError(f"cache_seqlens: entry {b} = {int(seqlens[b])} + seqlen_new={seqlen_new} exceeds "
+                         f"the cache capacity {capacity}")
+    seq_lens = seq_lens.astype(np.int32)
+    if block_table is not None:
+        _check_block_ids(bt, seq_lens, block_size, kc.shape[0])
+    out_shape = (batch, seqlen_q, nheads, vc.shape[3])
+    if out is not None:
+        _check_shape("out", _arrays.shape_of(out, "out"), out_shape, "[batch, seqlen_q, nheads, headdim_v]")
+        _arrays.tensor(out, "out", True)
+    kw = dict(softmax_scale=softmax_scale, causal=_flash_causal(causal), window_size=window_size,
+              softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks, ctx=ctx)
+    ops.Params(num_heads=nheads, **{n: kw[n] for n in kw if n != "ctx"})  # option errors: before writes
+    _arrays.tensor(qa, "q"), _arrays.tensor(kc, "k_cache", True), _arrays.tensor(vc, "v_cache", True)
+    if seqlen_new:
+        _arrays.tensor(ka, "k"), _arrays.tensor(va, "v")  # dtypes
+    # Everything is checked: from here on, writing the cache cannot fail on the arguments.
+    kv = _kv_view(kc, vc)
+    if seqlen_new:
         pos = seqlens[:, None].astype(np.int64) + np.arange(seqlen_new, dtype=np.int64)[None, :]
-        if np.any(pos // block_size >= bt.shape[1]):
-            raise ValueError(f"cache_seqlens + seqlen_new exceeds the cache capacity {capacity}")
         blk = np.take_along_axis(bt.astype(np.int64), pos // block_size, axis=1)
         slots = (blk * block_size + pos % block_size).reshape(-1)
         k3 = ka.reshape(batch * seqlen_new, ka.shape[2], ka.shape[3])
@@ -244,17 +397,12 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         else:  # two separate caches: write each through a [2, ...] view with aliased halves
             ops.reshape_and_cache(k3, k3, doubled(kc), slots, ctx=ctx)
             ops.reshape_and_cache(v3, v3, doubled(vc), slots, ctx=ctx)
-        seq_lens = (seqlens + seqlen_new).astype(np.int32)
-    else:
-        seq_lens = seqlens
     q3 = qa.reshape(batch * seqlen_q, nheads, qa.shape[3])
     qsl = (np.arange(batch + 1, dtype=np.int32) * seqlen_q).astype(np.int32)
     if out is None:
-        out = _arrays.empty(q, qa.shape, qa.dtype)
-    oa = _arrays.as_numpy(out)
+        out = _arrays.empty(q, out_shape, qa.dtype)
+    oa = _arrays.as_numpy(out, "out")
     o3 = _view3(oa, (batch * seqlen_q, nheads, oa.shape[-1]))
-    kw = dict(softmax_scale=softmax_scale, causal=bool(causal), window_size=window_size,
-              softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks, ctx=ctx)
     res, lse3 = _paged(q3, kc, vc, qsl, seq_lens, bt, o3, return_softmax_lse, kw)
     if o3 is None:  # out was not reshapeable in place
         oa[...] = res.reshape(oa.shape)

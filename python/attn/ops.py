@@ -12,6 +12,7 @@ num_tokens, num_blocks, block_size. LSE is float32, natural log.
 from __future__ import annotations
 
 import ctypes
+import operator
 import threading
 from typing import Any, Optional, Sequence, Union
 
@@ -52,7 +53,8 @@ class Context:
 
     @num_threads.setter
     def num_threads(self, n: int) -> None:
-        _capi.call("attn_ctx_set_num_threads", self.handle, int(n))
+        _capi.call("attn_ctx_set_num_threads", self.handle,
+                   _int_in("num_threads", n, 1, MAX_THREADS))
 
     @property
     def isa(self) -> str:
@@ -85,6 +87,26 @@ class Context:
         return f"attn.Context(num_threads={self.num_threads}, isa={self.isa!r})"
 
 
+MAX_THREADS = 1024  # attn_ctx_set_num_threads accepts 1..1024
+INT32_MAX = 2**31 - 1
+
+
+def _int_in(name: str, value: Any, lo: int, hi: int) -> int:
+    """``value`` as a Python int in [lo, hi], else AttnInvalidArgumentError (a ValueError) naming ``name``
+    (TypeError for a non-integer):
+    never silently wrapped into a 32-bit ctypes field."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}={value!r}: expected an integer")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}={value!r}: expected an integer, got {type(value).__name__}") from None
+    if not lo <= v <= hi:
+        raise _capi.AttnInvalidArgumentError(_capi.STATUS_INVALID_ARGUMENT,
+                                             f"{name}={v}: expected an integer in [{lo}, {hi}]")
+    return v
+
+
 _local = threading.local()
 
 
@@ -113,19 +135,58 @@ _CAUSAL = {"none": _capi.CAUSAL_NONE, "bottom_right": _capi.CAUSAL_BOTTOM_RIGHT,
 
 
 def _causal_value(causal: Causal) -> int:
+    """causal: None/False/0 (none), True/1 (bottom-right), 2 or "top_left"; the C enum values 0/1/2 and
+    the names in _CAUSAL are accepted. Anything else (e.g. 2**32, 1.5) raises ValueError/TypeError."""
+    if causal is None:  # flash-attn treats a falsy causal as False
+        return _capi.CAUSAL_NONE
     if isinstance(causal, str):
         if causal.lower() not in _CAUSAL:
             raise ValueError(f"causal={causal!r}: expected a bool or one of {sorted(_CAUSAL)}")
         return _CAUSAL[causal.lower()]
     if isinstance(causal, (bool, np.bool_)):
         return _capi.CAUSAL_BOTTOM_RIGHT if causal else _capi.CAUSAL_NONE
-    return int(causal)
+    try:
+        v = operator.index(causal)
+    except TypeError:
+        raise TypeError(f"causal={causal!r}: expected a bool, 0/1/2 or one of {sorted(_CAUSAL)}") from None
+    if v not in (_capi.CAUSAL_NONE, _capi.CAUSAL_BOTTOM_RIGHT, _capi.CAUSAL_TOP_LEFT):
+        raise ValueError(f"causal={v}: expected a bool, 0 (none), 1 (bottom_right) or 2 (top_left)")
+    return v
+
+
+def _window_value(window_size: Any) -> tuple:
+    """(left, right) as int32: -1 = unbounded. A bound above INT32_MAX is larger than any sequence, so it
+    means unbounded too and becomes -1 (bounds up to INT32_MAX are passed as is; any bound >= the
+    sequence length already behaves as unbounded). A bound < -1 raises ValueError."""
+    if window_size is None:
+        return (-1, -1)
+    try:
+        pair = tuple(window_size)
+    except TypeError:
+        raise TypeError(f"window_size={window_size!r}: expected (left, right)") from None
+    if len(pair) != 2:
+        raise ValueError(f"window_size={window_size!r}: expected (left, right)")
+    res = []
+    for side, w in zip(("left", "right"), pair):
+        if isinstance(w, (bool, np.bool_)):
+            raise TypeError(f"window_size={window_size!r}: {side} bound must be an integer")
+        try:
+            w = operator.index(w)
+        except TypeError:
+            raise TypeError(f"window_size={window_size!r}: {side} bound must be an integer, got "
+                            f"{type(w).__name__}") from None
+        if w < -1:
+            raise ValueError(f"window_size={window_size!r}: {side} bound {w} < -1 (-1 = unbounded)")
+        res.append(-1 if w > INT32_MAX else w)
+    return tuple(res)
 
 
 def _per_head(x: Any, name: str, num_heads: Optional[int]) -> np.ndarray:
-    a = np.ascontiguousarray(_arrays.as_numpy(x), dtype=np.float32)
+    a = np.ascontiguousarray(_arrays.as_numpy(x, name), dtype=np.float32)
     if a.ndim != 1 or (num_heads is not None and a.shape[0] != num_heads):
-        raise ValueError(f"{name}: shape {a.shape}, expected [num_heads] = [{num_heads}]")
+        raise ValueError(f"{name}: shape {a.shape}, expected [num_heads] = [{num_heads}]"
+                         + (" (per-batch [batch, num_heads] slopes: flash_attn_func only)"
+                            if a.ndim == 2 else ""))
     return a
 
 
@@ -141,11 +202,7 @@ class Params:
         self._keep = []
         p.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
         p.causal = _causal_value(causal)
-        if window_size is None:
-            window_size = (-1, -1)
-        if len(window_size) != 2:
-            raise ValueError(f"window_size={window_size!r}: expected (left, right)")
-        p.window_left, p.window_right = int(window_size[0]), int(window_size[1])
+        p.window_left, p.window_right = _window_value(window_size)
         p.softcap = 0.0 if softcap is None else float(softcap)
         if alibi_slopes is not None:
             a = _per_head(alibi_slopes, "alibi_slopes", num_heads)
@@ -234,7 +291,7 @@ class _DenseCall:
     def __init__(self, q: Array, k: Array, v: Array, layout: Union[str, int], out: Optional[Array],
                  lse: Optional[Array], return_lse: bool, options: dict):
         self.layout = lay = _layout(layout)
-        qa = _arrays.as_numpy(q)
+        qa = _arrays.as_numpy(q, "q")
         nd = 2 if lay == _capi.LAYOUT_BSND else 1
         sd = 3 - nd
         num_heads = qa.shape[nd] if qa.ndim == 4 else None
@@ -273,7 +330,7 @@ def attention_varlen(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqle
     q [total_q, num_heads, head_size], k [total_k, num_kv_heads, head_size], v [total_k, num_kv_heads,
     head_size_v]; cu_seqlens_q/k int32 [batch + 1] (lists accepted). out [total_q, num_heads, head_size_v];
     lse float32 [num_heads, total_q]. Causal is bottom-right within each sequence."""
-    qa = _arrays.as_numpy(q)
+    qa = _arrays.as_numpy(q, "q")
     num_heads = qa.shape[1] if qa.ndim == 3 else None
     if out is None:
         out_shape = qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 3 else qa.shape
@@ -363,7 +420,7 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
     (this step's keys already written); query_start_loc int32 [num_reqs + 1]; seq_lens int32 [num_reqs]
     (cached + new keys); block_table int32 [num_reqs, max_blocks]. out like q; lse float32
     [num_heads, num_tokens]. causal defaults to True (bottom-right per request)."""
-    qa = _arrays.as_numpy(q)
+    qa = _arrays.as_numpy(q, "q")
     num_heads = qa.shape[1] if qa.ndim == 3 else None
     if out is None:
         out = _out_like(q, qa, qa.shape)
@@ -488,7 +545,7 @@ class Plan:
         order (see token_src); kv_cache with this step's keys written (slot_mapping). key/value
         [num_tokens, num_kv_heads, head_size] only for encoder-only requests. out like q; lse float32
         [num_heads, num_tokens]."""
-        qa = _arrays.as_numpy(q)
+        qa = _arrays.as_numpy(q, "q")
         if out is None:
             out = _out_like(q, qa, qa.shape)
         want_lse = return_lse or lse is not None

@@ -38,23 +38,45 @@ def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: A
     slot_mapping[t] >= 0.
 
     key, value: [num_tokens, num_kv_heads, head_size]; key_cache, value_cache: [num_blocks, block_size,
-    num_kv_heads, head_size]; slot_mapping: int64 [num_tokens]. All slots are checked first."""
+    num_kv_heads, head_size]; slot_mapping: int64 [num_tokens]. key and value share a dtype, the caches
+    share [num_blocks, block_size] and a dtype. Every argument and slot is checked before either cache
+    is written (also for two separately allocated caches); errors name the argument."""
     _check_cache_dtype(kv_cache_dtype, k_scale, v_scale)
-    kc, vc = _arrays.as_numpy(key_cache), _arrays.as_numpy(value_cache)
-    kv = _kv_view(kc, vc)
-    if kv is not None:
-        ops.reshape_and_cache(key, value, kv, slot_mapping, ctx=ctx)
-        return
+    kc, vc = _arrays.as_numpy(key_cache, "key_cache"), _arrays.as_numpy(value_cache, "value_cache")
     sm = _arrays.index_array(slot_mapping, "slot_mapping", np.int64)
-    num_slots = kc.shape[0] * kc.shape[1] if kc.ndim == 4 else 0
+    kv = _kv_view(kc, vc)
+    if kv is not None:  # one C call checks everything before writing
+        ops.reshape_and_cache(key, value, kv, sm, ctx=ctx)
+        return
+    # Two separate caches: two C calls, so every argument is checked here before the first write.
+    ka, va = _arrays.as_numpy(key, "key"), _arrays.as_numpy(value, "value")
+    for name, a, c, cname in (("key", ka, kc, "key_cache"), ("value", va, vc, "value_cache")):
+        _arrays.tensor(a, name), _arrays.tensor(c, cname, True)  # dtypes, strides, writability
+        if c.ndim != 4:
+            raise ValueError(f"{cname}: shape {list(c.shape)}, expected [num_blocks, block_size, "
+                             "num_kv_heads, head_size]")
+        if a.ndim != 3 or tuple(a.shape[1:]) != tuple(c.shape[2:]):
+            raise ValueError(f"{name}: shape {list(a.shape)}, expected [num_tokens, {c.shape[2]}, "
+                             f"{c.shape[3]}] ([num_tokens, num_kv_heads, head_size] of {cname})")
+    if ka.shape[0] != va.shape[0]:
+        raise ValueError(f"value: {va.shape[0]} tokens, key: {ka.shape[0]} tokens")
+    if ka.dtype != va.dtype:
+        raise TypeError(f"value: dtype {va.dtype} differs from key: dtype {ka.dtype} (must be equal)")
+    if kc.shape[:2] != vc.shape[:2] or kc.dtype != vc.dtype:
+        raise ValueError(f"value_cache: shape {list(vc.shape)} dtype {vc.dtype} does not match key_cache: "
+                         f"shape {list(kc.shape)} dtype {kc.dtype} in [num_blocks, block_size] and dtype")
+    if sm.ndim != 1 or sm.shape[0] > ka.shape[0]:
+        raise ValueError(f"slot_mapping: shape {list(sm.shape)}, expected [n] with n <= num_tokens="
+                         f"{ka.shape[0]}")
+    num_slots = kc.shape[0] * kc.shape[1]
     bad = np.nonzero(sm >= num_slots)[0]
     if bad.size:  # check before the first write, like the C op
         raise ops._capi.AttnInvalidArgumentError(
             ops._capi.STATUS_INVALID_ARGUMENT,
             f"slot_mapping: entry {bad[0]} = {sm[bad[0]]} >= num_blocks·block_size = {num_slots}",
             "reshape_and_cache")
-    ops.reshape_and_cache(key, key, doubled(kc), sm, ctx=ctx)
-    ops.reshape_and_cache(value, value, doubled(vc), sm, ctx=ctx)
+    ops.reshape_and_cache(ka, ka, doubled(kc), sm, ctx=ctx)
+    ops.reshape_and_cache(va, va, doubled(vc), sm, ctx=ctx)
 
 
 reshape_and_cache_flash = reshape_and_cache

@@ -34,8 +34,8 @@ attn_status attn_ctx_create(attn_ctx **out) {
     attn_ctx *ctx = (attn_ctx *)calloc(1, sizeof *ctx);
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_OUT_OF_MEMORY, "attn_ctx_create: out of memory");
     ctx->kern = kern;
-    int32_t nt = attn_parallel_default_threads();
-    attn_status st = attn_ctx_alloc_scratch(ctx, nt < 1 ? 1 : nt);
+    int32_t nt = attn_parallel_default_threads(); /* OMP_NUM_THREADS may exceed the documented 1..1024 */
+    attn_status st = attn_ctx_alloc_scratch(ctx, nt < 1 ? 1 : (nt > 1024 ? 1024 : nt));
     if (st != ATTN_STATUS_OK) {
         free(ctx);
         return st;

@@ -119,3 +119,49 @@ attn_cli_test(bench_small RC 0 ARGS bench --workload ${_small} --repeats 3
 # issue 4: the diffusion workload, scaled down in `check` mode so the oracle covers every row
 attn_cli_test(check_diffusion RC 0 ARGS check --workload diffusion
   OUT "joint-padded-text" "piecewise-video" "quant-mxfp4" "11 cases, 0 failed")
+
+# ---- review fixes (issue 2 polish) ----------------------------------------------------------------------
+# `attn info` works whatever ATTN_ISA says (it is where the usable tables are listed); other commands refuse a
+# bad ATTN_ISA with the list of usable tables, and --isa overrides it
+attn_cli_test(info_bad_env_isa RC 0 ARGS info ENV ATTN_ISA=bogus
+  OUT "chosen kernels: [a-z0-9]+ \\(best for this CPU; ATTN_ISA=bogus ignored: not usable\\)"
+      "warning: +ATTN_ISA=bogus is unknown or not runnable on this CPU.*usable kernel tables: generic"
+  ERR "attn info: warning: ATTN_ISA=bogus")
+attn_cli_test(info_json_bad_env_isa RC 0 ARGS info --json ENV ATTN_ISA=bogus
+  OUT "\"warnings\":[ \t]*\\[\"ATTN_ISA=bogus is unknown")
+attn_cli_test(bad_env_isa RC 2 ARGS check ENV ATTN_ISA=bogus
+  ERR "attn check: ATTN_ISA=bogus is unknown or not runnable on this CPU; usable kernel tables: generic"
+      "pass --isa NAME")
+attn_cli_test(bad_env_isa_overridden RC 0 ARGS check --isa generic --workload ${_small} ENV ATTN_ISA=bogus
+  OUT "isa generic, " "8 cases, 0 failed")
+# the thread count is clamped to the API's 1..1024 and says so
+attn_cli_test(info_threads_clamped RC 0 ARGS info ENV OMP_NUM_THREADS=5000
+  OUT "threads: +1024 \\(OMP_NUM_THREADS=5000 clamped to 1024\\)\n")
+attn_cli_test(version_extra RC 2 ARGS --version extra ERR "attn: --version takes no arguments, got 'extra'")
+attn_cli_test(help_extra RC 2 ARGS --help extra ERR "attn: --help takes no arguments, got 'extra'")
+attn_cli_test(check_repeats_hint RC 2 ARGS check --repeats 1
+  ERR "attn check: unknown option '--repeats' \\(check runs each case once; `attn run --repeats N` times it\\)")
+# JSON strictness: varlen needs lists, duplicate keys and deep nesting are named
+attn_cli_test(json_varlen_int RC 2 ARGS check --workload ${_bad}/bad_varlen_int.json
+  ERR "bad_varlen_int.json: cases\\[0\\]: layout \"varlen\" needs seq_q as a list of lengths, got an integer \\(write \\[5\\]")
+attn_cli_test(json_duplicate RC 2 ARGS check --workload ${_bad}/bad_duplicate.json
+  ERR "bad_duplicate.json: cases\\[0\\]\\.seq_q: duplicate key")
+attn_cli_test(json_deep RC 2 ARGS check --workload ${_bad}/bad_deep.json
+  ERR "bad_deep.json: line 1, column 33: nesting too deep \\(more than 32 levels")
+# compute-size guard: the fast path or the oracle over its limit is refused before anything runs
+attn_cli_test(too_large RC 2 ARGS check --workload ${_bad}/bad_huge.json
+  ERR "attn check: case 'huge' \\(cases\\[0\\]\\) is too large: ~1\\.13e\\+06 GFLOP per attention call \\(limit 2000\\)"
+      "Pass --force to run it anyway\\.")
+attn_cli_test(oracle_too_large RC 2 ARGS check --workload ${_bad}/big_oracle.json
+  ERR "case 'long-prefill' \\(cases\\[0\\]\\) is too large: ~1\\.1e\\+03 GFLOP per attention call \\(limit 2000\\), ~1\\.1e\\+03 GFLOP of oracle work.*limit 200\\)"
+      "or compare fewer rows with --check-rows R")
+# case-insensitive layouts; cells padded by display width (UTF-8 code points, CJK two columns)
+attn_cli_test(table_utf8 RC 0 ARGS check --workload ${_bad}/names_utf8.json
+  OUT "größe-ü                    1x4/4 h2/2 d16                     f32 bnsd " "[^ ]plain                      1x4/4 h2/2 d16                     f32 "
+      "日本語                     2 seqs 7/7 h2/2 d16                f32 varlen " "3 cases, 0 failed")
+# the serving workload (paged KV cache), quick: one timed call, the last 4 rows of each request vs the oracle
+attn_cli_test(run_serving RC 0 ARGS run --workload serving --repeats 1 --check-rows 4
+  OUT "workload 'serving'" "decode-only bs16           16req 16tok/<=16384 h32/8 d128     bf16 DecodeOnly"
+      "mixed-step bs128 " "8 cases, 0 failed" LACKS "FAIL")
+# ~15 s in Release, ~3 min under ASan+UBSan Debug
+set_tests_properties(cli.run_serving PROPERTIES TIMEOUT 900)

@@ -93,7 +93,7 @@ def np_attend(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, alibi=None
     if keep is not None:
         vis = vis & np.broadcast_to(np.asarray(keep, bool), (h, sq, sk))
     s = np.where(vis, s, -np.inf)
-    m = s.max(axis=-1, keepdims=True)
+    m = s.max(axis=-1, keepdims=True, initial=-np.inf)
     if sinks is not None:
         m = np.maximum(m, np.asarray(sinks, np.float64)[:, None, None])
     m = np.where(np.isfinite(m), m, 0.0)
