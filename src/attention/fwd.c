@@ -19,8 +19,8 @@
  * --------------------------------------------------------------------------------------------- */
 #define ATTN_QT_FLOATS (ATTN_HEAD_SIZE_MAX * ATTN_QB)
 #define ATTN_S_FLOATS (ATTN_KV_TILE * ATTN_QB)
-/* Converted K/V rows are ATTN_TILE_ROW floats apart: 1088 bytes, not a multiple of 1 KiB, so the 64 rows of a
- * tile do not all map to the same L1 sets (a 1 KiB or 4 KiB row stride makes them alias, bench/README.md). */
+/* Converted or repacked K/V rows sit round16(width) + 16 floats apart (attn_fwd_rows): never a multiple of
+ * 1 KiB, so the 64 rows of a tile do not all map to the same L1 sets (bench/README.md). ATTN_TILE_ROW bounds it. */
 #define ATTN_TILE_ROW (ATTN_HEAD_SIZE_MAX + 16)
 #define ATTN_TILE_FLOATS (ATTN_KV_TILE * ATTN_TILE_ROW)
 
@@ -149,26 +149,30 @@ static void attn_fwd_logits(const attn_problem *p, const attn_fwd_block *blk, in
     }
 }
 
-/* Row pointers of keys [a, b) as float32: in place for f32 input, converted into `tile` otherwise. */
-static void attn_fwd_rows(const struct attn_kernels *kern, const attn_seq_view *seq, attn_dtype dtype,
-                          int is_v, int64_t g, int64_t a, int64_t b, int64_t width, float *tile,
-                          const float **rows) {
+/* Row pointers of keys [a, b) of kv head g as float32: in place for f32 rows whose stride is not a
+ * multiple of 1 KiB; otherwise converted or copied into `tile` with a padded stride (width rounded to
+ * 16 floats + 16: never a multiple of 1 KiB, so the rows of a tile spread over the L1 sets). The values
+ * are the same floats either way (cvt_to_f32 per row, or a copy). */
+void attn_fwd_rows(const struct attn_kernels *kern, const attn_seq_view *seq, attn_dtype dtype, int is_v,
+                   int64_t g, int64_t a, int64_t b, int64_t width, float *tile, const float **rows) {
+    const int64_t row_stride = is_v ? seq->v_row_stride : seq->k_row_stride;
+    const int64_t tile_row = ((width + 15) & ~(int64_t)15) + 16;
+    const int in_place = dtype == ATTN_DTYPE_F32 && row_stride % 1024 != 0;
     for (int64_t j = a; j < b; j++) {
         const char *src = is_v ? attn_seq_v_row(seq, j, g) : attn_seq_k_row(seq, j, g);
-        if (dtype == ATTN_DTYPE_F32) {
+        if (in_place) {
             rows[j - a] = (const float *)(const void *)src;
         } else {
-            float *dst = tile + (j - a) * ATTN_TILE_ROW;
-            kern->cvt_to_f32(src, dtype, dst, width);
+            float *dst = tile + (j - a) * tile_row;
+            if (dtype == ATTN_DTYPE_F32) memcpy(dst, src, (size_t)width * sizeof(float));
+            else kern->cvt_to_f32(src, dtype, dst, width);
             rows[j - a] = dst;
         }
     }
 }
 
-/* Software prefetch of every cache line of the K and V rows of keys [a, b): issued one tile ahead so that
- * DRAM latency overlaps the current tile's work; hardware prefetchers restart at every page of a paged
- * cache and at every head-strided row (cpu-kernel-design.md §3.3-3.4). Never changes a result. */
-static void attn_fwd_prefetch(const attn_problem *p, const attn_seq_view *seq, int64_t g, int64_t a, int64_t b) {
+/* Prefetch of every cache line of the K and V rows of keys [a, b), kv head g (no effect on results). */
+void attn_fwd_prefetch(const attn_problem *p, const attn_seq_view *seq, int64_t g, int64_t a, int64_t b) {
     const int64_t es = (int64_t)attn_dtype_size(p->kv_dtype);
     const int64_t kbytes = p->head_size * es, vbytes = p->head_size_v * es;
     for (int64_t j = a; j < b; j++) {

@@ -79,6 +79,15 @@ void attn_fwd_block_init(const attn_problem *p, const attn_fwd_shape *sh, const 
 void attn_fwd_pack_q(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                      attn_fwd_scratch *sc);
 
+/* Row pointers of keys [a, b) of kv head g as float32 rows of `width` (shared by every schedule): in place
+ * for f32 rows whose byte stride is not a multiple of 1 KiB, else converted or copied into `tile` (padded
+ * row stride <= ATTN_HEAD_SIZE_MAX + 16 floats). The values are the same floats either way. */
+void attn_fwd_rows(const struct attn_kernels *kern, const attn_seq_view *seq, attn_dtype dtype, int is_v,
+                   int64_t g, int64_t a, int64_t b, int64_t width, float *tile, const float **rows);
+
+/* Software prefetch of every cache line of the K and V rows of keys [a, b), kv head g (no effect on results). */
+void attn_fwd_prefetch(const attn_problem *p, const attn_seq_view *seq, int64_t g, int64_t a, int64_t b);
+
 /* Index range [first, last) of the partitions that intersect the block's visible keys. */
 void attn_fwd_partitions(const attn_fwd_block *blk, int64_t *first, int64_t *last);
 

@@ -82,39 +82,6 @@ void attn_fwd_multi_part_state(const attn_problem *p, attn_fwd_scratch *sc, int6
  * K/V tiles
  * --------------------------------------------------------------------------------------------- */
 
-/* Row pointers of keys [a, b) of kv head g as float32: in place for f32 rows whose stride is not a
- * multiple of 1 KiB; otherwise converted or copied into `tile` with a padded stride (width rounded to
- * 16 floats + 16: never a multiple of 1 KiB, so the rows of a tile spread over the L1 sets). The values
- * are the same floats either way (cvt_to_f32 per row, or a copy). */
-static void attn_fx_rows(const struct attn_kernels *kern, const attn_seq_view *seq, attn_dtype dtype, int is_v,
-                         int64_t g, int64_t a, int64_t b, int64_t width, float *tile, const float **rows) {
-    const int64_t row_stride = is_v ? seq->v_row_stride : seq->k_row_stride;
-    const int64_t tile_row = ((width + 15) & ~(int64_t)15) + 16;
-    const int in_place = dtype == ATTN_DTYPE_F32 && row_stride % 1024 != 0;
-    for (int64_t j = a; j < b; j++) {
-        const char *src = is_v ? attn_seq_v_row(seq, j, g) : attn_seq_k_row(seq, j, g);
-        if (in_place) {
-            rows[j - a] = (const float *)(const void *)src;
-        } else {
-            float *dst = tile + (j - a) * tile_row;
-            if (dtype == ATTN_DTYPE_F32) memcpy(dst, src, (size_t)width * sizeof(float));
-            else kern->cvt_to_f32(src, dtype, dst, width);
-            rows[j - a] = dst;
-        }
-    }
-}
-
-/* Prefetch of every cache line of the K and V rows of keys [a, b), kv head g (no effect on results). */
-static void attn_fx_prefetch(const attn_problem *p, const attn_seq_view *seq, int64_t g, int64_t a, int64_t b) {
-    const int64_t es = (int64_t)attn_dtype_size(p->kv_dtype);
-    const int64_t kbytes = p->head_size * es, vbytes = p->head_size_v * es;
-    for (int64_t j = a; j < b; j++) {
-        const char *k = attn_seq_k_row(seq, j, g), *v = attn_seq_v_row(seq, j, g);
-        for (int64_t off = 0; off < kbytes; off += 64) __builtin_prefetch(k + off, 0, 3);
-        for (int64_t off = 0; off < vbytes; off += 64) __builtin_prefetch(v + off, 0, 3);
-    }
-}
-
 /* Prefetch of keys [a, b) of kv heads [g0, g1] as whole token rows in memory order (K and V rows of
  * the heads of a token are contiguous: head stride = head size). No effect on results. */
 static void attn_fx_prefetch_rows(const attn_problem *p, const attn_seq_view *seq, int64_t g0, int64_t g1,
@@ -212,15 +179,15 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                 attn_fx_prefetch_rows(p, seq, sl[0].blk.kv_head, sl[n - 1].blk.kv_head, a, b);
             } else if (j < n) {
                 const int64_t e = t0 + ATTN_KV_TILE < sl[j].blk.key_hi ? t0 + ATTN_KV_TILE : sl[j].blk.key_hi;
-                attn_fx_prefetch(p, seq, sl[j].blk.kv_head, t0, e);
+                attn_fwd_prefetch(p, seq, sl[j].blk.kv_head, t0, e);
             } else {
                 const int64_t hi0 = i == 0 ? key_hi : sl[0].blk.key_hi;
                 const int64_t e = t0 + 2 * ATTN_KV_TILE < hi0 ? t0 + 2 * ATTN_KV_TILE : hi0;
-                attn_fx_prefetch(p, seq, sl[0].blk.kv_head, t0 + ATTN_KV_TILE, e);
+                attn_fwd_prefetch(p, seq, sl[0].blk.kv_head, t0 + ATTN_KV_TILE, e);
             }
             if (ta >= tb) continue;
-            attn_fx_rows(kern, seq, p->kv_dtype, 0, g, ta, tb, p->head_size, sc->k_tile, sc->k_rows);
-            attn_fx_rows(kern, seq, p->kv_dtype, 1, g, ta, tb, p->head_size_v, sc->v_tile, sc->v_rows);
+            attn_fwd_rows(kern, seq, p->kv_dtype, 0, g, ta, tb, p->head_size, sc->k_tile, sc->k_rows);
+            attn_fwd_rows(kern, seq, p->kv_dtype, 1, g, ta, tb, p->head_size_v, sc->v_tile, sc->v_rows);
             for (int64_t k = i; k < j; k++) {
                 const attn_fx_slot *s = &sl[k];
                 if (!s->active || s->lo >= s->hi) continue;
