@@ -156,7 +156,8 @@ static void attn_fwd_logits(const attn_problem *p, const attn_fwd_block *blk, in
 void attn_fwd_rows(const struct attn_kernels *kern, const attn_seq_view *seq, attn_dtype dtype, int is_v,
                    int64_t g, int64_t a, int64_t b, int64_t width, float *tile, const float **rows) {
     const int64_t row_stride = is_v ? seq->v_row_stride : seq->k_row_stride;
-    const int64_t tile_row = ((width + 15) & ~(int64_t)15) + 16;
+    int64_t tile_row = ((width + 15) & ~(int64_t)15) + 16;
+    if (tile_row % 256 == 0) tile_row += 16; /* 1 KiB apart would alias again (width 225..240) */
     const int in_place = dtype == ATTN_DTYPE_F32 && row_stride % 1024 != 0;
     for (int64_t j = a; j < b; j++) {
         const char *src = is_v ? attn_seq_v_row(seq, j, g) : attn_seq_k_row(seq, j, g);
