@@ -5,6 +5,11 @@
  *
  * Lane invariance: every lane computes o[d] = fma(v[k][d], p[k], o[d]) for k = 0, 1, … in ascending
  * order starting from the o_t it was given, whatever the panel shape or num_rows.
+ *
+ * Few rows (≤ K512_PV_FEW_ROWS, decode) leave lanes idle and are broadcast-bound, so there the lanes hold
+ * 16 output columns d instead: a 16 d × 16 lane block of Oᵀ is transposed in registers, V rows are loaded
+ * in place (16 consecutive d) and each row's p[k] is broadcast. Every o[d][r] is the same fma chain over
+ * k ascending from the incoming value, so the bits equal the row-lane path's.
  */
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__)
 #error "pv_tile_avx512.c must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq"
@@ -35,8 +40,87 @@ static inline __attribute__((always_inline)) void k512_pv_panel(const float *res
         _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) _mm512_storeu_ps(o + b * ATTN_QB + 16 * v, acc[b][v]);
 }
 
+/* In-register transpose of a 16×16 float block: on return r[i] lane j holds what r[j] lane i held. */
+static inline __attribute__((always_inline)) void k512_transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x88);
+        t[4 + i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xDD);
+        t[8 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0x88);
+        t[12 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0xDD);
+    }
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
+    }
+}
+
+/* Measured (bench, D = 64…256): columns-in-lanes wins at every row count up to 16 (4 rows: ~3×, 16: ~1.2×). */
+#define K512_PV_FEW_ROWS 16
+
+/* o_t[d0 + j][r] for nd ≤ 16 columns × R rows, columns in lanes. Lanes r ≥ R of o_t are not written. */
+static inline __attribute__((always_inline)) void k512_pv_cols16(const float *restrict p, int64_t num_keys,
+                                                                 const float *const *v_rows, int64_t d0,
+                                                                 int nd, float *restrict o_t, const int R) {
+    __m512 acc[K512_PV_FEW_ROWS];
+    __m512 x[16];
+    float *o = o_t + d0 * ATTN_QB;
+    const __mmask16 dm = (__mmask16)((1u << nd) - 1u);
+    _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++)
+        x[j] = j < nd ? _mm512_loadu_ps(o + j * ATTN_QB) : _mm512_setzero_ps();
+    k512_transpose16(x); /* x[r] lane j = o_t[d0 + j][r] */
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) acc[r] = x[r];
+    for (int64_t k = 0; k < num_keys; k++) {
+        const __m512 v = _mm512_maskz_loadu_ps(dm, v_rows[k] + d0);
+        const float *pk = p + k * ATTN_QB;
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) acc[r] = _mm512_fmadd_ps(v, _mm512_set1_ps(pk[r]), acc[r]);
+    }
+    _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++) x[r] = r < R ? acc[r] : _mm512_setzero_ps();
+    k512_transpose16(x); /* x[j] lane r = o_t[d0 + j][r] */
+    const __mmask16 rm = (__mmask16)((1u << R) - 1u);
+    _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++)
+        if (j < nd) _mm512_mask_storeu_ps(o + j * ATTN_QB, rm, x[j]);
+}
+
+static inline __attribute__((always_inline)) void k512_pv_few(const float *p, int64_t num_keys,
+                                                              const float *const *v_rows, int64_t head_size_v,
+                                                              float *o_t, const int R) {
+    int64_t d = 0;
+    for (; d + 16 <= head_size_v; d += 16) k512_pv_cols16(p, num_keys, v_rows, d, 16, o_t, R);
+    if (d < head_size_v) k512_pv_cols16(p, num_keys, v_rows, d, (int)(head_size_v - d), o_t, R);
+}
+
 void attn_k_pv_tile_avx512(const float *p, int64_t num_keys, int64_t num_rows, const float *const *v_rows,
                            int64_t head_size_v, float *o_t) {
+    switch (num_rows) {
+    case 1: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 1); return;
+    case 2: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 2); return;
+    case 3: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 3); return;
+    case 4: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 4); return;
+    case 5: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 5); return;
+    case 6: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 6); return;
+    case 7: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 7); return;
+    case 8: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 8); return;
+    case 9: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 9); return;
+    case 10: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 10); return;
+    case 11: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 11); return;
+    case 12: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 12); return;
+    case 13: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 13); return;
+    case 14: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 14); return;
+    case 15: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 15); return;
+    case 16: k512_pv_few(p, num_keys, v_rows, head_size_v, o_t, 16); return;
+    default: break;
+    }
     int64_t d = 0;
     if (num_rows > 16) {
         for (; d + 8 <= head_size_v; d += 8) k512_pv_panel(p, num_keys, v_rows, d, o_t, 8, 2);
