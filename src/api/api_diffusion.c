@@ -239,17 +239,7 @@ static attn_status diff_padded(attn_ctx *ctx, attn_layout layout, const attn_ten
     ATTN_CHECK(workspace_size >= need, ATTN_STATUS_WORKSPACE_TOO_SMALL,
                "workspace_size=%zu, need %zu (valid_counts %lld × 8 + valid_rows %lld × 4 bytes)", workspace_size, need,
                (long long)d.batch, (long long)(d.batch * d.seq_q));
-    ATTN_CHECK(need == 0 || (workspace != NULL && (uintptr_t)workspace % 8 == 0), ATTN_STATUS_INVALID_ARGUMENT,
-               "workspace: %p is NULL or not 8-byte aligned", workspace);
-    const attn_tensor *outs[] = {out, lse};
-    for (int i = 0; i < 2; i++) {
-        if (!outs[i] || need == 0)
-            continue;
-        uintptr_t lo, hi, w = (uintptr_t)workspace;
-        attn_tensor_span(outs[i], &lo, &hi);
-        ATTN_CHECK(hi <= w || lo >= w + need, ATTN_STATUS_INVALID_ARGUMENT, "workspace: overlaps %s",
-                   i == 0 ? "out" : "lse");
-    }
+    ATTN_TRY(attn_validate_workspace(workspace, need, 8, out, lse));
 
     /* unpad: per batch row, the ascending valid indices (compaction keeps the token order) */
     int64_t *counts = (int64_t *)workspace;
@@ -518,15 +508,7 @@ attn_status attn_forward_prescaled(attn_ctx *ctx, attn_layout layout, const attn
     sp.softmax_scale = base * c * c; /* exact: a power of two */
     ATTN_CHECK(isfinite(sp.softmax_scale) && sp.softmax_scale != 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
                "params.softmax_scale=%g × 4^%d leaves the float range", (double)base, (int)input_scale_log2);
-    const attn_tensor *outs[] = {out, lse_opt};
-    for (int i = 0; i < 2; i++) {
-        if (!outs[i] || need == 0)
-            continue;
-        uintptr_t lo, hi, w = (uintptr_t)workspace;
-        attn_tensor_span(outs[i], &lo, &hi);
-        ATTN_CHECK(hi <= w || lo >= w + need, ATTN_STATUS_INVALID_ARGUMENT, "workspace: overlaps %s",
-                   i == 0 ? "out" : "lse");
-    }
+    ATTN_TRY(attn_validate_workspace(workspace, need, 1, out, lse_opt));
     size_t qb = 0, kb = 0;
     ATTN_TRY(diff_contig_bytes(q, "q", &qb));
     ATTN_TRY(diff_contig_bytes(k, "k", &kb));
@@ -653,17 +635,7 @@ static attn_status diff_quant(attn_ctx *ctx, attn_layout layout, const attn_tens
         ATTN_CHECK(workspace_size >= need, ATTN_STATUS_WORKSPACE_TOO_SMALL,
                    "workspace_size=%zu, need %zu (float32 Q %zu + K %zu + V %zu bytes)", workspace_size, need, sizes[0],
                    sizes[1], sizes[2]);
-        ATTN_CHECK(need == 0 || (workspace != NULL && (uintptr_t)workspace % 4 == 0), ATTN_STATUS_INVALID_ARGUMENT,
-                   "workspace: %p is NULL or not 4-byte aligned", workspace);
-        const attn_tensor *outs[] = {out, lse};
-        for (int i = 0; i < 2; i++) {
-            if (!outs[i] || need == 0)
-                continue;
-            uintptr_t lo, hi, w = (uintptr_t)workspace;
-            attn_tensor_span(outs[i], &lo, &hi);
-            ATTN_CHECK(hi <= w || lo >= w + need, ATTN_STATUS_INVALID_ARGUMENT, "workspace: overlaps %s",
-                       i == 0 ? "out" : "lse");
-        }
+        ATTN_TRY(attn_validate_workspace(workspace, need, 4, out, lse));
     } else { /* the oracle owns its buffers */
         owned = malloc(need ? need : 1);
         ATTN_CHECK(owned != NULL, ATTN_STATUS_OUT_OF_MEMORY, "attn_ref_forward_quant: cannot allocate %zu bytes", need);

@@ -100,3 +100,21 @@ attn_status attn_validate_aligned(const attn_tensor *t, const char *name) {
                "%s: data pointer %p is not aligned to its element size %zu", name, t->data, es);
     return ATTN_STATUS_OK;
 }
+
+attn_status attn_validate_workspace(const void *workspace, size_t need, size_t align, const attn_tensor *out,
+                                    const attn_tensor *lse_opt) {
+    if (need == 0) return ATTN_STATUS_OK;
+    ATTN_CHECK(workspace != NULL && (uintptr_t)workspace % align == 0, ATTN_STATUS_INVALID_ARGUMENT,
+               "workspace: %p is NULL or not %zu-byte aligned", workspace, align);
+    const attn_tensor *outs[] = {out, lse_opt};
+    const char *names[] = {"out", "lse"};
+    const uintptr_t w = (uintptr_t)workspace;
+    for (int i = 0; i < 2; i++) {
+        if (!outs[i]) continue;
+        uintptr_t lo, hi;
+        attn_tensor_span(outs[i], &lo, &hi);
+        ATTN_CHECK(lo == hi || hi <= w || lo >= w + need, ATTN_STATUS_INVALID_ARGUMENT, "workspace: overlaps %s",
+                   names[i]);
+    }
+    return ATTN_STATUS_OK;
+}

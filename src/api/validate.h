@@ -21,6 +21,11 @@ attn_status attn_validate_masks(const attn_opts *opts, int64_t batch, int64_t nu
 attn_status attn_validate_no_overlap(const attn_tensor *out, const char *out_name, const attn_tensor *const *ins,
                                      const char *const *in_names, int n);
 
+/* A caller workspace of `need` bytes: when need > 0 it is non-NULL, `align`-aligned, and overlaps neither out
+ * nor lse_opt (NULL entries ignored). */
+attn_status attn_validate_workspace(const void *workspace, size_t need, size_t align, const attn_tensor *out,
+                                    const attn_tensor *lse_opt);
+
 /* Data pointer aligned to the element size. */
 attn_status attn_validate_aligned(const attn_tensor *t, const char *name);
 
