@@ -17,6 +17,7 @@
 #endif
 #include <immintrin.h>
 
+#include "kernels/avx512/transpose_avx512.h"
 #include "kernels/kernels.h"
 
 /* s[b][16·v + lane] = Σ_d k_rows[b][d]·q_t[d][16·v + lane] for b < NB keys, v < NV vectors. */
@@ -40,31 +41,6 @@ static inline __attribute__((always_inline)) void k512_qk_panel(const float *res
     }
     _Pragma("GCC unroll 16") for (int b = 0; b < NB; b++)
         _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) _mm512_storeu_ps(s + b * ATTN_QB + 16 * v, acc[b][v]);
-}
-
-/* In-register transpose of a 16×16 float block: on return r[i] lane j holds what r[j] lane i held. */
-static inline __attribute__((always_inline)) void k512_transpose16(__m512 r[16]) {
-    __m512 t[16], u[16];
-    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-        u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
-        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
-        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-    }
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-        t[i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x88);
-        t[4 + i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xDD);
-        t[8 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0x88);
-        t[12 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0xDD);
-    }
-    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
-        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
-    }
 }
 
 /* Measured (bench, D = 64…256): keys-in-lanes wins up to 12 rows (4 rows: 2.3–2.5×), ties or loses from 13. */
