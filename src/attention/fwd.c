@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "attention/mask.h"
-#include "parallel/parallel.h"
 
 #define ATTN_LOG2E 1.4426950408889634
 #define ATTN_LN2 0.6931471805599453
@@ -255,57 +254,4 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
             blk->seq.lse[row * blk->seq.lse_row_stride + h * blk->seq.lse_head_stride] = lse;
         }
     }
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Whole-problem execution
- * --------------------------------------------------------------------------------------------- */
-typedef struct attn_fwd_job {
-    const attn_problem *p;
-    const attn_exec *ex;
-    attn_fwd_shape sh;
-    int64_t max_blocks; /* token blocks of the longest sequence */
-} attn_fwd_job;
-
-static void attn_fwd_item(void *arg, int64_t item, int32_t tid) {
-    const attn_fwd_job *job = (const attn_fwd_job *)arg;
-    const attn_problem *p = job->p;
-    const int64_t per_seq = p->num_kv_heads * job->sh.head_chunks * job->max_blocks;
-    const int64_t seq_idx = item / per_seq;
-    int64_t rem = item % per_seq;
-    const int64_t token_block = job->max_blocks - 1 - rem % job->max_blocks; /* long causal blocks first */
-    rem /= job->max_blocks;
-    const int64_t head_chunk = rem % job->sh.head_chunks;
-    const int64_t kv_head = rem / job->sh.head_chunks;
-
-    attn_seq_view seq;
-    p->get_seq(p, seq_idx, &seq);
-    if (token_block * job->sh.tokens_per_block >= seq.seq_q) return;
-
-    attn_fwd_scratch sc;
-    attn_fwd_scratch_carve(job->ex->scratch + (size_t)tid * attn_fwd_scratch_bytes(), &sc);
-    attn_fwd_block blk;
-    attn_fwd_block_init(p, &job->sh, &seq, kv_head, head_chunk, token_block, &blk);
-    const struct attn_kernels *kern = job->ex->kern;
-    attn_fwd_pack_q(p, kern, &blk, &sc);
-    attn_fwd_state_reset(p->head_size_v, sc.m_acc, sc.l_acc, sc.o_acc);
-    int64_t first, last;
-    attn_fwd_partitions(&blk, &first, &last);
-    for (int64_t part = first; part < last; part++) {
-        attn_fwd_partition(p, kern, &blk, &sc, part, sc.m_part, sc.l_part, sc.o_part);
-        attn_fwd_fold(blk.num_rows, p->head_size_v, sc.m_acc, sc.l_acc, sc.o_acc, sc.m_part, sc.l_part,
-                      sc.o_part);
-    }
-    attn_fwd_finalize(p, kern, &blk, &sc, sc.m_acc, sc.l_acc, sc.o_acc);
-}
-
-void attn_fwd_run_blocks(const attn_problem *p, const attn_exec *ex) {
-    attn_fwd_job job;
-    job.p = p;
-    job.ex = ex;
-    attn_fwd_shape_of(p, &job.sh);
-    job.max_blocks = (p->max_seq_q + job.sh.tokens_per_block - 1) / job.sh.tokens_per_block;
-    if (job.max_blocks == 0 || p->num_seqs == 0) return;
-    const int64_t n = p->num_seqs * p->num_kv_heads * job.sh.head_chunks * job.max_blocks;
-    attn_parallel_for(ex->num_threads, n, attn_fwd_item, &job);
 }

@@ -114,13 +114,10 @@ void attn_fwd_fold(int64_t num_rows, int64_t head_size_v, float *m_acc, float *l
 void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                        attn_fwd_scratch *sc, const float *m, const float *l, const float *o);
 
-/* Runs a whole validated problem: items (sequence, kv head, head chunk, token block) in parallel,
- * partitions of an item in ascending order — one block per item (the reference schedule). */
-void attn_fwd_run_blocks(const attn_problem *p, const attn_exec *ex);
-
 /* ---- fwd_exec.c: multi-block items (same per-block kernel calls, K/V tiles fetched once per item) ---- */
 
-/* Runs a whole validated problem, bitwise equal to attn_fwd_run_blocks: prefill items are GQA
+/* Runs a whole validated problem, bitwise equal to running each block alone (block_init, pack_q, then
+ * partition + fold in ascending order, finalize; tests/conformance/test_driver_paths.c): prefill items are GQA
  * super-blocks (sequence, kv head, up to 4 query blocks), decode-shaped problems (every sequence
  * <= 16 query tokens) use items of all kv heads of a sequence walking the keys in memory order. */
 void attn_fwd_run(const attn_problem *p, const attn_exec *ex);

@@ -5,7 +5,7 @@
  *     and every block of the item runs on it;
  *   - decode-shaped problems: (sequence, group of kv heads) walking the keys tile by tile in memory order,
  *     all heads of a tile back to back, with the next tile of a head prefetched before its work.
- * Every block keeps its own (m, l, o) states and sees exactly the kernel calls of attn_fwd_run_blocks
+ * Every block keeps its own (m, l, o) states and sees exactly the kernel calls it would make alone
  * (attn_fwd_tile on the same [a, b) ranges, partitions reset/folded in ascending order), so results are
  * bitwise those of the one-block-per-item schedule; only where the K/V floats come from changes, never
  * their values. It does not allocate: states live in the thread's scratch (ATTN_FWD_MULTI_BYTES).
