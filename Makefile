@@ -3,8 +3,10 @@ BUILD ?= build
 SAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+# The interpreter the Python tests run with; CMake builds the extension attn._ext for it.
+PYTHON3 := $(shell command -v python3 2>/dev/null)
 
-.PHONY: all deps build run run-synthetic test test-c test-python test-sanitize install clean
+.PHONY: all deps build run run-synthetic test test-c test-python test-python-ctypes test-sanitize install clean
 
 all: build
 
@@ -12,7 +14,8 @@ deps:
 	@bash scripts/setup.sh
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(if $(PYTHON3),-DPython3_EXECUTABLE=$(PYTHON3)) \
+	  $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: the real-model demo (MiniLM embeddings + SmolLM2 greedy generation through the paged KV
@@ -33,7 +36,13 @@ test-python: build
 	  ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python python3 -m pytest -q tests/python; \
 	fi
 
-# Every test: C suites (ctest) and the Python suite (pytest).
+# The Python suite again through the ctypes binding only (the compiled attn._ext switched off). The default
+# run already compares both bindings entry by entry (tests/python/test_ext_binding.py).
+test-python-ctypes: build
+	@ATTN_PY_BACKEND=ctypes ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
+	  python3 -m pytest -q tests/python
+
+# Every test: C suites (ctest) and the Python suite (pytest; attn._ext is found next to libattn.so).
 test: test-c test-python
 
 # The C suites again under AddressSanitizer + UndefinedBehaviorSanitizer (debug build).

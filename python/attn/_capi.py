@@ -388,6 +388,12 @@ def check(status: int, function: str = "") -> None:
         raise cls(status, last_error(), function)
 
 
+def make_error(status: int, message: str, function: str = "") -> AttnError:
+    """The exception :func:`check` raises for ``status`` with the C ``message`` (used by attn._ext, so both
+    bindings raise the same class with the same text)."""
+    return _ERROR_CLASSES.get(status, AttnError)(status, message, function)
+
+
 def call(name: str, *args: Any) -> None:
     """Calls the C entry ``name`` and raises on a non-OK status (clearing the error first, so the
     message always belongs to this call)."""

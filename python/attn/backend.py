@@ -187,6 +187,27 @@ class AttnBackendImpl:
         (allocated if None). Returns output."""
         if output_scale is not None or output_block_scale is not None:
             raise NotImplementedError("fused output quantization is not supported")
+        meta = attn_metadata
+        write_cache = key is not None and value is not None and meta is not None and meta.causal
+        ext = ops._ext
+        if ext is not None and meta is not None and output is not None and meta.causal and meta.token_src is None:
+            # The compiled path (attn._ext): no NumPy conversion of torch tensors, one C call each for the
+            # cache write and the attention. Any NotImplemented answer continues on the general path below.
+            n = meta.num_actual_tokens
+            ctxp = ops._ctx_ptr(self.ctx)
+            if write_cache:
+                k_, v_ = (key, value) if key.shape[0] == n else (key[:n], value[:n])
+                sm = meta.slot_mapping if meta.slot_mapping.shape[0] == n else meta.slot_mapping[:n]
+                if ext.reshape_and_cache(ctxp, k_, v_, kv_cache, sm) is not ops._NI:
+                    write_cache = False  # written
+            o3 = None if write_cache else _rows_view(output, n, self.num_heads, self.head_size)
+            if o3 is not None:
+                plan = meta.plan
+                q_ = query if query.shape[0] == n else query[:n]
+                if ext.forward_paged(ctxp, plan._ptr, plan.num_heads, q_, kv_cache, None, None, self.scale, True,
+                                     self.window_size, self.logits_soft_cap, self.alibi_slopes, self.sinks, o3,
+                                     None, False, plan._ws_ptr, plan._ws_size) is not ops._NI:
+                    return output
         qa = _arrays.as_numpy(query)
         num_tokens = qa.shape[0]
         if output is None:
@@ -196,9 +217,8 @@ class AttnBackendImpl:
             oa[...] = 0
             return output
         n = attn_metadata.num_actual_tokens
-        meta = attn_metadata
         encoder = not meta.causal
-        if key is not None and value is not None and not encoder:
+        if write_cache:
             self.reshape_and_cache(key, value, kv_cache, meta)
         kw = dict(softmax_scale=self.scale, causal=True, window_size=self.window_size,
                   softcap=self.logits_soft_cap, alibi_slopes=self.alibi_slopes, sinks=self.sinks,
@@ -219,6 +239,18 @@ class AttnBackendImpl:
             res[src] = res_plan
         oa[:n] = res.reshape(oa[:n].shape)
         return output
+
+
+def _rows_view(output: Array, n: int, num_heads: int, head_size: int) -> Optional[Array]:
+    """output[:n] viewed as [n, num_heads, head_size] without a copy (NumPy or torch), or None."""
+    try:
+        if isinstance(output, np.ndarray):
+            v = output[:n].view()
+            v.shape = (n, num_heads, head_size)  # AttributeError if that needs a copy
+            return v
+        return output[:n].view(n, num_heads, head_size)  # torch: RuntimeError if not viewable
+    except (AttributeError, RuntimeError, ValueError, TypeError):
+        return None
 
 
 class AttnBackend:

@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _arrays, ops
-from .ops import Array, Context
+from .ops import _NI, Array, Context, _ctx_ptr, _ext
 
 
 def _check_common(dropout_p: float) -> None:
@@ -83,6 +83,11 @@ def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0,
     soft-capping; alibi_slopes float32 [nheads] or [batch, nheads] (bias -slope*|i + seqlen_k - seqlen_q - j|).
     Returns out [batch, seqlen_q, nheads, headdim_v] (q's dtype); with return_softmax_lse also
     softmax_lse float32 [batch, nheads, seqlen_q]; with return_attn_probs (out, softmax_lse, None)."""
+    if _ext is not None and not dropout_p:
+        r = _ext.forward(_ctx_ptr(ctx), 0, q, k, v, softmax_scale, causal, True, window_size, softcap,
+                         alibi_slopes, sinks, out, None, bool(return_attn_probs or return_softmax_lse))
+        if r is not _NI:
+            return (r + (None,)) if return_attn_probs else r
     _check_common(dropout_p)
     want_lse = return_attn_probs or return_softmax_lse
     kw = dict(softmax_scale=softmax_scale, causal=_flash_causal(causal), window_size=window_size,
@@ -221,6 +226,18 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     Returns out [total_q, nheads, headdim_v]; with return_softmax_lse also softmax_lse float32
     [nheads, total_q]; with return_attn_probs (out, softmax_lse, None). When out is allocated here, rows
     past cu_seqlens_q[-1] are zero (lse -inf); a caller's out keeps its values in those rows."""
+    if _ext is not None and not dropout_p and block_table is None and seqused_k is None:
+        r = _ext.varlen(_ctx_ptr(ctx), q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal, True,
+                        window_size, softcap, alibi_slopes, sinks, out,
+                        bool(return_attn_probs or return_softmax_lse), True)
+        if r is not _NI:
+            return (r + (None,)) if return_attn_probs else r
+    if _ext is not None and not dropout_p and block_table is not None:
+        r = _ext.varlen_paged(_ctx_ptr(ctx), q, k, v, cu_seqlens_q, cu_seqlens_k, block_table, seqused_k,
+                              softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
+                              bool(return_attn_probs or return_softmax_lse))
+        if r is not _NI:
+            return (r + (None,)) if return_attn_probs else r
     _check_common(dropout_p)
     want_lse = return_attn_probs or return_softmax_lse
     kw = dict(softmax_scale=softmax_scale, causal=_flash_causal(causal), window_size=window_size,
@@ -305,6 +322,12 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     use (not zero-copy; allocate one [2, ...] tensor to avoid it).
     Returns out [batch, seqlen_q, nheads, headdim_v]; with return_softmax_lse also softmax_lse float32
     [batch, nheads, seqlen_q]."""
+    if _ext is not None and rotary_cos is None and rotary_sin is None and cache_leftpad is None:
+        r = _ext.kvcache(_ctx_ptr(ctx), q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table,
+                         softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
+                         bool(return_softmax_lse))
+        if r is not _NI:
+            return r
     if rotary_cos is not None or rotary_sin is not None:
         raise NotImplementedError("flash_attn_with_kvcache: rotary embedding is not implemented; apply "
                                   "RoPE to q/k before the call")

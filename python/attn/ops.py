@@ -18,8 +18,13 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _arrays, _capi
+from . import _arrays, _binding, _capi
 from ._arrays import opt_tensor, ptr, tensor
+
+# The compiled fast paths (python/attn/_ext.c) or None (ctypes only). Each returns NotImplemented for an
+# input outside its plain valid case; the ctypes code below then runs and raises its usual errors.
+_ext = _binding.ext
+_NI = NotImplemented
 
 Array = Any  # numpy.ndarray or a DLPack producer (torch.Tensor, ...)
 Causal = Union[bool, str, int]
@@ -33,9 +38,11 @@ class Context:
     once; the module-level functions use a per-thread default context (:func:`default_context`)."""
 
     def __init__(self, num_threads: Optional[int] = None, isa: Optional[str] = None):
+        self._ptr = 0  # the handle as an int for attn._ext (0 = closed)
         h = ctypes.c_void_p()
         _capi.call("attn_ctx_create", ctypes.byref(h))
         self._handle = h
+        self._ptr = h.value or 0
         if num_threads is not None:
             self.num_threads = num_threads
         if isa is not None:
@@ -66,6 +73,7 @@ class Context:
 
     def close(self) -> None:
         if getattr(self, "_handle", None) is not None:
+            self._ptr = 0
             _capi.fn("attn_ctx_destroy")(self._handle)
             self._handle = None
 
@@ -125,6 +133,13 @@ def set_num_threads(num_threads: int) -> None:
 
 def _ctx(ctx: Optional[Context]) -> ctypes.c_void_p:
     return (ctx or default_context()).handle
+
+
+def _ctx_ptr(ctx: Optional[Context]) -> int:
+    """The context handle as an int for attn._ext (0 when closed: the fast path defers to ctypes)."""
+    if ctx is None:
+        ctx = getattr(_local, "ctx", None) or default_context()
+    return ctx._ptr
 
 
 # ------------------------------------------------------------------------------------------------
@@ -272,6 +287,13 @@ def attention(q: Array, k: Array, v: Array, *, layout: Union[str, int] = "BSND",
     or "top_left". window_size (left, right), -1 = unbounded. mask: bool [seq_q, seq_k] or
     [batch|1, num_heads|1, seq_q, seq_k] (True = attend); key_padding_mask: bool [batch, seq_k].
     Returns out, or (out, lse) when return_lse (or lse=) is given."""
+    if _ext is not None and not reference and mask is None and key_padding_mask is None \
+            and isinstance(layout, str) and layout.lower() in _LAYOUTS:
+        r = _ext.forward(_ctx_ptr(ctx), _LAYOUTS[layout.lower()], q, k, v, softmax_scale, causal, False,
+                         window_size, softcap, alibi_slopes, sinks, out, lse,
+                         bool(return_lse or lse is not None))
+        if r is not _NI:
+            return r
     d = _DenseCall(q, k, v, layout, out, lse, return_lse,
                    dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
                         softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks, mask=mask,
@@ -330,6 +352,11 @@ def attention_varlen(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqle
     q [total_q, num_heads, head_size], k [total_k, num_kv_heads, head_size], v [total_k, num_kv_heads,
     head_size_v]; cu_seqlens_q/k int32 [batch + 1] (lists accepted). out [total_q, num_heads, head_size_v];
     lse float32 [num_heads, total_q]. Causal is bottom-right within each sequence."""
+    if _ext is not None and not reference and lse is None:
+        r = _ext.varlen(_ctx_ptr(ctx), q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal, False,
+                        window_size, softcap, alibi_slopes, sinks, out, bool(return_lse), False)
+        if r is not _NI:
+            return r
     qa = _arrays.as_numpy(q, "q")
     num_heads = qa.shape[1] if qa.ndim == 3 else None
     if out is None:
@@ -361,6 +388,11 @@ def merge_attn_states(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array, *,
     out_a/out_b [num_tokens, num_heads, head_size]; lse_a/lse_b float32 [num_heads, num_tokens].
     lse = logaddexp(lse_a, lse_b); out = e^(lse_a-lse)*out_a + e^(lse_b-lse)*out_b. ``out`` may be
     out_a or out_b itself. Returns out, or (out, lse_out) when return_lse (or lse_out=) is given."""
+    if _ext is not None:
+        r = _ext.merge_attn_states(_ctx_ptr(ctx), out_a, lse_a, out_b, lse_b, out, lse_out,
+                                   bool(return_lse or lse_out is not None))
+        if r is not _NI:
+            return r
     a = _arrays.as_numpy(out_a)
     if out is None:
         out = _out_like(out_a, a, a.shape)
@@ -384,6 +416,9 @@ def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: A
     key/value [num_tokens, num_kv_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads,
     head_size]; slot_mapping int64/int32 [num_tokens] (slot = block*block_size + offset; -1 = skip).
     Every slot is checked before anything is written."""
+    if _ext is not None and _ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache,
+                                                   slot_mapping) is not _NI:
+        return None
     sm = tensor(_arrays.index_array(slot_mapping, "slot_mapping", np.int64), "slot_mapping")
     tk, tv, tc = tensor(key, "key"), tensor(value, "value"), tensor(kv_cache, "kv_cache", True)
     _capi.call("attn_reshape_and_cache", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr)
@@ -420,6 +455,12 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
     (this step's keys already written); query_start_loc int32 [num_reqs + 1]; seq_lens int32 [num_reqs]
     (cached + new keys); block_table int32 [num_reqs, max_blocks]. out like q; lse float32
     [num_heads, num_tokens]. causal defaults to True (bottom-right per request)."""
+    if _ext is not None and not reference:
+        r = _ext.paged_attention(_ctx_ptr(ctx), q, kv_cache, query_start_loc, seq_lens, block_table,
+                                 softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out, lse,
+                                 bool(return_lse or lse is not None))
+        if r is not _NI:
+            return r
     qa = _arrays.as_numpy(q, "q")
     num_heads = qa.shape[1] if qa.ndim == 3 else None
     if out is None:
@@ -480,6 +521,7 @@ class Plan:
                  num_speculative_tokens: int = 0, chunked_prefill_enabled: bool = True,
                  spec_method_mtp: bool = False):
         self._plan = None
+        self._ptr = 0  # the handle as an int for attn._ext (0 = freed)
         cfg = _capi.new_plan_config()
         c = cfg.c
         c.num_blocks, c.block_size = int(num_blocks), int(block_size)
@@ -502,6 +544,7 @@ class Plan:
         h = ctypes.c_void_p()
         _capi.call("attn_plan_create", ctypes.byref(c), reqs, n, ctypes.byref(h))
         self._plan = h
+        self._ptr = h.value or 0
         self.num_heads, self.num_kv_heads, self.head_size = c.num_heads, c.num_kv_heads, c.head_size
         info = _capi.PlanInfoBuffer()
         _capi.call("attn_plan_get_info", h, ctypes.byref(info.i))
@@ -534,6 +577,8 @@ class Plan:
         ws = np.zeros(self.workspace_size + 64, dtype=np.uint8)
         off = (-ws.ctypes.data) % 64
         self._workspace = ws[off:off + self.workspace_size]
+        self._ws_ptr = self._workspace.ctypes.data if self.workspace_size else 0
+        self._ws_size = int(self.workspace_size)
 
     def forward(self, q: Array, kv_cache: Array, *, key: Optional[Array] = None,
                 value: Optional[Array] = None, softmax_scale: Optional[float] = None,
@@ -545,6 +590,12 @@ class Plan:
         order (see token_src); kv_cache with this step's keys written (slot_mapping). key/value
         [num_tokens, num_kv_heads, head_size] only for encoder-only requests. out like q; lse float32
         [num_heads, num_tokens]."""
+        if _ext is not None:
+            r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,
+                                   softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
+                                   lse, bool(return_lse or lse is not None), self._ws_ptr, self._ws_size)
+            if r is not _NI:
+                return r
         qa = _arrays.as_numpy(q, "q")
         if out is None:
             out = _out_like(q, qa, qa.shape)
@@ -570,6 +621,7 @@ class Plan:
 
     def free(self) -> None:
         if getattr(self, "_plan", None) is not None:
+            self._ptr = 0
             _capi.fn("attn_plan_free")(self._plan)
             self._plan = None
 
@@ -584,11 +636,13 @@ class Plan:
 # Info
 # ------------------------------------------------------------------------------------------------
 def info() -> dict:
-    """Library facts: version, library path, compiled ISAs (and which run here), CPU features, the
+    """Library facts: version, library path, Python binding ("ext" = the compiled attn._ext, or "ctypes")
+    and the extension's path, compiled ISAs (and which run here), CPU features, the
     default context's ISA and thread count, and which optional C entries this libattn exports."""
     ctx = default_context()
     names = _capi.isa_names()
-    return dict(version=_capi.version(), library=_capi.library_path, isas=names,
+    return dict(version=_capi.version(), library=_capi.library_path, binding=_binding.name,
+                extension=_binding.path, isas=names,
                 isas_available=[n for n in names if _capi.isa_available(n)],
                 isa=ctx.isa, num_threads=ctx.num_threads, cpu_features=_capi.cpu_features(),
                 entries={n: _capi.has(n) for n in _capi._SIGNATURES})

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _arrays, ops
 from .flash import _kv_view, doubled
-from .ops import Array, Context
+from .ops import _NI, Array, Context, _ctx_ptr, _ext
 
 
 def _check_cache_dtype(kv_cache_dtype: str, k_scale: Any, v_scale: Any) -> None:
@@ -42,6 +42,9 @@ def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: A
     share [num_blocks, block_size] and a dtype. Every argument and slot is checked before either cache
     is written (also for two separately allocated caches); errors name the argument."""
     _check_cache_dtype(kv_cache_dtype, k_scale, v_scale)
+    if _ext is not None and _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache,
+                                                        slot_mapping) is not _NI:
+        return None
     kc, vc = _arrays.as_numpy(key_cache, "key_cache"), _arrays.as_numpy(value_cache, "value_cache")
     sm = _arrays.index_array(slot_mapping, "slot_mapping", np.int64)
     kv = _kv_view(kc, vc)
@@ -116,6 +119,10 @@ def merge_attn_states(output: Array, prefix_output: Array, prefix_lse: Array, su
 
     prefix/suffix_output, output: [num_tokens, num_heads, head_size]; prefix/suffix_lse, output_lse:
     float32 [num_heads, num_tokens]. Returns output."""
+    if _ext is not None and _ext.merge_attn_states(_ctx_ptr(ctx), prefix_output, prefix_lse, suffix_output,
+                                                   suffix_lse, output, output_lse,
+                                                   output_lse is not None) is not _NI:
+        return output
     ops.merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, out=output,
                           lse_out=output_lse, ctx=ctx)
     return output
