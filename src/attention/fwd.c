@@ -25,8 +25,8 @@
 
 size_t attn_fwd_scratch_bytes(void) {
     size_t floats = ATTN_QT_FLOATS + ATTN_S_FLOATS + 2 * (ATTN_QT_FLOATS + 2 * ATTN_QB) + 2 * ATTN_TILE_FLOATS +
-                    ATTN_HEAD_SIZE_MAX;
-    size_t bytes = floats * sizeof(float) + 2 * ATTN_KV_TILE * sizeof(float *);
+                    ATTN_HEAD_SIZE_MAX + ATTN_S_FLOATS + ATTN_QT_FLOATS + ATTN_TILE_ROW;
+    size_t bytes = floats * sizeof(float) + 2 * ATTN_KV_TILE * sizeof(float *) + 3 * ATTN_KV_TILE * sizeof(void *);
     return ((bytes + 63) & ~(size_t)63) + ATTN_FWD_MULTI_BYTES;
 }
 
@@ -43,8 +43,14 @@ void attn_fwd_scratch_carve(void *base, attn_fwd_scratch *sc) {
     sc->k_tile = f, f += ATTN_TILE_FLOATS;
     sc->v_tile = f, f += ATTN_TILE_FLOATS;
     sc->row_tmp = f, f += ATTN_HEAD_SIZE_MAX;
+    sc->p_tmp = f, f += ATTN_S_FLOATS;
+    sc->o_tmp = f, f += ATTN_QT_FLOATS;
+    sc->zero_row = f, f += ATTN_TILE_ROW;
     sc->k_rows = (const float **)(void *)f;
     sc->v_rows = sc->k_rows + ATTN_KV_TILE;
+    sc->k_raw = (const void **)(void *)(sc->v_rows + ATTN_KV_TILE);
+    sc->v_raw = sc->k_raw + ATTN_KV_TILE;
+    sc->v_safe = sc->v_raw + ATTN_KV_TILE;
     sc->multi = (char *)base + (attn_fwd_scratch_bytes() - ATTN_FWD_MULTI_BYTES);
 }
 
@@ -197,19 +203,69 @@ void attn_fwd_partition(const attn_problem *p, const struct attn_kernels *kern, 
         attn_fwd_rows(kern, &blk->seq, p->kv_dtype, 0, blk->kv_head, a, b, p->head_size, sc->k_tile, sc->k_rows);
         attn_fwd_rows(kern, &blk->seq, p->kv_dtype, 1, blk->kv_head, a, b, p->head_size_v, sc->v_tile,
                       sc->v_rows);
-        attn_fwd_tile(p, kern, blk, sc->q_t, sc->s, sc->k_rows, sc->v_rows, a, b, m, l, o);
+        attn_fwd_tile(p, kern, blk, sc, sc->q_t, sc->s, sc->k_rows, sc->v_rows, a, b, m, l, o);
+    }
+}
+
+/* Soft-cap, ALiBi and the mask on a score tile of keys [a, b) (the steps between Q·Kᵀ and the softmax). */
+void attn_fwd_tile_logits_mask(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, float *s) {
+    if (p->opts.softcap > 0.0f || p->opts.alibi_slopes != NULL) attn_fwd_logits(p, blk, a, b, s);
+    if (!attn_mask_tile_is_full(p, blk, a, b)) attn_mask_apply(p, blk, a, b, s);
+}
+
+int attn_fwd_rows_nonfinite(const void *const *rows, attn_dtype dtype, int64_t n, int64_t width) {
+    unsigned bad = 0;
+    for (int64_t k = 0; k < n; k++) {
+        if (dtype == ATTN_DTYPE_F32) {
+            const uint32_t *u = (const uint32_t *)rows[k];
+            for (int64_t d = 0; d < width; d++) bad |= (u[d] & 0x7F800000u) == 0x7F800000u;
+        } else {
+            const uint16_t *u = (const uint16_t *)rows[k];
+            const uint16_t e = dtype == ATTN_DTYPE_BF16 ? 0x7F80u : 0x7C00u;
+            for (int64_t d = 0; d < width; d++) bad |= (u[d] & e) == e;
+        }
+        if (bad) return 1;
+    }
+    return 0;
+}
+
+static int attn_fwd_float_rows_nonfinite(const float *const *rows, int64_t n, int64_t width) {
+    for (int64_t k = 0; k < n; k++) {
+        unsigned bad = 0;
+        for (int64_t d = 0; d < width; d++) bad |= !isfinite(rows[k][d]);
+        if (bad) return 1;
+    }
+    return 0;
+}
+
+void attn_fwd_pv_safe(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                      attn_fwd_scratch *sc, const float *s, const float *const *v_rows, int64_t nk, float *o) {
+    const int64_t dv = p->head_size_v;
+    const float **vr = (const float **)sc->v_safe;
+    memset(sc->zero_row, 0, ATTN_TILE_ROW * sizeof(float));
+    memset(sc->p_tmp, 0, (size_t)nk * ATTN_QB * sizeof(float));
+    for (int32_t r = 0; r < blk->num_rows; r++) {
+        for (int64_t k = 0; k < nk; k++) {
+            sc->p_tmp[k * ATTN_QB] = s[k * ATTN_QB + r];
+            vr[k] = s[k * ATTN_QB + r] == 0.0f ? sc->zero_row : v_rows[k];
+        }
+        for (int64_t d = 0; d < dv; d++) sc->o_tmp[d * ATTN_QB] = o[d * ATTN_QB + r];
+        kern->pv_tile(sc->p_tmp, nk, 1, vr, dv, sc->o_tmp);
+        for (int64_t d = 0; d < dv; d++) o[d * ATTN_QB + r] = sc->o_tmp[d * ATTN_QB];
     }
 }
 
 void attn_fwd_tile(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
-                   const float *q_t, float *s, const float *const *k_rows, const float *const *v_rows, int64_t a,
-                   int64_t b, float *m, float *l, float *o) {
+                   attn_fwd_scratch *sc, const float *q_t, float *s, const float *const *k_rows,
+                   const float *const *v_rows, int64_t a, int64_t b, float *m, float *l, float *o) {
     const int64_t nr = blk->num_rows;
     kern->qk_tile(q_t, nr, p->head_size, k_rows, b - a, s);
-    if (p->opts.softcap > 0.0f || p->opts.alibi_slopes != NULL) attn_fwd_logits(p, blk, a, b, s);
-    if (!attn_mask_tile_is_full(p, blk, a, b)) attn_mask_apply(p, blk, a, b, s);
+    attn_fwd_tile_logits_mask(p, blk, a, b, s);
     kern->softmax_tile(s, b - a, nr, m, l, o, p->head_size_v);
-    kern->pv_tile(s, b - a, nr, v_rows, p->head_size_v, o);
+    if (!attn_mask_tile_is_full(p, blk, a, b) && attn_fwd_float_rows_nonfinite(v_rows, b - a, p->head_size_v))
+        attn_fwd_pv_safe(p, kern, blk, sc, s, v_rows, b - a, o);
+    else
+        kern->pv_tile(s, b - a, nr, v_rows, p->head_size_v, o);
 }
 
 void attn_fwd_fold(int64_t num_rows, int64_t head_size_v, float *m_acc, float *l_acc, float *o_acc,
@@ -244,13 +300,14 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
             ll = (ll > 0.0 ? ll * exp2(mm - top) : 0.0) + exp2(sink - top);
             mm = top;
         }
-        const float inv = ll > 0.0 ? (float)(exp2((double)m[r] - mm) / ll) : 0.0f;
-        for (int64_t d = 0; d < Dv; d++) sc->row_tmp[d] = l[r] > 0.0f ? o[d * ATTN_QB + r] * inv : 0.0f;
+        /* empty row (nothing visible, no sink): l = 0 exactly; a NaN l (a visible NaN logit) propagates */
+        const float inv = ll != 0.0 ? (float)(exp2((double)m[r] - mm) / ll) : 0.0f;
+        for (int64_t d = 0; d < Dv; d++) sc->row_tmp[d] = l[r] != 0.0f ? o[d * ATTN_QB + r] * inv : 0.0f;
         const int64_t row = attn_seq_q_row(&blk->seq, blk->row_token[r]);
         char *dst = blk->seq.out + row * blk->seq.out_row_stride + h * blk->seq.out_head_stride;
         kern->cvt_from_f32(sc->row_tmp, p->out_dtype, dst, Dv);
         if (blk->seq.lse) {
-            const float lse = ll > 0.0 ? (float)((mm + log2(ll)) * ATTN_LN2) : -INFINITY;
+            const float lse = ll != 0.0 ? (float)((mm + log2(ll)) * ATTN_LN2) : -INFINITY;
             blk->seq.lse[row * blk->seq.lse_row_stride + h * blk->seq.lse_head_stride] = lse;
         }
     }

@@ -31,6 +31,12 @@ typedef struct attn_fwd_scratch {
     float *row_tmp;      /* [ATTN_HEAD_SIZE_MAX]                                                 */
     const float **k_rows; /* [ATTN_KV_TILE]                                                     */
     const float **v_rows; /* [ATTN_KV_TILE]                                                     */
+    const void **k_raw;   /* [ATTN_KV_TILE] K rows in place, storage dtype (few-row blocks)      */
+    const void **v_raw;   /* [ATTN_KV_TILE]                                                     */
+    const void **v_safe;  /* [ATTN_KV_TILE] V rows of one query row, hidden keys → zero_row      */
+    float *p_tmp;         /* [ATTN_KV_TILE][ATTN_QB]  one row's P in lane 0 (attn_fwd_pv_safe)   */
+    float *o_tmp;         /* [ATTN_HEAD_SIZE_MAX][ATTN_QB] one row's Oᵀ in lane 0                 */
+    float *zero_row;      /* [ATTN_HEAD_SIZE_MAX + 16] zeros (any dtype)                         */
     char *multi;         /* ATTN_FWD_MULTI_BYTES: per-block states of multi-block items (fwd_exec.c) */
 } attn_fwd_scratch;
 
@@ -97,11 +103,31 @@ void attn_fwd_partition(const attn_problem *p, const struct attn_kernels *kern, 
                         attn_fwd_scratch *sc, int64_t part, float *m, float *l, float *o);
 
 /* One kv tile [a, b) of one block on K/V rows already in float32 (k_rows[0] is key a): Q·Kᵀ, soft-cap and
- * ALiBi, the mask, the online-softmax update of (m, l, o) and O += P·V. q_t is the block's packed query,
- * s a [ATTN_KV_TILE][ATTN_QB] scratch. The only place a tile is computed (every schedule calls it). */
+ * ALiBi, the mask, the online-softmax update of (m, l, o) and O += P·V (attn_fwd_pv_safe where hidden keys
+ * hold non-finite V). q_t is the block's packed query, s a [ATTN_KV_TILE][ATTN_QB] scratch; sc supplies the
+ * temporaries of the safe P·V. The one float-row tile body (fwd_exec.c has the few-row one). */
 void attn_fwd_tile(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
-                   const float *q_t, float *s, const float *const *k_rows, const float *const *v_rows, int64_t a,
-                   int64_t b, float *m, float *l, float *o);
+                   attn_fwd_scratch *sc, const float *q_t, float *s, const float *const *k_rows,
+                   const float *const *v_rows, int64_t a, int64_t b, float *m, float *l, float *o);
+
+/* Blocks with at most this many rows (decode: one token × a GQA group, short speculative blocks) run on K/V
+ * rows in place in their storage dtype (qk_tile_kv / pv_rows_kv, widened in registers; fwd_exec.c) instead
+ * of rows converted into the scratch tile; the bits are the same either way. */
+#define ATTN_FWD_FEW_ROWS 16
+
+/* Hidden keys never reach a row (docs/SEMANTICS.md §7): P·V adds p·v for every key of a tile, and a key
+ * hidden from the row (p = 0) whose V row holds NaN/±Inf would add 0·NaN = NaN. Tiles where some key is
+ * hidden from some row (the mask was applied) and some V row is not finite therefore run P·V row by row,
+ * each row on V rows where its hidden keys (p = 0) read a zero row: the same kernel chain per element
+ * (lane invariance), so with finite V the bits equal the plain call (o + 0·v = o + 0 = o, o is never −0).
+ * 1 if any of the rows[0..n) (width elements of `dtype`) holds a NaN or ±Inf. */
+int attn_fwd_rows_nonfinite(const void *const *rows, attn_dtype dtype, int64_t n, int64_t width);
+/* P·V of tile s [nk][ATTN_QB] for the block's rows into Oᵀ o, row by row as above (float V rows). */
+void attn_fwd_pv_safe(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                      attn_fwd_scratch *sc, const float *s, const float *const *v_rows, int64_t nk, float *o);
+
+/* Soft-cap, ALiBi and the mask on the score tile s of keys [a, b) (between Q·Kᵀ and the softmax). */
+void attn_fwd_tile_logits_mask(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, float *s);
 
 /* Resets a state to empty (m = −inf, l = 0, o = 0). */
 void attn_fwd_state_reset(int64_t head_size_v, float *m, float *l, float *o);

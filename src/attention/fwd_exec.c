@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "attention/fwd.h"
+#include "attention/mask.h"
 #include "parallel/parallel.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -25,6 +26,7 @@ typedef struct attn_fx_slot {
     int64_t first, last; /* partition range of the block                           */
     int64_t lo, hi;      /* keys of the current partition (lo >= hi: no tile)       */
     int active;          /* the current partition is in [first, last)               */
+    int safe_pv;         /* token-major: this tile's P·V runs row by row (hidden keys, non-finite V) */
 } attn_fx_slot;
 
 #define ATTN_FX_HEADER_BYTES (((sizeof(attn_fx_slot) * ATTN_FWD_MULTI_MAX) + 63) & ~(size_t)63)
@@ -32,7 +34,8 @@ typedef struct attn_fx_slot {
 #define ATTN_FX_DECODE_Q 16 /* sequences with at most this many query tokens: decode items */
 
 static int64_t attn_fx_slot_floats(const attn_problem *p) {
-    const int64_t f = ATTN_QB * (p->head_size + 2 * p->head_size_v + 4);
+    const int64_t f = ATTN_QB * (p->head_size + 2 * p->head_size_v + 5) + ATTN_FWD_FEW_ROWS * p->head_size_v +
+                      ATTN_KV_TILE * ATTN_QB;
     return (f + 15) & ~(int64_t)15;
 }
 
@@ -48,9 +51,11 @@ static float *attn_fx_floats(const attn_problem *p, attn_fwd_scratch *sc, int64_
     return (float *)(void *)(sc->multi + ATTN_FX_HEADER_BYTES) + i * attn_fx_slot_floats(p);
 }
 
-/* q_t, then partition m, l, o, then folded m, l, o. */
+/* q_t, then partition m, l, o, then folded m, l, o; for few-row blocks the partition accumulator in
+ * row-major layout o_d [num_rows][Dv] (pv_rows_kv), the α capture of softmax_tile [ATTN_QB] and the block's
+ * own score tile s [ATTN_KV_TILE][ATTN_QB] (token-major schedule). */
 typedef struct attn_fx_state {
-    float *q_t, *m_part, *l_part, *o_part, *m_acc, *l_acc, *o_acc;
+    float *q_t, *m_part, *l_part, *o_part, *m_acc, *l_acc, *o_acc, *o_d, *alpha, *s;
 } attn_fx_state;
 
 static attn_fx_state attn_fx_state_of(const attn_problem *p, attn_fwd_scratch *sc, int64_t i) {
@@ -63,7 +68,10 @@ static attn_fx_state attn_fx_state_of(const attn_problem *p, attn_fwd_scratch *s
     st.o_part = f, f += ov;
     st.m_acc = f, f += ATTN_QB;
     st.l_acc = f, f += ATTN_QB;
-    st.o_acc = f;
+    st.o_acc = f, f += ov;
+    st.alpha = f, f += ATTN_QB;
+    st.s = f, f += ATTN_KV_TILE * ATTN_QB;
+    st.o_d = f;
     return st;
 }
 
@@ -94,6 +102,171 @@ static void attn_fx_prefetch_rows(const attn_problem *p, const attn_seq_view *se
         for (int64_t off = 0; off < kbytes; off += 64) __builtin_prefetch(k + off, 0, 3);
         for (int64_t off = 0; off < vbytes; off += 64) __builtin_prefetch(v + off, 0, 3);
     }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Few-row blocks (decode): K/V in place, row-major partition accumulator
+ * --------------------------------------------------------------------------------------------- */
+static int attn_fx_raw(const attn_fwd_block *blk) { return blk->num_rows <= ATTN_FWD_FEW_ROWS; }
+
+/* The steps of attn_fwd_tile between Q·Kᵀ and P·V for a few-row block (scores of keys [a, b) in s). */
+static void attn_fx_softmax_raw(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                                const attn_fx_state *st, float *s, int64_t a, int64_t b) {
+    const int64_t nr = blk->num_rows, dv = p->head_size_v;
+    attn_fwd_tile_logits_mask(p, blk, a, b, s);
+    for (int r = 0; r < ATTN_QB; r++) st->alpha[r] = 1.0f;
+    kern->softmax_tile(s, b - a, nr, st->m_part, st->l_part, st->alpha, 1);
+    for (int64_t r = 0; r < nr; r++) {
+        const float al = st->alpha[r];
+        if (al == 1.0f) continue;
+        float *o = st->o_d + r * dv;
+        for (int64_t d = 0; d < dv; d++) o[d] *= al;
+    }
+}
+
+/* P·V of a few-row block's tile [a, b) (P in s) into o_d, row by row with hidden keys (p = 0) reading a zero
+ * row, where the tile hides some key from some row and a V row is not finite (attn_fwd_pv_safe's rule);
+ * else the plain call. Returns after doing either. */
+static void attn_fx_pv_raw(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                           attn_fwd_scratch *sc, const attn_fx_state *st, const float *s, const void *const *v_raw,
+                           int64_t a, int64_t b) {
+    const int64_t nk = b - a, dv = p->head_size_v;
+    if (attn_mask_tile_is_full(p, blk, a, b) || !attn_fwd_rows_nonfinite(v_raw, p->kv_dtype, nk, dv)) {
+        kern->pv_rows_kv(s, nk, blk->num_rows, v_raw, p->kv_dtype, dv, st->o_d);
+        return;
+    }
+    memset(sc->zero_row, 0, (ATTN_HEAD_SIZE_MAX + 16) * sizeof(float));
+    for (int32_t r = 0; r < blk->num_rows; r++) {
+        for (int64_t k = 0; k < nk; k++) sc->v_safe[k] = s[k * ATTN_QB + r] == 0.0f ? sc->zero_row : v_raw[k];
+        kern->pv_rows_kv(s + r, nk, 1, sc->v_safe, p->kv_dtype, dv, st->o_d + r * dv);
+    }
+}
+
+/* One kv tile [a, b) of a few-row block: the operations of attn_fwd_tile, with P·V into the row-major
+ * accumulator. softmax_tile rescales a one-column Oᵀ of ones, which leaves exactly α per lane there (1 where it
+ * does not rescale); each o_d row is multiplied by its α ≠ 1 (a row with α = 1 is unchanged by the multiply
+ * in attn_fwd_tile too), so every value is the one attn_fwd_tile computes, in another layout. */
+static void attn_fx_tile_raw(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                             attn_fwd_scratch *sc, const attn_fx_state *st, float *s, const void *const *k_raw,
+                             const void *const *v_raw, int64_t a, int64_t b) {
+    kern->qk_tile_kv(st->q_t, blk->num_rows, p->head_size, k_raw, p->kv_dtype, b - a, s);
+    attn_fx_softmax_raw(p, kern, blk, st, s, a, b);
+    attn_fx_pv_raw(p, kern, blk, sc, st, s, v_raw, a, b);
+}
+
+/* Prefetch of `bytes` from `ptr`, one request per cache line (no effect on results). */
+static void attn_fx_prefetch_span(const char *ptr, int64_t bytes) {
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(ptr + off, 0, 2);
+}
+
+#define ATTN_FX_CHUNK 16 /* keys per step of the token-major schedule */
+
+/* Token-major schedule of one partition for items whose blocks all have few rows (decode): per kv tile, the
+ * K rows of every kv head of the item are read in memory order 16 tokens at a time (a token's rows of all
+ * heads are one contiguous span in BSND and in a cache page), each block's scores going to its own tile s;
+ * then every block's softmax; then the V rows in the same order into each block's row-major accumulator.
+ * Each block sees exactly the per-key Q·Kᵀ chains, the softmax of the same [a, b) and the P·V chain in key
+ * order of attn_fwd_tile (chunking keys changes neither: scores are independent, and P·V carries o_d
+ * through memory), so the bits are those of every other schedule. The span 2 steps ahead in consumption
+ * order (K of this tile, then V, then K of the next tile) is prefetched, spread over the blocks' steps. */
+static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
+                                     int64_t n, int64_t lo_all, int64_t hi_all) {
+    attn_fx_slot *sl = attn_fx_slots(sc);
+    const attn_seq_view *seq = &sl[0].blk.seq;
+    const int64_t es = (int64_t)attn_dtype_size(p->kv_dtype);
+    const int64_t g0 = sl[0].blk.kv_head, g1 = sl[n - 1].blk.kv_head;
+    const int64_t kspan = (g1 - g0) * seq->k_head_stride + p->head_size * es;
+    const int64_t vspan = (g1 - g0) * seq->v_head_stride + p->head_size_v * es;
+    for (int64_t t0 = (lo_all / ATTN_KV_TILE) * ATTN_KV_TILE; t0 < hi_all; t0 += ATTN_KV_TILE) {
+        const int64_t ta = t0 > lo_all ? t0 : lo_all, tb = t0 + ATTN_KV_TILE < hi_all ? t0 + ATTN_KV_TILE : hi_all;
+        const int64_t nchunks = (tb - 1) / ATTN_FX_CHUNK - ta / ATTN_FX_CHUNK + 1;
+        const int64_t next_b = tb + ATTN_KV_TILE < hi_all ? tb + ATTN_KV_TILE : hi_all;
+        for (int phase = 0; phase < 2; phase++) { /* 0: K and Q·Kᵀ, then the softmax; 1: V and P·V */
+            for (int64_t ci = 0; ci < nchunks; ci++) {
+                const int64_t c0 = ci == 0 ? ta : (ta / ATTN_FX_CHUNK + ci) * ATTN_FX_CHUNK;
+                const int64_t c1 = (ta / ATTN_FX_CHUNK + ci + 1) * ATTN_FX_CHUNK < tb
+                                       ? (ta / ATTN_FX_CHUNK + ci + 1) * ATTN_FX_CHUNK : tb;
+                /* the chunk two steps ahead: this phase's, the other phase's, or the next tile's K */
+                int64_t pf = ci + 2, pf_phase = phase, pf_base = ta, pf_end = tb;
+                if (pf >= nchunks) {
+                    pf -= nchunks;
+                    if (phase == 0) pf_phase = 1;
+                    else pf_phase = 0, pf_base = tb, pf_end = next_b;
+                }
+                int64_t pa = pf == 0 ? pf_base : (pf_base / ATTN_FX_CHUNK + pf) * ATTN_FX_CHUNK, pb = pa;
+                if (pa < pf_end) {
+                    pb = (pf_base / ATTN_FX_CHUNK + pf + 1) * ATTN_FX_CHUNK;
+                    if (pb > pf_end) pb = pf_end;
+                } else {
+                    pa = pb = 0;
+                }
+                /* rows of kv head g0 for the chunk's tokens; head g is (g − g0) head strides further */
+                const char *base[ATTN_FX_CHUNK];
+                for (int64_t t = c0; t < c1; t++)
+                    base[t - c0] = phase == 0 ? attn_seq_k_row(seq, t, g0) : attn_seq_v_row(seq, t, g0);
+                const int64_t head_stride = phase == 0 ? seq->k_head_stride : seq->v_head_stride;
+                int64_t done = 0;
+                for (int64_t i = 0, j; i < n; i = j) { /* blocks [i, j) share kv head g */
+                    const int64_t g = sl[i].blk.kv_head;
+                    int64_t ka_all = INT64_MAX, kb_all = 0;
+                    for (j = i; j < n && sl[j].blk.kv_head == g; j++) {
+                        const attn_fx_slot *s = &sl[j];
+                        if (!s->active) continue;
+                        const int64_t a = c0 > s->lo ? c0 : s->lo, b = c1 < s->hi ? c1 : s->hi;
+                        if (a < b && a < ka_all) ka_all = a;
+                        if (a < b && b > kb_all) kb_all = b;
+                    }
+                    /* this step's share of the prefetch: tokens [pa + done, pa + upto) */
+                    const int64_t upto = (pb - pa) * j / n;
+                    for (int64_t t = pa + done; t < pa + upto; t++) {
+                        if (pf_phase == 0) attn_fx_prefetch_span(attn_seq_k_row(seq, t, g0), kspan);
+                        else attn_fx_prefetch_span(attn_seq_v_row(seq, t, g0), vspan);
+                    }
+                    done = upto;
+                    if (ka_all >= kb_all) continue;
+                    const void **raw = phase == 0 ? sc->k_raw : sc->v_raw;
+                    for (int64_t t = ka_all; t < kb_all; t++) raw[t - ka_all] = base[t - c0] + (g - g0) * head_stride;
+                    for (int64_t k = i; k < j; k++) {
+                        const attn_fx_slot *s = &sl[k];
+                        if (!s->active) continue;
+                        const int64_t sa = t0 > s->lo ? t0 : s->lo; /* the block's tile starts at key sa */
+                        const int64_t a = c0 > s->lo ? c0 : s->lo, b = c1 < s->hi ? c1 : s->hi;
+                        if (a >= b) continue;
+                        const attn_fx_state st = attn_fx_state_of(p, sc, k);
+                        if (phase == 0)
+                            kern->qk_tile_kv(st.q_t, s->blk.num_rows, p->head_size, sc->k_raw + (a - ka_all),
+                                             p->kv_dtype, b - a, st.s + (a - sa) * ATTN_QB);
+                        else if (!s->safe_pv)
+                            kern->pv_rows_kv(st.s + (a - sa) * ATTN_QB, b - a, s->blk.num_rows,
+                                             sc->v_raw + (a - ka_all), p->kv_dtype, p->head_size_v, st.o_d);
+                    }
+                }
+            }
+            if (phase == 1) break;
+            for (int64_t k = 0; k < n; k++) { /* the softmax of each block's tile [sa, sb) */
+                attn_fx_slot *s = &sl[k];
+                s->safe_pv = 0;
+                if (!s->active) continue;
+                const int64_t sa = t0 > s->lo ? t0 : s->lo, sb = t0 + ATTN_KV_TILE < s->hi ? t0 + ATTN_KV_TILE : s->hi;
+                if (sa >= sb) continue;
+                const attn_fx_state st = attn_fx_state_of(p, sc, k);
+                attn_fx_softmax_raw(p, kern, &s->blk, &st, st.s, sa, sb);
+                if (attn_mask_tile_is_full(p, &s->blk, sa, sb)) continue;
+                /* a tile that hides keys from some row: P·V of the whole tile here if a V row is not finite */
+                for (int64_t t = sa; t < sb; t++) sc->v_raw[t - sa] = attn_seq_v_row(seq, t, s->blk.kv_head);
+                if (!attn_fwd_rows_nonfinite(sc->v_raw, p->kv_dtype, sb - sa, p->head_size_v)) continue;
+                s->safe_pv = 1;
+                attn_fx_pv_raw(p, kern, &s->blk, sc, &st, st.s, sc->v_raw, sa, sb);
+            }
+        }
+    }
+}
+
+/* o_part[d][r] = o_d[r][d]: the partition state in the layout every other step uses. */
+static void attn_fx_raw_store(const attn_problem *p, const attn_fwd_block *blk, const attn_fx_state *st) {
+    const int64_t dv = p->head_size_v;
+    for (int64_t r = 0; r < blk->num_rows; r++)
+        for (int64_t d = 0; d < dv; d++) st->o_part[d * ATTN_QB + r] = st->o_d[r * dv + d];
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -134,12 +307,20 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
         if (!s->active) continue;
         const attn_fx_state st = attn_fx_state_of(p, sc, i);
         attn_fwd_state_reset(p->head_size_v, st.m_part, st.l_part, st.o_part);
+        if (attn_fx_raw(&s->blk)) memset(st.o_d, 0, (size_t)(s->blk.num_rows * p->head_size_v) * sizeof(float));
         s->lo = part * ATTN_KV_PARTITION, s->hi = s->lo + ATTN_KV_PARTITION;
         if (s->lo < s->blk.key_lo) s->lo = s->blk.key_lo;
         if (s->hi > s->blk.key_hi) s->hi = s->blk.key_hi;
         if (s->lo >= s->hi) continue;
         if (s->lo < lo_all) lo_all = s->lo;
         if (s->hi > hi_all) hi_all = s->hi;
+    }
+    int all_raw = 1;
+    for (int64_t i = 0; i < n; i++)
+        if (sl[i].active && !attn_fx_raw(&sl[i].blk)) all_raw = 0;
+    if (all_raw && lo_all < hi_all) {
+        attn_fx_partition_tokens(p, kern, sc, n, lo_all, hi_all);
+        goto store;
     }
     /* kv heads of the item: with several heads whose rows are contiguous per token, the next tile of all
      * of them is prefetched in memory order, one slice of its tokens per head step (spread) */
@@ -186,8 +367,24 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                 attn_fwd_prefetch(p, seq, sl[0].blk.kv_head, t0 + ATTN_KV_TILE, e);
             }
             if (ta >= tb) continue;
-            attn_fwd_rows(kern, seq, p->kv_dtype, 0, g, ta, tb, p->head_size, sc->k_tile, sc->k_rows);
-            attn_fwd_rows(kern, seq, p->kv_dtype, 1, g, ta, tb, p->head_size_v, sc->v_tile, sc->v_rows);
+            /* few-row blocks (decode) read K/V rows in place in their storage dtype (no conversion pass);
+             * the others get float rows (in place or converted once for all of them) */
+            int any_raw = 0, any_float = 0;
+            for (int64_t k = i; k < j; k++) {
+                if (!sl[k].active) continue;
+                if (attn_fx_raw(&sl[k].blk)) any_raw = 1;
+                else any_float = 1;
+            }
+            if (any_raw) {
+                for (int64_t t = ta; t < tb; t++) {
+                    sc->k_raw[t - ta] = attn_seq_k_row(seq, t, g);
+                    sc->v_raw[t - ta] = attn_seq_v_row(seq, t, g);
+                }
+            }
+            if (any_float) {
+                attn_fwd_rows(kern, seq, p->kv_dtype, 0, g, ta, tb, p->head_size, sc->k_tile, sc->k_rows);
+                attn_fwd_rows(kern, seq, p->kv_dtype, 1, g, ta, tb, p->head_size_v, sc->v_tile, sc->v_rows);
+            }
             for (int64_t k = i; k < j; k++) {
                 const attn_fx_slot *s = &sl[k];
                 if (!s->active || s->lo >= s->hi) continue;
@@ -195,11 +392,20 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                 const int64_t b = t0 + ATTN_KV_TILE < s->hi ? t0 + ATTN_KV_TILE : s->hi;
                 if (a >= b) continue;
                 const attn_fx_state st = attn_fx_state_of(p, sc, k);
-                attn_fwd_tile(p, kern, &s->blk, st.q_t, sc->s, sc->k_rows + (a - ta), sc->v_rows + (a - ta), a, b,
-                              st.m_part, st.l_part, st.o_part);
+                if (attn_fx_raw(&s->blk))
+                    attn_fx_tile_raw(p, kern, &s->blk, sc, &st, sc->s, sc->k_raw + (a - ta), sc->v_raw + (a - ta), a, b);
+                else
+                    attn_fwd_tile(p, kern, &s->blk, sc, st.q_t, sc->s, sc->k_rows + (a - ta), sc->v_rows + (a - ta),
+                                  a, b, st.m_part, st.l_part, st.o_part);
             }
         }
     }
+store:
+    for (int64_t i = 0; i < n; i++)
+        if (sl[i].active && attn_fx_raw(&sl[i].blk)) {
+            const attn_fx_state st = attn_fx_state_of(p, sc, i);
+            attn_fx_raw_store(p, &sl[i].blk, &st);
+        }
     if (!fold) return;
     for (int64_t i = 0; i < n; i++) {
         if (!sl[i].active) continue;

@@ -391,11 +391,96 @@ static void test_dispatch_registry(void **state) {
     assert_non_null(attn_dispatch_default());
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * qk_tile_kv / pv_rows_kv: K/V rows in their storage dtype, bitwise equal to the float kernels of the same
+ * table on the rows converted by cvt_to_f32 (the decode path relies on it: tests/conformance/test_driver_paths
+ * checks the driver end to end). Rows are 2 KiB apart (a cache page's token stride) with odd head sizes.
+ * --------------------------------------------------------------------------------------------- */
+#define KV_ROW_STRIDE 1024 /* elements between K rows, like 8 kv heads × 128 */
+
+static void test_kv_kernels(void **state) {
+    (void)state;
+    const struct attn_kernels *tables[8];
+    const int nt = usable_tables(tables);
+    const attn_dtype dts[3] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
+    static const int32_t kv_rows[] = {1, 2, 3, 4, 5, 8, 9, 12, 13, 16, 17, 32};
+    th_rng r;
+    th_rng_seed(&r, 7);
+    char *store = (char *)malloc((size_t)ATTN_KV_TILE * KV_ROW_STRIDE * 4);
+    float *conv = (float *)malloc((size_t)ATTN_KV_TILE * ATTN_HEAD_SIZE_MAX * sizeof(float));
+    const void *raw[ATTN_KV_TILE];
+    const float *fl[ATTN_KV_TILE];
+    float *s_ref = (float *)malloc(ATTN_KV_TILE * QB * sizeof(float));
+    float *s_got = (float *)malloc(ATTN_KV_TILE * QB * sizeof(float));
+    float *o_ref = (float *)malloc(ATTN_HEAD_SIZE_MAX * QB * sizeof(float));
+    float *o_got = (float *)malloc(ATTN_HEAD_SIZE_MAX * QB * sizeof(float));
+    int fails = 0, cases = 0;
+    for (int ti = 0; ti < nt; ti++)
+        for (int di = 0; di < 3; di++)
+            for (size_t hi = 0; hi < NELEM(head_sizes); hi++)
+                for (size_t ri = 0; ri < NELEM(kv_rows); ri++) {
+                    const attn_dtype dt = dts[di];
+                    const int64_t D = head_sizes[hi], nk = key_counts[(hi + ri + (size_t)di) % NELEM(key_counts)];
+                    const int32_t nr = kv_rows[ri];
+                    const size_t es = attn_dtype_size(dt);
+                    tiles *t = tiles_random(&r, D, nk);
+                    for (int64_t k = 0; k < nk; k++) {
+                        char *row = store + (size_t)k * KV_ROW_STRIDE * es;
+                        for (int64_t d = 0; d < D; d++) {
+                            const float x = (float)th_rng_range(&r, -1, 1);
+                            if (dt == ATTN_DTYPE_F32) ((float *)row)[d] = x;
+                            else if (dt == ATTN_DTYPE_BF16) ((uint16_t *)row)[d] = attn_f32_to_bf16(x);
+                            else ((uint16_t *)row)[d] = attn_f32_to_f16(x);
+                        }
+                        raw[k] = row;
+                        tables[ti]->cvt_to_f32(row, dt, conv + k * ATTN_HEAD_SIZE_MAX, D);
+                        fl[k] = conv + k * ATTN_HEAD_SIZE_MAX;
+                    }
+                    /* qk */
+                    memset(s_ref, 0, ATTN_KV_TILE * QB * sizeof(float));
+                    memset(s_got, 0, ATTN_KV_TILE * QB * sizeof(float));
+                    tables[ti]->qk_tile(t->q_t, nr, D, fl, nk, s_ref);
+                    tables[ti]->qk_tile_kv(t->q_t, nr, D, raw, dt, nk, s_got);
+                    for (int64_t k = 0; k < nk; k++)
+                        for (int32_t row = 0; row < nr; row++)
+                            if (memcmp(&s_ref[k * QB + row], &s_got[k * QB + row], 4) != 0) {
+                                if (fails++ < 10)
+                                    fprintf(stderr, "REPRO test_kernels qk_tile_kv: isa=%s dtype=%d D=%lld keys=%lld "
+                                            "rows=%d key=%lld row=%d kv=%.9g float=%.9g\n", tables[ti]->name, (int)dt,
+                                            (long long)D, (long long)nk, (int)nr, (long long)k, (int)row,
+                                            (double)s_got[k * QB + row], (double)s_ref[k * QB + row]);
+                            }
+                    /* pv: P from the tile's scores (any values do), o from the random o_t */
+                    for (int64_t k = 0; k < nk; k++)
+                        for (int32_t row = 0; row < QB; row++) s_ref[k * QB + row] = t->s[k * QB + row] = (float)th_rng_range(&r, 0, 1);
+                    memcpy(o_ref, t->o_t, (size_t)D * QB * sizeof(float));
+                    for (int32_t row = 0; row < nr; row++)
+                        for (int64_t d = 0; d < D; d++) o_got[row * D + d] = t->o_t[d * QB + row];
+                    tables[ti]->pv_tile(s_ref, nk, nr, fl, D, o_ref);
+                    tables[ti]->pv_rows_kv(s_ref, nk, nr, raw, dt, D, o_got);
+                    for (int32_t row = 0; row < nr; row++)
+                        for (int64_t d = 0; d < D; d++)
+                            if (memcmp(&o_ref[d * QB + row], &o_got[row * D + d], 4) != 0) {
+                                if (fails++ < 10)
+                                    fprintf(stderr, "REPRO test_kernels pv_rows_kv: isa=%s dtype=%d D=%lld keys=%lld "
+                                            "rows=%d d=%lld row=%d kv=%.9g float=%.9g\n", tables[ti]->name, (int)dt,
+                                            (long long)D, (long long)nk, (int)nr, (long long)d, (int)row,
+                                            (double)o_got[row * D + d], (double)o_ref[d * QB + row]);
+                            }
+                    cases++;
+                    free(t);
+                }
+    fprintf(stderr, "kv kernels: %d cases over %d tables, %d mismatches\n", cases, nt, fails);
+    free(store), free(conv), free(s_ref), free(s_got), free(o_ref), free(o_got);
+    assert_true(cases > 0);
+    assert_int_equal(fails, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dispatch_registry), cmocka_unit_test(test_qk_tile),
         cmocka_unit_test(test_softmax_tile),      cmocka_unit_test(test_pv_tile),
-        cmocka_unit_test(test_conversions),
+        cmocka_unit_test(test_conversions),       cmocka_unit_test(test_kv_kernels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /*
  * kernels_avx2.c — the AVX2+FMA+F16C kernel table. Hand-written kernels (cpu-kernel-design.md §2.1–2.4,
  * 256-bit vectors, 16 registers) live one per file in this folder: cvt_avx2.c, qk_tile_avx2.c,
- * softmax_tile_avx2.c, pv_tile_avx2.c. (The generic bodies compiled for AVX2 were not lane-invariant:
+ * softmax_tile_avx2.c, pv_tile_avx2.c, and tile_kv_avx2.c (K/V in their storage dtype). (The generic bodies compiled for AVX2 were not lane-invariant:
  * the compiler vectorised W = 8 and W = 32 differently.)
  */
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
@@ -16,4 +16,6 @@ const struct attn_kernels attn_kernels_avx2 = {
     .qk_tile = attn_k_qk_tile_avx2,
     .softmax_tile = attn_k_softmax_tile_avx2,
     .pv_tile = attn_k_pv_tile_avx2,
+    .qk_tile_kv = attn_k_qk_tile_kv_avx2,
+    .pv_rows_kv = attn_k_pv_rows_kv_avx2,
 };

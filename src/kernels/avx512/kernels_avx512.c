@@ -1,7 +1,7 @@
 /*
  * kernels_avx512.c — the AVX-512 (F/BW/VL/DQ) kernel table. Hand-written kernels (cpu-kernel-design.md
  * §2.1–2.4) live one per file in this folder: cvt_avx512.c, qk_tile_avx512.c, softmax_tile_avx512.c,
- * pv_tile_avx512.c. An entry that has no intrinsic version yet would take the generic body compiled with
+ * pv_tile_avx512.c, and tile_kv_avx512.c (K/V in their storage dtype). An entry that has no intrinsic version yet would take the generic body compiled with
  * this folder's flags (k_* from generic/tile_kernels.h); today every entry is hand-written.
  */
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__)
@@ -16,4 +16,6 @@ const struct attn_kernels attn_kernels_avx512 = {
     .qk_tile = attn_k_qk_tile_avx512,
     .softmax_tile = attn_k_softmax_tile_avx512,
     .pv_tile = attn_k_pv_tile_avx512,
+    .qk_tile_kv = attn_k_qk_tile_kv_avx512,
+    .pv_rows_kv = attn_k_pv_rows_kv_avx512,
 };

@@ -21,6 +21,7 @@
 
 #include "core/dtype.h"
 #include "kernels/kernels.h"
+#include "kernels/generic/tile_kernels_kv.h"
 
 /* ---------------------------------------------------------------------------------------------
  * exp2 for one lane: round-to-nearest split t = n + f, f in [−½, ½], degree-7 Taylor of 2^f
@@ -259,8 +260,20 @@ static inline void k_pv_tile(const float *p, int64_t num_keys, int64_t num_rows,
                               const float *const *v_rows, int64_t head_size_v, float *o_t) {             \
         k_pv_tile(p, num_keys, num_rows, v_rows, head_size_v, o_t);                                      \
     }                                                                                                    \
-    const struct attn_kernels attn_kernels_##isa = {#isa, attn_k_cvt_to_f32_##isa,                       \
-                                                    attn_k_cvt_from_f32_##isa, attn_k_qk_tile_##isa,     \
-                                                    attn_k_softmax_tile_##isa, attn_k_pv_tile_##isa};
+    void attn_k_qk_tile_kv_##isa(const float *q_t, int64_t num_rows, int64_t head_size,                  \
+                                 const void *const *k_rows, attn_dtype kv_dtype, int64_t num_keys,       \
+                                 float *s) {                                                             \
+        k_qk_tile_kv_chunked(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s,                    \
+                             attn_k_qk_tile_##isa, attn_k_cvt_to_f32_##isa);                             \
+    }                                                                                                    \
+    void attn_k_pv_rows_kv_##isa(const float *p, int64_t num_keys, int64_t num_rows,                     \
+                                 const void *const *v_rows, attn_dtype kv_dtype, int64_t head_size_v,    \
+                                 float *o_d) {                                                           \
+        k_pv_rows_kv(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, attn_k_cvt_to_f32_##isa);\
+    }                                                                                                    \
+    const struct attn_kernels attn_kernels_##isa = {                                                     \
+        #isa,                    attn_k_cvt_to_f32_##isa, attn_k_cvt_from_f32_##isa,                     \
+        attn_k_qk_tile_##isa,    attn_k_softmax_tile_##isa, attn_k_pv_tile_##isa,                        \
+        attn_k_qk_tile_kv_##isa, attn_k_pv_rows_kv_##isa};
 
 #endif
