@@ -47,7 +47,7 @@ test: test-c test-python
 
 # The C suites again under AddressSanitizer + UndefinedBehaviorSanitizer (debug build).
 test-sanitize: deps
-	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE="address;undefined" $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE="address;undefined;float-cast-overflow" $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
 	@cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -LE slow
 

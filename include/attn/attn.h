@@ -104,6 +104,32 @@ ATTN_API const char *attn_dtype_name(attn_dtype dtype);
 
 #define ATTN_MAX_DIMS 6
 
+/* Documented limits (docs/ROBUSTNESS.md). Every entry checks them before it measures, allocates or computes,
+ * and a call beyond one fails at once with a message naming the argument and the limit:
+ *   ATTN_MAX_HEADS        num_heads and num_kv_heads of every entry and of attn_plan_config (INVALID_ARGUMENT).
+ *                         The largest public models use <= 128 query heads; 4096 leaves 32x headroom.
+ *   ATTN_MAX_SEQ_LEN      seq_q, seq_k, packed rows (total_q/total_k, num_tokens), a request's keys
+ *                         (max_seq_len), slot_mapping entries and block_mapping pairs: 2^31 - 1, the range of
+ *                         the int32 metadata (cu_seqlens, query_start_loc, seq_lens) vLLM and flash-attn use
+ *                         (INVALID_ARGUMENT).
+ *   ATTN_MAX_WORK         query-key score pairs of one call, summed over batch rows and query heads before
+ *                         masking: 2^48 (a full 1M x 1M prefill with 128 heads is 2^47). Bounds the compute of
+ *                         views whose stride-0 dimensions make them far larger than their memory (OVERFLOW).
+ *   ATTN_MAX_BLOCKS_PER_REQ  attn_plan_config.max_blocks_per_req: 2^24 blocks (16M-token contexts at block
+ *                         size 1, 2G tokens at 128) (INVALID_ARGUMENT).
+ *   ATTN_MAX_PLAN_TOKENS  scheduled tokens of one plan (sum of num_scheduled_tokens): 2^24; engines schedule
+ *                         <= 64K per step (INVALID_ARGUMENT).
+ *   ATTN_MAX_PLAN_BYTES   the plan's own allocation: 1 GiB, checked before allocating (OVERFLOW).
+ *   ATTN_MAX_WORKSPACE_BYTES  any workspace size an entry asks for (plan, prescaled, quantized, padded): 2^40
+ *                         bytes (OVERFLOW). */
+#define ATTN_MAX_HEADS 4096
+#define ATTN_MAX_SEQ_LEN 2147483647LL
+#define ATTN_MAX_WORK (1LL << 48)
+#define ATTN_MAX_BLOCKS_PER_REQ (1 << 24)
+#define ATTN_MAX_PLAN_TOKENS (1 << 24)
+#define ATTN_MAX_PLAN_BYTES ((size_t)1 << 30)
+#define ATTN_MAX_WORKSPACE_BYTES ((uint64_t)1 << 40)
+
 /* A strided view of caller-owned memory. shape and strides are in ELEMENTS; strides may be any non-negative
  * values (views into fused qkv buffers, transposed layouts) except that the last dimension must be
  * contiguous (strides[ndim−1] == 1) wherever a function reads rows. The view never owns `data`. */

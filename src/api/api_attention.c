@@ -31,20 +31,20 @@ static void attn_dense_get_seq(const attn_problem *p, int64_t b, attn_seq_view *
     s->batch_idx = b;
     s->seq_q = c->q->shape[c->s_dim];
     s->seq_k = c->k->shape[c->s_dim];
-    s->q = (const char *)c->q->data + b * c->q->strides[0] * qe;
+    s->q = attn_byte_ptr(c->q->data, b * c->q->strides[0] * qe);
     s->q_row_stride = c->q->strides[c->s_dim] * qe;
     s->q_head_stride = c->q->strides[c->n_dim] * qe;
-    s->k = (const char *)c->k->data + b * c->k->strides[0] * ke;
+    s->k = attn_byte_ptr(c->k->data, b * c->k->strides[0] * ke);
     s->k_row_stride = c->k->strides[c->s_dim] * ke;
     s->k_head_stride = c->k->strides[c->n_dim] * ke;
-    s->v = (const char *)c->v->data + b * c->v->strides[0] * ke;
+    s->v = attn_byte_ptr(c->v->data, b * c->v->strides[0] * ke);
     s->v_row_stride = c->v->strides[c->s_dim] * ke;
     s->v_head_stride = c->v->strides[c->n_dim] * ke;
-    s->out = (char *)c->out->data + b * c->out->strides[0] * oe;
+    s->out = (char *)(uintptr_t)attn_byte_ptr(c->out->data, b * c->out->strides[0] * oe);
     s->out_row_stride = c->out->strides[c->s_dim] * oe;
     s->out_head_stride = c->out->strides[c->n_dim] * oe;
     if (c->lse) { /* [batch, num_heads, seq_q] */
-        s->lse = (float *)c->lse->data + b * c->lse->strides[0];
+        s->lse = (float *)(uintptr_t)attn_byte_ptr(c->lse->data, b * c->lse->strides[0] * (int64_t)sizeof(float));
         s->lse_head_stride = c->lse->strides[1];
         s->lse_row_stride = c->lse->strides[2];
     }
@@ -99,6 +99,9 @@ static attn_status attn_dense_prepare(attn_layout layout, const attn_tensor *q, 
     ATTN_TRY(attn_tensor_check_dim(out, "out", nd, num_heads, "num_heads"));
     ATTN_TRY(attn_tensor_check_dim(out, "out", 3, head_size_v, "head_size_v"));
     ATTN_TRY(attn_check_qkvo(q, k, v, out, num_heads, num_kv_heads, head_size, head_size_v, nd));
+    ATTN_TRY(attn_validate_dims(num_heads, num_kv_heads, seq_q, seq_k));
+    int64_t pairs = 0;
+    ATTN_TRY(attn_work_add(&pairs, batch, num_heads, seq_q, seq_k));
     if (lse) {
         ATTN_TRY(attn_tensor_check(lse, "lse", 3, 0));
         ATTN_TRY(attn_tensor_check_dtype(lse, "lse", ATTN_DTYPE_F32));
@@ -167,20 +170,20 @@ static void attn_varlen_get_seq(const attn_problem *p, int64_t b, attn_seq_view 
     s->batch_idx = b;
     s->seq_q = q1 - q0;
     s->seq_k = k1 - k0;
-    s->q = (const char *)c->q->data + q0 * c->q->strides[0] * qe;
+    s->q = attn_byte_ptr(c->q->data, q0 * c->q->strides[0] * qe);
     s->q_row_stride = c->q->strides[0] * qe;
     s->q_head_stride = c->q->strides[1] * qe;
-    s->k = (const char *)c->k->data + k0 * c->k->strides[0] * ke;
+    s->k = attn_byte_ptr(c->k->data, k0 * c->k->strides[0] * ke);
     s->k_row_stride = c->k->strides[0] * ke;
     s->k_head_stride = c->k->strides[1] * ke;
-    s->v = (const char *)c->v->data + k0 * c->v->strides[0] * ke;
+    s->v = attn_byte_ptr(c->v->data, k0 * c->v->strides[0] * ke);
     s->v_row_stride = c->v->strides[0] * ke;
     s->v_head_stride = c->v->strides[1] * ke;
-    s->out = (char *)c->out->data + q0 * c->out->strides[0] * oe;
+    s->out = (char *)(uintptr_t)attn_byte_ptr(c->out->data, q0 * c->out->strides[0] * oe);
     s->out_row_stride = c->out->strides[0] * oe;
     s->out_head_stride = c->out->strides[1] * oe;
     if (c->lse) { /* [num_heads, total_q] */
-        s->lse = (float *)c->lse->data + q0 * c->lse->strides[1];
+        s->lse = (float *)(uintptr_t)attn_byte_ptr(c->lse->data, q0 * c->lse->strides[1] * (int64_t)sizeof(float));
         s->lse_head_stride = c->lse->strides[0];
         s->lse_row_stride = c->lse->strides[1];
     }
@@ -224,14 +227,23 @@ static attn_status attn_varlen_prepare(const attn_tensor *q, const attn_tensor *
     ATTN_TRY(attn_tensor_check_dim(out, "out", 1, num_heads, "num_heads"));
     ATTN_TRY(attn_tensor_check_dim(out, "out", 2, head_size_v, "head_size_v"));
     ATTN_TRY(attn_check_qkvo(q, k, v, out, num_heads, num_kv_heads, head_size, head_size_v, 1));
+    ATTN_TRY(attn_validate_dims(num_heads, num_kv_heads, total_q, total_k));
     ATTN_CHECK(cu_q != NULL, ATTN_STATUS_INVALID_ARGUMENT, "cu_seqlens_q: is NULL");
     ATTN_CHECK(cu_k != NULL, ATTN_STATUS_INVALID_ARGUMENT, "cu_seqlens_k: is NULL");
     ATTN_TRY(attn_tensor_check(cu_q, "cu_seqlens_q", 1, 0));
     ATTN_CHECK(cu_q->shape[0] >= 1, ATTN_STATUS_INVALID_ARGUMENT, "cu_seqlens_q: shape[0]=0, expected batch+1 >= 1");
+    ATTN_CHECK(cu_q->shape[0] <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
+               "cu_seqlens_q: shape[0]=%lld exceeds ATTN_MAX_SEQ_LEN=%lld", (long long)cu_q->shape[0],
+               (long long)ATTN_MAX_SEQ_LEN);
     const int64_t batch = cu_q->shape[0] - 1;
     int64_t max_q, max_k;
     ATTN_TRY(attn_check_cu_seqlens(cu_q, "cu_seqlens_q", batch, total_q, &max_q));
     ATTN_TRY(attn_check_cu_seqlens(cu_k, "cu_seqlens_k", batch, total_k, &max_k));
+    int64_t pairs = 0;
+    for (int64_t b = 0; b < batch; b++)
+        ATTN_TRY(attn_work_add(&pairs, 1, num_heads,
+                               attn_tensor_get_index(cu_q, b + 1) - attn_tensor_get_index(cu_q, b),
+                               attn_tensor_get_index(cu_k, b + 1) - attn_tensor_get_index(cu_k, b)));
     if (lse) {
         ATTN_TRY(attn_tensor_check(lse, "lse", 2, 0));
         ATTN_TRY(attn_tensor_check_dtype(lse, "lse", ATTN_DTYPE_F32));
@@ -291,6 +303,14 @@ attn_status attn_merge_attn_states(attn_ctx *ctx, const attn_tensor *out_a, cons
     ATTN_TRY(attn_tensor_check(out, "out", 3, 1));
     ATTN_TRY(attn_tensor_check_float(out_a, "out_a"));
     const int64_t T = out_a->shape[0], H = out_a->shape[1], D = out_a->shape[2];
+    ATTN_CHECK(T <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
+               "out_a: num_tokens=%lld exceeds ATTN_MAX_SEQ_LEN=%lld", (long long)T, (long long)ATTN_MAX_SEQ_LEN);
+    ATTN_CHECK(H <= ATTN_MAX_HEADS, ATTN_STATUS_INVALID_ARGUMENT, "out_a: num_heads=%lld exceeds ATTN_MAX_HEADS=%d",
+               (long long)H, ATTN_MAX_HEADS);
+    int64_t elems;
+    ATTN_CHECK(attn_mul_i64(T, H, &elems) && attn_mul_i64(elems, D, &elems) && elems <= ATTN_MAX_WORK,
+               ATTN_STATUS_OVERFLOW, "out_a: num_tokens=%lld x num_heads=%lld x head_size=%lld exceeds ATTN_MAX_WORK=2^48",
+               (long long)T, (long long)H, (long long)D);
     const attn_tensor *os[] = {out_b, out};
     const char *on[] = {"out_b", "out"};
     for (int i = 0; i < 2; i++) {

@@ -51,6 +51,9 @@ attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const 
     ATTN_TRY(attn_check_new_kv(value, "value", &c, key));
     ATTN_TRY(attn_check_index_tensor(slot_mapping, "slot_mapping", 1));
     const int64_t num_tokens = slot_mapping->shape[0];
+    ATTN_CHECK(num_tokens <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
+               "slot_mapping: shape[0]=%lld exceeds ATTN_MAX_SEQ_LEN=%lld", (long long)num_tokens,
+               (long long)ATTN_MAX_SEQ_LEN);
     ATTN_CHECK(num_tokens <= key->shape[0], ATTN_STATUS_INVALID_ARGUMENT,
                "slot_mapping: shape[0]=%lld exceeds key rows=%lld", (long long)num_tokens,
                (long long)key->shape[0]);
@@ -86,6 +89,9 @@ static attn_status attn_check_block_mapping(const attn_tensor *m, const attn_kv_
                                             const attn_kv_layout *dst, const char *dst_name) {
     ATTN_TRY(attn_check_index_tensor(m, "block_mapping", 2));
     ATTN_TRY(attn_tensor_check_dim(m, "block_mapping", 1, 2, "2 (src, dst)"));
+    ATTN_CHECK(m->shape[0] <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
+               "block_mapping: shape[0]=%lld pairs exceeds ATTN_MAX_SEQ_LEN=%lld", (long long)m->shape[0],
+               (long long)ATTN_MAX_SEQ_LEN);
     for (int64_t i = 0; i < m->shape[0]; i++) {
         const int64_t s = attn_index2(m, i, 0), d = attn_index2(m, i, 1);
         ATTN_CHECK(s >= 0 && s < src->num_blocks, ATTN_STATUS_INVALID_ARGUMENT,

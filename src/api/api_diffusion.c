@@ -57,20 +57,20 @@ static void diff_get_seq(const attn_problem *p, int64_t b, attn_seq_view *s) {
     s->batch_idx = b;
     s->seq_q = c->seq_q;
     s->seq_k = c->seq_k;
-    s->q = c->q.data + b * c->q.batch_stride;
+    s->q = attn_byte_ptr(c->q.data, b * c->q.batch_stride);
     s->q_row_stride = c->q.seq_stride;
     s->q_head_stride = c->q.head_stride;
-    s->k = c->k.data + b * c->k.batch_stride;
+    s->k = attn_byte_ptr(c->k.data, b * c->k.batch_stride);
     s->k_row_stride = c->k.seq_stride;
     s->k_head_stride = c->k.head_stride;
-    s->v = c->v.data + b * c->v.batch_stride;
+    s->v = attn_byte_ptr(c->v.data, b * c->v.batch_stride);
     s->v_row_stride = c->v.seq_stride;
     s->v_head_stride = c->v.head_stride;
-    s->out = (char *)(uintptr_t)(c->out.data + b * c->out.batch_stride);
+    s->out = (char *)(uintptr_t)attn_byte_ptr(c->out.data, b * c->out.batch_stride);
     s->out_row_stride = c->out.seq_stride;
     s->out_head_stride = c->out.head_stride;
     if (c->lse) {
-        s->lse = c->lse + b * c->lse_strides[0];
+        s->lse = (float *)(uintptr_t)attn_byte_ptr(c->lse, b * c->lse_strides[0] * (int64_t)sizeof(float));
         s->lse_head_stride = c->lse_strides[1];
         s->lse_row_stride = c->lse_strides[2];
     }
@@ -126,6 +126,9 @@ static attn_status diff_check_qkv(attn_layout layout, const attn_tensor *q, cons
                "q: head_size=%lld is outside 1..%d", (long long)d->head_size, ATTN_HEAD_SIZE_MAX);
     ATTN_CHECK(d->head_size_v >= 1 && d->head_size_v <= ATTN_HEAD_SIZE_MAX, ATTN_STATUS_INVALID_ARGUMENT,
                "v: head_size=%lld is outside 1..%d", (long long)d->head_size_v, ATTN_HEAD_SIZE_MAX);
+    ATTN_TRY(attn_validate_dims(d->num_heads, d->num_kv_heads, d->seq_q, d->seq_k));
+    int64_t pairs = 0;
+    ATTN_TRY(attn_work_add(&pairs, d->batch, d->num_heads, d->seq_q, d->seq_k));
     ATTN_TRY(attn_validate_aligned(q, "q"));
     ATTN_TRY(attn_validate_aligned(k, "k"));
     ATTN_TRY(attn_validate_aligned(v, "v"));
@@ -205,6 +208,9 @@ attn_status attn_forward_padded_workspace_size(int64_t batch, int64_t seq_len, s
                    (uint64_t)total <= (uint64_t)SIZE_MAX,
                ATTN_STATUS_OVERFLOW, "workspace: batch=%lld × seq_len=%lld index list overflows", (long long)batch,
                (long long)seq_len);
+    ATTN_CHECK((uint64_t)total <= ATTN_MAX_WORKSPACE_BYTES, ATTN_STATUS_OVERFLOW,
+               "workspace: batch=%lld x seq_len=%lld needs %lld bytes > ATTN_MAX_WORKSPACE_BYTES=%llu",
+               (long long)batch, (long long)seq_len, (long long)total, (unsigned long long)ATTN_MAX_WORKSPACE_BYTES);
     *bytes = (size_t)total;
     return ATTN_STATUS_OK;
 }
@@ -234,16 +240,18 @@ static attn_status diff_padded(attn_ctx *ctx, attn_layout layout, const attn_ten
     ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 1));
     if (lse)
         ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 1));
+    const attn_tensor *views[] = {q, k, v, kpm, out, lse};
+    const char *view_names[] = {"q", "k", "v", "key_padding_mask", "out", "lse"};
     size_t need = 0;
     ATTN_TRY(attn_forward_padded_workspace_size(d.batch, d.seq_q, &need));
     ATTN_CHECK(workspace_size >= need, ATTN_STATUS_WORKSPACE_TOO_SMALL,
                "workspace_size=%zu, need %zu (valid_counts %lld × 8 + valid_rows %lld × 4 bytes)", workspace_size, need,
                (long long)d.batch, (long long)(d.batch * d.seq_q));
-    ATTN_TRY(attn_validate_workspace(workspace, need, 8, out, lse));
+    ATTN_TRY(attn_validate_workspace(workspace, need, 8, views, view_names, 6));
 
     /* unpad: per batch row, the ascending valid indices (compaction keeps the token order) */
     int64_t *counts = (int64_t *)workspace;
-    int32_t *rows = (int32_t *)(void *)(counts + d.batch);
+    int32_t *rows = (int32_t *)(uintptr_t)attn_byte_ptr(counts, d.batch * (int64_t)sizeof(int64_t));
     const unsigned char *m = (const unsigned char *)kpm->data;
     int64_t max_count = 0;
     for (int64_t b = 0; b < d.batch; b++) {
@@ -461,6 +469,9 @@ attn_status attn_forward_prescaled_workspace_size(const attn_tensor *q, const at
     ATTN_TRY(diff_contig_bytes(v, "v", &c));
     ATTN_CHECK(a <= SIZE_MAX - b && a + b <= SIZE_MAX - c, ATTN_STATUS_OVERFLOW, "workspace: q+k+v bytes overflow");
     *bytes = a + b + c;
+    ATTN_CHECK((uint64_t)*bytes <= ATTN_MAX_WORKSPACE_BYTES, ATTN_STATUS_OVERFLOW,
+               "workspace: q+k+v copies need %zu bytes > ATTN_MAX_WORKSPACE_BYTES=%llu", *bytes,
+               (unsigned long long)ATTN_MAX_WORKSPACE_BYTES);
     return ATTN_STATUS_OK;
 }
 
@@ -486,9 +497,11 @@ attn_status attn_forward_prescaled(attn_ctx *ctx, attn_layout layout, const attn
     ATTN_CHECK(input_scale_log2 >= 0 && input_scale_log2 <= 30, ATTN_STATUS_INVALID_ARGUMENT,
                "input_scale_log2=%d is outside 0..30", (int)input_scale_log2);
     diff_dims d = {0};
-    ATTN_TRY(diff_check_qkv(layout, q, k, v, &d));
-    ATTN_TRY(attn_tensor_check(out, "out", 4, 1));
-    ATTN_TRY(attn_tensor_check_float(out, "out"));
+    diff_call vcall;
+    attn_problem vp;
+    memset(&vp, 0, sizeof vp);
+    /* the whole dense call (out, lse, masks, overlaps, limits) is validated before the workspace is measured */
+    ATTN_TRY(diff_prepare(layout, q, k, v, params, 1, out, lse_opt, &d, &vcall, &vp));
     size_t need = 0;
     ATTN_TRY(attn_forward_prescaled_workspace_size(q, k, v, &need));
     ATTN_CHECK(workspace_size >= need, ATTN_STATUS_WORKSPACE_TOO_SMALL,
@@ -508,15 +521,17 @@ attn_status attn_forward_prescaled(attn_ctx *ctx, attn_layout layout, const attn
     sp.softmax_scale = base * c * c; /* exact: a power of two */
     ATTN_CHECK(isfinite(sp.softmax_scale) && sp.softmax_scale != 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
                "params.softmax_scale=%g × 4^%d leaves the float range", (double)base, (int)input_scale_log2);
-    ATTN_TRY(attn_validate_workspace(workspace, need, 1, out, lse_opt));
+    const attn_tensor *views[] = {q, k, v, sp.mask, sp.key_padding_mask, out, lse_opt};
+    const char *view_names[] = {"q", "k", "v", "params.mask", "params.key_padding_mask", "out", "lse"};
+    ATTN_TRY(attn_validate_workspace(workspace, need, 1, views, view_names, 7));
     size_t qb = 0, kb = 0;
     ATTN_TRY(diff_contig_bytes(q, "q", &qb));
     ATTN_TRY(diff_contig_bytes(k, "k", &kb));
     attn_tensor qs, ks, vs;
     char *w = (char *)workspace;
     diff_scaled_copy(q, inv_c, w, &qs);
-    diff_scaled_copy(k, inv_c, w + qb, &ks);
-    diff_scaled_copy(v, inv_c, w + qb + kb, &vs);
+    diff_scaled_copy(k, inv_c, (char *)(uintptr_t)attn_byte_ptr(w, (int64_t)qb), &ks);
+    diff_scaled_copy(v, inv_c, (char *)(uintptr_t)attn_byte_ptr(w, (int64_t)(qb + kb)), &vs);
     ATTN_TRY(attn_forward(ctx, layout, &qs, &ks, &vs, &sp, out, lse_opt));
     /* out ← out · c (the LSE is unchanged: the logits are the same numbers) */
     const int64_t es = (int64_t)attn_dtype_size(out->dtype);
@@ -557,6 +572,9 @@ static attn_status diff_quant_sizes(const diff_dims *d, size_t sizes[3]) {
     }
     ATTN_CHECK(sizes[0] <= SIZE_MAX / 4 && sizes[1] <= SIZE_MAX / 4 && sizes[2] <= SIZE_MAX / 4, ATTN_STATUS_OVERFLOW,
                "workspace: size overflows");
+    ATTN_CHECK((uint64_t)(sizes[0] + sizes[1] + sizes[2]) <= ATTN_MAX_WORKSPACE_BYTES, ATTN_STATUS_OVERFLOW,
+               "workspace: float32 Q, K, V need %zu bytes > ATTN_MAX_WORKSPACE_BYTES=%llu",
+               sizes[0] + sizes[1] + sizes[2], (unsigned long long)ATTN_MAX_WORKSPACE_BYTES);
     return ATTN_STATUS_OK;
 }
 
@@ -635,15 +653,17 @@ static attn_status diff_quant(attn_ctx *ctx, attn_layout layout, const attn_tens
         ATTN_CHECK(workspace_size >= need, ATTN_STATUS_WORKSPACE_TOO_SMALL,
                    "workspace_size=%zu, need %zu (float32 Q %zu + K %zu + V %zu bytes)", workspace_size, need, sizes[0],
                    sizes[1], sizes[2]);
-        ATTN_TRY(attn_validate_workspace(workspace, need, 4, out, lse));
+        const attn_tensor *views[] = {q, k, v, out, lse};
+        const char *view_names[] = {"q", "k", "v", "out", "lse"};
+        ATTN_TRY(attn_validate_workspace(workspace, need, 4, views, view_names, 5));
     } else { /* the oracle owns its buffers */
         owned = malloc(need ? need : 1);
         ATTN_CHECK(owned != NULL, ATTN_STATUS_OUT_OF_MEMORY, "attn_ref_forward_quant: cannot allocate %zu bytes", need);
         workspace = owned;
     }
     float *qd = (float *)workspace;
-    float *kd = (float *)(void *)((char *)workspace + sizes[0]);
-    float *vd = (float *)(void *)((char *)workspace + sizes[0] + sizes[1]);
+    float *kd = (float *)(uintptr_t)attn_byte_ptr(workspace, (int64_t)sizes[0]);
+    float *vd = (float *)(uintptr_t)attn_byte_ptr(workspace, (int64_t)(sizes[0] + sizes[1]));
     diff_load_bnsd(q, &d, d.num_heads, d.seq_q, qd);
     diff_load_bnsd(k, &d, d.num_kv_heads, d.seq_k, kd);
     diff_load_bnsd(v, &d, d.num_kv_heads, d.seq_k, vd);

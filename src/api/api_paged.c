@@ -11,6 +11,7 @@
 #include "api/validate.h"
 #include "attention/fwd.h"
 #include "cache/kv_layout.h"
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "parallel/parallel.h"
@@ -41,30 +42,30 @@ static void attn_paged_get_seq(const attn_problem *p, int64_t r, attn_seq_view *
     s->batch_idx = r;
     s->seq_q = q1 - q0;
     s->seq_k = c->seq_lens[r * c->seq_lens_stride];
-    s->q = (const char *)c->q->data + q0 * c->q->strides[0] * qe;
+    s->q = attn_byte_ptr(c->q->data, q0 * c->q->strides[0] * qe);
     s->q_row_stride = c->q->strides[0] * qe;
     s->q_head_stride = c->q->strides[1] * qe;
-    s->out = (char *)c->out->data + q0 * c->out->strides[0] * oe;
+    s->out = (char *)(uintptr_t)attn_byte_ptr(c->out->data, q0 * c->out->strides[0] * oe);
     s->out_row_stride = c->out->strides[0] * oe;
     s->out_head_stride = c->out->strides[1] * oe;
     if (c->lse) { /* [num_heads, num_tokens] */
-        s->lse = (float *)c->lse->data + q0 * c->lse->strides[1];
+        s->lse = (float *)(uintptr_t)attn_byte_ptr(c->lse->data, q0 * c->lse->strides[1] * (int64_t)sizeof(float));
         s->lse_head_stride = c->lse->strides[0];
         s->lse_row_stride = c->lse->strides[1];
     }
     if (c->kinds && c->kinds[r] == ATTN_REQUEST_ENCODER_ONLY) { /* its own new rows, no cache */
         const int64_t ke = c->cache.elem_size;
-        s->k = (const char *)c->key->data + q0 * c->key->strides[0] * ke;
+        s->k = attn_byte_ptr(c->key->data, q0 * c->key->strides[0] * ke);
         s->k_row_stride = c->key->strides[0] * ke;
         s->k_head_stride = c->key->strides[1] * ke;
-        s->v = (const char *)c->value->data + q0 * c->value->strides[0] * ke;
+        s->v = attn_byte_ptr(c->value->data, q0 * c->value->strides[0] * ke);
         s->v_row_stride = c->value->strides[0] * ke;
         s->v_head_stride = c->value->strides[1] * ke;
         return;
     }
-    s->k = attn_kv_row(&c->cache, 0, 0, 0, 0);
-    s->v = attn_kv_row(&c->cache, 1, 0, 0, 0);
-    s->block_table = c->block_table + r * c->bt_row_stride;
+    s->k = attn_byte_ptr(c->cache.base, 0); /* an empty cache may have data NULL */
+    s->v = attn_byte_ptr(c->cache.base, c->cache.kv_stride);
+    s->block_table = (const int32_t *)(uintptr_t)attn_byte_ptr(c->block_table, r * c->bt_row_stride * (int64_t)sizeof(int32_t));
     s->block_size = c->cache.block_size;
     s->k_block_stride = s->v_block_stride = c->cache.block_stride;
     s->k_row_stride = s->v_row_stride = c->cache.row_stride;
@@ -80,6 +81,10 @@ static attn_status attn_paged_check_qo(const attn_tensor *q, const attn_kv_layou
     ATTN_TRY(attn_validate_aligned(q, "q"));
     const int64_t num_tokens = q->shape[0], num_heads = q->shape[1];
     ATTN_CHECK(num_heads >= 1, ATTN_STATUS_INVALID_ARGUMENT, "q: num_heads=%lld, expected >= 1", (long long)num_heads);
+    ATTN_CHECK(num_heads <= ATTN_MAX_HEADS, ATTN_STATUS_INVALID_ARGUMENT, "q: num_heads=%lld exceeds ATTN_MAX_HEADS=%d",
+               (long long)num_heads, ATTN_MAX_HEADS);
+    ATTN_CHECK(num_tokens <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
+               "q: num_tokens=%lld exceeds ATTN_MAX_SEQ_LEN=%lld", (long long)num_tokens, (long long)ATTN_MAX_SEQ_LEN);
     ATTN_CHECK(num_heads % cache->num_kv_heads == 0, ATTN_STATUS_INVALID_ARGUMENT,
                "kv_cache: shape[3]=%lld does not divide num_heads=%lld", (long long)cache->num_kv_heads,
                (long long)num_heads);
@@ -137,8 +142,11 @@ static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *k
     const int32_t *qd = (const int32_t *)qsl->data, *sd = (const int32_t *)seq_lens->data;
     const int32_t *bd = (const int32_t *)bt->data;
     const int64_t qst = qsl->strides[0], sst = seq_lens->strides[0], max_blocks = bt->shape[1];
+    ATTN_CHECK(num_reqs < ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
+               "query_start_loc: shape[0]=%lld exceeds ATTN_MAX_SEQ_LEN=%lld", (long long)qsl->shape[0],
+               (long long)ATTN_MAX_SEQ_LEN);
     ATTN_CHECK(qd[0] == 0, ATTN_STATUS_INVALID_ARGUMENT, "query_start_loc: entry 0 = %d, expected 0", (int)qd[0]);
-    int64_t max_q = 0;
+    int64_t max_q = 0, pairs = 0, blocks_used = 0;
     for (int64_t r = 0; r < num_reqs; r++) {
         const int64_t a = qd[r * qst], b = qd[(r + 1) * qst], seq_len = sd[r * sst];
         ATTN_CHECK(b >= a, ATTN_STATUS_INVALID_ARGUMENT, "query_start_loc: entry %lld = %lld < entry %lld = %lld",
@@ -154,6 +162,11 @@ static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *k
         ATTN_CHECK(used <= max_blocks, ATTN_STATUS_INVALID_ARGUMENT,
                    "seq_lens: entry %lld = %lld needs %lld blocks of %lld > block_table width %lld", (long long)r,
                    (long long)seq_len, (long long)used, (long long)c->cache.block_size, (long long)max_blocks);
+        blocks_used += used;
+        ATTN_CHECK(blocks_used <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
+                   "block_table: requests 0..%lld use %lld blocks, more than ATTN_MAX_SEQ_LEN=%lld", (long long)r,
+                   (long long)blocks_used, (long long)ATTN_MAX_SEQ_LEN);
+        ATTN_TRY(attn_work_add(&pairs, 1, p->num_heads, b - a, seq_len));
         for (int64_t k = 0; k < used; k++) {
             const int64_t id = bd[r * bt->strides[0] + k];
             ATTN_CHECK(id >= 0 && id < c->cache.num_blocks, ATTN_STATUS_INVALID_ARGUMENT,
@@ -379,12 +392,9 @@ attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, const attn_
     const char *names[] = {"q", "kv_cache", "key", "value", "lse"};
     ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 5));
     if (lse_opt) ATTN_TRY(attn_validate_no_overlap(lse_opt, "lse", ins, names, 4));
-    if (plan->workspace_size > 0) {
-        attn_tensor ws = attn_tensor_make(workspace, ATTN_DTYPE_U8, 1, (const int64_t[]){(int64_t)plan->workspace_size});
-        const attn_tensor *all[] = {q, kv_cache, enc_k, enc_v, out, lse_opt};
-        const char *all_names[] = {"q", "kv_cache", "key", "value", "out", "lse"};
-        ATTN_TRY(attn_validate_no_overlap(&ws, "workspace", all, all_names, 6));
-    }
+    const attn_tensor *all[] = {q, kv_cache, enc_k, enc_v, out, lse_opt};
+    const char *all_names[] = {"q", "kv_cache", "key", "value", "out", "lse"};
+    ATTN_TRY(attn_validate_workspace(workspace, plan->workspace_size, sizeof(float), all, all_names, 6));
 
     call.q = q, call.out = out, call.lse = lse_opt;
     call.qsl = plan->query_start_loc, call.qsl_stride = 1;

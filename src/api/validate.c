@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -101,20 +102,49 @@ attn_status attn_validate_aligned(const attn_tensor *t, const char *name) {
     return ATTN_STATUS_OK;
 }
 
-attn_status attn_validate_workspace(const void *workspace, size_t need, size_t align, const attn_tensor *out,
-                                    const attn_tensor *lse_opt) {
+attn_status attn_validate_workspace(const void *workspace, size_t need, size_t align, const attn_tensor *const *views,
+                                    const char *const *names, int n) {
     if (need == 0) return ATTN_STATUS_OK;
+    ATTN_CHECK((uint64_t)need <= ATTN_MAX_WORKSPACE_BYTES, ATTN_STATUS_OVERFLOW,
+               "workspace: %zu bytes exceed ATTN_MAX_WORKSPACE_BYTES=%llu", need,
+               (unsigned long long)ATTN_MAX_WORKSPACE_BYTES);
     ATTN_CHECK(workspace != NULL && (uintptr_t)workspace % align == 0, ATTN_STATUS_INVALID_ARGUMENT,
                "workspace: %p is NULL or not %zu-byte aligned", workspace, align);
-    const attn_tensor *outs[] = {out, lse_opt};
-    const char *names[] = {"out", "lse"};
     const uintptr_t w = (uintptr_t)workspace;
-    for (int i = 0; i < 2; i++) {
-        if (!outs[i]) continue;
+    ATTN_CHECK(w <= UINTPTR_MAX - need, ATTN_STATUS_INVALID_ARGUMENT,
+               "workspace: %p + %zu bytes wraps around the address space", workspace, need);
+    for (int i = 0; i < n; i++) {
+        if (!views[i]) continue;
+        /* validate before measuring: a view is only spanned once its ndim/shape/strides are known good */
+        ATTN_TRY(attn_tensor_check(views[i], names[i], -1, 0));
         uintptr_t lo, hi;
-        attn_tensor_span(outs[i], &lo, &hi);
-        ATTN_CHECK(lo == hi || hi <= w || lo >= w + need, ATTN_STATUS_INVALID_ARGUMENT, "workspace: overlaps %s",
-                   names[i]);
+        attn_tensor_span(views[i], &lo, &hi);
+        ATTN_CHECK(lo == hi || hi <= w || lo >= w + need, ATTN_STATUS_INVALID_ARGUMENT,
+                   "workspace: overlaps %s in memory", names[i]);
     }
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_validate_dims(int64_t num_heads, int64_t num_kv_heads, int64_t seq_q, int64_t seq_k) {
+    ATTN_CHECK(num_heads <= ATTN_MAX_HEADS, ATTN_STATUS_INVALID_ARGUMENT,
+               "q: num_heads=%lld exceeds ATTN_MAX_HEADS=%d", (long long)num_heads, ATTN_MAX_HEADS);
+    ATTN_CHECK(num_kv_heads <= ATTN_MAX_HEADS, ATTN_STATUS_INVALID_ARGUMENT,
+               "k: num_kv_heads=%lld exceeds ATTN_MAX_HEADS=%d", (long long)num_kv_heads, ATTN_MAX_HEADS);
+    ATTN_CHECK(seq_q <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT, "q: seq_q=%lld exceeds ATTN_MAX_SEQ_LEN=%lld",
+               (long long)seq_q, (long long)ATTN_MAX_SEQ_LEN);
+    ATTN_CHECK(seq_k <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT, "k: seq_k=%lld exceeds ATTN_MAX_SEQ_LEN=%lld",
+               (long long)seq_k, (long long)ATTN_MAX_SEQ_LEN);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_work_add(int64_t *work, int64_t rows, int64_t num_heads, int64_t seq_q, int64_t seq_k) {
+    int64_t w;
+    ATTN_CHECK(attn_mul_i64(rows, num_heads, &w) && attn_mul_i64(w, seq_q, &w) && attn_mul_i64(w, seq_k, &w) &&
+                   attn_add_i64(*work, w, &w) && w <= ATTN_MAX_WORK,
+               ATTN_STATUS_OVERFLOW,
+               "q: %lld x num_heads=%lld x seq_q=%lld x seq_k=%lld score pairs (with earlier sequences) exceed "
+               "ATTN_MAX_WORK=2^48",
+               (long long)rows, (long long)num_heads, (long long)seq_q, (long long)seq_k);
+    *work = w;
     return ATTN_STATUS_OK;
 }

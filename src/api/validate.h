@@ -21,10 +21,17 @@ attn_status attn_validate_masks(const attn_opts *opts, int64_t batch, int64_t nu
 attn_status attn_validate_no_overlap(const attn_tensor *out, const char *out_name, const attn_tensor *const *ins,
                                      const char *const *in_names, int n);
 
-/* A caller workspace of `need` bytes: when need > 0 it is non-NULL, `align`-aligned, and overlaps neither out
- * nor lse_opt (NULL entries ignored). */
-attn_status attn_validate_workspace(const void *workspace, size_t need, size_t align, const attn_tensor *out,
-                                    const attn_tensor *lse_opt);
+/* A caller workspace of `need` bytes (every entry that takes one): when need > 0 it is at most
+ * ATTN_MAX_WORKSPACE_BYTES, non-NULL, `align`-aligned, and overlaps none of the n views (every input and output
+ * of the call; NULL entries ignored). Each view is validated (attn_tensor_check) before it is measured. */
+attn_status attn_validate_workspace(const void *workspace, size_t need, size_t align, const attn_tensor *const *views,
+                                    const char *const *names, int n);
+
+/* Documented limits of a call's dimensions: heads <= ATTN_MAX_HEADS, seq_q/seq_k <= ATTN_MAX_SEQ_LEN. */
+attn_status attn_validate_dims(int64_t num_heads, int64_t num_kv_heads, int64_t seq_q, int64_t seq_k);
+
+/* *work += rows·num_heads·seq_q·seq_k score pairs, checked against ATTN_MAX_WORK (OVERFLOW beyond). */
+attn_status attn_work_add(int64_t *work, int64_t rows, int64_t num_heads, int64_t seq_q, int64_t seq_k);
 
 /* Data pointer aligned to the element size. */
 attn_status attn_validate_aligned(const attn_tensor *t, const char *name);

@@ -21,6 +21,9 @@ attn_status attn_kv_layout_of(const attn_tensor *c, const char *name, attn_kv_la
                name, (long long)c->shape[2]);
     ATTN_CHECK(c->shape[3] >= 1, ATTN_STATUS_INVALID_ARGUMENT, "%s: num_kv_heads (shape[3])=%lld, expected >= 1",
                name, (long long)c->shape[3]);
+    ATTN_CHECK(c->shape[3] <= ATTN_MAX_HEADS, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: num_kv_heads (shape[3])=%lld exceeds ATTN_MAX_HEADS=%d", name, (long long)c->shape[3],
+               ATTN_MAX_HEADS);
     ATTN_CHECK(c->shape[4] >= 1 && c->shape[4] <= 256, ATTN_STATUS_INVALID_ARGUMENT,
                "%s: head_size (shape[4])=%lld is outside 1..256", name, (long long)c->shape[4]);
     const int64_t es = (int64_t)attn_dtype_size(c->dtype);

@@ -42,7 +42,6 @@ attn_status attn_tensor_check(const attn_tensor *t, const char *name, int32_t nd
                ATTN_STATUS_INVALID_ARGUMENT, "%s: unknown dtype %d", name, (int)t->dtype);
     int64_t esize = (int64_t)attn_dtype_size(t->dtype);
     if (esize == 0) esize = 1;
-    int64_t last = 0;
     int empty = 0;
     for (int32_t i = 0; i < t->ndim; i++) {
         ATTN_CHECK(t->shape[i] >= 0, ATTN_STATUS_INVALID_ARGUMENT, "%s: shape[%d]=%lld is negative", name,
@@ -51,14 +50,26 @@ attn_status attn_tensor_check(const attn_tensor *t, const char *name, int32_t nd
                    name, (int)i, (long long)t->strides[i]);
         if (t->shape[i] == 0) empty = 1;
     }
-    if (empty) return ATTN_STATUS_OK;
+    /* Every address computation on the view fits in int64, also for size-1 and empty dimensions and for
+     * index shape[i] (one past the end, e.g. the start of an empty last sequence): each strides[i]·esize and
+     * the sum of shape[i]·strides[i]·esize over all dimensions, plus one element. */
+    int64_t end = esize, n = 1;
     for (int32_t i = 0; i < t->ndim; i++) {
-        ATTN_CHECK(attn_muladd_i64(t->shape[i] - 1, t->strides[i], last, &last), ATTN_STATUS_OVERFLOW,
-                   "%s: offset of the last element overflows int64 (dim %d)", name, (int)i);
+        int64_t bstride, ext;
+        ATTN_CHECK(attn_mul_i64(t->strides[i], esize, &bstride), ATTN_STATUS_OVERFLOW,
+                   "%s: strides[%d]=%lld times the element size %lld overflows int64", name, (int)i,
+                   (long long)t->strides[i], (long long)esize);
+        ATTN_CHECK(attn_mul_i64(t->shape[i], bstride, &ext) && attn_add_i64(end, ext, &end), ATTN_STATUS_OVERFLOW,
+                   "%s: offset of the last element overflows int64 (dim %d: shape %lld, stride %lld)", name, (int)i,
+                   (long long)t->shape[i], (long long)t->strides[i]);
+        if (!empty)
+            ATTN_CHECK(attn_mul_i64(n, t->shape[i], &n), ATTN_STATUS_OVERFLOW,
+                       "%s: the number of elements overflows int64 (dim %d)", name, (int)i);
     }
+    if (empty) return ATTN_STATUS_OK;
     int64_t bytes;
-    ATTN_CHECK(attn_mul_i64(last + 1, esize, &bytes), ATTN_STATUS_OVERFLOW,
-               "%s: byte extent overflows int64", name);
+    ATTN_CHECK(attn_mul_i64(n, esize, &bytes), ATTN_STATUS_OVERFLOW, "%s: byte size of %lld elements overflows int64",
+               name, (long long)n);
     ATTN_CHECK(t->data != NULL, ATTN_STATUS_INVALID_ARGUMENT, "%s: data is NULL but the view has elements",
                name);
     if (rows && t->ndim > 0 && t->shape[t->ndim - 1] > 1) {
@@ -94,6 +105,7 @@ void attn_tensor_span(const attn_tensor *t, uintptr_t *lo, uintptr_t *hi) {
     uintptr_t base = (uintptr_t)t->data;
     int64_t last = 0;
     if (esize == 0) esize = 1;
+    /* attn_tensor_check bounded every term below; a view that failed it is never measured (validate first) */
     for (int32_t i = 0; i < t->ndim; i++) {
         if (t->shape[i] == 0) {
             *lo = *hi = base;

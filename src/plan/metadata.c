@@ -6,6 +6,7 @@
  */
 #include <string.h>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "plan/plan.h"
 
@@ -18,12 +19,15 @@ attn_status attn_meta_validate(const attn_plan_config *cfg, const attn_request *
                (int)cfg->num_blocks);
     ATTN_CHECK(cfg->num_heads >= 1, ATTN_STATUS_INVALID_ARGUMENT, "config.num_heads=%d, expected >= 1",
                (int)cfg->num_heads);
+    ATTN_CHECK(cfg->num_heads <= ATTN_MAX_HEADS, ATTN_STATUS_INVALID_ARGUMENT,
+               "config.num_heads=%d exceeds ATTN_MAX_HEADS=%d", (int)cfg->num_heads, ATTN_MAX_HEADS);
     ATTN_CHECK(cfg->num_kv_heads >= 1 && cfg->num_heads % cfg->num_kv_heads == 0, ATTN_STATUS_INVALID_ARGUMENT,
                "config.num_kv_heads=%d does not divide num_heads=%d", (int)cfg->num_kv_heads, (int)cfg->num_heads);
     ATTN_CHECK(cfg->head_size >= 1 && cfg->head_size <= 256, ATTN_STATUS_INVALID_ARGUMENT,
                "config.head_size=%d is outside 1..256", (int)cfg->head_size);
-    ATTN_CHECK(cfg->max_blocks_per_req >= 0, ATTN_STATUS_INVALID_ARGUMENT,
-               "config.max_blocks_per_req=%d, expected >= 0", (int)cfg->max_blocks_per_req);
+    ATTN_CHECK(cfg->max_blocks_per_req >= 0 && cfg->max_blocks_per_req <= ATTN_MAX_BLOCKS_PER_REQ,
+               ATTN_STATUS_INVALID_ARGUMENT, "config.max_blocks_per_req=%d is outside 0..ATTN_MAX_BLOCKS_PER_REQ=%d",
+               (int)cfg->max_blocks_per_req, ATTN_MAX_BLOCKS_PER_REQ);
     ATTN_CHECK(cfg->num_speculative_tokens >= 0 && cfg->num_speculative_tokens < ATTN_MAX_DECODE_THRESHOLD,
                ATTN_STATUS_INVALID_ARGUMENT,
                "config.num_speculative_tokens=%d: decode_threshold = 1 + num_speculative_tokens must be in 1..%d",
@@ -31,7 +35,11 @@ attn_status attn_meta_validate(const attn_plan_config *cfg, const attn_request *
     ATTN_CHECK(num_reqs >= 0 && num_reqs <= INT32_MAX - 1, ATTN_STATUS_INVALID_ARGUMENT,
                "num_requests=%lld is outside 0..%d", (long long)num_reqs, INT32_MAX - 1);
     ATTN_CHECK(num_reqs == 0 || reqs != NULL, ATTN_STATUS_INVALID_ARGUMENT, "requests: is NULL");
-    int64_t total = 0;
+    /* first: it bounds the block ids checked below */
+    int64_t table;
+    ATTN_CHECK(!__builtin_mul_overflow(num_reqs, (int64_t)cfg->max_blocks_per_req, &table) && table <= INT32_MAX,
+               ATTN_STATUS_OVERFLOW, "block_table: num_requests·max_blocks_per_req exceeds int32");
+    int64_t total = 0, pairs = 0;
     for (int64_t i = 0; i < num_reqs; i++) {
         const attn_request *r = &reqs[i];
         ATTN_CHECK(r->kind >= ATTN_REQUEST_DECODER && r->kind <= ATTN_REQUEST_CROSS, ATTN_STATUS_INVALID_ARGUMENT,
@@ -58,8 +66,17 @@ attn_status attn_meta_validate(const attn_plan_config *cfg, const attn_request *
         ATTN_CHECK(r->kind != ATTN_REQUEST_CROSS || r->encoder_len <= INT32_MAX, ATTN_STATUS_OVERFLOW,
                    "requests[%lld].encoder_len=%lld exceeds int32", (long long)i, (long long)r->encoder_len);
         total += r->num_scheduled_tokens;
-        ATTN_CHECK(total <= INT32_MAX, ATTN_STATUS_OVERFLOW,
-                   "requests: total scheduled tokens exceed int32 at request %lld", (long long)i);
+        ATTN_CHECK(total <= ATTN_MAX_PLAN_TOKENS, ATTN_STATUS_INVALID_ARGUMENT,
+                   "requests[%lld].num_scheduled_tokens=%lld: the plan's scheduled tokens (%lld so far) exceed "
+                   "ATTN_MAX_PLAN_TOKENS=%d",
+                   (long long)i, (long long)r->num_scheduled_tokens, (long long)total, ATTN_MAX_PLAN_TOKENS);
+        /* score pairs: a request's scheduled tokens attend to at most its kv_len keys, every query head */
+        int64_t w;
+        ATTN_CHECK(attn_mul_i64(r->num_scheduled_tokens, attn_meta_kv_len(r), &w) &&
+                       attn_mul_i64(w, cfg->num_heads, &w) && attn_add_i64(pairs, w, &pairs) && pairs <= ATTN_MAX_WORK,
+                   ATTN_STATUS_OVERFLOW,
+                   "requests[%lld]: scheduled tokens x keys x num_heads of the plan exceed ATTN_MAX_WORK=2^48",
+                   (long long)i);
         /* blocks: the cache rows this request reads or writes */
         const int64_t kv_len = r->kind == ATTN_REQUEST_ENCODER_ONLY ? 0 : attn_meta_kv_len(r);
         const int64_t needed = (kv_len + cfg->block_size - 1) / cfg->block_size;
@@ -77,9 +94,6 @@ attn_status attn_meta_validate(const attn_plan_config *cfg, const attn_request *
                        "requests[%lld].block_ids[%lld] = %d is outside [0, num_blocks=%d)", (long long)i,
                        (long long)b, (int)r->block_ids[b], (int)cfg->num_blocks);
     }
-    int64_t table;
-    ATTN_CHECK(!__builtin_mul_overflow(num_reqs, (int64_t)cfg->max_blocks_per_req, &table) && table <= INT32_MAX,
-               ATTN_STATUS_OVERFLOW, "block_table: num_requests·max_blocks_per_req exceeds int32");
     return ATTN_STATUS_OK;
 }
 

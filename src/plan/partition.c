@@ -7,6 +7,9 @@
  * the choice to split is a pure scheduling decision and depends only on the request itself.
  */
 #include "attention/fwd.h"
+#include <stdint.h>
+
+#include "core/checked_math.h"
 #include "plan/plan.h"
 
 /* The driver's block shape for this config (same function the driver uses, so blocks agree). */
@@ -29,7 +32,34 @@ void attn_partition_pass(attn_plan *plan, const attn_request *reqs, int64_t num_
     for (int pass = 0; pass < 1 + materialize; pass++) {
         /* pass 0 counts; pass 1 (materialize only) fills, recomputing the same running totals */
         nb = ndirect = nsplit = nsplit_blocks = ws_floats = 0;
-        for (int64_t i = 0; i < num_reqs; i++) {
+        if (pass == 0) {
+            /* the count in closed form, O(num_reqs) and overflow-checked, so an oversized plan is refused before
+             * anything loops over its blocks: a request has num_kv_heads·head_chunks·token_blocks blocks whose
+             * rows sum to num_heads·q_len (the heads of the chunks sum to the group, the tokens to q_len) */
+            int ok = 1;
+            for (int64_t i = 0; i < num_reqs && ok; i++) {
+                const int64_t q_len = reqs[i].num_scheduled_tokens, kv_len = attn_meta_kv_len(&reqs[i]);
+                const int32_t cls = attn_meta_class(&reqs[i], plan->decode_threshold);
+                const int64_t num_parts = (kv_len + ATTN_KV_PARTITION - 1) / ATTN_KV_PARTITION;
+                const int split = cls == ATTN_CLASS_DECODE && num_parts > 1;
+                const int64_t token_blocks = (q_len + sh.tokens_per_block - 1) / sh.tokens_per_block;
+                int64_t blocks, rows, t;
+                ok = attn_mul_i64(num_kv_heads * sh.head_chunks, token_blocks, &blocks) &&
+                     attn_mul_i64(plan->cfg.num_heads, q_len, &rows) && attn_add_i64(nb, blocks, &nb);
+                if (ok && split)
+                    ok = attn_add_i64(nsplit_blocks, blocks, &nsplit_blocks) && attn_mul_i64(blocks, num_parts, &t) &&
+                         attn_add_i64(nsplit, t, &nsplit) && attn_mul_i64(rows, 2 + head_size, &t) &&
+                         attn_mul_i64(t, num_parts, &t) && attn_add_i64(ws_floats, t, &ws_floats);
+                else if (ok)
+                    ok = attn_add_i64(ndirect, blocks, &ndirect);
+            }
+            if (!ok || ws_floats > (int64_t)(SIZE_MAX / sizeof(float)) - 64) {
+                if (!a->overflow) a->overflow_at = "the work partition";
+                a->overflow = 1;
+                nb = ndirect = nsplit = nsplit_blocks = ws_floats = 0;
+            }
+        }
+        for (int64_t i = 0; i < num_reqs && pass == 1; i++) {
             /* count pass: any order gives the totals; fill pass: plan order from the metadata arrays */
             int64_t q_len, kv_len;
             int32_t cls;
@@ -82,6 +112,9 @@ void attn_partition_pass(attn_plan *plan, const attn_request *reqs, int64_t num_
                         nb++;
                     }
         }
+        if (pass == 1 && (nb != plan->num_work_blocks || ndirect != plan->num_direct || nsplit != plan->num_split_items ||
+                          nsplit_blocks != plan->num_split_blocks))
+            plan->workspace_size = SIZE_MAX; /* closed-form count and fill disagree: attn_plan_build says INTERNAL */
         if (pass == 0) {
             plan->num_work_blocks = nb;
             plan->num_direct = ndirect;

@@ -39,6 +39,14 @@ attn_status attn_plan_build(const attn_plan_config *cfg, const attn_request *req
 
     attn_arena count = {NULL, 0, 0, NULL};
     attn_plan_pass(plan, reqs, num_reqs, &count, 0);
+    if (!count.overflow && (count.used > ATTN_MAX_PLAN_BYTES || (uint64_t)plan->workspace_size > ATTN_MAX_WORKSPACE_BYTES)) {
+        const size_t used = count.used, ws = plan->workspace_size;
+        free(plan);
+        return attn_err_set(ATTN_STATUS_OVERFLOW,
+                            "attn_plan_create: the plan needs %zu bytes (limit ATTN_MAX_PLAN_BYTES=%zu) and a workspace of "
+                            "%zu bytes (limit ATTN_MAX_WORKSPACE_BYTES=%llu)",
+                            used, (size_t)ATTN_MAX_PLAN_BYTES, ws, (unsigned long long)ATTN_MAX_WORKSPACE_BYTES);
+    }
     if (count.overflow || plan->num_work_blocks > INT32_MAX || plan->num_split_items > INT32_MAX) {
         free(plan);
         return attn_err_set(ATTN_STATUS_OVERFLOW, "attn_plan_create: the size of %s overflows",

@@ -15,6 +15,10 @@ typedef struct th_rng {
     uint64_t state;
 } th_rng;
 void th_rng_seed(th_rng *r, uint64_t seed);
+
+/* 1 when ATTN_TEST_SMALL=1 (set by ctest on every test of a sanitizer build): the heavy suites then run the same
+ * code paths on smaller shapes or fewer matrix points, so the sanitizer tier holds its time limits under load. */
+int th_test_small(void);
 uint64_t th_rng_u64(th_rng *r);
 double th_rng_uniform(th_rng *r);             /* [0, 1)   */
 double th_rng_range(th_rng *r, double lo, double hi);

@@ -29,7 +29,9 @@
  * --------------------------------------------------------------------------------------------- */
 static inline float k_exp2(float t) {
     const float lo = -126.0f, hi = 127.0f;
-    float tc = t < lo ? lo : (t > hi ? hi : t);
+    /* NaN fails both tests and is clamped to lo, so the int conversion below always sees a finite value in
+     * [lo, hi]; the NaN itself is returned at the end (finite and ±inf inputs: unchanged results) */
+    float tc = t > lo ? (t < hi ? t : hi) : lo;
     const float shifter = 12582912.0f; /* 1.5·2^23: adding it rounds to an integer (|tc| < 2^22) */
     float n = (tc + shifter) - shifter;
     float f = tc - n;
@@ -46,7 +48,7 @@ static inline float k_exp2(float t) {
     float scale;
     memcpy(&scale, &bits, 4);
     float r = p * scale;
-    return t < lo ? 0.0f : r;
+    return t >= lo ? r : (t < lo ? 0.0f : t);
 }
 
 /* ---------------------------------------------------------------------------------------------
