@@ -6,10 +6,11 @@ general path: every fast entry returns NotImplemented for inputs outside its pla
 wrapper then runs the ctypes code, so errors and messages are those of the ctypes path.
 
 Where the extension is looked for, in order:
-  1. ``attn/_ext*.so`` inside the package (``pip install .`` puts it there);
-  2. the file named by ATTN_EXTENSION;
-  3. ``python/attn/_ext*.so`` under the directory of ATTN_LIBRARY (the plain CMake build:
-     ``build/libattn.so`` and ``build/python/attn/_ext.cpython-*.so``).
+  1. the file named by ATTN_EXTENSION;
+  2. with ATTN_LIBRARY set: ``python/attn/_ext*.so`` under that library's directory (the plain CMake
+     build: ``build/libattn.so`` and ``build/python/attn/_ext.cpython-*.so``);
+     otherwise ``attn/_ext*.so`` inside the package (``pip install .`` puts it next to libattn.so).
+The module must come from the same build as the library (it checks the version numbers match).
 ATTN_PY_BACKEND=ctypes forces the ctypes binding, =ext requires the extension (a warning if it is missing);
 unset: the extension when found, else ctypes with a one-line warning. ``import attn`` never fails for lack
 of the extension. :data:`name` says which one is in use ("ext" or "ctypes"), :data:`path` where it came from.
@@ -29,24 +30,24 @@ import numpy as np
 
 from . import _arrays, _capi
 
-_ENTRIES = ("attn_paged_attention", "attn_forward_paged", "attn_reshape_and_cache", "attn_forward",
+_ENTRIES = ("attn_version_number", "attn_paged_attention", "attn_forward_paged", "attn_reshape_and_cache", "attn_forward",
             "attn_forward_varlen", "attn_merge_attn_states", "attn_last_error", "attn_clear_error",
             "attn_params_init")
 
 
 def _candidates() -> list:
-    here = os.path.dirname(os.path.abspath(__file__))
+    """The module built with the libattn ctypes loaded: ATTN_EXTENSION if set; with ATTN_LIBRARY (which
+    overrides the package's libattn) the module of that build only, never the package's own, which was
+    compiled against another attn.h; without it, the package's module."""
     out = []
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        out.append(os.path.join(here, "_ext" + suffix))
     env = os.environ.get("ATTN_EXTENSION")
     if env:
         out.append(env)
     lib = os.environ.get("ATTN_LIBRARY")
-    if lib:
-        d = os.path.join(os.path.dirname(os.path.abspath(lib)), "python", "attn")
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            out.append(os.path.join(d, "_ext" + suffix))
+    d = (os.path.join(os.path.dirname(os.path.abspath(lib)), "python", "attn") if lib
+         else os.path.dirname(os.path.abspath(__file__)))
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        out.append(os.path.join(d, "_ext" + suffix))
     return out
 
 

@@ -47,6 +47,7 @@ typedef attn_status (*ext_merge_fn)(attn_ctx *, const attn_tensor *, const attn_
 typedef const char *(*ext_last_error_fn)(void);
 typedef void (*ext_clear_error_fn)(void);
 typedef void (*ext_params_init_fn)(attn_params *);
+typedef unsigned (*ext_version_fn)(void);
 
 /* Unevaluated check that a typedef matches the header's declaration (nothing is linked). */
 #define ATTN_EXT_CHECK_TYPE(fn, type)                                                                                  \
@@ -60,6 +61,7 @@ ATTN_EXT_CHECK_TYPE(attn_merge_attn_states, ext_merge_fn);
 ATTN_EXT_CHECK_TYPE(attn_last_error, ext_last_error_fn);
 ATTN_EXT_CHECK_TYPE(attn_clear_error, ext_clear_error_fn);
 ATTN_EXT_CHECK_TYPE(attn_params_init, ext_params_init_fn);
+ATTN_EXT_CHECK_TYPE(attn_version_number, ext_version_fn);
 
 static struct ext_lib {
     ext_paged_fn paged_attention;
@@ -1520,9 +1522,10 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     static const char *names[] = {"attn_paged_attention", "attn_forward_paged",  "attn_reshape_and_cache",
                                   "attn_forward",         "attn_forward_varlen", "attn_merge_attn_states",
-                                  "attn_last_error",      "attn_clear_error",    "attn_params_init"};
-    void *fp[9];
-    for (int i = 0; i < 9; i++) {
+                                  "attn_last_error",      "attn_clear_error",    "attn_params_init",
+                                  "attn_version_number"};
+    void *fp[10];
+    for (int i = 0; i < 10; i++) {
         PyObject *v = PyDict_GetItemString(entries, names[i]);
         fp[i] = v ? PyLong_AsVoidPtr(v) : NULL;
         if (fp[i] == NULL) {
@@ -1539,6 +1542,13 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
     memcpy(&g_lib.merge_attn_states, &fp[5], sizeof fp[5]);
     memcpy(&g_lib.last_error, &fp[6], sizeof fp[6]);
     memcpy(&g_lib.clear_error, &fp[7], sizeof fp[7]);
+    ext_version_fn version;
+    memcpy(&version, &fp[9], sizeof fp[9]);
+    if (version() != ATTN_VERSION_NUMBER) { /* another build's attn.h: struct layouts may differ */
+        PyErr_Format(PyExc_ImportError, "attn._ext was built for libattn %d, the loaded library is %u",
+                     ATTN_VERSION_NUMBER, version());
+        return NULL;
+    }
     ext_params_init_fn params_init;
     memcpy(&params_init, &fp[8], sizeof fp[8]);
     params_init(&g_lib.params_default);
