@@ -31,6 +31,21 @@ except ImportError:  # pragma: no cover - exercised only without ml_dtypes
 # ------------------------------------------------------------------------------------------------
 # dtype tables
 # ------------------------------------------------------------------------------------------------
+# Errors: every bad array argument raises the library's exception family, like a failing C call: an
+# AttnInvalidArgumentError (a ValueError) whose message names the argument ("q: array is read-only"), or for a
+# wrong type / dtype AttnTypeError (the same class, also a TypeError), so `except attn.AttnError` catches both.
+class AttnTypeError(_capi.AttnInvalidArgumentError, TypeError):
+    """ATTN_STATUS_INVALID_ARGUMENT for an argument of the wrong type or dtype (also a TypeError)."""
+
+
+def _invalid(message: str) -> "_capi.AttnInvalidArgumentError":
+    return _capi.AttnInvalidArgumentError(_capi.STATUS_INVALID_ARGUMENT, message)
+
+
+def _type_error(message: str) -> AttnTypeError:
+    return AttnTypeError(_capi.STATUS_INVALID_ARGUMENT, message)
+
+
 def _np_to_attn() -> dict:
     table = {
         np.dtype(np.float32): _capi.DTYPE_F32,
@@ -56,7 +71,7 @@ ATTN_TO_NP = {v: k for k, v in NP_TO_ATTN.items()}
 def np_dtype(attn_dtype: int) -> np.dtype:
     """NumPy dtype of an attn dtype (bf16/fp8 need ml_dtypes)."""
     if attn_dtype not in ATTN_TO_NP:
-        raise TypeError(f"attn dtype {_capi.dtype_name(attn_dtype)} has no NumPy dtype here"
+        raise _type_error(f"attn dtype {_capi.dtype_name(attn_dtype)} has no NumPy dtype here"
                         + ("" if _mld is not None else " (pip install ml_dtypes)"))
     return ATTN_TO_NP[attn_dtype]
 
@@ -65,7 +80,7 @@ def attn_dtype(dtype: Any) -> int:
     """attn dtype of a NumPy dtype (or anything np.dtype accepts)."""
     d = np.dtype(dtype)
     if d not in NP_TO_ATTN:
-        raise TypeError(f"dtype {d} is not supported by attn (supported: "
+        raise _type_error(f"dtype {d} is not supported by attn (supported: "
                         + ", ".join(sorted(str(k) for k in NP_TO_ATTN)) + ")")
     return NP_TO_ATTN[d]
 
@@ -86,7 +101,7 @@ def _dl_to_np(code: int, bits: int) -> np.dtype:
                    (_DL_F8_E5M2, 8): _mld.float8_e5m2}
         if (code, bits) in special:
             return np.dtype(special[(code, bits)])
-    raise TypeError(f"DLPack dtype (code={code}, bits={bits}) is not supported"
+    raise _type_error(f"DLPack dtype (code={code}, bits={bits}) is not supported"
                     + ("" if _mld is not None else " (bfloat16/float8 need: pip install ml_dtypes)"))
 
 
@@ -119,10 +134,10 @@ class _DLPackView:
         self._producer = producer
         t = _DLTensor.from_address(_capsule_get(capsule, b"dltensor"))
         if t.device.device_type not in (_DL_CPU, _DL_CUDA_HOST):
-            raise ValueError(f"attn runs on the CPU; got a DLPack tensor on device type "
+            raise _invalid(f"attn runs on the CPU; got a DLPack tensor on device type "
                              f"{t.device.device_type}")
         if t.dtype.lanes != 1:
-            raise TypeError(f"DLPack vector dtypes (lanes={t.dtype.lanes}) are not supported")
+            raise _type_error(f"DLPack vector dtypes (lanes={t.dtype.lanes}) are not supported")
         self.dtype = _dl_to_np(t.dtype.code, t.dtype.bits)
         ndim = t.ndim
         shape = tuple(int(t.shape[i]) for i in range(ndim))
@@ -174,7 +189,7 @@ def as_numpy(x: Any, name: str = "tensor") -> np.ndarray:
         if is_torch(x):
             dev = getattr(x, "device", None)
             if dev is not None and getattr(dev, "type", "cpu") != "cpu":
-                raise ValueError(f"{name}: tensor must be on the CPU (attn is a CPU library), got device "
+                raise _invalid(f"{name}: tensor must be on the CPU (attn is a CPU library), got device "
                                  f"{str(dev)!r}")
             if getattr(x, "requires_grad", False):
                 _warn_grad_once()
@@ -205,17 +220,20 @@ class TensorRef:
 def tensor(x: Any, name: str, writable: bool = False) -> TensorRef:
     """Describes ``x`` (NumPy array or DLPack producer) as an attn_tensor without copying.
     ``name`` is used in error messages (the C side names arguments the same way)."""
+    if writable and not isinstance(x, np.ndarray) and not hasattr(x, "__dlpack__"):
+        raise _type_error(f"{name}: expected a writable array (NumPy or DLPack), got {type(x).__name__}: "
+                          "the result would be written into a temporary copy")
     a = as_numpy(x, name)
     if a.dtype not in NP_TO_ATTN:
         if a.dtype.kind in "fc":  # a float argument (q, k, v, caches, out): name the float dtypes only
-            raise TypeError(f"{name}: dtype {a.dtype} is not supported by attn (expected float32, "
+            raise _type_error(f"{name}: dtype {a.dtype} is not supported by attn (expected float32, "
                             "float16 or bfloat16)")
-        raise TypeError(f"{name}: dtype {a.dtype} is not supported by attn (supported: "
+        raise _type_error(f"{name}: dtype {a.dtype} is not supported by attn (supported: "
                         + ", ".join(sorted(str(k) for k in NP_TO_ATTN)) + ")")
     if a.ndim > _capi.MAX_DIMS:
-        raise ValueError(f"{name}: ndim={a.ndim} > {_capi.MAX_DIMS}")
+        raise _invalid(f"{name}: ndim={a.ndim} > {_capi.MAX_DIMS}")
     if writable and not a.flags.writeable:
-        raise ValueError(f"{name}: array is read-only")
+        raise _invalid(f"{name}: array is read-only")
     t = _capi.Tensor()
     t.data = a.__array_interface__["data"][0]
     t.dtype = NP_TO_ATTN[a.dtype]
@@ -226,7 +244,7 @@ def tensor(x: Any, name: str, writable: bool = False) -> TensorRef:
         if n <= 1 and (i == a.ndim - 1 or s < 0 or s % item):
             s = item if i == a.ndim - 1 else 0  # a size-1 dimension's stride is never used
         if s < 0 or s % item:
-            raise ValueError(f"{name}: stride[{i}]={s} bytes is negative or not a multiple of the "
+            raise _invalid(f"{name}: stride[{i}]={s} bytes is negative or not a multiple of the "
                              f"element size {item}")
         t.strides[i] = s // item
     return TensorRef(t, a, x)
@@ -252,7 +270,7 @@ def index_array(x: Any, name: str, dtype: Any = np.int32) -> np.ndarray:
         try:
             a = np.asarray(x)
         except (OverflowError, ValueError) as e:
-            raise ValueError(f"{name}: {e}") from None
+            raise _invalid(f"{name}: {e}") from None
         if a.size == 0:
             return np.asarray(x, dtype=dt).reshape(a.shape)
         if a.dtype == object:  # Python ints beyond 64 bits
@@ -260,16 +278,16 @@ def index_array(x: Any, name: str, dtype: Any = np.int32) -> np.ndarray:
             lim = np.iinfo(dt)
             for i, val in enumerate(flat):
                 if not isinstance(val, (int, np.integer)) or isinstance(val, bool):
-                    raise TypeError(f"{name}: expected integers, got {type(val).__name__} at entry {i}")
+                    raise _type_error(f"{name}: expected integers, got {type(val).__name__} at entry {i}")
                 if not lim.min <= int(val) <= lim.max:
-                    raise ValueError(f"{name}: entry {i} = {int(val)} does not fit {dt.name}")
+                    raise _invalid(f"{name}: entry {i} = {int(val)} does not fit {dt.name}")
             return flat.astype(dt).reshape(a.shape)
     else:
         a = as_numpy(x, name)
     if a.dtype in (np.dtype(np.int32), np.dtype(np.int64)) and a.dtype == dt:
         return a
     if not np.issubdtype(a.dtype, np.integer) and a.dtype != np.bool_:
-        raise TypeError(f"{name}: expected an integer array, got dtype {a.dtype}")
+        raise _type_error(f"{name}: expected an integer array, got dtype {a.dtype}")
     if a.size and a.dtype != np.bool_:
         src, lim = np.iinfo(a.dtype), np.iinfo(dt)
         if src.min < lim.min or src.max > lim.max:  # narrowing (or unsigned -> signed): check the values
@@ -280,7 +298,7 @@ def index_array(x: Any, name: str, dtype: Any = np.int32) -> np.ndarray:
                 i = int(bad[0])
                 idx = np.unravel_index(i, a.shape)
                 where = idx[0] if a.ndim == 1 else list(int(j) for j in idx)
-                raise ValueError(f"{name}: entry {where} = {int(flat[i])} does not fit {dt.name} "
+                raise _invalid(f"{name}: entry {where} = {int(flat[i])} does not fit {dt.name} "
                                  f"(range [{lim.min}, {lim.max}])")
     return a.astype(dt)
 

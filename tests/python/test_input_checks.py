@@ -356,3 +356,65 @@ def test_kvcache_more_queries_than_keys(rng, ctx1, paged):
         np.testing.assert_allclose(out[i], want, atol=2e-5)
         np.testing.assert_allclose(lse[i], wl, atol=2e-5, rtol=1e-5)
         assert np.all(out[i, :sq - n - 1] == 0) and np.all(lse[i, :, :sq - n - 1] == -np.inf)
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 11: bad array inputs raise the library's exception family with the C message style
+# ("<argument>: <what is wrong>"), before any C call and without writing anything
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make, writable, exc, msg", [
+    (lambda: np.zeros((2, 3), np.complex64), False, TypeError, r"^ATTN_STATUS_INVALID_ARGUMENT: x: dtype complex64"),
+    (lambda: np.zeros((2, 3), np.uint16), False, TypeError, r"x: dtype uint16 is not supported"),
+    (lambda: np.zeros((1,) * 7, np.float32), False, ValueError, r"x: ndim=7 > 6"),
+    (lambda: np.zeros((2, 3), np.float32)[:, ::-1], False, ValueError, r"x: stride\[1\]=-4 bytes is negative"),
+    (lambda: [[0.0, 1.0], [2.0, 3.0]], True, TypeError, r"x: expected a writable array .* got list"),
+    (lambda: np.zeros((2, 3), np.float32).view(np.ndarray), True, None, None),
+])
+def test_bad_arrays_one_exception_family(make, writable, exc, msg):
+    x = make()
+    if exc is None:
+        _arrays.tensor(x, "x", writable)  # the control: a writable array is fine
+        return
+    with pytest.raises(attn.AttnError, match=msg) as info:
+        _arrays.tensor(x, "x", writable)
+    assert isinstance(info.value, attn.AttnInvalidArgumentError) and isinstance(info.value, exc)
+    assert info.value.status_name == "ATTN_STATUS_INVALID_ARGUMENT"
+    assert info.value.message.startswith("x: ")
+
+
+def test_read_only_output_and_lists(rng):
+    out = np.zeros((2, 3), np.float32)
+    out.setflags(write=False)
+    with pytest.raises(attn.AttnInvalidArgumentError, match=r"out: array is read-only") as info:
+        _arrays.tensor(out, "out", writable=True)
+    assert isinstance(info.value, ValueError) and info.value.message == "out: array is read-only"
+    # lists are converted for inputs (Python floats become float64, which attn names like any bad dtype), and
+    # index lists give the same family on bad values
+    assert _arrays.tensor([[np.float32(1.0), np.float32(2.0)]], "q").array.shape == (1, 2)
+    with pytest.raises(attn.AttnError, match=r"^ATTN_STATUS_INVALID_ARGUMENT: q: dtype float64") as info:
+        _arrays.tensor([[1.0, 2.0]], "q")
+    assert isinstance(info.value, TypeError)
+    with pytest.raises(attn.AttnInvalidArgumentError, match=r"cu_seqlens_q: entry 1 = 4294967299 does not fit int32"):
+        _arrays.index_array([0, BIG + 3], "cu_seqlens_q")
+    with pytest.raises(attn.AttnError, match=r"seq_lens: expected integers, got float at entry 1"):
+        _arrays.index_array([1, 2.5, 2**70], "seq_lens")
+    with pytest.raises(attn.AttnError, match=r"block_table: expected an integer array, got dtype float32"):
+        _arrays.index_array(np.zeros(3, np.float32), "block_table")
+
+
+def test_bad_inputs_end_to_end_are_attn_errors(rng):
+    """Through the public functions: wrong dtypes, read-only caches and non-contiguous rows all raise
+    attn.AttnError subclasses (from the array checks or from the C validation) and leave the cache as it was."""
+    from attn import ops as attn_ops
+
+    q, k, v = _qkv(rng)
+    with pytest.raises(attn.AttnError, match=r"q: .*(dtype|float64)"):
+        attn.flash_attn_func(q.astype(np.float64), k, v)
+    with pytest.raises(attn.AttnError, match=r"strides\[3\]=2.*contiguous"):
+        attn.flash_attn_func(np.repeat(q, 2, axis=3)[..., ::2], k, v)
+    cache = np.zeros((2, 2, 4, 2, 16), np.float32)
+    cache.setflags(write=False)
+    key = rng.standard_normal((3, 2, 16)).astype(np.float32)
+    with pytest.raises(attn.AttnError, match=r"kv_cache"):
+        attn_ops.reshape_and_cache(key, key, cache, np.array([0, 1, 2], np.int64))
+    assert not cache.any()
