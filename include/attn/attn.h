@@ -457,6 +457,35 @@ ATTN_API attn_status attn_ref_paged_attention(const attn_tensor *q, const attn_t
                                               const attn_tensor *block_table, const attn_params *params,
                                               attn_tensor *out, attn_tensor *lse_opt);
 
+/* What the serving entries of this library build support (attn_reshape_and_cache, attn_plan_create,
+ * attn_forward_paged, attn_paged_attention), so an engine backend declares its features from the library
+ * instead of a hand-kept list (vLLM AttentionBackend.supported_dtypes / get_supported_head_sizes /
+ * supports_attn_type / supports_sink ...; python/attn/vllm_backend.py). Fields are only ever appended;
+ * a field this library does not know reads 0, which means "not supported". Bit masks use the enum value as
+ * the bit index: bit (1u << ATTN_DTYPE_BF16), bit (1u << ATTN_REQUEST_CROSS). */
+typedef struct attn_capabilities {
+    int32_t head_size_min;        /* 1: smallest head_size (key = value head size in the paged cache)      */
+    int32_t head_size_max;        /* 256: largest head_size                                                */
+    uint32_t dtypes;              /* attn_dtype bits of q / key / value / out: f32, f16, bf16              */
+    uint32_t kv_cache_dtypes;     /* attn_dtype bits of the paged kv_cache: f32, f16, bf16 (fp8: not yet)  */
+    int32_t block_size_min;       /* 1: any block_size in [min, max] works                                  */
+    int32_t block_size_max;       /* INT32_MAX                                                             */
+    uint32_t request_kinds;       /* attn_request_kind bits: DECODER, ENCODER_ONLY, CROSS                   */
+    int32_t sliding_window;       /* 1: params window_left / window_right honoured by the paged entries    */
+    int32_t softcap;              /* 1: params softcap                                                     */
+    int32_t alibi;                /* 1: params alibi_slopes                                                */
+    int32_t sinks;                /* 1: params sinks                                                       */
+    int32_t lse;                  /* 1: lse_opt output                                                     */
+    int32_t max_decode_threshold; /* 16: largest 1 + num_speculative_tokens of attn_plan_config            */
+} attn_capabilities;
+
+/* Fills the first caps_size bytes of *caps with this library's capabilities (pass sizeof *caps). A caller
+ * compiled against an older header passes a smaller size and gets only the fields it knows; one compiled
+ * against a newer header gets its unknown trailing fields zeroed (= not supported). Never allocates.
+ * Returns INVALID_ARGUMENT if caps is NULL or caps_size is 0. Source: this library's validation rules
+ * (kv_cache / plan config / params checks) — each field states the rule it mirrors. */
+ATTN_API attn_status attn_capabilities_get(attn_capabilities *caps, size_t caps_size);
+
 /* ================================================================================================
  * Diffusion: piecewise spans, pre-scaling, quantized attention (issue 4)
  * ================================================================================================ */

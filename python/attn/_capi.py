@@ -194,6 +194,26 @@ class PlanInfoBuffer(Structure):
     _fields_ = [("i", PlanInfo), ("_spare", ctypes.c_char * 256)]
 
 
+class Capabilities(Structure):
+    """attn_capabilities: what the serving entries of this libattn support (attn_capabilities_get)."""
+
+    _fields_ = [
+        ("head_size_min", c_int32),
+        ("head_size_max", c_int32),
+        ("dtypes", ctypes.c_uint32),
+        ("kv_cache_dtypes", ctypes.c_uint32),
+        ("block_size_min", c_int32),
+        ("block_size_max", c_int32),
+        ("request_kinds", ctypes.c_uint32),
+        ("sliding_window", c_int32),
+        ("softcap", c_int32),
+        ("alibi", c_int32),
+        ("sinks", c_int32),
+        ("lse", c_int32),
+        ("max_decode_threshold", c_int32),
+    ]
+
+
 # ------------------------------------------------------------------------------------------------
 # Errors
 # ------------------------------------------------------------------------------------------------
@@ -309,6 +329,7 @@ _SIGNATURES = {
     "attn_forward_paged": (c_int, [_CTX, _PLAN, _T, _T, _T, _T, _P, _T, _T, c_void_p, c_size_t]),
     "attn_paged_attention": (c_int, [_CTX, _T, _T, _T, _T, _T, _P, _T, _T]),
     "attn_ref_paged_attention": (c_int, [_T, _T, _T, _T, _T, _P, _T, _T]),
+    "attn_capabilities_get": (c_int, [POINTER(Capabilities), c_size_t]),
     # diffusion (issue 4)
     "attn_forward_padded_workspace_size": (c_int, [c_int64, c_int64, POINTER(c_size_t)]),
     "attn_forward_padded": (c_int, [_CTX, c_int, _T, _T, _T, _T, _P, _T, _T, c_void_p, c_size_t]),
@@ -430,6 +451,31 @@ def isa_available(name: str) -> bool:
 
 def cpu_features() -> str:
     return _s(fn("attn_cpu_features")())
+
+
+_DTYPE_NAMES = {DTYPE_F32: "f32", DTYPE_F16: "f16", DTYPE_BF16: "bf16", DTYPE_I32: "i32", DTYPE_I64: "i64",
+                DTYPE_BOOL: "bool", DTYPE_FP8_E4M3: "fp8_e4m3", DTYPE_FP8_E5M2: "fp8_e5m2",
+                DTYPE_FP4_E2M1: "fp4_e2m1", DTYPE_E8M0: "e8m0", DTYPE_U8: "u8"}
+_KIND_NAMES = {REQUEST_DECODER: "decoder", REQUEST_ENCODER_ONLY: "encoder_only", REQUEST_CROSS: "cross"}
+
+
+def capabilities() -> dict:
+    """What the serving entries of the loaded libattn support (attn_capabilities_get), as a dict:
+    head_size_min/max, block_size_min/max, max_decode_threshold (ints), dtypes / kv_cache_dtypes (sets of
+    attn dtype names: "f32", "f16", "bf16", ...), request_kinds (set of "decoder", "encoder_only",
+    "cross") and sliding_window, softcap, alibi, sinks, lse (bools)."""
+    c = Capabilities()
+    call("attn_capabilities_get", ctypes.byref(c), ctypes.sizeof(c))
+
+    def bits(mask: int, names: dict) -> set:
+        return {n for v, n in names.items() if mask & (1 << v)}
+
+    return dict(head_size_min=c.head_size_min, head_size_max=c.head_size_max,
+                dtypes=bits(c.dtypes, _DTYPE_NAMES), kv_cache_dtypes=bits(c.kv_cache_dtypes, _DTYPE_NAMES),
+                block_size_min=c.block_size_min, block_size_max=c.block_size_max,
+                request_kinds=bits(c.request_kinds, _KIND_NAMES), sliding_window=bool(c.sliding_window),
+                softcap=bool(c.softcap), alibi=bool(c.alibi), sinks=bool(c.sinks), lse=bool(c.lse),
+                max_decode_threshold=c.max_decode_threshold)
 
 
 def new_params() -> ParamsBuffer:

@@ -23,12 +23,13 @@ from .ops import _NI, Array, Context, _ctx_ptr, _ext
 
 
 def _check_cache_dtype(kv_cache_dtype: str, k_scale: Any, v_scale: Any) -> None:
+    """kv_cache_dtype "auto" (the cache has the model's dtype): k_scale / v_scale are accepted and ignored,
+    as vLLM's reshape_and_cache(_flash) does (it reads them only for fp8 caches, and vLLM passes them on
+    every call). fp8 caches are not supported yet (attn_capabilities_get: kv_cache_dtypes)."""
+    del k_scale, v_scale  # unused for "auto", like vLLM
     if kv_cache_dtype not in ("auto", None):
         raise NotImplementedError(f"kv_cache_dtype={kv_cache_dtype!r}: attn caches are f32/f16/bf16 "
                                   "('auto')")
-    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
-        if s is not None and float(np.asarray(_arrays.as_numpy(s)).reshape(-1)[0]) != 1.0:
-            raise NotImplementedError(f"{name}={s}: scaled caches are not supported (use 1.0)")
 
 
 def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: Array,

@@ -1,0 +1,54 @@
+"""The parts of the vLLM plugin (issue 9) that need no vLLM: the capability query it declares its features
+from, and vLLM's cache-op calling convention with k_scale / v_scale. The end-to-end tests with real vLLM
+live in tests/vllm (``make test-vllm``)."""
+
+import numpy as np
+import pytest
+
+from attn import _capi, vllm_ops
+
+
+def test_capabilities_query():
+    c = _capi.capabilities()
+    assert c["head_size_min"] == 1 and c["head_size_max"] == 256
+    assert c["dtypes"] == {"f32", "f16", "bf16"}
+    assert c["kv_cache_dtypes"] == {"f32", "f16", "bf16"}  # fp8 caches: not yet
+    assert c["block_size_min"] == 1 and c["block_size_max"] == 2**31 - 1
+    assert c["request_kinds"] == {"decoder", "encoder_only", "cross"}
+    assert c["sliding_window"] and c["softcap"] and c["alibi"] and c["sinks"] and c["lse"]
+    assert c["max_decode_threshold"] == 16
+
+
+def test_capabilities_struct_matches_the_library():
+    """The ctypes mirror is exactly as large as the library fills: one more byte comes back zeroed."""
+    import ctypes
+
+    n = ctypes.sizeof(_capi.Capabilities)
+    buf = (ctypes.c_ubyte * (n + 8))(*([0xCD] * (n + 8)))
+    _capi.call("attn_capabilities_get", ctypes.cast(buf, ctypes.POINTER(_capi.Capabilities)), n + 8)
+    assert list(buf[n:]) == [0] * 8  # the library's struct ends where the mirror ends
+
+
+@pytest.mark.parametrize("op", [vllm_ops.reshape_and_cache, vllm_ops.reshape_and_cache_flash])
+def test_reshape_and_cache_accepts_and_ignores_scales_for_auto(op, rng):
+    """vLLM passes k_scale / v_scale on every call (tensors, typically 1.0); with kv_cache_dtype "auto"
+    they are ignored, like vLLM's own op: the cache equals the unscaled write."""
+    import importlib.util
+
+    k = rng.standard_normal((5, 2, 8)).astype(np.float32)
+    v = rng.standard_normal((5, 2, 8)).astype(np.float32)
+    slots = np.array([3, 0, -1, 9, 4], dtype=np.int64)
+    want = np.zeros((2, 4, 4, 2, 8), np.float32)
+    vllm_ops.reshape_and_cache(k, v, want[0], want[1], slots, "auto")
+    scales = [(None, None), (1.0, 1.0), (np.float32(0.5), np.float32(2.0)),
+              (np.array([0.25], np.float32), np.array([4.0], np.float32))]
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        scales.append((torch.tensor(0.5), torch.tensor(3.0)))
+    for ks, vs in scales:
+        got = np.zeros_like(want)
+        op(k, v, got[0], got[1], slots, "auto", ks, vs)
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(NotImplementedError, match="fp8"):
+        op(k, v, want[0], want[1], slots, "fp8", 1.0, 1.0)
