@@ -6,7 +6,8 @@ CMAKE_FLAGS ?=
 # The interpreter the Python tests run with; CMake builds the extension attn._ext for it.
 PYTHON3 := $(shell command -v python3 2>/dev/null)
 
-.PHONY: all deps build run run-synthetic test test-c test-python test-python-ctypes test-sanitize install clean
+.PHONY: all deps build run run-synthetic run-vllm test test-c test-python test-python-ctypes test-sanitize test-vllm \
+  install clean
 
 all: build
 
@@ -50,6 +51,19 @@ test-sanitize: deps
 	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE="address;undefined;float-cast-overflow" $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
 	@cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -LE slow
+
+# attn inside real vLLM (issue 9). scripts/vllm_env.sh installs vLLM CPU into its own venv on demand (once:
+# ~10 min, ~3 GB; bench/peers/setup_env.sh) and prints its python. run-vllm serves SmolLM2-135M through
+# vllm.LLM with attn, then with vLLM's own CPU backend: both texts, token identity, tokens/s at batch 1 and 8
+# (VLLM_ARGS, e.g. "--dtype bfloat16 --embed"). test-vllm: tests/vllm (CI runs it after the plain suite).
+VLLM_ARGS ?= --embed
+run-vllm: build
+	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
+	  $$PY -m attn.vllm_run $(VLLM_ARGS)
+
+test-vllm: build
+	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
+	  $$PY -m pytest -q -s -p no:cacheprovider tests/vllm
 
 install: build
 	@cmake --install $(BUILD)

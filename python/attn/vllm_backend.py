@@ -1,0 +1,481 @@
+"""attn as vLLM's CPU attention backend (issue 9): a vLLM plugin, shaped like the seed's
+AscendAttentionBackend (backend / metadata builder / impl).
+
+    pip install attn[vllm]          # registers the entry point below; nothing else changes in user code
+    llm = vllm.LLM("HuggingFaceTB/SmolLM2-135M-Instruct")   # every attention layer now runs in libattn
+
+Registration: the ``vllm.general_plugins`` entry point ``attn = attn.vllm_backend:register`` runs in every
+vLLM process (``load_general_plugins``). vLLM's CpuPlatform always returns
+``AttentionBackendEnum.CPU_ATTN.get_path()`` for non-MLA models, and ``get_path()`` honours overrides made
+with ``register_backend``, so :func:`register` points CPU_ATTN (and CUSTOM, the name the backend reports) at
+:class:`AttnBackend`. ``ATTN_VLLM=0`` in the environment (or vLLM's own ``VLLM_PLUGINS=""``) leaves vLLM's
+backend in place, which is how the comparisons in ``make run-vllm`` / tests/vllm run it.
+
+One engine step:
+  - :meth:`AttnMetadataBuilder.build` (once per step and KV-cache group) turns vLLM's
+    CommonAttentionMetadata into one :class:`attn.ops.Plan` (decode-first order, batch state, split-KV work
+    partition, workspace). vLLM already orders the batch decode-first because the builder sets
+    ``reorder_batch_threshold`` (1 + speculative tokens), so the plan order equals vLLM's and no row is
+    moved; if they ever differ the impl gathers/scatters rows through ``token_src``.
+  - per layer, :meth:`AttnBackendImpl.do_kv_cache_update` is one ``attn_reshape_and_cache`` call and
+    :meth:`AttnBackendImpl.forward` one ``attn_forward_paged`` call on that plan: tensors are described by
+    their torch metadata (no DLPack, no copies), the option block and the cache view are built once per
+    layer, so a layer costs the two C calls and a few attribute reads.
+
+KV cache: vLLM allocates each layer as a logical ``[num_blocks, num_kv_heads, block_size, head_size +
+head_size_v]`` view (any of its KVCacheLayout stride orders); attn stores each token's key in the first
+``head_size`` elements of the last dimension and its value in the rest, and reads the same bytes as its own
+``[2, num_blocks, block_size, num_kv_heads, head_size]`` view with strides
+``(head_size, s_block, s_token, s_head, 1)`` — no copy, for every layout.
+
+What the backend declares (head sizes, dtypes, KV-cache dtypes, block sizes, attention types, sliding
+window, sinks) comes from the C library's ``attn_capabilities_get``, not from a list kept here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, ClassVar, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+from vllm.config import VllmConfig, get_layers_from_vllm_config
+from vllm.v1.attention.backend import (AttentionBackend, AttentionImpl, AttentionLayer,
+                                       AttentionMetadataBuilder, AttentionType,
+                                       CommonAttentionMetadata, MultipleOf)
+from vllm.v1.kv_cache_interface import AttentionSpec, CrossAttentionSpec, EncoderOnlyAttentionSpec
+from vllm.v1.kv_cache_layout import KVCacheLayout
+
+from . import _capi, ops
+
+logger = logging.getLogger("attn.vllm_backend")
+
+BACKEND_PATH = "attn.vllm_backend.AttnBackend"
+
+
+# ------------------------------------------------------------------------------------------------
+# Plugin entry point
+# ------------------------------------------------------------------------------------------------
+def register() -> None:
+    """vllm.general_plugins entry point: makes attn the backend of vLLM's CPU platform in this process.
+    Idempotent (vLLM may call it more than once). ATTN_VLLM=0 disables it."""
+    if os.environ.get("ATTN_VLLM", "1").strip().lower() in ("0", "off", "false", "no"):
+        logger.info("attn: ATTN_VLLM=0, vLLM keeps its own CPU attention backend")
+        return
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
+
+    register_backend(AttentionBackendEnum.CPU_ATTN, BACKEND_PATH)
+    register_backend(AttentionBackendEnum.CUSTOM, BACKEND_PATH)
+    logger.info("attn: libattn %s (%s) is vLLM's CPU attention backend", _capi.version(),
+                _capi.library_path)
+
+
+# ------------------------------------------------------------------------------------------------
+# Capabilities (attn_capabilities_get) in vLLM's vocabulary
+# ------------------------------------------------------------------------------------------------
+CAPS = _capi.capabilities()
+
+_TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+# vLLM CacheDType names of each attn cache dtype ("auto" = the model dtype, always one of `dtypes`).
+_CACHE_DTYPE_NAMES = {"f16": ["float16"], "bf16": ["bfloat16"], "fp8_e4m3": ["fp8", "fp8_e4m3"],
+                      "fp8_e5m2": ["fp8_e5m2"]}
+# vLLM attention type -> the attn request kind it runs as.
+_ATTN_TYPE_KIND = {AttentionType.DECODER: "decoder", AttentionType.ENCODER_ONLY: "encoder_only",
+                   AttentionType.ENCODER: "encoder_only", AttentionType.ENCODER_DECODER: "cross"}
+_ENCODER_TYPES = (AttentionType.ENCODER_ONLY, AttentionType.ENCODER)
+
+
+def supported_kv_cache_dtypes() -> List[str]:
+    names = ["auto"]
+    for d in sorted(CAPS["kv_cache_dtypes"]):
+        names += _CACHE_DTYPE_NAMES.get(d, [])
+    return names
+
+
+# torch dtype -> attn dtype, for describing tensors from their torch metadata.
+_ATTN_DTYPE = {torch.float32: _capi.DTYPE_F32, torch.float16: _capi.DTYPE_F16,
+               torch.bfloat16: _capi.DTYPE_BF16, torch.int32: _capi.DTYPE_I32,
+               torch.int64: _capi.DTYPE_I64, torch.uint8: _capi.DTYPE_U8}
+
+
+def _tensor(t: torch.Tensor, shape: Optional[Tuple[int, ...]] = None,
+            strides: Optional[Tuple[int, ...]] = None) -> _capi.Tensor:
+    """attn_tensor of a CPU torch tensor (or of the view (shape, strides) of its memory), from its
+    metadata: no DLPack capsule, no copy. The caller keeps ``t`` alive during the C call."""
+    d = _capi.Tensor()
+    d.data = t.data_ptr()
+    dt = _ATTN_DTYPE.get(t.dtype)
+    if dt is None:
+        raise TypeError(f"attn: tensor dtype {t.dtype} is not supported")
+    d.dtype = dt
+    shape = tuple(t.shape) if shape is None else shape
+    strides = tuple(t.stride()) if strides is None else strides
+    d.ndim = len(shape)
+    for i, (n, s) in enumerate(zip(shape, strides)):
+        d.shape[i] = n
+        d.strides[i] = 1 if (n <= 1 and i == len(shape) - 1) else s
+    return d
+
+
+_F = {name: _capi.fn(name) for name in ("attn_reshape_and_cache", "attn_forward_paged")}
+
+
+def _check(status: int, name: str) -> None:
+    if status != _capi.STATUS_OK:
+        _capi.check(status, name)
+
+
+_ctx_cache: Dict[int, ops.Context] = {}
+_marked: Dict[Tuple[int, str], bool] = {}  # (pid, marker path) already written
+_steps_seen: set = set()
+
+
+def _note_step(kind: str, plan: ops.Plan, same_order: bool) -> None:
+    """With ATTN_VLLM_MARKER set: one line per new kind of step (kind, attn_state, has decodes, has
+    prefills, plan order = vLLM's order), so tests can show that e.g. a mixed decode + prefill step ran."""
+    key = (os.environ["ATTN_VLLM_MARKER"], kind, plan.attn_state, plan.num_decodes > 0,
+           plan.num_prefills > 0, same_order)
+    if key not in _steps_seen:
+        _steps_seen.add(key)
+        with open(os.environ["ATTN_VLLM_MARKER"] + ".steps", "a") as f:
+            f.write(f"kind={kind} state={plan.attn_state} decodes={plan.num_decodes} "
+                    f"prefills={plan.num_prefills} same_order={int(same_order)}\n")
+
+
+def _mark_used(what: str) -> None:
+    """Appends one line per process to $ATTN_VLLM_MARKER the first time attn runs a layer (tests and
+    `make run-vllm` use it to prove which backend ran)."""
+    path = os.environ.get("ATTN_VLLM_MARKER")
+    key = (os.getpid(), path or "")
+    if path and not _marked.get(key):
+        _marked[key] = True
+        with open(path, "a") as f:
+            f.write(f"pid={key[0]} {what} libattn={_capi.library_path}\n")
+
+
+def _context() -> ops.Context:
+    """One attn context per process, with torch's thread count (vLLM binds its OpenMP threads)."""
+    pid = os.getpid()
+    ctx = _ctx_cache.get(pid)
+    if ctx is None:
+        ctx = _ctx_cache[pid] = ops.Context(num_threads=max(1, torch.get_num_threads()))
+    return ctx
+
+
+# ------------------------------------------------------------------------------------------------
+# Backend
+# ------------------------------------------------------------------------------------------------
+class AttnBackend(AttentionBackend):
+    """Static description of the backend (the seed's AscendAttentionBackend), from attn_capabilities_get."""
+
+    accept_output_buffer: bool = True
+    forward_includes_kv_cache_update: bool = False
+    supported_dtypes: ClassVar[List[torch.dtype]] = [_TORCH_DTYPES[d] for d in ("f16", "bf16", "f32")
+                                                     if d in CAPS["dtypes"]]
+    supported_kv_cache_dtypes: ClassVar[List[str]] = supported_kv_cache_dtypes()
+
+    @staticmethod
+    def get_name() -> str:
+        return "CUSTOM"  # must be an AttentionBackendEnum member; register() maps it to this class
+
+    @staticmethod
+    def get_impl_cls() -> type:
+        return AttnBackendImpl
+
+    @staticmethod
+    def get_builder_cls() -> type:
+        return AttnMetadataBuilder
+
+    @staticmethod
+    def get_supported_kernel_block_sizes(kv_cache_spec: Any = None) -> List[Any]:
+        return [MultipleOf(CAPS["block_size_min"])]
+
+    @classmethod
+    def get_supported_head_sizes(cls) -> List[int]:
+        return list(range(CAPS["head_size_min"], CAPS["head_size_max"] + 1))
+
+    @classmethod
+    def supported_kv_cache_layouts(cls) -> Tuple[KVCacheLayout, ...]:
+        # Any stride order works (the view takes the strides as they are); head-major first, so one kv
+        # head's keys of a block sit together, which is what a work block of the plan reads.
+        return (KVCacheLayout.LBHNC,) + tuple(l for l in KVCacheLayout if l is not KVCacheLayout.LBHNC)
+
+    @classmethod
+    def supports_attn_type(cls, attn_type: str) -> bool:
+        kind = _ATTN_TYPE_KIND.get(attn_type)
+        return kind is not None and kind in CAPS["request_kinds"]
+
+    @classmethod
+    def supports_sink(cls) -> bool:
+        return CAPS["sinks"]
+
+    @classmethod
+    def supports_sliding_window(cls) -> bool:
+        return CAPS["sliding_window"]
+
+    @classmethod
+    def supports_non_causal(cls) -> bool:
+        return True  # a non-causal decoder batch (causal=False) runs with causal off
+
+    @classmethod
+    def supports_batch_invariance(cls) -> bool:
+        return True  # a request's bits never depend on the batch or thread count (docs/SERVING.md)
+
+    @classmethod
+    def is_mla(cls) -> bool:
+        return False
+
+
+# ------------------------------------------------------------------------------------------------
+# Metadata and its builder
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class AttnMetadata:
+    """Per-step metadata shared by every layer of a KV-cache group (the seed's AscendMetadata + the plan)."""
+
+    num_actual_tokens: int
+    max_query_len: int
+    max_seq_len: int
+    query_start_loc: torch.Tensor        # int32 [num_reqs + 1], vLLM (engine) order
+    seq_lens: torch.Tensor               # int32 [num_reqs]
+    block_table: torch.Tensor            # int32 [num_reqs, max_blocks]
+    slot_mapping: torch.Tensor           # int64 [num_actual_tokens] (CrossAttentionBuilder replaces it)
+    causal: bool
+    kind: str                            # "decoder" | "encoder_only" | "cross"
+    attn_state: int                      # attn_state of the step
+    num_decodes: int
+    num_decode_tokens: int
+    num_prefills: int
+    plan: ops.Plan
+    token_src: Optional[torch.Tensor]    # int64 [num_tokens]: plan row t = input row token_src[t]; None = same
+    workspace: Any                       # void* of the plan's workspace (None when empty)
+    workspace_size: int
+
+
+class AttnMetadataBuilder(AttentionMetadataBuilder[AttnMetadata]):
+    """Builds one attn plan per engine step (the seed's AscendAttentionMetadataBuilder)."""
+
+    reorder_batch_threshold: int = 1
+
+    def __init__(self, kv_cache_spec: AttentionSpec, layer_names: List[str], vllm_config: VllmConfig,
+                 device: torch.device):
+        super().__init__(kv_cache_spec, layer_names, vllm_config, device)
+        # Decodes (q_len <= 1 + num_speculative_tokens, with context) first: vLLM reorders its batch the
+        # same way the plan orders requests (decode, short extend, long extend, fresh prefill).
+        self._init_reorder_batch_threshold(1, supports_spec_as_decode=True)
+        self.reorder_batch_threshold = min(int(self.reorder_batch_threshold or 1),
+                                           CAPS["max_decode_threshold"])
+        self.num_speculative_tokens = self.reorder_batch_threshold - 1
+        from vllm.v1.attention.backends.utils import get_num_attention_heads_from_layers
+
+        parallel = vllm_config.parallel_config
+        self.num_heads = (get_num_attention_heads_from_layers(vllm_config, layer_names)
+                          or vllm_config.model_config.get_num_attention_heads(parallel))
+        self.num_kv_heads = kv_cache_spec.num_kv_heads
+        self.head_size = kv_cache_spec.head_size
+        head_size_v = getattr(kv_cache_spec, "head_size_v", self.head_size)
+        if head_size_v != self.head_size:
+            raise NotImplementedError(f"attn: head_size_v={head_size_v} != head_size={self.head_size} "
+                                      "(the paged cache stores equal key and value head sizes)")
+        self.block_size = kv_cache_spec.block_size
+        self.kind = ("cross" if isinstance(kv_cache_spec, CrossAttentionSpec) else
+                     "encoder_only" if isinstance(kv_cache_spec, EncoderOnlyAttentionSpec) else "decoder")
+        self.chunked_prefill = bool(vllm_config.scheduler_config.enable_chunked_prefill)
+        self._num_blocks: Optional[int] = None
+
+    def _kv_num_blocks(self, used_max_block: int) -> int:
+        """Blocks of this group's caches (read once from a bound layer cache), or the used maximum + 1."""
+        if self._num_blocks is None:
+            ctx = self.vllm_config.compilation_config.static_forward_context
+            for name in self.layer_names:
+                kv = getattr(ctx.get(name), "kv_cache", None)
+                if isinstance(kv, torch.Tensor) and kv.dim() == 4:
+                    self._num_blocks = int(kv.shape[0])
+                    break
+        if self._num_blocks is None or self._num_blocks <= used_max_block:
+            return used_max_block + 1
+        return self._num_blocks
+
+    def build(self, common_prefix_len: int, common_attn_metadata: CommonAttentionMetadata,
+              fast_build: bool = False) -> AttnMetadata:
+        cm = common_attn_metadata
+        if isinstance(cm.causal, torch.Tensor):
+            raise NotImplementedError("attn: per-request (dynamic) causal masks are not supported")
+        num_reqs, num_tokens = int(cm.num_reqs), int(cm.num_actual_tokens)
+        qsl = cm.query_start_loc_cpu[:num_reqs + 1].numpy()
+        seq_lens_t = cm.seq_lens[:num_reqs]
+        seq_lens = seq_lens_t.cpu().numpy()
+        q_lens = np.diff(qsl)
+        bt_t = cm.block_table_tensor[:num_reqs]
+        bt = bt_t.cpu().numpy()
+        kind, bs = self.kind, self.block_size
+        reqs, used_max = [], -1
+        for r in range(num_reqs):
+            q_len, seq_len = int(q_lens[r]), int(seq_lens[r])
+            if kind == "encoder_only":
+                reqs.append(ops.PlanRequest(0, q_len, (), kind="encoder_only"))
+                continue
+            ids = bt[r, :-(-seq_len // bs)]
+            if ids.size:
+                used_max = max(used_max, int(ids.max()))
+            if kind == "cross":
+                reqs.append(ops.PlanRequest(0, q_len, ids, kind="cross", encoder_len=seq_len))
+            else:
+                reqs.append(ops.PlanRequest(seq_len - q_len, q_len, ids))
+        num_blocks = 0 if kind == "encoder_only" else self._kv_num_blocks(used_max)
+        if kind == "encoder_only":
+            bs = 1  # no cache: the geometry of the impl's empty cache view (_encoder_cache)
+        plan = ops.Plan(reqs, num_blocks=num_blocks, block_size=bs, num_heads=self.num_heads,
+                        num_kv_heads=self.num_kv_heads, head_size=self.head_size,
+                        max_blocks_per_req=max(1, bt.shape[1] if bt.ndim == 2 else 1),
+                        num_speculative_tokens=self.num_speculative_tokens,
+                        chunked_prefill_enabled=self.chunked_prefill)
+        token_src = None if plan.identity_order else torch.from_numpy(plan.token_src.astype(np.int64))
+        if os.environ.get("ATTN_VLLM_MARKER"):
+            _note_step(kind, plan, token_src is None)
+        ws = plan._workspace
+        return AttnMetadata(
+            num_actual_tokens=num_tokens, max_query_len=int(cm.max_query_len),
+            max_seq_len=int(cm.max_seq_len), query_start_loc=cm.query_start_loc[:num_reqs + 1],
+            seq_lens=seq_lens_t, block_table=bt_t, slot_mapping=cm.slot_mapping[:num_tokens],
+            causal=bool(cm.causal) and kind == "decoder", kind=kind, attn_state=plan.attn_state,
+            num_decodes=plan.num_decodes, num_decode_tokens=plan.num_decode_tokens,
+            num_prefills=plan.num_prefills, plan=plan, token_src=token_src,
+            workspace=ws.ctypes.data if ws.size else None, workspace_size=int(ws.size))
+
+
+# ------------------------------------------------------------------------------------------------
+# Impl (one per layer)
+# ------------------------------------------------------------------------------------------------
+class AttnBackendImpl(AttentionImpl[AttnMetadata]):
+    """Per-layer attention (the seed's AscendAttentionBackendImpl): attn_reshape_and_cache +
+    attn_forward_paged on the step's plan."""
+
+    def __init__(self, num_heads: int, head_size: int, scale: float, num_kv_heads: Optional[int] = None,
+                 alibi_slopes: Optional[List[float]] = None, sliding_window: Optional[int] = None,
+                 kv_cache_dtype: str = "auto", logits_soft_cap: Optional[float] = None,
+                 attn_type: str = AttentionType.DECODER,
+                 kv_sharing_target_layer_name: Optional[str] = None,
+                 sinks: Optional[torch.Tensor] = None) -> None:
+        if kv_cache_dtype not in AttnBackend.supported_kv_cache_dtypes:
+            raise NotImplementedError(f"attn: kv_cache_dtype={kv_cache_dtype!r} is not supported (supported: "
+                                      f"{AttnBackend.supported_kv_cache_dtypes})")
+        if not AttnBackend.supports_attn_type(attn_type):
+            raise NotImplementedError(f"attn: attention type {attn_type!r} is not supported")
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.scale = float(scale)
+        self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        self.num_queries_per_kv = self.num_heads // self.num_kv_heads
+        self.alibi_slopes = alibi_slopes
+        self.sliding_window = sliding_window
+        self.kv_cache_dtype = kv_cache_dtype
+        self.logits_soft_cap = float(logits_soft_cap or 0.0)
+        self.attn_type = attn_type
+        self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
+        self.sinks = sinks
+        self.is_encoder = attn_type in _ENCODER_TYPES
+        self._params: Optional[Tuple[ops.Params, ops.Params]] = None
+        self._kv_key: Any = None
+        self._kv_desc: Optional[_capi.Tensor] = None
+        self._dummy_cache: Optional[torch.Tensor] = None
+        self._dummy_desc: Optional[_capi.Tensor] = None
+
+    # -- per-layer constants, built once ------------------------------------------------------------
+    def process_weights_after_loading(self, act_dtype: torch.dtype) -> None:
+        self._params = None  # sinks are weights: rebuild the option blocks from the loaded values
+
+    def _option_blocks(self) -> Tuple[ops.Params, ops.Params]:
+        """(causal, non-causal) attn_params of this layer. vLLM/HF sliding_window W = W keys including the
+        current one: causal window (W - 1, 0); non-causal rows see W - 1 keys on both sides."""
+        if self._params is None:
+            w = self.sliding_window
+            sinks = None if self.sinks is None else self.sinks.detach().float().cpu().numpy()
+            common = dict(num_heads=self.num_heads, softmax_scale=self.scale, softcap=self.logits_soft_cap,
+                          alibi_slopes=self.alibi_slopes, sinks=sinks)
+            causal = ops.Params(causal=True, window_size=(-1, -1) if w is None else (w - 1, 0), **common)
+            bidir = ops.Params(causal=False, window_size=(-1, -1) if w is None else (w - 1, w - 1), **common)
+            self._params = (causal, bidir)
+        return self._params
+
+    def _kv_view(self, kv_cache: torch.Tensor) -> _capi.Tensor:
+        """attn's [2, num_blocks, block_size, num_kv_heads, head_size] view of vLLM's per-layer
+        [num_blocks, num_kv_heads, block_size, 2·head_size] cache (key = first half of the last dim)."""
+        key = (kv_cache.data_ptr(), tuple(kv_cache.shape), tuple(kv_cache.stride()), kv_cache.dtype)
+        if key != self._kv_key:
+            nb, nh, bs, c = kv_cache.shape
+            if c != 2 * self.head_size or kv_cache.stride(3) != 1:
+                raise ValueError(f"attn: kv_cache shape {list(kv_cache.shape)} strides "
+                                 f"{list(kv_cache.stride())}: expected [num_blocks, num_kv_heads, "
+                                 f"block_size, 2·{self.head_size}] with a contiguous last dimension")
+            sb, sh, sn, _ = kv_cache.stride()
+            self._kv_desc = _tensor(kv_cache, (2, nb, bs, nh, self.head_size),
+                                    (self.head_size, sb, sn, sh, 1))
+            self._kv_key = key
+        return self._kv_desc
+
+    # -- per step and layer ---------------------------------------------------------------------------
+    def do_kv_cache_update(self, layer: torch.nn.Module, key: torch.Tensor, value: torch.Tensor,
+                           kv_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+        """key/value [num_tokens, num_kv_heads, head_size] -> their slots (attn_reshape_and_cache; rows past
+        slot_mapping's length and slots < 0 are skipped). Encoder attention has no cache."""
+        if self.is_encoder or slot_mapping is None or kv_cache.numel() == 0:
+            return
+        kv = self._kv_view(kv_cache)
+        tk, tv, ts = _tensor(key), _tensor(value), _tensor(slot_mapping)
+        _check(_F["attn_reshape_and_cache"](_context().handle, ctypes.byref(tk), ctypes.byref(tv),
+                                            ctypes.byref(kv), ctypes.byref(ts)), "attn_reshape_and_cache")
+
+    def forward(self, layer: AttentionLayer, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                kv_cache: torch.Tensor, attn_metadata: Optional[AttnMetadata], output: torch.Tensor,
+                output_scale: Optional[torch.Tensor] = None,
+                output_block_scale: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """query [num_tokens, num_heads, head_size]; key/value [num_tokens, num_kv_heads, head_size] (read
+        here only by encoder attention: the cache already holds this step's keys); output [num_tokens,
+        num_heads, head_size] written in place. attn_metadata None = vLLM's profiling run: no-op."""
+        if output_scale is not None or output_block_scale is not None:
+            raise NotImplementedError("attn: fused output quantization is not supported")
+        if attn_metadata is None:
+            return output
+        meta = attn_metadata
+        n = meta.num_actual_tokens
+        if os.environ.get("ATTN_VLLM_MARKER"):
+            _mark_used(f"attn_type={self.attn_type} kind={meta.kind} dtype={query.dtype}")
+        params = self._option_blocks()[0 if (meta.causal and not self.is_encoder) else 1]
+        q, out = query[:n], output[:n]
+        k = v = None
+        if self.is_encoder:
+            k, v = key[:n], value[:n]
+            kv = self._encoder_cache(k)
+        else:
+            kv = self._kv_view(kv_cache)
+        src = meta.token_src
+        if src is not None:  # plan order differs from vLLM's: gather rows, run, scatter back
+            q = q.index_select(0, src)
+            if k is not None:
+                k, v = k.index_select(0, src), v.index_select(0, src)
+            res = torch.empty_like(q)
+        else:
+            res = out
+        tq, to = _tensor(q), _tensor(res)
+        tk = None if k is None else ctypes.byref(_tensor(k))
+        tv = None if v is None else ctypes.byref(_tensor(v))
+        _check(_F["attn_forward_paged"](_context().handle, meta.plan.handle, ctypes.byref(tq), tk, tv,
+                                        ctypes.byref(kv), params.ptr, ctypes.byref(to), None,
+                                        meta.workspace, meta.workspace_size), "attn_forward_paged")
+        if src is not None:
+            out.index_copy_(0, src, res)
+        return output
+
+    def _encoder_cache(self, key: torch.Tensor) -> _capi.Tensor:
+        """Encoder attention reads its own rows, not a cache; attn_forward_paged still takes a cache view
+        of the rows' dtype and the layer's geometry: an empty one (zero blocks), built once."""
+        if self._dummy_cache is None or self._dummy_cache.dtype != key.dtype:
+            self._dummy_cache = torch.zeros((2, 1, 1, self.num_kv_heads, self.head_size), dtype=key.dtype)
+            self._dummy_desc = _tensor(self._dummy_cache, (2, 0, 1, self.num_kv_heads, self.head_size),
+                                       tuple(self._dummy_cache.stride()))
+        return self._dummy_desc

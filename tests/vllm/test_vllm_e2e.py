@@ -1,0 +1,107 @@
+"""attn inside real vLLM (issue 9), end to end: `make test-vllm` (CI: .ci/run after the plain suite).
+
+Two vLLM interpreters, one per backend (vLLM registers plugins once per process):
+  attn:  SmolLM2-135M-Instruct f32, the same in bf16, all-MiniLM-L6-v2 through the pooling path;
+  vLLM:  SmolLM2 f32 and bf16 with vLLM's own CPU_ATTN backend (ATTN_VLLM=0).
+Chunked prefill and prefix caching are on; block_size 32 and max_num_batched_tokens 64 make the long
+prompt span several blocks and prefill chunks while short requests decode, so steps mix decodes and
+prefills; the shared system prompt makes later requests hit the prefix cache.
+
+Checked: attn ran in every attn engine (its marker) and never in vLLM's; greedy tokens identical to vLLM's
+backend in f32 over batch sizes 1, 3 and 8; bf16 answers equal; a step with both decodes and prefills ran,
+with attn's plan order equal to vLLM's (no row moved); prefix-cache hits; MiniLM embeddings cosine >=
+0.9999 vs the sentence-transformers fixture (the demo's). Skipped, with the reason, without vLLM.
+Each engine runs in-process (single_process: no engine-core / worker processes), so start-up is a few
+seconds; tiny max_tokens and few prompts keep the tier short.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+
+import pytest
+
+if importlib.util.find_spec("vllm") is None or importlib.util.find_spec("torch") is None:
+    pytest.skip("vLLM is not importable here: `make test-vllm` installs it into its own venv "
+                "(scripts/vllm_env.sh) and runs this file there", allow_module_level=True)
+
+from attn import vllm_run as vr  # noqa: E402
+
+MAX_TOKENS = 8
+LONG = ("Summarise the following notes in one sentence. " + " ".join(
+    f"Note {i}: the scheduler batched request {i} with its neighbours and paged its cache." for i in range(5)))
+
+
+def _prompts():
+    sys_p = vr.SYSTEM
+    short = [vr.chat(p, sys_p) for p in vr.PROMPTS]
+    return dict(b1=short[:1], b3=short[1:4], b8=short[4:8] + [vr.chat(LONG, sys_p)] + short[:3])
+
+
+def _gen_spec(model, dtype, jobs):
+    return dict(model=model, dtype=dtype, block_size=32, max_num_batched_tokens=64, max_num_seqs=8,
+                max_model_len=512, prefix_caching=True, chunked_prefill=True, single_process=True, jobs=jobs)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    model = vr.smollm2_checkpoint()
+    p = _prompts()
+    f32 = _gen_spec(model, "float32", [dict(prompts=p[b], max_tokens=MAX_TOKENS) for b in ("b1", "b3", "b8")])
+    bf16 = _gen_spec(model, "bfloat16", [dict(prompts=p["b3"], max_tokens=MAX_TOKENS)])
+    fx = vr.minilm_fixture()
+    emb = dict(model=vr.minilm_dir(), runner="pooling", dtype="float32", max_model_len=256,
+               single_process=True, jobs=[dict(prompts=fx["sentences"])])
+    t = time.time()
+    attn = vr.run_engines([f32, bf16, emb], "attn")
+    t_attn = time.time() - t
+    t = time.time()
+    ref = vr.run_engines([f32, bf16], "vllm")
+    t_ref = time.time() - t
+    print(f"\n[vllm e2e] attn interpreter (3 engines) {t_attn:.0f} s, vLLM interpreter (2 engines) "
+          f"{t_ref:.0f} s; engine start-ups: attn "
+          + ", ".join(f"{r['startup_s']:.0f}" for r in attn) + " s, vLLM "
+          + ", ".join(f"{r['startup_s']:.0f}" for r in ref) + " s")
+    return dict(attn_f32=attn[0], attn_bf16=attn[1], attn_emb=attn[2], vllm_f32=ref[0], vllm_bf16=ref[1],
+                fixture=fx)
+
+
+def test_backends_ran_as_configured(runs):
+    for name in ("attn_f32", "attn_bf16", "attn_emb"):
+        assert runs[name]["attn_ran"], f"{name}: attn's backend did not run (vLLM kept its own)"
+    assert "kind=encoder_only" in runs["attn_emb"]["attn_marker"]
+    for name in ("vllm_f32", "vllm_bf16"):
+        assert not runs[name]["attn_ran"], f"{name}: attn ran although ATTN_VLLM=0"
+
+
+def test_f32_greedy_tokens_identical(runs):
+    a, v = runs["attn_f32"]["jobs"], runs["vllm_f32"]["jobs"]
+    for b, (ja, jv) in enumerate(zip(a, v)):
+        for i, (ta, tv) in enumerate(zip(ja["tokens"], jv["tokens"])):
+            assert ta == tv, (f"batch job {b}, request {i}: attn {ja['texts'][i]!r} {ta} != "
+                              f"vLLM {jv['texts'][i]!r} {tv}")
+        assert all(len(t) > 0 for t in ja["tokens"])
+
+
+def test_bf16_answers_equal(runs):
+    a, v = runs["attn_bf16"]["jobs"][0], runs["vllm_bf16"]["jobs"][0]
+    assert a["tokens"] == v["tokens"], f"attn {a['texts']} != vLLM {v['texts']}"
+
+
+def test_mixed_decode_prefill_step_and_prefix_cache(runs):
+    steps = runs["attn_f32"]["attn_steps"]
+    mixed = [s for s in steps if "kind=decoder" in s and " decodes=0 " not in s and "prefills=0" not in s]
+    assert mixed, f"no step mixed decodes and prefills: {steps}"
+    assert all("same_order=1" in s for s in steps), f"plan order differs from vLLM's: {steps}"
+    # the b3 and b8 requests share the system prompt with b1: vLLM served it from its prefix cache
+    cached = runs["attn_f32"]["jobs"][1]["cached_tokens"]
+    assert min(cached) > 0, f"no prefix-cache hit: {cached}"
+    assert runs["vllm_f32"]["jobs"][1]["cached_tokens"] == cached
+
+
+def test_minilm_embeddings_match_sentence_transformers(runs):
+    got = runs["attn_emb"]["jobs"][0]["embeddings"]
+    cos = vr.cosines(got, runs["fixture"]["embeddings"])
+    assert len(cos) == len(runs["fixture"]["sentences"])
+    assert min(cos) >= 0.9999, f"cosine vs sentence-transformers: {cos}"
