@@ -104,7 +104,11 @@ void attn_fwd_pack_q(const attn_problem *p, const struct attn_kernels *kern, con
     const int64_t D = p->head_size;
     const float qscale =
         attn_fwd_fold_log2e(p) ? (float)((double)p->opts.softmax_scale * ATTN_LOG2E) : p->opts.softmax_scale;
-    memset(sc->q_t, 0, (size_t)D * ATTN_QB * sizeof(float));
+    /* lanes the kernels read: 16 for blocks of ≤ 16 rows (one zmm / two ymm / generic W = 16), else 32 */
+    const int64_t lanes = blk->num_rows <= 16 ? 16 : ATTN_QB;
+    if (lanes == ATTN_QB) memset(sc->q_t, 0, (size_t)D * ATTN_QB * sizeof(float));
+    else
+        for (int64_t d = 0; d < D; d++) memset(sc->q_t + d * ATTN_QB, 0, (size_t)lanes * sizeof(float));
     for (int32_t r = 0; r < blk->num_rows; r++) {
         const int64_t row = attn_seq_q_row(&blk->seq, blk->row_token[r]);
         const char *src = blk->seq.q + row * blk->seq.q_row_stride +

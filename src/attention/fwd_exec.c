@@ -11,6 +11,7 @@
  * their values. It does not allocate: states live in the thread's scratch (ATTN_FWD_MULTI_BYTES).
  */
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 
 #include "attention/fwd.h"
@@ -27,6 +28,7 @@ typedef struct attn_fx_slot {
     int64_t lo, hi;      /* keys of the current partition (lo >= hi: no tile)       */
     int active;          /* the current partition is in [first, last)               */
     int safe_pv;         /* token-major: this tile's P·V runs row by row (hidden keys, non-finite V) */
+    int acc_empty;       /* the folded state holds nothing yet (its o is not initialised)           */
 } attn_fx_slot;
 
 #define ATTN_FX_HEADER_BYTES (((sizeof(attn_fx_slot) * ATTN_FWD_MULTI_MAX) + 63) & ~(size_t)63)
@@ -262,11 +264,13 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
     }
 }
 
-/* o_part[d][r] = o_d[r][d]: the partition state in the layout every other step uses. */
+/* o_part[d][r] = o_d[r][c(d)]: the partition state in the layout every other step uses. */
 static void attn_fx_raw_store(const attn_problem *p, const attn_fwd_block *blk, const attn_fx_state *st) {
     const int64_t dv = p->head_size_v;
-    for (int64_t r = 0; r < blk->num_rows; r++)
-        for (int64_t d = 0; d < dv; d++) st->o_part[d * ATTN_QB + r] = st->o_d[r * dv + d];
+    for (int64_t d = 0; d < dv; d++) {
+        const int64_t c = attn_rows_kv_col(d, dv, p->kv_dtype);
+        for (int64_t r = 0; r < blk->num_rows; r++) st->o_part[d * ATTN_QB + r] = st->o_d[r * dv + c];
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -279,7 +283,10 @@ void attn_fwd_multi_begin(const attn_problem *p, const struct attn_kernels *kern
         attn_fwd_scratch tmp = *sc;
         tmp.q_t = st.q_t;
         attn_fwd_pack_q(p, kern, &sl[i].blk, &tmp);
-        attn_fwd_state_reset(p->head_size_v, st.m_acc, st.l_acc, st.o_acc);
+        /* empty folded state; its o is written by the first fold (a copy: bitwise what folding into zeros
+         * gives, 0·0 + 1·o = o) and never read while l = 0, so it is not cleared here */
+        for (int r = 0; r < ATTN_QB; r++) st.m_acc[r] = -INFINITY, st.l_acc[r] = 0.0f;
+        sl[i].acc_empty = 1;
         attn_fwd_partitions(&sl[i].blk, &sl[i].first, &sl[i].last);
     }
 }
@@ -306,8 +313,12 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
         s->active = part >= s->first && part < s->last;
         if (!s->active) continue;
         const attn_fx_state st = attn_fx_state_of(p, sc, i);
-        attn_fwd_state_reset(p->head_size_v, st.m_part, st.l_part, st.o_part);
-        if (attn_fx_raw(&s->blk)) memset(st.o_d, 0, (size_t)(s->blk.num_rows * p->head_size_v) * sizeof(float));
+        if (attn_fx_raw(&s->blk)) { /* o_part is written whole (rows < num_rows) by attn_fx_raw_store */
+            for (int r = 0; r < ATTN_QB; r++) st.m_part[r] = -INFINITY, st.l_part[r] = 0.0f;
+            memset(st.o_d, 0, (size_t)(s->blk.num_rows * p->head_size_v) * sizeof(float));
+        } else {
+            attn_fwd_state_reset(p->head_size_v, st.m_part, st.l_part, st.o_part);
+        }
         s->lo = part * ATTN_KV_PARTITION, s->hi = s->lo + ATTN_KV_PARTITION;
         if (s->lo < s->blk.key_lo) s->lo = s->blk.key_lo;
         if (s->hi > s->blk.key_hi) s->hi = s->blk.key_hi;
@@ -410,6 +421,15 @@ store:
     for (int64_t i = 0; i < n; i++) {
         if (!sl[i].active) continue;
         const attn_fx_state st = attn_fx_state_of(p, sc, i);
+        if (sl[i].acc_empty) {
+            const int64_t nr = sl[i].blk.num_rows;
+            memcpy(st.m_acc, st.m_part, (size_t)nr * sizeof(float));
+            memcpy(st.l_acc, st.l_part, (size_t)nr * sizeof(float));
+            for (int64_t d = 0; d < p->head_size_v; d++)
+                memcpy(st.o_acc + d * ATTN_QB, st.o_part + d * ATTN_QB, (size_t)nr * sizeof(float));
+            sl[i].acc_empty = 0;
+            continue;
+        }
         attn_fwd_fold(sl[i].blk.num_rows, p->head_size_v, st.m_acc, st.l_acc, st.o_acc, st.m_part, st.l_part,
                       st.o_part);
     }

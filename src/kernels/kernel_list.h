@@ -34,10 +34,10 @@
        blocks (few rows) use it so that no conversion pass through a workspace is made. */           \
     X(void, qk_tile_kv, (const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows, \
                          attn_dtype kv_dtype, int64_t num_keys, float *s))                               \
-    /* o_d[r][d] += Σ_k p[k][r]·v_rows[k][d], k ascending, for r < num_rows: P·V of few-row (decode)   \
-       blocks with V rows in their storage dtype and the accumulator in row-major layout o_d             \
-       [num_rows][head_size_v] (d in lanes, no transposes). Each o_d[r][d] is the same chain as         \
-       pv_tile's o_t[d][r] on the converted rows, so the bits are equal. */                             \
+    /* o_d[r][c(d)] += Σ_k p[k][r]·v_rows[k][d], k ascending, for r < num_rows: P·V of few-row        \
+       (decode) blocks with V rows in their storage dtype and a row-major accumulator o_d               \
+       [num_rows][head_size_v] (d in lanes, no transposes; c = attn_rows_kv_col, kernels.h). Each       \
+       element is the same chain as pv_tile's o_t[d][r] on the converted rows, so the bits are equal. */ \
     X(void, pv_rows_kv, (const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,   \
                          attn_dtype kv_dtype, int64_t head_size_v, float *o_d))
 

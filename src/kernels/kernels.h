@@ -21,6 +21,15 @@
 #define ATTN_HEAD_SIZE_MAX 256
 #define ATTN_RESCALE_THRESHOLD 8.0f /* lazy rescale: keep m unless the max grew by more (log2) */
 
+/* Where head dimension d sits in a row of pv_rows_kv's accumulator o_d (part of that kernel's contract, the
+ * same for every table): for bf16 V, inside each full 32-column block the even columns come first, then the
+ * odd ones — the two 16-bit halves of 32-bit lanes, widened by a shift and a mask instead of a shuffle;
+ * columns past the last full block, and every column of f32/f16 V, sit in place. */
+static inline int64_t attn_rows_kv_col(int64_t d, int64_t head_size_v, attn_dtype kv_dtype) {
+    if (kv_dtype != ATTN_DTYPE_BF16 || d >= (head_size_v & ~(int64_t)31)) return d;
+    return (d & ~(int64_t)31) + (d & 1) * 16 + ((d & 31) >> 1);
+}
+
 struct attn_kernels {
     const char *name;
 #define ATTN_X_FIELD(ret, name, args) ret(*name) args;

@@ -33,11 +33,16 @@ typedef struct hk_case {
 static int hk_visible(const hk_case *c, const attn_params *prm, const uint8_t *mask, const uint8_t *kpm, int64_t i,
                       int64_t h, int64_t j) {
     const int64_t pos = c->seq_k - c->seq_q + i;
-    if (prm->causal != ATTN_CAUSAL_NONE && j > pos) return 0;
-    if (prm->window_left >= 0 && j < pos - prm->window_left) return 0;
-    if (prm->window_right >= 0 && j > pos + prm->window_right) return 0;
-    if (mask && !mask[(h * c->seq_q + i) * c->seq_k + j]) return 0;
-    if (kpm && !kpm[j]) return 0;
+    if (prm->causal != ATTN_CAUSAL_NONE && j > pos)
+        return 0;
+    if (prm->window_left >= 0 && j < pos - prm->window_left)
+        return 0;
+    if (prm->window_right >= 0 && j > pos + prm->window_right)
+        return 0;
+    if (mask && !mask[(h * c->seq_q + i) * c->seq_k + j])
+        return 0;
+    if (kpm && !kpm[j])
+        return 0;
     return 1;
 }
 
@@ -69,7 +74,8 @@ static attn_status hk_run(attn_ctx *ctx, const hk_case *c, const attn_params *pr
     const size_t es = attn_dtype_size(c->kv_dtype), row = (size_t)(Hk * D) * es;
     char *cache = (char *)calloc((size_t)(2 * nb * bs), row);
     int32_t *table = (int32_t *)malloc((size_t)nb * sizeof(int32_t));
-    for (int64_t b = 0; b < nb; b++) table[b] = (int32_t)(nb - 1 - b);
+    for (int64_t b = 0; b < nb; b++)
+        table[b] = (int32_t)(nb - 1 - b);
     for (int64_t j = 0; j < Sk; j++) {
         const int64_t slot = (int64_t)table[j / bs] * bs + j % bs;
         memcpy(cache + (size_t)slot * row, (char *)k + (size_t)j * row, row);
@@ -103,24 +109,33 @@ static int hk_check(attn_ctx *ctx, const hk_case *c, uint64_t seed, int64_t *com
     void *k = th_alloc_fill(&r, c->kv_dtype, nkv, -2, 2), *v = th_alloc_fill(&r, c->kv_dtype, nkv, -1, 1);
     void *k2 = malloc(nkv * es), *v2 = malloc(nkv * es);
     float *out = (float *)malloc(nq * sizeof(float)), *out2 = (float *)malloc(nq * sizeof(float));
-    float *lse = (float *)malloc((size_t)(H * Sq) * sizeof(float)), *lse2 = (float *)malloc((size_t)(H * Sq) * sizeof(float));
+    float *lse = (float *)malloc((size_t)(H * Sq) * sizeof(float)),
+          *lse2 = (float *)malloc((size_t)(H * Sq) * sizeof(float));
     uint8_t *mask = NULL, *kpm = NULL;
     attn_params prm;
     attn_params_init(&prm);
     attn_tensor tmask, tkpm;
     switch (c->cls) {
-    case HK_CAUSAL: prm.causal = ATTN_CAUSAL_BOTTOM_RIGHT; break;
-    case HK_WINDOW: prm.causal = ATTN_CAUSAL_BOTTOM_RIGHT, prm.window_left = 37; break;
-    case HK_WINDOW_RIGHT: prm.window_left = 20, prm.window_right = 9; break;
+    case HK_CAUSAL:
+        prm.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        break;
+    case HK_WINDOW:
+        prm.causal = ATTN_CAUSAL_BOTTOM_RIGHT, prm.window_left = 37;
+        break;
+    case HK_WINDOW_RIGHT:
+        prm.window_left = 20, prm.window_right = 9;
+        break;
     case HK_MASK:
         mask = (uint8_t *)malloc((size_t)(H * Sq * Sk));
-        for (int64_t i = 0; i < H * Sq * Sk; i++) mask[i] = th_rng_uniform(&r) < 0.7;
+        for (int64_t i = 0; i < H * Sq * Sk; i++)
+            mask[i] = th_rng_uniform(&r) < 0.7;
         tmask = attn_tensor_make(mask, ATTN_DTYPE_BOOL, 4, (const int64_t[]){1, H, Sq, Sk});
         prm.mask = &tmask;
         break;
     case HK_KPM:
         kpm = (uint8_t *)malloc((size_t)Sk);
-        for (int64_t j = 0; j < Sk; j++) kpm[j] = j % 7 != 3 && j != Sk - 2;
+        for (int64_t j = 0; j < Sk; j++)
+            kpm[j] = j % 7 != 3 && j != Sk - 2;
         tkpm = attn_tensor_make(kpm, ATTN_DTYPE_BOOL, 2, (const int64_t[]){1, Sk});
         prm.key_padding_mask = &tkpm;
         break;
@@ -128,7 +143,8 @@ static int hk_check(attn_ctx *ctx, const hk_case *c, uint64_t seed, int64_t *com
     int fails = 0;
     attn_status st = hk_run(ctx, c, &prm, q, k, v, out, lse);
     if (st != ATTN_STATUS_OK) {
-        fprintf(stderr, "hidden_keys: %s entry=%d failed: %s\n", hk_class_name(c->cls), (int)c->entry, attn_last_error());
+        fprintf(stderr, "hidden_keys: %s entry=%d failed: %s\n", hk_class_name(c->cls), (int)c->entry,
+                attn_last_error());
         fails++;
     }
     const float poisons[3] = {NAN, INFINITY, -INFINITY};
@@ -152,7 +168,8 @@ static int hk_check(attn_ctx *ctx, const hk_case *c, uint64_t seed, int64_t *com
                     const float *a = out + (i * H + h) * D, *b = out2 + (i * H + h) * D;
                     if (hk_visible(c, &prm, mask, kpm, i, h, j)) {
                         int nonfinite = 0;
-                        for (int64_t d = 0; d < D; d++) nonfinite |= !isfinite(b[d]);
+                        for (int64_t d = 0; d < D; d++)
+                            nonfinite |= !isfinite(b[d]);
                         *poisoned += nonfinite;
                         continue;
                     }
@@ -160,8 +177,9 @@ static int hk_check(attn_ctx *ctx, const hk_case *c, uint64_t seed, int64_t *com
                     if (memcmp(a, b, (size_t)D * sizeof(float)) != 0 ||
                         memcmp(&lse[h * Sq + i], &lse2[h * Sq + i], sizeof(float)) != 0) {
                         if (fails++ < 5)
-                            fprintf(stderr, "REPRO test_hidden_keys: class=%s entry=%d kv_dtype=%d Sq=%lld Sk=%lld "
-                                            "key=%lld poison=%g row=%lld head=%lld: %.9g vs clean %.9g\n",
+                            fprintf(stderr,
+                                    "REPRO test_hidden_keys: class=%s entry=%d kv_dtype=%d Sq=%lld Sk=%lld "
+                                    "key=%lld poison=%g row=%lld head=%lld: %.9g vs clean %.9g\n",
                                     hk_class_name(c->cls), (int)c->entry, (int)c->kv_dtype, (long long)Sq,
                                     (long long)Sk, (long long)j, (double)poisons[pi], (long long)i, (long long)h,
                                     (double)b[0], (double)a[0]);
@@ -186,10 +204,13 @@ static void test_hidden_keys(void **state) {
             for (int si = 0; si < 4; si++)
                 for (int di = 0; di < 3; di++) {
                     const hk_entry entry = (hk_entry)e;
-                    if (entry == HK_PAGED && (cl == HK_MASK || cl == HK_KPM)) continue; /* no masks on paged */
-                    if (entry == HK_VARLEN && (cl == HK_MASK || cl == HK_KPM)) continue;
+                    if (entry == HK_PAGED && (cl == HK_MASK || cl == HK_KPM))
+                        continue; /* no masks on paged */
+                    if (entry == HK_VARLEN && (cl == HK_MASK || cl == HK_KPM))
+                        continue;
                     hk_case c = {entry, (hk_class)cl, dts[di], shapes[si][0], shapes[si][1], 8, 2, 64};
-                    if (di == 1) c.head_size = 100;
+                    if (di == 1)
+                        c.head_size = 100;
                     fails += hk_check(ctx, &c, 1000 + (uint64_t)cases, &compared, &poisoned);
                     cases++;
                 }

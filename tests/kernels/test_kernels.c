@@ -455,17 +455,17 @@ static void test_kv_kernels(void **state) {
                         for (int32_t row = 0; row < QB; row++) s_ref[k * QB + row] = t->s[k * QB + row] = (float)th_rng_range(&r, 0, 1);
                     memcpy(o_ref, t->o_t, (size_t)D * QB * sizeof(float));
                     for (int32_t row = 0; row < nr; row++)
-                        for (int64_t d = 0; d < D; d++) o_got[row * D + d] = t->o_t[d * QB + row];
+                        for (int64_t d = 0; d < D; d++) o_got[row * D + attn_rows_kv_col(d, D, dt)] = t->o_t[d * QB + row];
                     tables[ti]->pv_tile(s_ref, nk, nr, fl, D, o_ref);
                     tables[ti]->pv_rows_kv(s_ref, nk, nr, raw, dt, D, o_got);
                     for (int32_t row = 0; row < nr; row++)
                         for (int64_t d = 0; d < D; d++)
-                            if (memcmp(&o_ref[d * QB + row], &o_got[row * D + d], 4) != 0) {
+                            if (memcmp(&o_ref[d * QB + row], &o_got[row * D + attn_rows_kv_col(d, D, dt)], 4) != 0) {
                                 if (fails++ < 10)
                                     fprintf(stderr, "REPRO test_kernels pv_rows_kv: isa=%s dtype=%d D=%lld keys=%lld "
                                             "rows=%d d=%lld row=%d kv=%.9g float=%.9g\n", tables[ti]->name, (int)dt,
                                             (long long)D, (long long)nk, (int)nr, (long long)d, (int)row,
-                                            (double)o_got[row * D + d], (double)o_ref[d * QB + row]);
+                                            (double)o_got[row * D + attn_rows_kv_col(d, D, dt)], (double)o_ref[d * QB + row]);
                             }
                     cases++;
                     free(t);

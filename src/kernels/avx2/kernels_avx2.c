@@ -1,8 +1,8 @@
 /*
  * kernels_avx2.c — the AVX2+FMA+F16C kernel table. Hand-written kernels (cpu-kernel-design.md §2.1–2.4,
  * 256-bit vectors, 16 registers) live one per file in this folder: cvt_avx2.c, qk_tile_avx2.c,
- * softmax_tile_avx2.c, pv_tile_avx2.c, and tile_kv_avx2.c (K/V in their storage dtype). (The generic bodies compiled for AVX2 were not lane-invariant:
- * the compiler vectorised W = 8 and W = 32 differently.)
+ * softmax_tile_avx2.c, pv_tile_avx2.c, tile_kv_avx2.c (K/V in their storage dtype). (The generic bodies
+ * compiled for AVX2 were not lane-invariant: the compiler vectorised W = 8 and W = 32 differently.)
  */
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
 #error "kernels_avx2.c must be compiled with -mavx2 -mfma -mf16c"

@@ -1,8 +1,9 @@
 /*
  * kernels_avx512.c — the AVX-512 (F/BW/VL/DQ) kernel table. Hand-written kernels (cpu-kernel-design.md
  * §2.1–2.4) live one per file in this folder: cvt_avx512.c, qk_tile_avx512.c, softmax_tile_avx512.c,
- * pv_tile_avx512.c, and tile_kv_avx512.c (K/V in their storage dtype). An entry that has no intrinsic version yet would take the generic body compiled with
- * this folder's flags (k_* from generic/tile_kernels.h); today every entry is hand-written.
+ * pv_tile_avx512.c, tile_kv_avx512.c (K/V in their storage dtype). An entry that has no intrinsic version
+ * yet would take the generic body compiled with this folder's flags (k_* from generic/tile_kernels.h);
+ * today every entry is hand-written.
  */
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__)
 #error "kernels_avx512.c must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq"
