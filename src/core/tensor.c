@@ -21,7 +21,8 @@ attn_tensor attn_tensor_make(void *data, attn_dtype dtype, int32_t ndim, const i
     for (int32_t i = ndim - 1; i >= 0; i--) {
         t.shape[i] = shape ? shape[i] : 0;
         t.strides[i] = stride;
-        stride *= t.shape[i] > 0 ? t.shape[i] : 1;
+        /* saturate instead of overflowing (signed overflow is undefined): such a view fails attn_tensor_check */
+        if (__builtin_mul_overflow(stride, t.shape[i] > 0 ? t.shape[i] : 1, &stride)) stride = INT64_MAX;
     }
     return t;
 }

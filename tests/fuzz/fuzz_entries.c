@@ -1,0 +1,363 @@
+/*
+ * fuzz_entries.c — one libFuzzer target over the public C entries (issue 11): the input bytes choose an entry
+ * and decode every argument (ndim, dtype, shapes and strides with special values around the documented limits,
+ * index metadata, params, workspace size and aliasing, plan configs and requests). Every buffer is allocated to
+ * exactly the extent its view spans (so ASan sees any read or write past it; a view whose extent would exceed
+ * 1 MiB gets data NULL, which the library must refuse when the view has elements), and on failure every buffer
+ * must be byte-identical to its state before the call (nothing written on failure).
+ *
+ * Built as a libFuzzer binary with -DATTN_FUZZ=ON (clang) and, always, into the corpus replay ctest
+ * (tests/fuzz/test_fuzz_replay.c), which replays tests/fuzz/corpus/ plus seeded mutations of it.
+ */
+#define _POSIX_C_SOURCE 200809L /* posix_memalign */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attn.h"
+
+typedef struct rd {
+    const uint8_t *p;
+    size_t n, i;
+} rd;
+
+static uint8_t rd_u8(rd *r) { return r->i < r->n ? r->p[r->i++] : 0; }
+
+/* Small values mostly; a byte >= 240 picks a special around the limits (none of them makes a valid call
+ * expensive: valid specials are small, large ones are beyond a documented limit). */
+static int64_t rd_dim(rd *r) {
+    static const int64_t special[16] = {0, 1, 2, 3, 4096, 4097, 512, 513, (int64_t)1 << 31, (int64_t)1 << 40,
+                                        (int64_t)1 << 62, INT64_MAX, -1, INT64_MIN, ((int64_t)1 << 24) + 1, 16};
+    const uint8_t b = rd_u8(r);
+    return b >= 240 ? special[b - 240] : (int64_t)(b % 9);
+}
+
+static int32_t rd_i32(rd *r) {
+    static const int32_t special[8] = {0, 1, -1, INT32_MAX, INT32_MIN, 4096, (1 << 24) + 1, 600};
+    const uint8_t b = rd_u8(r);
+    return b >= 248 ? special[b - 248] : (int32_t)(b % 24) - 2;
+}
+
+static float rd_f(rd *r) {
+    static const float special[8] = {0.0f, 1.0f, -1.0f, NAN, INFINITY, -INFINITY, 3e38f, 1e-30f};
+    const uint8_t b = rd_u8(r);
+    return b >= 248 ? special[b - 248] : (float)((int)b - 124) * 0.03125f;
+}
+
+/* Every buffer of one call, freed at the end; `snap` keeps a copy for the nothing-written check. */
+#define FZ_MAX_BUFS 24
+typedef struct fz {
+    void *base[FZ_MAX_BUFS], *snap[FZ_MAX_BUFS];
+    size_t size[FZ_MAX_BUFS];
+    int n;
+} fz;
+
+static void *fz_alloc(fz *f, rd *r, size_t bytes) {
+    if (f->n == FZ_MAX_BUFS) return NULL;
+    unsigned char *p = (unsigned char *)malloc(bytes ? bytes : 1);
+    if (!p) return NULL;
+    for (size_t i = 0; i < bytes; i++) p[i] = r->i < r->n ? r->p[(r->i + i) % r->n] : (unsigned char)i;
+    f->base[f->n] = p, f->size[f->n] = bytes, f->snap[f->n] = NULL;
+    f->n++;
+    return p;
+}
+
+/* Exact byte extent of a view (esize + sum shape·stride·esize over the non-empty dims, 0 if empty); -1 when
+ * it cannot be represented or is above 1 MiB. */
+static int64_t fz_extent(const attn_tensor *t) {
+    size_t es = attn_dtype_size(t->dtype);
+    if (es == 0) es = 1;
+    if (t->ndim < 0 || t->ndim > ATTN_MAX_DIMS) return -1;
+    int64_t last = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] < 0 || t->strides[i] < 0) return -1;
+        if (t->shape[i] == 0) return 0;
+    }
+    for (int i = 0; i < t->ndim; i++) {
+        int64_t x;
+        if (__builtin_mul_overflow(t->shape[i] - 1, t->strides[i], &x) || __builtin_add_overflow(last, x, &last))
+            return -1;
+    }
+    int64_t bytes;
+    if (last == INT64_MAX || __builtin_mul_overflow(last + 1, (int64_t)es, &bytes) || bytes > (1 << 20)) return -1;
+    return bytes;
+}
+
+/* A tensor: ndim (or `want` mostly), dtype (or `dt` mostly), shapes, contiguous or decoded strides, and
+ * exactly-sized data (NULL when too large or by choice). */
+static attn_tensor fz_tensor(fz *f, rd *r, int want, attn_dtype dt) {
+    attn_tensor t;
+    memset(&t, 0, sizeof t);
+    const uint8_t mode = rd_u8(r);
+    t.ndim = (mode & 0x70) == 0x70 ? (int32_t)(rd_u8(r) % 8) : want;
+    if ((mode & 0x70) == 0x60) t.ndim = 64; /* the F8 shape: ndim far beyond ATTN_MAX_DIMS */
+    t.dtype = (mode & 0x0C) == 0x0C ? (attn_dtype)(rd_u8(r) % 12) : dt;
+    const int n = t.ndim < 0 ? 0 : (t.ndim > ATTN_MAX_DIMS ? ATTN_MAX_DIMS : t.ndim);
+    for (int i = 0; i < n; i++) t.shape[i] = rd_dim(r);
+    int64_t stride = 1;
+    for (int i = n - 1; i >= 0; i--) {
+        if (mode & 0x80) {
+            t.strides[i] = rd_dim(r);
+        } else {
+            t.strides[i] = stride;
+            int64_t s = t.shape[i] > 0 ? t.shape[i] : 1;
+            if (__builtin_mul_overflow(stride, s, &stride)) stride = INT64_MAX;
+        }
+    }
+    const int64_t ext = t.ndim > ATTN_MAX_DIMS ? -1 : fz_extent(&t);
+    if (ext > 0 && !(mode & 0x01)) {
+        const int misalign = (mode & 0x02) != 0;
+        char *p = (char *)fz_alloc(f, r, (size_t)ext + (size_t)misalign);
+        t.data = p ? p + misalign : NULL;
+    }
+    return t;
+}
+
+/* Optional tensor: NULL for a zero flag byte. */
+static attn_tensor *fz_opt(fz *f, rd *r, attn_tensor *slot, int want, attn_dtype dt) {
+    if (rd_u8(r) % 3 == 0) return NULL;
+    *slot = fz_tensor(f, r, want, dt);
+    return slot;
+}
+
+/* An int32 / int64 index vector with decoded values. */
+static attn_tensor fz_index(fz *f, rd *r, int ndim, int64_t n0, int64_t n1, attn_dtype dt) {
+    attn_tensor t;
+    const int64_t shape[2] = {n0, n1};
+    int64_t count = 0;
+    if (n0 > 0 && (ndim == 1 || n1 > 0) && (__builtin_mul_overflow(n0, ndim == 2 ? n1 : 1, &count) || count > 4096))
+        count = -1; /* too large to hold: data NULL (refused when the view has elements) */
+    const size_t es = attn_dtype_size(dt);
+    void *p = count > 0 ? fz_alloc(f, r, (size_t)count * es) : NULL;
+    t = attn_tensor_make(p, dt, ndim, shape);
+    for (int64_t i = 0; p != NULL && i < count; i++) {
+        const int64_t v = rd_u8(r) < 200 ? (int64_t)i * (rd_u8(r) % 4) : (int64_t)rd_i32(r);
+        if (dt == ATTN_DTYPE_I64) ((int64_t *)p)[i] = v;
+        else ((int32_t *)p)[i] = (int32_t)v;
+    }
+    if (rd_u8(r) == 255) t = fz_tensor(f, r, ndim, dt); /* occasionally any shape and stride */
+    return t;
+}
+
+static void fz_params(rd *r, attn_params *p, float *alibi, float *sinks, attn_tensor *mask, attn_tensor *kpm, fz *f) {
+    attn_params_init(p);
+    const uint8_t flags = rd_u8(r);
+    if (flags & 1) p->softmax_scale = rd_f(r);
+    if (flags & 2) p->causal = (attn_causal)(rd_u8(r) % 4);
+    if (flags & 4) p->window_left = rd_i32(r), p->window_right = rd_i32(r);
+    if (flags & 8) p->softcap = rd_f(r);
+    if (flags & 16) {
+        for (int i = 0; i <= ATTN_MAX_HEADS; i++) alibi[i] = i < 16 ? rd_f(r) : alibi[i % 16];
+        p->alibi_slopes = alibi;
+    }
+    if (flags & 32) {
+        for (int i = 0; i <= ATTN_MAX_HEADS; i++) sinks[i] = i < 16 ? rd_f(r) : sinks[i % 16];
+        p->sinks = sinks;
+    }
+    if (flags & 64) *mask = fz_tensor(f, r, 2 + 2 * (rd_u8(r) & 1), ATTN_DTYPE_BOOL), p->mask = mask;
+    if (flags & 128) *kpm = fz_tensor(f, r, 2, ATTN_DTYPE_U8), p->key_padding_mask = kpm;
+}
+
+/* The workspace: a fresh buffer of a decoded size, NULL, or a pointer into another argument (F6). */
+static void *fz_workspace(fz *f, rd *r, size_t *size) {
+    const uint8_t b = rd_u8(r);
+    *size = b < 128 ? (size_t)b * 64 : (b < 200 ? (size_t)(b - 127) * 4096 : (size_t)rd_dim(r));
+    if (b % 5 == 0) return NULL;
+    if (b % 7 == 0 && f->n > 0) { /* alias an input or output */
+        const int k = rd_u8(r) % f->n;
+        if (*size > f->size[k]) *size = f->size[k];
+        return f->base[k];
+    }
+    const size_t alloc = *size < (1u << 20) ? *size : (1u << 20);
+    if (*size > alloc) *size = alloc;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, alloc ? alloc : 64) != 0 || f->n == FZ_MAX_BUFS) {
+        free(p);
+        return NULL;
+    }
+    memset(p, 0x5A, alloc);
+    f->base[f->n] = p, f->size[f->n] = alloc, f->snap[f->n] = NULL, f->n++;
+    return p;
+}
+
+/* Snapshots every buffer not yet snapshotted (called right before the entry). */
+static void fz_snap(fz *f) {
+    for (int i = 0; i < f->n; i++)
+        if (!f->snap[i]) {
+            f->snap[i] = malloc(f->size[i] ? f->size[i] : 1);
+            if (f->snap[i]) memcpy(f->snap[i], f->base[i], f->size[i]);
+        }
+}
+#define CALL(expr) (fz_snap(&f), (expr))
+
+/* Status of the last input (read by the replay driver's corpus generator). */
+attn_status fz_last_status;
+int fz_last_entry;
+char fz_last_msg[512];
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static attn_ctx *ctx = NULL;
+    if (!ctx && attn_ctx_create(&ctx) != ATTN_STATUS_OK) return 0;
+    rd r = {data, size, 0};
+    fz f;
+    memset(&f, 0, sizeof f);
+    const uint8_t entry = rd_u8(&r) % 20;
+    const attn_layout layout = (attn_layout)(rd_u8(&r) % 3);
+    attn_tensor q = fz_tensor(&f, &r, 4, ATTN_DTYPE_F32), k = fz_tensor(&f, &r, 4, ATTN_DTYPE_F32);
+    attn_tensor v = fz_tensor(&f, &r, 4, ATTN_DTYPE_F32), out = fz_tensor(&f, &r, 4, ATTN_DTYPE_F32);
+    attn_tensor lse_s, mask, kpm, a1, a2, a3, a4, a5;
+    memset(&lse_s, 0, sizeof lse_s), memset(&mask, 0, sizeof mask), memset(&kpm, 0, sizeof kpm);
+    memset(&a1, 0, sizeof a1), memset(&a2, 0, sizeof a2), memset(&a3, 0, sizeof a3);
+    memset(&a4, 0, sizeof a4), memset(&a5, 0, sizeof a5);
+    attn_tensor *lse = fz_opt(&f, &r, &lse_s, 3, ATTN_DTYPE_F32);
+    attn_params p;
+    float alibi[ATTN_MAX_HEADS + 1], sinks[ATTN_MAX_HEADS + 1]; /* [num_heads] up to the limit */
+    fz_params(&r, &p, alibi, sinks, &mask, &kpm, &f);
+    const int64_t nb = rd_dim(&r), nb2 = rd_dim(&r);
+    attn_tensor idx1 = fz_index(&f, &r, 1, nb, 0, ATTN_DTYPE_I32), idx2 = fz_index(&f, &r, 1, nb, 0, ATTN_DTYPE_I32);
+    attn_tensor idx3 = fz_index(&f, &r, 2, nb2, rd_dim(&r) % 5, ATTN_DTYPE_I32);
+    size_t ws_size = 0;
+    void *ws = NULL;
+    if (entry >= 10) ws = fz_workspace(&f, &r, &ws_size);
+    attn_status st = ATTN_STATUS_OK;
+    int writes_ws = 1; /* a failing call may not write anything, the workspace included */
+    switch (entry) {
+    case 0: st = CALL(attn_forward(ctx, layout, &q, &k, &v, &p, &out, lse)); break;
+    case 1: st = CALL(attn_ref_forward(layout, &q, &k, &v, &p, &out, lse)); break;
+    case 2: case 3: {
+        if (entry == 2) q.ndim = k.ndim = v.ndim = out.ndim = 3; /* packed takes [1, rows, heads, d] */
+        if (lse) lse->ndim = 2;
+        st = CALL(entry == 2 ? attn_forward_varlen(ctx, &q, &k, &v, &idx1, &idx2, &p, &out, lse)
+                        : attn_forward_packed(ctx, &q, &k, &v, &idx1, &idx2, &p, &out, lse));
+        break;
+    }
+    case 4: {
+        a1 = out, a1.ndim = 3;
+        a2 = k, a2.ndim = 3;
+        a3 = fz_tensor(&f, &r, 2, ATTN_DTYPE_F32), a4 = fz_tensor(&f, &r, 2, ATTN_DTYPE_F32);
+        q.ndim = 3;
+        if (lse) lse->ndim = 2;
+        st = CALL(attn_merge_attn_states(ctx, &q, &a3, &a2, &a4, &a1, lse));
+        break;
+    }
+    case 5: case 6: {
+        a5 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32); /* kv_cache */
+        q.ndim = out.ndim = 3;
+        if (lse) lse->ndim = 2;
+        st = CALL(entry == 5 ? attn_paged_attention(ctx, &q, &a5, &idx1, &idx2, &idx3, &p, &out, lse)
+                        : attn_ref_paged_attention(&q, &a5, &idx1, &idx2, &idx3, &p, &out, lse));
+        break;
+    }
+    case 7: {
+        a5 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32);
+        attn_tensor sl = fz_index(&f, &r, 1, rd_dim(&r), 0, rd_u8(&r) & 1 ? ATTN_DTYPE_I64 : ATTN_DTYPE_I32);
+        k.ndim = v.ndim = 3;
+        st = CALL(attn_reshape_and_cache(ctx, &k, &v, &a5, &sl));
+        break;
+    }
+    case 8: case 9: {
+        a5 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32), a4 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32);
+        attn_tensor m = fz_index(&f, &r, 2, rd_dim(&r), 2, rd_u8(&r) & 1 ? ATTN_DTYPE_I64 : ATTN_DTYPE_I32);
+        st = CALL(entry == 8 ? attn_copy_blocks(ctx, &a5, &m) : attn_swap_blocks(ctx, &a5, &a4, &m));
+        break;
+    }
+    case 10: case 11: {
+        attn_tensor *m = p.key_padding_mask ? &kpm : NULL;
+        p.key_padding_mask = NULL;
+        if (!m) kpm = fz_tensor(&f, &r, 2, ATTN_DTYPE_U8), m = &kpm;
+        st = CALL(entry == 10 ? attn_forward_padded(ctx, layout, &q, &k, &v, m, &p, &out, lse, ws, ws_size)
+                         : attn_ref_forward_padded(layout, &q, &k, &v, m, &p, &out, lse, ws, ws_size));
+        break;
+    }
+    case 12: st = CALL(attn_forward_prescaled(ctx, layout, &q, &k, &v, rd_i32(&r), &p, &out, lse, ws, ws_size)); break;
+    case 13: case 14: {
+        attn_quant_params qp;
+        attn_quant_params_init(&qp, (attn_quant_format)(rd_u8(&r) % 5));
+        qp.rotate = rd_u8(&r) % 3;
+        qp.q_block_rows = rd_i32(&r), qp.kv_block_rows = rd_i32(&r);
+        st = CALL(entry == 13 ? attn_forward_quant(ctx, layout, &q, &k, &v, &qp, &p, &out, lse, ws, ws_size)
+                         : attn_ref_forward_quant(layout, &q, &k, &v, &qp, &p, &out, lse));
+        writes_ws = entry == 13;
+        break;
+    }
+    case 15: {
+        attn_span spans[4];
+        attn_query_range qr[3];
+        const int64_t ns = rd_u8(&r) % 5 - 1, nr = rd_u8(&r) % 4;
+        for (int i = 0; i < 4; i++) spans[i].start = rd_dim(&r), spans[i].end = rd_dim(&r);
+        for (int i = 0; i < 3; i++) qr[i].local_start = rd_dim(&r), qr[i].local_end = rd_dim(&r), qr[i].global_start = rd_dim(&r);
+        st = CALL(attn_forward_piecewise(ctx, layout, &q, &k, &v, ns < 0 ? NULL : spans, ns < 0 ? 1 : ns, nr ? qr : NULL,
+                                    nr, &p, &out, lse));
+        break;
+    }
+    case 16: st = CALL(attn_forward_kv_prefix(ctx, layout, &q, &k, &v, rd_dim(&r), &p, &out, lse)); break;
+    case 17: { /* plan + paged forward */
+        attn_plan_config cfg;
+        attn_plan_config_init(&cfg);
+        cfg.num_blocks = rd_i32(&r), cfg.block_size = rd_i32(&r), cfg.num_heads = rd_i32(&r);
+        cfg.num_kv_heads = rd_i32(&r), cfg.head_size = rd_i32(&r), cfg.max_blocks_per_req = rd_i32(&r);
+        cfg.num_speculative_tokens = rd_u8(&r) % 18;
+        attn_request req[4];
+        int32_t ids[4][8];
+        const int64_t nreq = rd_u8(&r) % 5;
+        for (int i = 0; i < 4; i++) {
+            memset(&req[i], 0, sizeof req[i]);
+            req[i].kind = rd_u8(&r) % 4;
+            req[i].num_computed_tokens = rd_dim(&r), req[i].num_scheduled_tokens = rd_dim(&r);
+            req[i].num_spec_tokens = rd_u8(&r) % 3, req[i].encoder_len = rd_dim(&r);
+            for (int j = 0; j < 8; j++) ids[i][j] = rd_i32(&r);
+            req[i].block_ids = ids[i], req[i].num_block_ids = rd_u8(&r) % 9;
+        }
+        attn_plan *plan = NULL;
+        st = CALL(attn_plan_create(&cfg, req, nreq, &plan));
+        if (st == ATTN_STATUS_OK) {
+            a5 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32);
+            q.ndim = out.ndim = 3;
+            if (lse) lse->ndim = 2;
+            st = CALL(attn_forward_paged(ctx, plan, &q, NULL, NULL, &a5, &p, &out, lse, ws, ws_size));
+            attn_plan_free(plan);
+        } else if (plan != NULL) {
+            abort(); /* a failing plan_create must leave *plan NULL */
+        }
+        break;
+    }
+    case 18: {
+        size_t b = 0;
+        (void)attn_forward_prescaled_workspace_size(&q, &k, &v, &b);
+        (void)attn_forward_quant_workspace_size(layout, &q, &k, &v, &b);
+        const int64_t pb = rd_dim(&r), ps = rd_dim(&r);
+        st = CALL(attn_forward_padded_workspace_size(pb, ps, &b));
+        break;
+    }
+    default: {
+        const int64_t n = rd_dim(&r) % 64;
+        float src[64];
+        uint8_t dst[64];
+        for (int i = 0; i < 64; i++) src[i] = rd_f(&r);
+        const uint8_t fb = rd_u8(&r);
+        const attn_dtype fmt = fb & 1 ? ATTN_DTYPE_FP8_E4M3 : (attn_dtype)(rd_u8(&r) % 12);
+        const float scale = rd_f(&r);
+        st = CALL(attn_quantize_fp8(fmt, src, n, scale, dst));
+        break;
+    }
+    }
+    (void)writes_ws;
+    fz_last_status = st, fz_last_entry = entry;
+    if (st != ATTN_STATUS_OK) {
+        if (attn_last_error()[0] == '\0') abort(); /* every failure names its argument */
+        for (int i = 0; i < f.n; i++)
+            if (f.snap[i] && memcmp(f.snap[i], f.base[i], f.size[i]) != 0) {
+                fprintf(stderr, "fuzz_entries: entry %d failed (%s: %s) but changed buffer %d\n", (int)entry,
+                        attn_status_string(st), attn_last_error(), i);
+                abort();
+            }
+    }
+    snprintf(fz_last_msg, sizeof fz_last_msg, "%s", attn_last_error());
+    attn_clear_error();
+    for (int i = 0; i < f.n; i++) free(f.base[i]), free(f.snap[i]);
+    return 0;
+}

@@ -1,0 +1,21 @@
+# tests/fuzz (issue 11): the corpus replay ctest (always; test_fuzz_replay.c is globbed as fuzz.test_fuzz_replay)
+# and, with -DATTN_FUZZ=ON and clang, the libFuzzer binary fuzz_entries (library instrumented for coverage).
+#   cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DATTN_FUZZ=ON -DATTN_SANITIZE="address;undefined"
+#   build-fuzz/tests/fuzz_entries -max_total_time=60 tests/fuzz/corpus
+option(ATTN_FUZZ "Build the libFuzzer targets of tests/fuzz (clang)" OFF)
+if(TARGET test_fuzz_replay)
+  target_compile_definitions(test_fuzz_replay PRIVATE ATTN_FUZZ_CORPUS="${CMAKE_CURRENT_LIST_DIR}/corpus")
+  set_tests_properties(fuzz.test_fuzz_replay PROPERTIES TIMEOUT 600)
+endif()
+if(ATTN_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "ATTN_FUZZ=ON needs clang (libFuzzer)")
+  endif()
+  target_compile_options(attn_objects PRIVATE -fsanitize=fuzzer-no-link)
+  add_executable(fuzz_entries ${CMAKE_CURRENT_LIST_DIR}/fuzz_entries.c)
+  target_compile_options(fuzz_entries PRIVATE -fsanitize=fuzzer)
+  target_link_options(fuzz_entries PRIVATE -fsanitize=fuzzer)
+  target_link_libraries(fuzz_entries PRIVATE attn_test_harness)
+  add_test(NAME fuzz.libfuzzer_corpus COMMAND fuzz_entries -runs=0 ${CMAKE_CURRENT_LIST_DIR}/corpus)
+  set_tests_properties(fuzz.libfuzzer_corpus PROPERTIES LABELS fuzz TIMEOUT 300)
+endif()
