@@ -1,9 +1,10 @@
 /*
  * test_hidden_keys.c — a key hidden from a row never influences it, whatever its K and V rows hold
- * (docs/SEMANTICS.md §7, issue 10): NaN, +Inf and −Inf planted in the K and V rows of a key that a causal
- * diagonal, a window edge, an explicit mask or a key-padding mask hides from some rows leave those rows'
- * outputs and LSE bitwise equal to a clean run, on the dense (prefill and decode-shaped), packed and paged
- * entries, every K/V dtype. The poison must also show: some row that sees the key comes out non-finite, so
+ * (docs/SEMANTICS.md §3, issue 10): NaN, +Inf and −Inf planted in the K and V rows of a key that a causal
+ * diagonal, a window edge, an explicit mask, a key-padding mask or a piecewise span hides from some rows
+ * leave those rows' outputs and LSE bitwise equal to a clean run, on the dense (prefill and decode-shaped),
+ * piecewise, packed and paged entries, every K/V dtype. (The quantized entry supports no hiding rule but
+ * lengths.) The poison must also show: some row that sees the key comes out non-finite, so
  * the test can fail.
  */
 #include <math.h>
@@ -20,7 +21,7 @@
 #include "harness.h"
 
 typedef enum { HK_DENSE, HK_VARLEN, HK_PAGED } hk_entry;
-typedef enum { HK_CAUSAL, HK_WINDOW, HK_WINDOW_RIGHT, HK_MASK, HK_KPM } hk_class;
+typedef enum { HK_CAUSAL, HK_WINDOW, HK_WINDOW_RIGHT, HK_MASK, HK_KPM, HK_PIECEWISE } hk_class;
 
 typedef struct hk_case {
     hk_entry entry;
@@ -33,6 +34,12 @@ typedef struct hk_case {
 static int hk_visible(const hk_case *c, const attn_params *prm, const uint8_t *mask, const uint8_t *kpm, int64_t i,
                       int64_t h, int64_t j) {
     const int64_t pos = c->seq_k - c->seq_q + i;
+    if (c->cls == HK_PIECEWISE) { /* spans [10, 30) and [50, 60): up to the span's end, else causal */
+        int64_t limit = pos + 1;
+        if (pos >= 10 && pos < 30) limit = 30;
+        if (pos >= 50 && pos < 60) limit = 60;
+        return j < limit;
+    }
     if (prm->causal != ATTN_CAUSAL_NONE && j > pos)
         return 0;
     if (prm->window_left >= 0 && j < pos - prm->window_left)
@@ -50,6 +57,15 @@ static int hk_visible(const hk_case *c, const attn_params *prm, const uint8_t *m
 static attn_status hk_run(attn_ctx *ctx, const hk_case *c, const attn_params *prm, float *q, void *k, void *v,
                           float *out, float *lse) {
     const int64_t H = c->num_heads, Hk = c->num_kv_heads, D = c->head_size, Sq = c->seq_q, Sk = c->seq_k;
+    if (c->cls == HK_PIECEWISE) {
+        static const attn_span spans[2] = {{10, 30}, {50, 60}};
+        attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 4, (const int64_t[]){1, Sq, H, D});
+        attn_tensor tk = attn_tensor_make(k, c->kv_dtype, 4, (const int64_t[]){1, Sk, Hk, D});
+        attn_tensor tv = attn_tensor_make(v, c->kv_dtype, 4, (const int64_t[]){1, Sk, Hk, D});
+        attn_tensor to = attn_tensor_make(out, ATTN_DTYPE_F32, 4, (const int64_t[]){1, Sq, H, D});
+        attn_tensor tl = attn_tensor_make(lse, ATTN_DTYPE_F32, 3, (const int64_t[]){1, H, Sq});
+        return attn_forward_piecewise(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, spans, 2, NULL, 0, prm, &to, &tl);
+    }
     if (c->entry == HK_DENSE) {
         attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 4, (const int64_t[]){1, Sq, H, D});
         attn_tensor tk = attn_tensor_make(k, c->kv_dtype, 4, (const int64_t[]){1, Sk, Hk, D});
@@ -95,7 +111,7 @@ static attn_status hk_run(attn_ctx *ctx, const hk_case *c, const attn_params *pr
 }
 
 static const char *hk_class_name(hk_class c) {
-    static const char *n[] = {"causal", "window", "window_right", "mask", "key_padding"};
+    static const char *n[] = {"causal", "window", "window_right", "mask", "key_padding", "piecewise"};
     return n[c];
 }
 
@@ -138,6 +154,8 @@ static int hk_check(attn_ctx *ctx, const hk_case *c, uint64_t seed, int64_t *com
             kpm[j] = j % 7 != 3 && j != Sk - 2;
         tkpm = attn_tensor_make(kpm, ATTN_DTYPE_BOOL, 2, (const int64_t[]){1, Sk});
         prm.key_padding_mask = &tkpm;
+        break;
+    case HK_PIECEWISE: /* the spans (hk_run) define visibility */
         break;
     }
     int fails = 0;
@@ -200,12 +218,14 @@ static void test_hidden_keys(void **state) {
     int fails = 0;
     int64_t cases = 0, compared = 0, poisoned = 0;
     for (int e = 0; e < 3; e++)
-        for (int cl = 0; cl < 5; cl++)
+        for (int cl = 0; cl < 6; cl++)
             for (int si = 0; si < 4; si++)
                 for (int di = 0; di < 3; di++) {
                     const hk_entry entry = (hk_entry)e;
                     if (entry == HK_PAGED && (cl == HK_MASK || cl == HK_KPM))
                         continue; /* no masks on paged */
+                    if (cl == HK_PIECEWISE && (entry != HK_DENSE || shapes[si][1] < 60))
+                        continue; /* the piecewise entry is dense */
                     if (entry == HK_VARLEN && (cl == HK_MASK || cl == HK_KPM))
                         continue;
                     hk_case c = {entry, (hk_class)cl, dts[di], shapes[si][0], shapes[si][1], 8, 2, 64};
