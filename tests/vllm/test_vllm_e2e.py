@@ -29,8 +29,8 @@ if importlib.util.find_spec("vllm") is None or importlib.util.find_spec("torch")
 from attn import vllm_run as vr  # noqa: E402
 
 MAX_TOKENS = 8
-LONG = ("Summarise the following notes in one sentence. " + " ".join(
-    f"Note {i}: the scheduler batched request {i} with its neighbours and paged its cache." for i in range(5)))
+LONG = "Summarise the following notes in one sentence. " + " ".join(
+    f"Note {i}: the scheduler batched request {i} with its neighbours and paged its cache." for i in range(5))
 
 
 def _prompts():

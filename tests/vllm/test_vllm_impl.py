@@ -1,0 +1,128 @@
+"""attn.vllm_backend's impl on vLLM's cache tensors without an engine (issue 9): decoder, encoder-only and
+cross (encoder-decoder) requests through do_kv_cache_update + forward on vLLM-shaped per-layer caches in
+the token-major (LBNHC) and head-major (LBHNC) layouts, against attn's float64 oracle on gathered keys.
+Needs vLLM (skipped otherwise); a few seconds."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("vllm") is None or importlib.util.find_spec("torch") is None:
+    pytest.skip("vLLM is not importable here: `make test-vllm` runs this file in its venv",
+                allow_module_level=True)
+
+import torch  # noqa: E402
+
+from attn import ops  # noqa: E402
+from attn import vllm_backend as vb  # noqa: E402
+
+H, HK, D, BS, NB = 4, 2, 16, 8, 12
+
+
+def _cache(layout):
+    """vLLM's per-layer logical [B, H, N, C] view of a cache allocated in `layout`'s physical order."""
+    if layout == "LBNHC":  # physical [B, N, H, C]
+        return torch.zeros(NB, BS, HK, 2 * D).permute(0, 2, 1, 3)
+    return torch.zeros(NB, HK, BS, 2 * D)  # LBHNC: physical = logical
+
+
+def _meta(reqs, kind, num_tokens, slot_mapping):
+    enc = kind == "encoder_only"  # as the builder: no cache, zero blocks of size 1
+    plan = ops.Plan(reqs, num_blocks=0 if enc else NB, block_size=1 if enc else BS, num_heads=H,
+                    num_kv_heads=HK, head_size=D, max_blocks_per_req=NB)
+    ws = plan._workspace
+    return vb.AttnMetadata(
+        num_actual_tokens=num_tokens, max_query_len=0, max_seq_len=0, query_start_loc=None, seq_lens=None,
+        block_table=None, slot_mapping=slot_mapping, causal=kind == "decoder", kind=kind,
+        attn_state=plan.attn_state, num_decodes=plan.num_decodes, num_decode_tokens=plan.num_decode_tokens,
+        num_prefills=plan.num_prefills, plan=plan,
+        token_src=None if plan.identity_order else torch.from_numpy(plan.token_src.astype(np.int64)),
+        workspace=ws.ctypes.data if ws.size else None, workspace_size=int(ws.size))
+
+
+def _ref(q, k, v, causal, window=(-1, -1)):
+    """float64 oracle (attn_ref_forward_varlen) for one sequence: q [Tq, H, D], k/v [Tk, HK, D]."""
+    return ops.attention_varlen(q.numpy(), k.numpy(), v.numpy(), [0, q.shape[0]], [0, k.shape[0]],
+                                softmax_scale=0.25, causal=causal, window_size=window, reference=True)
+
+
+@pytest.mark.parametrize("layout", ["LBNHC", "LBHNC"])
+def test_decoder_chunked_and_decode(layout):
+    """Two requests: a 5-token chunk over 9 cached keys and a decode over 20; keys written by
+    do_kv_cache_update through scattered blocks; sliding window 6."""
+    g = torch.Generator().manual_seed(0)
+    kv = _cache(layout)
+    impl = vb.AttnBackendImpl(H, D, 0.25, HK, None, 6, "auto")
+    blocks = [[7, 2], [5, 0, 11]]
+    ctx_len, q_len = [9, 20], [5, 1]
+    keys = [torch.randn(c + n, HK, D, generator=g) for c, n in zip(ctx_len, q_len)]
+    vals = [torch.randn(c + n, HK, D, generator=g) for c, n in zip(ctx_len, q_len)]
+
+    def slots(r, pos):
+        return [blocks[r][p // BS] * BS + p % BS for p in pos]
+
+    # history first (one kv update for the cached tokens), then this step's tokens
+    hist = [torch.tensor(slots(r, range(ctx_len[r]))) for r in range(2)]
+    impl.do_kv_cache_update(None, torch.cat([keys[r][:ctx_len[r]] for r in range(2)]),
+                            torch.cat([vals[r][:ctx_len[r]] for r in range(2)]), kv, torch.cat(hist))
+    sm = torch.tensor(slots(1, range(20, 21)) + slots(0, range(9, 14)))  # vLLM order: decode first
+    k_new = torch.cat([keys[1][20:], keys[0][9:]])
+    v_new = torch.cat([vals[1][20:], vals[0][9:]])
+    impl.do_kv_cache_update(None, k_new, v_new, kv, sm)
+    reqs = [ops.PlanRequest(20, 1, blocks[1]), ops.PlanRequest(9, 5, blocks[0])]
+    q = torch.randn(6, H, D, generator=g)
+    out = torch.full((6, H, D), float("nan"))
+    impl.forward(None, q, k_new, v_new, kv, _meta(reqs, "decoder", 6, sm), out)
+    np.testing.assert_allclose(out[:1].numpy(), _ref(q[:1], keys[1], vals[1], True, (5, 0)), atol=2e-5)
+    np.testing.assert_allclose(out[1:].numpy(), _ref(q[1:], keys[0], vals[0], True, (5, 0)), atol=2e-5)
+
+
+def test_encoder_only_and_profiling_run():
+    g = torch.Generator().manual_seed(1)
+    impl = vb.AttnBackendImpl(H, D, 0.25, HK, None, None, "auto", attn_type="encoder_only")
+    lens = [3, 7]
+    q, k, v = (torch.randn(10, n, D, generator=g) for n in (H, HK, HK))
+    out = torch.full((10, H, D), float("nan"))
+    impl.do_kv_cache_update(None, k, v, torch.empty(0), torch.arange(10))  # no cache: a no-op
+    assert impl.forward(None, q, k, v, torch.empty(0), None, out) is out  # profiling run: untouched
+    assert torch.isnan(out).all()
+    reqs = [ops.PlanRequest(0, n, (), kind="encoder_only") for n in lens]
+    impl.forward(None, q, k, v, torch.empty(0), _meta(reqs, "encoder_only", 10, None), out)
+    np.testing.assert_allclose(out[:3].numpy(), _ref(q[:3], k[:3], v[:3], False), atol=2e-5)
+    np.testing.assert_allclose(out[3:].numpy(), _ref(q[3:], k[3:], v[3:], False), atol=2e-5)
+
+
+@pytest.mark.parametrize("layout", ["LBNHC", "LBHNC"])
+def test_cross_attention(layout):
+    """Encoder-decoder: the first step writes 11 encoder keys (cross slot mapping) and 2 decoder queries
+    attend to all of them, non-causal."""
+    g = torch.Generator().manual_seed(2)
+    kv = _cache(layout)
+    impl = vb.AttnBackendImpl(H, D, 0.25, HK, None, None, "auto", attn_type="encoder_decoder")
+    blocks = [3, 9]
+    enc_k, enc_v = torch.randn(11, HK, D, generator=g), torch.randn(11, HK, D, generator=g)
+    sm = torch.tensor([blocks[p // BS] * BS + p % BS for p in range(11)])
+    impl.do_kv_cache_update(None, enc_k, enc_v, kv, sm)
+    q = torch.randn(2, H, D, generator=g)
+    out = torch.full((2, H, D), float("nan"))
+    meta = _meta([ops.PlanRequest(0, 2, blocks, kind="cross", encoder_len=11)], "cross", 2, sm)
+    impl.forward(None, q, None, None, kv, meta, out)
+    np.testing.assert_allclose(out.numpy(), _ref(q, enc_k, enc_v, False), atol=2e-5)
+
+
+def test_declared_features_come_from_the_library():
+    caps = vb.CAPS
+    assert vb.AttnBackend.get_supported_head_sizes() == list(range(caps["head_size_min"],
+                                                                   caps["head_size_max"] + 1))
+    assert vb.AttnBackend.supported_kv_cache_dtypes == ["auto", "bfloat16", "float16"]
+    assert set(vb.AttnBackend.supported_dtypes) == {torch.float32, torch.float16, torch.bfloat16}
+    for t in ("decoder", "encoder", "encoder_only", "encoder_decoder"):
+        assert vb.AttnBackend.supports_attn_type(t)
+    assert vb.AttnBackend.supports_sink() and vb.AttnBackend.supports_sliding_window()
+    assert vb.AttnBackend.get_supported_kernel_block_sizes()[0].base == 1
+    assert vb.AttnBackend.supported_kv_cache_layouts()[0].name == "LBNHC"
+    with pytest.raises(NotImplementedError, match="fp8"):
+        vb.AttnBackendImpl(H, D, 0.25, HK, None, None, "fp8")
