@@ -3,7 +3,8 @@
  * (cpu-kernel-design.md §2.4). Lane for lane the rule of k_softmax_w in generic/tile_kernels.h (see
  * softmax_tile_avx512.c for the statement): lazy rescale with threshold 8 (log2 units), α = 1 when m is
  * kept or was −inf, P exactly +0 where s = −inf, l = α·l + Σ_k P (k ascending), Oᵀ *= α when some α ≠ 1.
- * An all-masked tile leaves m, l and Oᵀ bitwise unchanged.
+ * An all-masked tile leaves m, l and Oᵀ bitwise unchanged. ≤ 4 rows pack two keys per vector
+ * (k256_softmax_rows4): the same per-lane operations on fewer vectors.
  */
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
 #error "softmax_tile_avx2.c must be compiled with -mavx2 -mfma -mf16c"
@@ -14,8 +15,56 @@
 #include "kernels/avx2/exp2_avx2.h"
 #include "kernels/kernels.h"
 
+/* ≤ 4 rows (decode: one token × GQA 4): the same per-lane rule with two keys per vector for the max and the
+ * exp2 (half the exp2 work), the sum then taken over P in key order (the same sequence of adds). Only lanes
+ * [0, 4) of s, m, l and Oᵀ are read or written. */
+static void k256_softmax_rows4(float *s, int64_t num_keys, float *m, float *l, float *o_t, int64_t head_size_v) {
+    const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+    __m256 tmax2 = neg_inf;
+    int64_t k = 0;
+    for (; k + 2 <= num_keys; k += 2)
+        tmax2 = _mm256_max_ps(_mm256_loadu2_m128(s + (k + 1) * ATTN_QB, s + k * ATTN_QB), tmax2);
+    /* partial maxima are never NaN (NaN scores are ignored above) */
+    __m128 tmax = _mm_max_ps(_mm256_castps256_ps128(tmax2), _mm256_extractf128_ps(tmax2, 1));
+    for (; k < num_keys; k++) tmax = _mm_max_ps(_mm_loadu_ps(s + k * ATTN_QB), tmax);
+
+    const __m128 m_old = _mm_loadu_ps(m), ninf4 = _mm_set1_ps(-INFINITY), one4 = _mm_set1_ps(1.0f);
+    const __m128 empty = _mm_cmp_ps(m_old, ninf4, _CMP_EQ_OQ);
+    const __m128 grow = _mm_cmp_ps(tmax, _mm_add_ps(m_old, _mm_set1_ps(ATTN_RESCALE_THRESHOLD)), _CMP_GT_OQ);
+    const __m128 m_new = _mm_blendv_ps(m_old, tmax, _mm_or_ps(grow, empty));
+    const __m128 keep = _mm_or_ps(_mm_cmp_ps(m_new, m_old, _CMP_EQ_OQ), empty);
+    const __m128 e = _mm256_castps256_ps128(k256_exp2(_mm256_castps128_ps256(_mm_sub_ps(m_old, m_new))));
+    const __m128 alpha = _mm_blendv_ps(e, one4, keep);
+    const int rescale = _mm_movemask_ps(_mm_cmp_ps(alpha, one4, _CMP_NEQ_UQ)) != 0;
+    _mm_storeu_ps(m, m_new);
+
+    const __m256 m2 = _mm256_set_m128(m_new, m_new);
+    for (k = 0; k + 2 <= num_keys; k += 2) {
+        const __m256 x = _mm256_loadu2_m128(s + (k + 1) * ATTN_QB, s + k * ATTN_QB);
+        const __m256 dead = _mm256_cmp_ps(x, neg_inf, _CMP_EQ_OQ);
+        const __m256 pe = _mm256_andnot_ps(dead, k256_exp2(_mm256_sub_ps(x, m2)));
+        _mm256_storeu2_m128(s + (k + 1) * ATTN_QB, s + k * ATTN_QB, pe);
+    }
+    for (; k < num_keys; k++) {
+        const __m256 x = _mm256_castps128_ps256(_mm_loadu_ps(s + k * ATTN_QB));
+        const __m256 dead = _mm256_cmp_ps(x, neg_inf, _CMP_EQ_OQ);
+        const __m256 pe = _mm256_andnot_ps(dead, k256_exp2(_mm256_sub_ps(x, m2)));
+        _mm_storeu_ps(s + k * ATTN_QB, _mm256_castps256_ps128(pe));
+    }
+    __m128 sum = _mm_setzero_ps();
+    for (k = 0; k < num_keys; k++) sum = _mm_add_ps(sum, _mm_loadu_ps(s + k * ATTN_QB));
+    _mm_storeu_ps(l, _mm_fmadd_ps(alpha, _mm_loadu_ps(l), sum));
+    if (rescale)
+        for (int64_t d = 0; d < head_size_v; d++)
+            _mm_storeu_ps(o_t + d * ATTN_QB, _mm_mul_ps(_mm_loadu_ps(o_t + d * ATTN_QB), alpha));
+}
+
 void attn_k_softmax_tile_avx2(float *s, int64_t num_keys, int64_t num_rows, float *m, float *l, float *o_t,
                               int64_t head_size_v) {
+    if (num_rows <= 4) {
+        k256_softmax_rows4(s, num_keys, m, l, o_t, head_size_v);
+        return;
+    }
     const int nv = (int)((num_rows + 7) / 8);
     const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
     const __m256 one = _mm256_set1_ps(1.0f);
