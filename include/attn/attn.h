@@ -251,7 +251,8 @@ ATTN_API attn_status attn_forward_varlen(attn_ctx *ctx, const attn_tensor *q, co
 
 /* Merge two attention states over disjoint key sets (vLLM merge_attn_states, FlashInfer merge_state):
  *   lse = logaddexp(lse_a, lse_b); out = e^(lse_a−lse)·out_a + e^(lse_b−lse)·out_b;
- *   both −inf → out = 0, lse = −inf. A +inf or NaN LSE is an error-free pass-through of IEEE rules.
+ *   both −inf → out = 0, lse = −inf. A +inf LSE means an empty state (FA2 writes +inf for a row with
+ *   no keys; vLLM's merge converts it) and is treated as −inf; a NaN LSE passes through IEEE rules.
  *   out_a, out_b, out: [num_tokens, num_heads, head_size] f32/f16/bf16 (same dtype);
  *   lse_a, lse_b: float32 [num_heads, num_tokens]; lse_out_opt: float32 [num_heads, num_tokens] or NULL.
  * out may alias out_a or out_b exactly (same view). Returns INVALID_ARGUMENT. */

@@ -7,7 +7,7 @@ Three layers, all over the same C entries (include/attn/attn.h), all zero-copy o
   ``attn.reshape_and_cache``, ``attn.copy_blocks``, ``attn.swap_blocks``, ``attn.Plan`` (one per engine
   step) and ``attn.Context`` -- the C API one to one (``reference=True`` runs the float64 oracle);
 - ``attn.flash``: flash-attn calling conventions (``flash_attn_func``, ``flash_attn_varlen_func``,
-  ``flash_attn_with_kvcache``);
+  ``flash_attn_with_kvcache``, the ``*_qkvpacked_func`` / ``*_kvpacked_func`` variants);
 - ``attn.vllm_ops`` and ``attn.backend``: vLLM-style cache ops and an attention backend
   (``AttnBackend.get_kv_cache_shape``, ``AttnMetadataBuilder.build``, ``AttnBackendImpl.forward``).
 
@@ -48,7 +48,11 @@ from .ops import (  # noqa: F401
 from . import backend, diffusion, vllm_ops  # noqa: F401,E402
 from .flash import (  # noqa: F401
     flash_attn_func,
+    flash_attn_kvpacked_func,
+    flash_attn_qkvpacked_func,
     flash_attn_varlen_func,
+    flash_attn_varlen_kvpacked_func,
+    flash_attn_varlen_qkvpacked_func,
     flash_attn_with_kvcache,
 )
 
@@ -58,7 +62,9 @@ __all__ = [
     "AttnError", "AttnInvalidArgumentError", "AttnUnsupportedError", "AttnOutOfMemoryError",
     "AttnOverflowError", "Context", "Params", "Plan", "PlanRequest", "attention", "attention_varlen",
     "paged_attention", "merge_attn_states", "reshape_and_cache", "copy_blocks", "swap_blocks",
-    "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "default_context",
+    "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "flash_attn_qkvpacked_func",
+    "flash_attn_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func",
+    "default_context",
     "set_num_threads", "info", "library_version", "library_path", "has", "isa_names", "isa_available",
     "cpu_features", "last_error", "__version__", "backend", "diffusion", "vllm_ops",
 ]

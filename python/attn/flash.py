@@ -3,11 +3,14 @@
     flash_attn_func(q, k, v, ...)                       dense, BSND
     flash_attn_varlen_func(q, k, v, cu_seqlens_q, ...)  packed sequences (optionally paged K/V)
     flash_attn_with_kvcache(q, k_cache, v_cache, ...)   decode/append into a (paged) KV cache
+    flash_attn_qkvpacked_func / flash_attn_kvpacked_func and their varlen twins: zero-copy views of the
+    packed tensors, then the functions above
 
 Differences from flash-attn (a CPU library): dropout_p must be 0, ``deterministic`` is ignored (attn is
-always deterministic), ``return_attn_probs`` returns ``None`` for the probability matrix, rotary
-embedding and ``cache_leftpad`` are not implemented (NotImplementedError). Extensions: ``out=`` (write
-the result into a caller array), ``return_softmax_lse`` on every function, ``sinks``, ``ctx``.
+always deterministic), ``return_attn_probs`` returns ``None`` for the probability matrix. Rotary
+embedding (``rotary_cos``/``rotary_sin``) and ``cache_leftpad`` in flash_attn_with_kvcache follow
+flash-attn 2 (docs/SEMANTICS.md, "Drop-in compatibility"). Extensions: ``out=`` (write the result into
+a caller array), ``return_softmax_lse`` on every function, ``sinks``, ``ctx``.
 Arrays are NumPy (bfloat16 via ml_dtypes) or torch CPU tensors (DLPack); results have the caller's type.
 Forward only: torch tensors with requires_grad are read through detached views (no autograd graph; a
 warning is emitted once). causal is a bool (None = False); window_size bounds are ints >= -1 (-1 or any
@@ -66,6 +69,23 @@ def _finish(out: Any, lse: Any, return_attn_probs: bool, return_softmax_lse: boo
     if return_softmax_lse:
         return out, lse
     return out
+
+
+def _batch_slopes(alibi_slopes: Optional[Array], batch: int, nheads: int) -> Optional[np.ndarray]:
+    """Per-batch ALiBi slopes float32 [batch, nheads] (flash-attn's second form), or None when
+    alibi_slopes is None or per-head [nheads] (passed through unchanged)."""
+    if alibi_slopes is None or len(_arrays.shape_of(alibi_slopes, "alibi_slopes")) != 2:
+        return None
+    slopes = np.asarray(_arrays.as_numpy(alibi_slopes, "alibi_slopes"), np.float32)
+    _check_shape("alibi_slopes", slopes.shape, (batch, nheads), "[batch, nheads] or [nheads]")
+    return slopes
+
+
+def _empty_rows(oa: np.ndarray, la: Optional[np.ndarray]) -> None:
+    """A sequence with queries but no keys: out 0, lse -inf (what libattn writes for such rows)."""
+    oa[...] = 0
+    if la is not None:
+        la[...] = -np.inf
 
 
 def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0,
@@ -223,6 +243,7 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     A sequence may have more queries than keys (bottom-right causal: its first rows see no key, out 0,
     lse -inf). Paged k/v that are the two halves of one [2, num_blocks, ...] tensor are used in place;
     two separate allocations are attended through a COPY of the blocks in use (not zero-copy).
+    alibi_slopes: float32 [nheads] or [batch, nheads] (per-batch: one call per sequence on views).
     Returns out [total_q, nheads, headdim_v]; with return_softmax_lse also softmax_lse float32
     [nheads, total_q]; with return_attn_probs (out, softmax_lse, None). When out is allocated here, rows
     past cu_seqlens_q[-1] are zero (lse -inf); a caller's out keeps its values in those rows."""
@@ -246,6 +267,13 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     cu_q = _arrays.index_array(cu_seqlens_q, "cu_seqlens_q")
     if cu_q.ndim != 1 or cu_q.shape[0] < 1:
         raise ValueError(f"cu_seqlens_q: shape {list(cu_q.shape)}, expected [batch + 1]")
+    q_shape = _arrays.shape_of(q, "q")
+    slopes = _batch_slopes(alibi_slopes, cu_q.shape[0] - 1, q_shape[1] if len(q_shape) == 3 else -1)
+    if slopes is not None and block_table is None and seqused_k is None:
+        out, lse = _varlen_per_batch(q, k, v, cu_q, cu_seqlens_k, slopes, out, want_lse, kw)
+        if allocated:
+            _zero_tail(out, lse, int(cu_q[-1]))
+        return _finish(out, lse, return_attn_probs, return_softmax_lse)
     if block_table is None and seqused_k is None:
         res = ops.attention_varlen(q, k, v, cu_q, cu_seqlens_k, out=out, return_lse=want_lse, **kw)
         out, lse = res if want_lse else (res, None)
@@ -281,7 +309,20 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
         out = _arrays.empty(q, out_shape, qa.dtype)
     oa = _arrays.as_numpy(out, "out")
     _check_shape("out", oa.shape, out_shape, "[total_q, nheads, headdim_v]")
-    o, lse = _paged(qa, ka, va, cu_q, seq_lens, bt, oa, want_lse, kw)
+    if slopes is not None:  # per-batch ALiBi: one paged call per sequence on views
+        lse = np.empty((qa.shape[1], qa.shape[0]), np.float32) if want_lse else None
+        ops.Params(num_heads=qa.shape[1], **{n: kw[n] for n in kw if n not in ("ctx", "alibi_slopes")})
+        for b in range(batch):
+            r0, r1 = int(cu_q[b]), int(cu_q[b + 1])
+            if r1 <= r0:
+                continue
+            kwb = dict(kw, alibi_slopes=slopes[b])
+            _, lb = _paged(qa[r0:r1], ka, va, np.array([0, r1 - r0], np.int32), seq_lens[b:b + 1],
+                           bt[b:b + 1], oa[r0:r1], want_lse, kwb)
+            if lse is not None:
+                lse[:, r0:r1] = lb
+    else:
+        o, lse = _paged(qa, ka, va, cu_q, seq_lens, bt, oa, want_lse, kw)
     if lse is not None and _arrays.is_torch(q):
         import torch
 
@@ -289,6 +330,44 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     if allocated:
         _zero_tail(out, lse, int(cu_q[-1]))
     return _finish(out, lse, return_attn_probs, return_softmax_lse)
+
+
+def _varlen_per_batch(q: Array, k: Array, v: Array, cu_q: np.ndarray, cu_seqlens_k: Array,
+                      slopes: np.ndarray, out: Optional[Array], want_lse: bool,
+                      kw: dict) -> Tuple[Any, Any]:
+    """flash_attn_varlen_func with per-batch ALiBi slopes [batch, nheads]: one attn_forward_varlen per
+    sequence on views of q/k/v/out (no copies). Returns (out, lse or None)."""
+    qa, ka, va = (_arrays.as_numpy(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
+    batch = cu_q.shape[0] - 1
+    cu_k = _arrays.index_array(cu_seqlens_k, "cu_seqlens_k")
+    _check_shape("cu_seqlens_k", cu_k.shape, (batch + 1,), f"[batch + 1], batch={batch} from cu_seqlens_q")
+    if qa.ndim != 3 or ka.ndim != 3 or va.ndim != 3:
+        raise ValueError(f"q, k, v: shapes {list(qa.shape)}, {list(ka.shape)}, {list(va.shape)}, expected "
+                         "[total_q, nheads, headdim], [total_k, nheads_k, headdim], [total_k, nheads_k, "
+                         "headdim_v]")
+    for name, cu, total in (("cu_seqlens_q", cu_q, qa.shape[0]), ("cu_seqlens_k", cu_k, ka.shape[0])):
+        if cu[0] != 0 or np.any(np.diff(cu.astype(np.int64)) < 0) or cu[-1] > total:
+            raise ValueError(f"{name}: {cu.tolist()} must start at 0, not decrease and end <= {total}")
+    out_shape = (qa.shape[0], qa.shape[1], va.shape[2])
+    if out is None:
+        out = _arrays.empty(q, out_shape, qa.dtype)
+    oa = _arrays.as_numpy(out, "out")
+    _check_shape("out", oa.shape, out_shape, "[total_q, nheads, headdim_v]")
+    lse = _arrays.empty(q, (qa.shape[1], qa.shape[0]), np.float32) if want_lse else None
+    la = None if lse is None else _arrays.as_numpy(lse)
+    ops.Params(num_heads=qa.shape[1], **{n: kw[n] for n in kw if n not in ("ctx", "alibi_slopes")})
+    for b in range(batch):
+        q0, q1, k0, k1 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
+        if q1 == q0:
+            continue
+        lb = None if la is None else la[:, q0:q1]
+        if k1 == k0:
+            _empty_rows(oa[q0:q1], lb)
+            continue
+        ops.attention_varlen(qa[q0:q1], ka[k0:k1], va[k0:k1], np.array([0, q1 - q0], np.int32),
+                             np.array([0, k1 - k0], np.int32), out=oa[q0:q1], lse=lb,
+                             **dict(kw, alibi_slopes=slopes[b]))
+    return out, lse
 
 
 def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optional[Array] = None,
@@ -317,6 +396,16 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     batch_cache >= batch and row b serves batch element b).
     Causal is bottom-right over cache_seqlens[b] + seqlen_new keys; seqlen_q may exceed that count (the
     first rows then see no key: out 0, lse -inf).
+    cache_leftpad: int32 [batch] (flash-attn): the keys of sequence b are cache positions
+    cache_leftpad[b] ... cache_seqlens[b] + seqlen_new - 1 (cache_seqlens counts the padding); positions
+    below are never read, and causal masks and ALiBi count from the first real key. 0 <= cache_leftpad[b]
+    <= cache_seqlens[b]. With block_table the keys in use are gathered (a COPY); flash-attn 2 rejects it.
+    rotary_cos, rotary_sin: [seqlen_ro, rotary_dim / 2] (flash-attn; any float dtype, computed in float32):
+    q and the new k are rotated on their first rotary_dim features before the cache write (k itself is
+    not modified), interleaved (GPT-J pairs 2i, 2i+1; the default) or not (GPT-NeoX halves). The new key
+    j sits at position cache_seqlens[b] + j; query i at cache_seqlens[b] + i when causal or a window is
+    set, else at cache_seqlens[b]. Needs k and v (as flash-attn); every position used must be < seqlen_ro.
+    alibi_slopes: float32 [nheads] or [batch, nheads].
     k_cache/v_cache that are the two halves of one tensor (kv[0], kv[1]) are used in place (zero-copy);
     two separate allocations are written in place, but attention then runs over a COPY of the blocks in
     use (not zero-copy; allocate one [2, ...] tensor to avoid it).
@@ -328,11 +417,6 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
                          bool(return_softmax_lse))
         if r is not _NI:
             return r
-    if rotary_cos is not None or rotary_sin is not None:
-        raise NotImplementedError("flash_attn_with_kvcache: rotary embedding is not implemented; apply "
-                                  "RoPE to q/k before the call")
-    if cache_leftpad is not None:
-        raise NotImplementedError("flash_attn_with_kvcache: cache_leftpad is not implemented")
     qa = _arrays.as_numpy(q, "q")
     kc, vc = _arrays.as_numpy(k_cache, "k_cache"), _arrays.as_numpy(v_cache, "v_cache")
     if qa.ndim != 4:
@@ -397,12 +481,27 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     seq_lens = seq_lens.astype(np.int32)
     if block_table is not None:
         _check_block_ids(bt, seq_lens, block_size, kc.shape[0])
+    leftpad = None
+    if cache_leftpad is not None:
+        leftpad = _arrays.index_array(cache_leftpad, "cache_leftpad")
+        _check_shape("cache_leftpad", leftpad.shape, (batch,), f"[batch], batch={batch}")
+        bad = np.nonzero((leftpad < 0) | (leftpad > seqlens))[0]
+        if bad.size:
+            b = int(bad[0])
+            raise ValueError(f"cache_leftpad: entry {b} = {int(leftpad[b])} is outside [0, cache_seqlens[{b}]"
+                             f" = {int(seqlens[b])}]")
+    slopes = _batch_slopes(alibi_slopes, batch, nheads)
+    causal = _flash_causal(causal)
+    if rotary_cos is not None or rotary_sin is not None:
+        qa, ka = _rotate_q_k(qa, ka if seqlen_new else None, rotary_cos, rotary_sin, rotary_interleaved,
+                             seqlens, causal, window_size, capacity)
     out_shape = (batch, seqlen_q, nheads, vc.shape[3])
     if out is not None:
         _check_shape("out", _arrays.shape_of(out, "out"), out_shape, "[batch, seqlen_q, nheads, headdim_v]")
         _arrays.tensor(out, "out", True)
-    kw = dict(softmax_scale=softmax_scale, causal=_flash_causal(causal), window_size=window_size,
-              softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks, ctx=ctx)
+    kw = dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
+              softcap=softcap, alibi_slopes=None if slopes is not None else alibi_slopes, sinks=sinks,
+              ctx=ctx)
     ops.Params(num_heads=nheads, **{n: kw[n] for n in kw if n != "ctx"})  # option errors: before writes
     _arrays.tensor(qa, "q"), _arrays.tensor(kc, "k_cache", True), _arrays.tensor(vc, "v_cache", True)
     if seqlen_new:
@@ -420,11 +519,14 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         else:  # two separate caches: write each through a [2, ...] view with aliased halves
             ops.reshape_and_cache(k3, k3, doubled(kc), slots, ctx=ctx)
             ops.reshape_and_cache(v3, v3, doubled(vc), slots, ctx=ctx)
-    q3 = qa.reshape(batch * seqlen_q, nheads, qa.shape[3])
-    qsl = (np.arange(batch + 1, dtype=np.int32) * seqlen_q).astype(np.int32)
     if out is None:
         out = _arrays.empty(q, out_shape, qa.dtype)
     oa = _arrays.as_numpy(out, "out")
+    if leftpad is not None or slopes is not None:
+        return _kvcache_per_batch(q, qa, kc, vc, bt, seq_lens, leftpad, slopes, block_table is not None,
+                                  out, oa, return_softmax_lse, kw)
+    q3 = qa.reshape(batch * seqlen_q, nheads, qa.shape[3])
+    qsl = (np.arange(batch + 1, dtype=np.int32) * seqlen_q).astype(np.int32)
     o3 = _view3(oa, (batch * seqlen_q, nheads, oa.shape[-1]))
     res, lse3 = _paged(q3, kc, vc, qsl, seq_lens, bt, o3, return_softmax_lse, kw)
     if o3 is None:  # out was not reshapeable in place
@@ -434,3 +536,156 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     lse = _arrays.empty(q, (batch, nheads, seqlen_q), np.float32)
     _arrays.as_numpy(lse)[...] = lse3.reshape(nheads, batch, seqlen_q).transpose(1, 0, 2)
     return out, lse
+
+
+def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pos: np.ndarray,
+            interleaved: bool) -> np.ndarray:
+    """x [batch, seqlen, nheads, headdim] rotated as flash-attn's apply_rotary_emb: the first rotary_dim =
+    2·cos.shape[1] features, feature pair j (2j, 2j+1 interleaved; j, j + rotary_dim/2 otherwise) of the
+    row at position p turned by the angle whose cos/sin are cos[p, j], sin[p, j]; arithmetic in float32,
+    the result (a new array) in x's dtype. pos: int64 [batch, seqlen]."""
+    half = cos.shape[1]
+    c, s = cos[pos][:, :, None, :], sin[pos][:, :, None, :]
+    xf = x.astype(np.float32)
+    i1, i2 = (slice(0, 2 * half, 2), slice(1, 2 * half, 2)) if interleaved else \
+        (slice(0, half), slice(half, 2 * half))
+    x1, x2 = xf[..., i1].copy(), xf[..., i2].copy()
+    xf[..., i1] = x1 * c - x2 * s
+    xf[..., i2] = x2 * c + x1 * s
+    return xf.astype(x.dtype)
+
+
+def _rotate_q_k(qa: np.ndarray, ka: Optional[np.ndarray], rotary_cos: Any, rotary_sin: Any,
+                interleaved: bool, seqlens: np.ndarray, causal: bool, window_size: Any,
+                seqlen_k: int) -> Tuple[np.ndarray, np.ndarray]:
+    """flash_attn_with_kvcache's rotary embedding: rotated copies of q and the new keys k (see its
+    docstring). Checks everything before returning (nothing is written yet)."""
+    if rotary_cos is None or rotary_sin is None:
+        raise ValueError("rotary_cos and rotary_sin must be given together")
+    if ka is None:
+        raise ValueError("rotary_cos/rotary_sin: rotary embedding needs the new k and v to append (as in "
+                         "flash-attn)")
+    cos = np.asarray(_arrays.as_numpy(rotary_cos, "rotary_cos"), np.float32)
+    sin = np.asarray(_arrays.as_numpy(rotary_sin, "rotary_sin"), np.float32)
+    if cos.ndim != 2 or cos.shape[1] < 1 or 2 * cos.shape[1] > qa.shape[3]:
+        raise ValueError(f"rotary_cos: shape {list(cos.shape)}, expected [seqlen_ro, rotary_dim / 2] with "
+                         f"1 <= rotary_dim / 2 <= headdim / 2 = {qa.shape[3] // 2}")
+    _check_shape("rotary_sin", sin.shape, cos.shape, "[seqlen_ro, rotary_dim / 2] of rotary_cos")
+    left, right = ops._window_value(window_size)
+    # flash-attn: window bounds >= seqlen_k are unbounded; queries take consecutive positions when the
+    # mask depends on them (causal or local), else all sit at cache_seqlens.
+    local = 0 <= left < seqlen_k or 0 <= right < seqlen_k
+    base = seqlens.astype(np.int64)[:, None]
+    q_pos = base + (np.arange(qa.shape[1], dtype=np.int64)[None, :] if causal or local else 0)
+    q_pos = np.broadcast_to(q_pos, qa.shape[:2])
+    k_pos = base + np.arange(ka.shape[1], dtype=np.int64)[None, :]
+    need = int(max(q_pos.max(initial=-1), k_pos.max(initial=-1))) + 1
+    if need > cos.shape[0]:
+        raise ValueError(f"rotary_cos: seqlen_ro={cos.shape[0]} rows, but positions up to {need - 1} are "
+                         "used (cache_seqlens + seqlen_new or seqlen_q)")
+    return _rotate(qa, cos, sin, q_pos, bool(interleaved)), _rotate(ka, cos, sin, k_pos, bool(interleaved))
+
+
+def _kvcache_per_batch(q: Array, qa: np.ndarray, kc: np.ndarray, vc: np.ndarray, bt: np.ndarray,
+                       seq_lens: np.ndarray, leftpad: Optional[np.ndarray], slopes: Optional[np.ndarray],
+                       paged: bool, out: Any, oa: np.ndarray, want_lse: bool, kw: dict) -> Any:
+    """The attention step of flash_attn_with_kvcache (cache already written) one sequence at a time: for
+    per-batch ALiBi slopes and for cache_leftpad. Without leftpad: one paged call per sequence on views.
+    With leftpad: dense attention over keys cache_leftpad[b] ... seq_lens[b] - 1 (views of a contiguous
+    cache row; gathered copies through a block table)."""
+    batch, block_size = qa.shape[0], kc.shape[1]
+    lse = _arrays.empty(q, (batch, qa.shape[2], qa.shape[1]), np.float32) if want_lse else None
+    la = None if lse is None else _arrays.as_numpy(lse)
+    for b in range(batch):
+        kwb = kw if slopes is None else dict(kw, alibi_slopes=slopes[b])
+        lb = None if la is None else la[b:b + 1]
+        if leftpad is None:
+            _, l3 = _paged(qa[b], kc, vc, np.array([0, qa.shape[1]], np.int32), seq_lens[b:b + 1],
+                           bt[b:b + 1], oa[b], want_lse, kwb)
+            if lb is not None:
+                lb[0] = l3
+            continue
+        lo, hi = int(leftpad[b]), int(seq_lens[b])
+        if hi == lo:
+            _empty_rows(oa[b], lb)
+            continue
+        if paged:
+            pos = np.arange(lo, hi, dtype=np.int64)
+            blk, off = bt[b].astype(np.int64)[pos // block_size], pos % block_size
+            kb, vb = kc[blk, off], vc[blk, off]
+        else:
+            kb, vb = kc[int(bt[b, 0]), lo:hi], vc[int(bt[b, 0]), lo:hi]
+        ops.attention(qa[b:b + 1], kb[None], vb[None], out=oa[b:b + 1], lse=lb, **kwb)
+    return (out, lse) if want_lse else out
+
+
+# ------------------------------------------------------------------------------------------------
+# Packed q/k/v (flash-attn's *_qkvpacked_func / *_kvpacked_func): zero-copy views, then the above
+# ------------------------------------------------------------------------------------------------
+def _unpack(x: Array, name: str, axis: int, parts: int, what: str) -> tuple:
+    """Views x[..., i, ...] (i < parts) along ``axis`` (no copies; torch tensors stay torch)."""
+    shape = _arrays.shape_of(x, name)
+    if len(shape) != axis + 3 or shape[axis] != parts:
+        raise ValueError(f"{name}: shape {list(shape)}, expected {what}")
+    idx = (slice(None),) * axis
+    return tuple(x[idx + (i,)] for i in range(parts))
+
+
+def flash_attn_qkvpacked_func(qkv: Array, dropout_p: float = 0.0, softmax_scale: Optional[float] = None,
+                              causal: bool = False, window_size: Tuple[int, int] = (-1, -1),
+                              softcap: float = 0.0, alibi_slopes: Optional[Array] = None,
+                              deterministic: bool = False, return_attn_probs: bool = False, *,
+                              return_softmax_lse: bool = False, out: Optional[Array] = None,
+                              sinks: Optional[Array] = None, ctx: Optional[Context] = None) -> Any:
+    """flash_attn_func on qkv [batch, seqlen, 3, nheads, headdim] (q, k, v = qkv[:, :, 0/1/2], views)."""
+    q, k, v = _unpack(qkv, "qkv", 2, 3, "[batch, seqlen, 3, nheads, headdim]")
+    return flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                           deterministic, return_attn_probs, return_softmax_lse=return_softmax_lse,
+                           out=out, sinks=sinks, ctx=ctx)
+
+
+def flash_attn_kvpacked_func(q: Array, kv: Array, dropout_p: float = 0.0,
+                             softmax_scale: Optional[float] = None, causal: bool = False,
+                             window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                             alibi_slopes: Optional[Array] = None, deterministic: bool = False,
+                             return_attn_probs: bool = False, *, return_softmax_lse: bool = False,
+                             out: Optional[Array] = None, sinks: Optional[Array] = None,
+                             ctx: Optional[Context] = None) -> Any:
+    """flash_attn_func on q and kv [batch, seqlen_k, 2, nheads_k, headdim] (k, v = kv[:, :, 0/1], views)."""
+    k, v = _unpack(kv, "kv", 2, 2, "[batch, seqlen_k, 2, nheads_k, headdim]")
+    return flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                           deterministic, return_attn_probs, return_softmax_lse=return_softmax_lse,
+                           out=out, sinks=sinks, ctx=ctx)
+
+
+def flash_attn_varlen_qkvpacked_func(qkv: Array, cu_seqlens: Array, max_seqlen: Optional[int] = None,
+                                     dropout_p: float = 0.0, softmax_scale: Optional[float] = None,
+                                     causal: bool = False, window_size: Tuple[int, int] = (-1, -1),
+                                     softcap: float = 0.0, alibi_slopes: Optional[Array] = None,
+                                     deterministic: bool = False, return_attn_probs: bool = False, *,
+                                     return_softmax_lse: bool = False, out: Optional[Array] = None,
+                                     sinks: Optional[Array] = None, ctx: Optional[Context] = None) -> Any:
+    """flash_attn_varlen_func on qkv [total, 3, nheads, headdim] with one cu_seqlens int32 [batch + 1]
+    for queries and keys (q, k, v = qkv[:, 0/1/2], views)."""
+    q, k, v = _unpack(qkv, "qkv", 1, 3, "[total, 3, nheads, headdim]")
+    return flash_attn_varlen_func(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, dropout_p,
+                                  softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                                  return_attn_probs, return_softmax_lse=return_softmax_lse, out=out,
+                                  sinks=sinks, ctx=ctx)
+
+
+def flash_attn_varlen_kvpacked_func(q: Array, kv: Array, cu_seqlens_q: Array, cu_seqlens_k: Array,
+                                    max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None,
+                                    dropout_p: float = 0.0, softmax_scale: Optional[float] = None,
+                                    causal: bool = False, window_size: Tuple[int, int] = (-1, -1),
+                                    softcap: float = 0.0, alibi_slopes: Optional[Array] = None,
+                                    deterministic: bool = False, return_attn_probs: bool = False, *,
+                                    return_softmax_lse: bool = False, out: Optional[Array] = None,
+                                    sinks: Optional[Array] = None, ctx: Optional[Context] = None) -> Any:
+    """flash_attn_varlen_func on q [total_q, nheads, headdim] and kv [total_k, 2, nheads_k, headdim]
+    (k, v = kv[:, 0/1], views)."""
+    k, v = _unpack(kv, "kv", 1, 2, "[total_k, 2, nheads_k, headdim]")
+    return flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                  dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                                  deterministic, return_attn_probs, return_softmax_lse=return_softmax_lse,
+                                  out=out, sinks=sinks, ctx=ctx)

@@ -200,7 +200,7 @@ def _per_head(x: Any, name: str, num_heads: Optional[int]) -> np.ndarray:
     a = np.ascontiguousarray(_arrays.as_numpy(x, name), dtype=np.float32)
     if a.ndim != 1 or (num_heads is not None and a.shape[0] != num_heads):
         raise ValueError(f"{name}: shape {a.shape}, expected [num_heads] = [{num_heads}]"
-                         + (" (per-batch [batch, num_heads] slopes: flash_attn_func only)"
+                         + (" (per-batch [batch, num_heads] slopes: the flash_attn_* functions only)"
                             if a.ndim == 2 else ""))
     return a
 

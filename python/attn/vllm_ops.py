@@ -2,8 +2,9 @@
 
     reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype="auto", ...)
     copy_blocks(key_caches, value_caches, block_mapping)
-    swap_blocks(src, dst, block_mapping)
-    merge_attn_states(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse=None)
+    swap_blocks(src, dst, block_mapping)  or  swap_blocks(src, dst, block_size_in_bytes, block_mapping)
+    merge_attn_states(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse=None,
+                      prefill_tokens_with_context=None, output_scale=None)
 
 All ops work in place on caller arrays (NumPy or torch CPU tensors, no copies) and raise AttnError with
 the C message on bad input, writing nothing. Caches use vLLM's flash layout: key_cache / value_cache
@@ -102,10 +103,72 @@ def copy_blocks(key_caches: Sequence[Array], value_caches: Sequence[Array], bloc
             ops.copy_blocks(doubled(va), block_mapping, ctx=ctx)
 
 
-def swap_blocks(src: Array, dst: Array, block_mapping: Array, *, ctx: Optional[Context] = None) -> None:
-    """dst[d] = src[s] for each (s, d) row of block_mapping int64 [num_pairs, 2]. src and dst are one
-    cache each ([num_blocks, block_size, num_kv_heads, head_size], e.g. a GPU-side and a host-side key
-    cache) or whole [2, num_blocks, ...] kv caches."""
+def _byte_span(a: np.ndarray, name: str) -> int:
+    """Bytes from a's first element to the end of its last one (a view that may be read as raw bytes
+    from its data pointer); ValueError for negative strides."""
+    if any(st < 0 for st in a.strides):
+        raise ValueError(f"{name}: negative strides {a.strides} (block_size_in_bytes needs blocks laid out "
+                         "upwards from the data pointer)")
+    if a.size == 0:
+        return 0
+    return a.itemsize + sum((n - 1) * st for n, st in zip(a.shape, a.strides))
+
+
+def _swap_bytes(src: Array, dst: Array, block_size_in_bytes: Any, block_mapping: Array) -> None:
+    """Newer vLLM's swap_blocks(src, dst, block_size_in_bytes, block_mapping): each tensor is a run of
+    consecutive blocks of block_size_in_bytes bytes from its data pointer; block s of src is copied to
+    block d of dst for each (s, d) row, in order. Every id is checked before anything is written."""
+    import ctypes
+
+    if isinstance(block_size_in_bytes, (bool, np.bool_)) or not isinstance(block_size_in_bytes,
+                                                                           (int, np.integer)):
+        raise TypeError(f"block_size_in_bytes: {block_size_in_bytes!r}, expected an int")
+    nbytes = int(block_size_in_bytes)
+    if nbytes <= 0:
+        raise ValueError(f"block_size_in_bytes: {nbytes}, expected > 0")
+    sa, da = _arrays.as_numpy(src, "src"), _arrays.as_numpy(dst, "dst")
+    if not da.flags.writeable:
+        raise ValueError("dst: is read-only")
+    bm = _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2)
+    spans = (_byte_span(sa, "src"), _byte_span(da, "dst"))
+    for col, (name, span) in enumerate(zip(("src", "dst"), spans)):
+        nblk = span // nbytes
+        bad = np.nonzero((bm[:, col] < 0) | (bm[:, col] >= nblk))[0]
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"block_mapping: entry [{i}][{col}] = {int(bm[i, col])} is outside [0, {nblk}) "
+                             f"blocks of {nbytes} bytes in {name} ({span} bytes)")
+    if bm.shape[0] == 0:
+        return
+    views = []
+    for a, span in ((sa, spans[0]), (da, spans[1])):
+        buf = (ctypes.c_ubyte * span).from_address(a.__array_interface__["data"][0])
+        views.append(np.frombuffer(buf, np.uint8).reshape(-1)[: (span // nbytes) * nbytes]
+                     .reshape(-1, nbytes))
+    sb, db = views
+    for s_id, d_id in bm.tolist():
+        db[d_id] = sb[s_id]
+
+
+def swap_blocks(src: Array, dst: Array, block_size_in_bytes: Any = None,
+                block_mapping: Optional[Array] = None, *, ctx: Optional[Context] = None) -> None:
+    """dst[d] = src[s] for each (s, d) row of block_mapping int64 [num_pairs, 2].
+
+    Both of vLLM's forms: swap_blocks(src, dst, block_mapping) -- src and dst are one cache each
+    ([num_blocks, block_size, num_kv_heads, head_size], e.g. a GPU-side and a host-side key cache) or
+    whole [2, num_blocks, ...] kv caches (attn_swap_blocks); and newer vLLM's
+    swap_blocks(src, dst, block_size_in_bytes, block_mapping) -- any tensors made of consecutive blocks of
+    block_size_in_bytes bytes from their data pointers (a raw byte copy per pair, e.g. an int8 offload
+    region). Ids are checked against each tensor before anything is written."""
+    if block_mapping is not None:
+        if block_size_in_bytes is not None:
+            return _swap_bytes(src, dst, block_size_in_bytes, block_mapping)
+    elif block_size_in_bytes is not None:
+        block_mapping = block_size_in_bytes  # the three-argument form: (src, dst, block_mapping)
+        if isinstance(block_mapping, (int, np.integer)):
+            raise TypeError("swap_blocks: block_size_in_bytes given without block_mapping")
+    else:
+        raise TypeError("swap_blocks: missing block_mapping")
     sa, da = _arrays.as_numpy(src), _arrays.as_numpy(dst)
     if sa.ndim == 5:
         ops.swap_blocks(sa, da, block_mapping, ctx=ctx)
@@ -113,13 +176,97 @@ def swap_blocks(src: Array, dst: Array, block_mapping: Array, *, ctx: Optional[C
         ops.swap_blocks(doubled(sa), doubled(da), block_mapping, ctx=ctx)
 
 
+def _fp8_limits(dtype: np.dtype) -> float:
+    """Largest finite value of an ml_dtypes float8 dtype; TypeError for anything else."""
+    if "float8" in dtype.name and _arrays._mld is not None:
+        try:
+            return float(_arrays._mld.finfo(dtype).max)  # type: ignore[union-attr]
+        except Exception:  # noqa: BLE001 - not an ml_dtypes float type
+            pass
+    raise TypeError(f"output: dtype {dtype}, expected a float8 dtype with output_scale (as vLLM: "
+                    "output_scale quantizes the merged output to FP8)")
+
+
+def _merge_fp8(output: Array, prefix_output: Array, prefix_lse: Array, suffix_output: Array,
+               suffix_lse: Array, output_lse: Optional[Array], tokens: int, output_scale: Any,
+               ctx: Optional[Context]) -> None:
+    """merge_attn_states with output_scale (vLLM's static FP8 output): the merge in float32 (inputs
+    upcast), then output = fp8(clamp(merged · (1 / output_scale), ±max)); tokens past ``tokens`` take
+    suffix_output through the same quantization."""
+    oa = _arrays.as_numpy(output, "output")
+    fmax = _fp8_limits(oa.dtype)
+    scale = np.asarray(_arrays.as_numpy(output_scale, "output_scale") if not isinstance(
+        output_scale, (int, float, np.floating, np.integer)) else output_scale, np.float32)
+    if scale.size != 1:
+        raise ValueError(f"output_scale: shape {list(scale.shape)}, expected a scalar")
+    inv = np.float32(1.0) / scale.reshape(())
+    pa = _arrays.as_numpy(prefix_output, "prefix_output")
+    sa = _arrays.as_numpy(suffix_output, "suffix_output")
+    if pa.shape != oa.shape or sa.shape != oa.shape:
+        raise ValueError(f"prefix_output/suffix_output: shapes {list(pa.shape)}, {list(sa.shape)}, expected "
+                         f"output's {list(oa.shape)} [num_tokens, num_heads, head_size]")
+    merged = np.empty(oa.shape, np.float32)
+    if tokens:
+        p32, s32 = pa[:tokens].astype(np.float32), sa[:tokens].astype(np.float32)
+        ops.merge_attn_states(p32, _arrays.as_numpy(prefix_lse, "prefix_lse")[:, :tokens], s32,
+                              _arrays.as_numpy(suffix_lse, "suffix_lse")[:, :tokens], out=merged[:tokens],
+                              lse_out=None if output_lse is None
+                              else _arrays.as_numpy(output_lse, "output_lse")[:, :tokens], ctx=ctx)
+    merged[tokens:] = sa[tokens:].astype(np.float32)
+    oa[...] = np.clip(merged * inv, -fmax, fmax).astype(oa.dtype)
+
+
 def merge_attn_states(output: Array, prefix_output: Array, prefix_lse: Array, suffix_output: Array,
-                      suffix_lse: Array, output_lse: Optional[Array] = None, *,
+                      suffix_lse: Array, output_lse: Optional[Array] = None,
+                      prefill_tokens_with_context: Optional[int] = None, output_scale: Any = None, *,
                       ctx: Optional[Context] = None) -> Array:
     """output = merge of the prefix and suffix attention states (vLLM merge_attn_states), in place.
 
     prefix/suffix_output, output: [num_tokens, num_heads, head_size]; prefix/suffix_lse, output_lse:
-    float32 [num_heads, num_tokens]. Returns output."""
+    float32 [num_heads, num_tokens]. An LSE of +inf (FA2's empty state) counts as -inf, as in vLLM.
+    prefill_tokens_with_context (vLLM): only tokens below it are merged; later tokens copy suffix_output
+    (and suffix_lse into output_lse, +inf as -inf). None = every token; values above num_tokens act as
+    num_tokens. output_scale (vLLM's static FP8 output): output is float8 (ml_dtypes) and receives
+    clamp(merged / output_scale) rounded to it. Returns output."""
+    tokens = None
+    if prefill_tokens_with_context is not None:
+        if isinstance(prefill_tokens_with_context, (bool, np.bool_)) or not isinstance(
+                prefill_tokens_with_context, (int, np.integer)) or prefill_tokens_with_context < 0:
+            raise ValueError(f"prefill_tokens_with_context: {prefill_tokens_with_context!r}, expected an int "
+                             ">= 0 or None")
+        num_tokens = _arrays.shape_of(output, "output")[0]
+        tokens = min(int(prefill_tokens_with_context), num_tokens)
+        if tokens == num_tokens:
+            tokens = None  # every token merges: the plain call
+    if output_scale is not None:
+        n = _arrays.shape_of(output, "output")[0] if tokens is None else tokens
+        if output_lse is not None:
+            _copy_suffix_lse(output_lse, suffix_lse, _arrays.shape_of(output, "output")[0])  # shapes only
+        _merge_fp8(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse, n, output_scale,
+                   ctx)
+        if output_lse is not None and n < _arrays.shape_of(output, "output")[0]:
+            _copy_suffix_lse(output_lse, suffix_lse, n)
+        return output
+    if tokens is not None:
+        oa = _arrays.as_numpy(output, "output")
+        sa = _arrays.as_numpy(suffix_output, "suffix_output")
+        if sa.shape != oa.shape:
+            raise ValueError(f"suffix_output: shape {list(sa.shape)}, expected output's {list(oa.shape)}")
+        if output_lse is not None:
+            _copy_suffix_lse(output_lse, suffix_lse, oa.shape[0])  # shape checks only (empty tail)
+        if tokens:  # views of the first `tokens` rows (C checks every shape and dtype before writing)
+            pa = _arrays.as_numpy(prefix_output, "prefix_output")
+            ops.merge_attn_states(pa[:tokens], _arrays.as_numpy(prefix_lse, "prefix_lse")[:, :tokens],
+                                  sa[:tokens], _arrays.as_numpy(suffix_lse, "suffix_lse")[:, :tokens],
+                                  out=oa[:tokens], lse_out=None if output_lse is None
+                                  else _arrays.as_numpy(output_lse, "output_lse")[:, :tokens], ctx=ctx)
+        _arrays.tensor(sa, "suffix_output"), _arrays.tensor(oa, "output", True)  # dtypes
+        if sa.dtype != oa.dtype:
+            raise TypeError(f"output: dtype {oa.dtype} differs from suffix_output: dtype {sa.dtype}")
+        oa[tokens:] = sa[tokens:]
+        if output_lse is not None:
+            _copy_suffix_lse(output_lse, suffix_lse, tokens)
+        return output
     if _ext is not None and _ext.merge_attn_states(_ctx_ptr(ctx), prefix_output, prefix_lse, suffix_output,
                                                    suffix_lse, output, output_lse,
                                                    output_lse is not None) is not _NI:
@@ -127,3 +274,13 @@ def merge_attn_states(output: Array, prefix_output: Array, prefix_lse: Array, su
     ops.merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, out=output,
                           lse_out=output_lse, ctx=ctx)
     return output
+
+
+def _copy_suffix_lse(output_lse: Array, suffix_lse: Array, tokens: int) -> None:
+    """output_lse[:, tokens:] = suffix_lse[:, tokens:] with +inf (an empty state) written as -inf."""
+    ol, sl = _arrays.as_numpy(output_lse, "output_lse"), _arrays.as_numpy(suffix_lse, "suffix_lse")
+    if ol.ndim != 2 or sl.shape != ol.shape:
+        raise ValueError(f"output_lse: shape {list(ol.shape)}, suffix_lse: shape {list(sl.shape)}, expected "
+                         "equal [num_heads, num_tokens]")
+    tail = sl[:, tokens:].astype(np.float32)
+    ol[:, tokens:] = np.where(np.isposinf(tail), np.float32(-np.inf), tail)

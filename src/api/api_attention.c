@@ -350,8 +350,11 @@ attn_status attn_merge_attn_states(attn_ctx *ctx, const attn_tensor *out_a, cons
     const int64_t es = (int64_t)attn_dtype_size(out->dtype);
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < H; h++) {
-            const float la = ((const float *)lse_a->data)[h * lse_a->strides[0] + t * lse_a->strides[1]];
-            const float lb = ((const float *)lse_b->data)[h * lse_b->strides[0] + t * lse_b->strides[1]];
+            float la = ((const float *)lse_a->data)[h * lse_a->strides[0] + t * lse_a->strides[1]];
+            float lb = ((const float *)lse_b->data)[h * lse_b->strides[0] + t * lse_b->strides[1]];
+            /* +inf marks an empty state (FA2's LSE of a row with no keys): treat it as −inf, as vLLM does */
+            if (la == INFINITY) la = -INFINITY;
+            if (lb == INFINITY) lb = -INFINITY;
             const float mx = la > lb ? la : lb;
             float wa = 0.0f, wb = 0.0f, lse;
             if (mx == -INFINITY) {

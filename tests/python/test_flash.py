@@ -116,7 +116,7 @@ def test_flash_attn_with_kvcache_appends_and_attends(rng, ctx1):
     for i, row in enumerate([2, 0]):
         want, _ = np_attend(q[i], k_cache[row, :4], v_cache[row, :4])
         np.testing.assert_allclose(out2[i], want, atol=2e-5)
-    with pytest.raises(NotImplementedError, match="rotary"):
+    with pytest.raises(ValueError, match="rotary"):  # rotary needs new k/v (tests/python/test_flash_args.py)
         attn.flash_attn_with_kvcache(q, k_cache, v_cache, rotary_cos=np.ones(1), rotary_sin=np.ones(1))
 
 

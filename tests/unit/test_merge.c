@@ -1,7 +1,8 @@
 /*
- * test_merge.c — attn_merge_attn_states: the formula in double, −inf on either or both sides, exact in-place
- * aliasing, and the split-KV identity: attention over keys [0, a) merged with attention over [a, Sk)
- * (two attn_forward calls on key slices, non-causal) equals attention over all keys within tolerance.
+ * test_merge.c — attn_merge_attn_states: the formula in double, −inf on either or both sides (+inf counts as
+ * −inf: an empty state), exact in-place aliasing, and the split-KV identity: attention over keys [0, a)
+ * merged with attention over [a, Sk) (two attn_forward calls on key slices, non-causal) equals attention
+ * over all keys within tolerance.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -113,6 +114,32 @@ static void test_formula(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* +inf LSE marks an empty state (FA2's rows without keys; vLLM converts it to −inf): token 0 has an
+ * empty a, token 1 an empty b, token 2 both (one +inf, one −inf), token 3 both +inf. */
+static void test_positive_inf_is_empty(void **state) {
+    (void)state;
+    attn_ctx *ctx = new_ctx();
+    enum { T = 4, H = 1, D = 4 };
+    float a[T * H * D], b[T * H * D], o[T * H * D], lo[H * T];
+    for (int i = 0; i < T * H * D; i++) a[i] = (float)i + 0.25f, b[i] = -(float)i - 0.5f;
+    float la[H * T] = {INFINITY, 1.5f, INFINITY, INFINITY}, lb[H * T] = {-2.0f, INFINITY, -INFINITY, INFINITY};
+    int64_t os[3] = {T, H, D}, ls[2] = {H, T};
+    attn_tensor ta = attn_tensor_make(a, ATTN_DTYPE_F32, 3, os), tb = attn_tensor_make(b, ATTN_DTYPE_F32, 3, os);
+    attn_tensor to = attn_tensor_make(o, ATTN_DTYPE_F32, 3, os);
+    attn_tensor tla = attn_tensor_make(la, ATTN_DTYPE_F32, 2, ls), tlb = attn_tensor_make(lb, ATTN_DTYPE_F32, 2, ls);
+    attn_tensor tlo = attn_tensor_make(lo, ATTN_DTYPE_F32, 2, ls);
+    assert_int_equal(attn_merge_attn_states(ctx, &ta, &tla, &tb, &tlb, &to, &tlo), ATTN_STATUS_OK);
+    assert_memory_equal(o, b, D * sizeof(float)); /* token 0: exactly b */
+    assert_true(lo[0] == -2.0f);
+    assert_memory_equal(o + D, a + D, D * sizeof(float)); /* token 1: exactly a */
+    assert_true(lo[1] == 1.5f);
+    for (int t = 2; t < 4; t++) {
+        assert_true(isinf(lo[t]) && lo[t] < 0);
+        for (int d = 0; d < D; d++) assert_true(o[t * D + d] == 0.0f);
+    }
+    attn_ctx_destroy(ctx);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Split-KV identity through the public API
  * --------------------------------------------------------------------------------------------- */
@@ -183,6 +210,7 @@ static void test_split_keys(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formula),
+        cmocka_unit_test(test_positive_inf_is_empty),
         cmocka_unit_test(test_split_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
