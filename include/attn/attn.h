@@ -4,7 +4,8 @@
  * This header is the contract (STYLE.md R1). Every entry point documents tensor shapes, layouts, dtypes,
  * units, the statuses it returns and the source of its semantics. Semantics follow
  * shared/spec/CONVENTIONS.md (summarised in docs/SEMANTICS.md):
- *   logits  s = softmax_scale·(q·k) → soft-cap → + ALiBi → mask → softmax (+ sink in the denominator)
+ *   logits  s = softmax_scale·(q·k) → soft-cap → + ALiBi → + additive mask → keep-masks → softmax (+ sink
+ *           in the denominator)
  *   causal  bottom-right: query row i of a sequence with Sq queries and Sk keys sits at absolute position
  *           p_i = Sk − Sq + i and sees key j iff j <= p_i (flash-attn >= 2.1, vLLM, FlashInfer).
  *   LSE     natural log, float32; a row with no visible key gives out = 0 and LSE = −inf.
@@ -195,7 +196,8 @@ typedef enum attn_layout {
 } attn_layout;
 
 /* Options shared by every attention entry. Initialise with attn_params_init(), then set fields.
- * Order of application (CONVENTIONS.md "Logits, in order"): scale → soft-cap → ALiBi → mask → softmax. */
+ * Order of application (CONVENTIONS.md "Logits, in order", docs/SEMANTICS.md §1): scale → soft-cap → ALiBi →
+ * additive mask → keep-masks (causal, window, key padding, mask) → softmax. */
 typedef struct attn_params {
     float softmax_scale;         /* multiplier of q·k; 0 = default 1/sqrt(head_size)                       */
     int32_t causal;              /* attn_causal                                                            */
@@ -205,14 +207,31 @@ typedef struct attn_params {
     const float *alibi_slopes;   /* [num_heads] float32 or NULL: s += −slope[h]·|p_i − j|                  */
     const float *sinks;          /* [num_heads] float32 or NULL: per-head logit added to the denominator    */
     /* Diffusion masks (issue 4), boolean keep-masks (true = attend), combined with causal/window by AND.
-     * mask:     bool/u8 view broadcastable as [batch, num_heads, seq_q, seq_k]: ndim 4 with shape[0] in
-     *           {1, batch}, shape[1] in {1, num_heads}, or ndim 2 [seq_q, seq_k]. NULL = none.
-     * key_padding_mask: bool/u8 [batch, seq_k] (true = valid key). NULL = none. */
+     * mask:     bool/u8 view broadcast to [batch, num_heads, seq_q, seq_k] as torch SDPA / NumPy do: ndim 1..4,
+     *           right-aligned to those dimensions ([seq_q, seq_k] is ndim 2, [batch, 1, 1, seq_k] the usual
+     *           padding mask), each dimension 1 (broadcast) or the full size. NULL = none.
+     * key_padding_mask: bool/u8 [batch, seq_k] (true = valid key). NULL = none.
+     * Dense entries only (attn_forward, attn_forward_padded, attn_forward_prescaled and their oracle twins);
+     * INVALID_ARGUMENT names the bad dimension ("params.mask: shape[2]=5, expected seq_q=7 (or 1 to
+     * broadcast)"), UNSUPPORTED on every other entry. */
     const attn_tensor *mask;
     const attn_tensor *key_padding_mask;
+    /* Additive float mask (issue 10; torch SDPA's float attn_mask, diffusers' attention_mask): f32/f16/bf16
+     * view broadcast like `mask`, added to the logits in natural units after ALiBi (SDPA adds it to the scaled
+     * q·k; soft-cap, which SDPA lacks, comes first, as in Gemma-2's eager attention). A value of −inf hides
+     * the key exactly like a false keep-mask entry (a row with only hidden keys gives out = 0, LSE = −inf; a
+     * hidden key's K/V never reach the row). Finite values, however large and negative (−1e30,
+     * torch.finfo(float32).min), stay finite logits and never give NaN: a row whose keys all carry the same
+     * huge negative value averages them, as SDPA does. The driver works in log2 units, so values below
+     * −FLT_MAX·ln 2 ≈ −2.36e38 saturate there (out unchanged; such a row's LSE reads ≈ −2.36e38). NaN and
+     * +inf entries make their row NaN, as in SDPA. Same entries and statuses as `mask`; dtype errors say
+     * "params.additive_mask: dtype u8, expected f32, f16 or bf16". NULL = none. Semantics: PyTorch
+     * scaled_dot_product_attention (attn_mask of a floating dtype). */
+    const attn_tensor *additive_mask;
 } attn_params;
 
-/* Defaults: scale 0 (= 1/sqrt(head_size)), no causal, window (−1, −1), softcap 0, no ALiBi, sinks, masks. */
+/* Defaults: scale 0 (= 1/sqrt(head_size)), no causal, window (−1, −1), softcap 0, no ALiBi, sinks, masks
+ * (mask, key_padding_mask and additive_mask NULL). */
 ATTN_API void attn_params_init(attn_params *params);
 
 /* ================================================================================================
@@ -242,7 +261,7 @@ ATTN_API attn_status attn_forward(attn_ctx *ctx, attn_layout layout, const attn_
  *   <= total_q / total_k (rows past it are left untouched). Sequence b uses q rows [cu_q[b], cu_q[b+1]) and
  *   k/v rows [cu_k[b], cu_k[b+1]); zero-length sequences are legal; no attention crosses sequences.
  * Per-sequence semantics as attn_forward (causal bottom-right within each sequence).
- * params->mask must be NULL; params->key_padding_mask must be NULL (UNSUPPORTED otherwise).
+ * params->mask, key_padding_mask and additive_mask must be NULL (UNSUPPORTED otherwise).
  * Returns INVALID_ARGUMENT (e.g. "cu_seqlens_q: entry 3 = 7 < entry 2 = 9"), OVERFLOW, UNSUPPORTED. */
 ATTN_API attn_status attn_forward_varlen(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *k,
                                          const attn_tensor *v, const attn_tensor *cu_seqlens_q,
@@ -427,8 +446,8 @@ ATTN_API attn_status attn_plan_get_info(const attn_plan *plan, attn_plan_info *i
  *   workspace: >= attn_plan_workspace_size bytes, 4-byte aligned (64 recommended), not overlapping any
  *             tensor (NULL allowed when the size is 0); its contents are scratch, overwritten each call
  * Per request: DECODER rows use params->causal (bottom-right expected) over seq_len keys; ENCODER_ONLY and
- * CROSS rows are non-causal. Window, ALiBi, soft-cap, sinks apply to every request. params->mask and
- * key_padding_mask must be NULL (UNSUPPORTED). No allocation, no lock. Bits are identical to
+ * CROSS rows are non-causal. Window, ALiBi, soft-cap, sinks apply to every request. params->mask,
+ * key_padding_mask and additive_mask must be NULL (UNSUPPORTED). No allocation, no lock. Bits are identical to
  * attn_paged_attention and to attn_forward_varlen on the same keys, for any thread count and batch.
  * Returns INVALID_ARGUMENT, WORKSPACE_TOO_SMALL, UNSUPPORTED, OVERFLOW. */
 ATTN_API attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, const attn_tensor *q,
@@ -492,9 +511,9 @@ ATTN_API attn_status attn_capabilities_get(attn_capabilities *caps, size_t caps_
  * ================================================================================================ */
 
 /* Semantics: shared/spec/diffusion.md (vllm-omni diffusion FlashAttentionImpl and MindIE-SD), summarised with
- * measured accuracy in docs/DIFFUSION.md. Masks ([B|1, H|1, Sq, Sk], [Sq, Sk], key padding [B, Sk]) are the
- * attn_params fields above and work with attn_forward / attn_ref_forward (cross-attention semantics for a key
- * padding mask: it removes keys only and every query row is computed). */
+ * measured accuracy in docs/DIFFUSION.md. Masks (keep-mask and additive mask broadcast to [B, H, Sq, Sk], key
+ * padding [B, Sk]) are the attn_params fields above and work with attn_forward / attn_ref_forward
+ * (cross-attention semantics for a key padding mask: it removes keys only and every query row is computed). */
 
 /* ---- Self-attention with a key-padding mask: unpad → packed → pad (diffusion.md A.3) -------------------
  * The valid tokens (key_padding_mask[b][s] != 0) of batch row b form ONE compacted sequence (holes anywhere,
@@ -505,7 +524,10 @@ ATTN_API attn_status attn_capabilities_get(attn_capabilities *caps, size_t caps_
  *   q [batch, seq, num_heads, head_size] (BSND) or BNSD; k, v with seq_k == seq_q (self-attention; for
  *   cross-attention use attn_forward with params.key_padding_mask); out, lse_opt as attn_forward.
  *   key_padding_mask: bool/u8 [batch, seq] (true = valid token).
- *   params: as attn_forward; params.mask and params.key_padding_mask must be NULL (UNSUPPORTED).
+ *   params: as attn_forward. params.mask and params.additive_mask are allowed, broadcast to the UNPADDED
+ *   [batch, num_heads, seq, seq] and indexed by token (compacted row i and key j read element
+ *   (b, h, token_i, token_j)); they combine with the key padding (ANDed / added on the valid keys).
+ *   params.key_padding_mask must be NULL (UNSUPPORTED: pass it as key_padding_mask).
  *   workspace: >= attn_forward_padded_workspace_size(batch, seq) bytes, 8-byte aligned (NULL if that is 0).
  * Returns INVALID_ARGUMENT (seq_k != seq_q, bad mask shape/dtype, ...), UNSUPPORTED, WORKSPACE_TOO_SMALL,
  * OVERFLOW. */
@@ -553,8 +575,8 @@ typedef struct attn_query_range {
  *   spans: [num_spans] sorted by start, non-overlapping, 0 <= start < end <= seq_k; num_spans 0 = causal.
  *   query_ranges: [num_query_ranges] or NULL = one range (0, seq_q, seq_k − seq_q) (needs seq_q <= seq_k);
  *     contiguous from local row 0 to seq_q, each global range inside [0, seq_k).
- *   params: causal must be NONE (the spans define causality); mask/key_padding_mask must be NULL; window,
- *     soft-cap, ALiBi (distance |p − j| in global positions) and sinks apply.
+ *   params: causal must be NONE (the spans define causality); mask/key_padding_mask/additive_mask must be
+ *     NULL; window, soft-cap, ALiBi (distance |p − j| in global positions) and sinks apply.
  * Returns INVALID_ARGUMENT naming the span/range (e.g. "spans[1]=(2,4) starts before spans[0] ends at 8:
  * spans must be sorted and non-overlapping"), UNSUPPORTED (causal or masks combined with spans), OVERFLOW. */
 ATTN_API attn_status attn_forward_piecewise(attn_ctx *ctx, attn_layout layout, const attn_tensor *q,
@@ -573,7 +595,7 @@ ATTN_API attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_t
  * When the padding of K/V is a strict suffix, attention over K[:, :valid_kv_length], V[:, :valid_kv_length]
  * (zero-copy views) equals masking the suffix; Q keeps its full length. 0 <= valid_kv_length <= seq_k.
  * Arguments as attn_forward. causal must be NONE (slicing moves the bottom-right diagonal: UNSUPPORTED) and
- * params.mask / params.key_padding_mask must be NULL (UNSUPPORTED: they are sized for the unsliced keys). */
+ * params.mask / key_padding_mask / additive_mask must be NULL (UNSUPPORTED: they are sized for the unsliced keys). */
 ATTN_API attn_status attn_forward_kv_prefix(attn_ctx *ctx, attn_layout layout, const attn_tensor *q,
                                             const attn_tensor *k, const attn_tensor *v,
                                             int64_t valid_kv_length, const attn_params *params,
@@ -668,8 +690,8 @@ ATTN_API void attn_quant_params_init(attn_quant_params *qp, attn_quant_format fo
  *   workspace: >= attn_forward_quant_workspace_size(...) bytes (float32 copies of Q, K, V), 64-byte
  *   aligned recommended.
  * Unsupported combinations return ATTN_STATUS_UNSUPPORTED naming the reason, never a silent fallback:
- * causal, window, params.mask, params.key_padding_mask, and rotation with a head_size that is not a power
- * of two (96, 192). Packed and piecewise inputs have no quantized entry (the seed refuses them too).
+ * causal, window, params.mask, params.key_padding_mask, params.additive_mask, and rotation with a head_size
+ * that is not a power of two (96, 192). Packed and piecewise inputs have no quantized entry (the seed refuses them too).
  * MindIE's zero-padding of keys to a multiple of 512 inside the MXFP4 softmax is NOT reproduced.
  * Returns INVALID_ARGUMENT, UNSUPPORTED, WORKSPACE_TOO_SMALL, OVERFLOW. */
 ATTN_API attn_status attn_forward_quant_workspace_size(attn_layout layout, const attn_tensor *q,

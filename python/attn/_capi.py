@@ -91,6 +91,7 @@ class Params(Structure):
         ("sinks", POINTER(c_float)),
         ("mask", POINTER(Tensor)),
         ("key_padding_mask", POINTER(Tensor)),
+        ("additive_mask", POINTER(Tensor)),
     ]
 
 

@@ -5,7 +5,12 @@ FP8 / MX / FP4 encoders and the Hadamard rotation they use.
 Dense arguments follow :func:`attn.attention`: q [batch, seq_q, num_heads, head_size] (layout "BSND") or
 [batch, num_heads, seq_q, head_size] ("BNSD"), k/v likewise, out allocated or passed, lse float32
 [batch, num_heads, seq_q]. Option keywords: softmax_scale, causal, window_size, softcap, alibi_slopes,
-sinks, mask, key_padding_mask (where the entry allows them; libattn reports UNSUPPORTED otherwise).
+sinks, mask, key_padding_mask, additive_mask (where the entry allows them; libattn reports UNSUPPORTED
+otherwise). ``mask`` follows torch SDPA's attn_mask: broadcastable to [batch, num_heads, seq_q, seq_k] (any
+size-1 dimension; leading dimensions may be omitted, e.g. [batch, 1, 1, seq_k] or [seq_q, seq_k]); a bool
+mask keeps keys (True = attend), a float32/float16/bfloat16 mask is added to the scaled logits (-inf hides
+a key; large finite negatives such as -1e30 or finfo.min stay finite). ``additive_mask=`` passes a float
+mask explicitly, e.g. beside a bool ``mask``.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ def _size(name: str, *args: Any) -> int:
 
 def _options(kw: dict) -> dict:
     allowed = ("softmax_scale", "causal", "window_size", "softcap", "alibi_slopes", "sinks", "mask",
-               "key_padding_mask")
+               "key_padding_mask", "additive_mask")
     bad = sorted(set(kw) - set(allowed))
     if bad:
         raise TypeError(f"unexpected option(s) {bad}; allowed: {list(allowed)}")
@@ -53,7 +58,9 @@ def forward_padded(q: Array, k: Array, v: Array, key_padding_mask: Array, *,
                    lse: Optional[Array] = None, return_lse: bool = False, ctx: Optional[Context] = None,
                    reference: bool = False, **options: Any) -> Any:
     """Self-attention over the valid tokens of each row (attn_forward_padded): key_padding_mask bool
-    [batch, seq] (True = valid; holes anywhere). Padded query rows output 0 (LSE -inf). seq_k == seq_q."""
+    [batch, seq] (True = valid; holes anywhere). Padded query rows output 0 (LSE -inf). seq_k == seq_q.
+    ``mask`` (bool or additive float) / ``additive_mask`` may be combined with it: broadcastable to the
+    unpadded [batch, num_heads, seq, seq] and indexed by token (diffusers' attention_mask)."""
     d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
     m = tensor(key_padding_mask, "key_padding_mask")
     qa = d.tq.array

@@ -211,7 +211,8 @@ class Params:
     def __init__(self, *, num_heads: Optional[int], softmax_scale: Optional[float] = None,
                  causal: Causal = False, window_size: Sequence[int] = (-1, -1), softcap: float = 0.0,
                  alibi_slopes: Optional[Array] = None, sinks: Optional[Array] = None,
-                 mask: Optional[Array] = None, key_padding_mask: Optional[Array] = None):
+                 mask: Optional[Array] = None, key_padding_mask: Optional[Array] = None,
+                 additive_mask: Optional[Array] = None):
         self.buf = _capi.new_params()
         p = self.buf.p
         self._keep = []
@@ -227,10 +228,19 @@ class Params:
             s = _per_head(sinks, "sinks", num_heads)
             self._keep.append(s)
             p.sinks = s.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        if mask is not None and _is_float_mask(mask):
+            # torch SDPA's rule: a floating attn_mask is added to the logits, a bool one keeps keys
+            if additive_mask is not None:
+                raise ValueError("mask: a float mask is additive; pass it or additive_mask=, not both")
+            mask, additive_mask = None, mask
         if mask is not None:
             m = tensor(mask, "params.mask")
             self._keep.append(m)
             p.mask = ctypes.pointer(m.t)
+        if additive_mask is not None:
+            m = tensor(additive_mask, "params.additive_mask")
+            self._keep.append(m)
+            p.additive_mask = ctypes.pointer(m.t)
         if key_padding_mask is not None:
             m = tensor(key_padding_mask, "params.key_padding_mask")
             self._keep.append(m)
@@ -239,6 +249,12 @@ class Params:
     @property
     def ptr(self) -> Any:
         return ctypes.byref(self.buf.p)
+
+
+def _is_float_mask(mask: Array) -> bool:
+    """True for a floating-point mask (float32/float16/bfloat16, NumPy or DLPack): the additive path."""
+    dt = _arrays.dtype_of(mask, "params.mask")
+    return dt.kind == "f" or dt.name == "bfloat16"
 
 
 def _opts(num_heads: Optional[int], kw: dict) -> Params:
@@ -278,16 +294,21 @@ def attention(q: Array, k: Array, v: Array, *, layout: Union[str, int] = "BSND",
               alibi_slopes: Optional[Array] = None, sinks: Optional[Array] = None,
               mask: Optional[Array] = None, key_padding_mask: Optional[Array] = None,
               out: Optional[Array] = None, lse: Optional[Array] = None, return_lse: bool = False,
-              ctx: Optional[Context] = None, reference: bool = False) -> Any:
+              ctx: Optional[Context] = None, reference: bool = False,
+              additive_mask: Optional[Array] = None) -> Any:
     """Dense attention (attn_forward; ``reference=True``: the float64 oracle attn_ref_forward).
 
     layout "BSND": q [batch, seq_q, num_heads, head_size], k [batch, seq_k, num_kv_heads, head_size],
     v [batch, seq_k, num_kv_heads, head_size_v] -> out [batch, seq_q, num_heads, head_size_v] (q's dtype);
     "BNSD" swaps dims 1 and 2. lse: float32 [batch, num_heads, seq_q]. causal: False/True (bottom-right)
-    or "top_left". window_size (left, right), -1 = unbounded. mask: bool [seq_q, seq_k] or
-    [batch|1, num_heads|1, seq_q, seq_k] (True = attend); key_padding_mask: bool [batch, seq_k].
+    or "top_left". window_size (left, right), -1 = unbounded. mask: broadcastable to [batch, num_heads,
+    seq_q, seq_k] (any size-1 dimension, leading dimensions may be omitted), as torch SDPA's attn_mask:
+    bool = keep-mask (True = attend), float32/float16/bfloat16 = additive (added to the scaled logits,
+    -inf hides a key; params.additive_mask); additive_mask= passes a float mask explicitly (beside a bool
+    mask). key_padding_mask: bool [batch, seq_k].
     Returns out, or (out, lse) when return_lse (or lse=) is given."""
     if _ext is not None and not reference and mask is None and key_padding_mask is None \
+            and additive_mask is None \
             and isinstance(layout, str) and layout.lower() in _LAYOUTS:
         r = _ext.forward(_ctx_ptr(ctx), _LAYOUTS[layout.lower()], q, k, v, softmax_scale, causal, False,
                          window_size, softcap, alibi_slopes, sinks, out, lse,
@@ -297,7 +318,7 @@ def attention(q: Array, k: Array, v: Array, *, layout: Union[str, int] = "BSND",
     d = _DenseCall(q, k, v, layout, out, lse, return_lse,
                    dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
                         softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks, mask=mask,
-                        key_padding_mask=key_padding_mask))
+                        key_padding_mask=key_padding_mask, additive_mask=additive_mask))
     if reference:
         _capi.call("attn_ref_forward", d.layout, *d.qkv, d.params.ptr, *d.outs)
     else:

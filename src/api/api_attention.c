@@ -112,10 +112,11 @@ static attn_status attn_dense_prepare(attn_layout layout, const attn_tensor *q, 
     }
     ATTN_TRY(attn_opts_resolve(params, num_heads, head_size, 1, &p->opts));
     ATTN_TRY(attn_validate_masks(&p->opts, batch, num_heads, seq_q, seq_k));
-    const attn_tensor *ins[] = {q, k, v, p->opts.mask, p->opts.key_padding_mask, lse};
-    const char *names[] = {"q", "k", "v", "params.mask", "params.key_padding_mask", "lse"};
-    ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 6));
-    if (lse) ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 5));
+    const attn_tensor *ins[] = {q, k, v, p->opts.mask, p->opts.key_padding_mask, p->opts.additive_mask, lse};
+    const char *names[] = {"q", "k", "v", "params.mask", "params.key_padding_mask", "params.additive_mask",
+                           "lse"};
+    ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 7));
+    if (lse) ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 6));
     int64_t work;
     ATTN_CHECK(attn_mul_i64(batch, num_heads, &work) && attn_mul_i64(work, seq_q > 0 ? seq_q : 1, &work),
                ATTN_STATUS_OVERFLOW, "q: batch·num_heads·seq_q overflows int64");

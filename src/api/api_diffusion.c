@@ -80,6 +80,7 @@ static void diff_get_seq(const attn_problem *p, int64_t b, attn_seq_view *s) {
         const int32_t *rows = c->valid_rows + b * c->seq_len;
         s->seq_q = s->seq_k = c->valid_counts[b];
         s->q_rows = rows;
+        s->k_tokens = rows; /* explicit/additive masks are indexed by token (issue 10) */
         s->block_table = rows;
         s->block_size = 1;
         s->k_block_stride = c->k.seq_stride;
@@ -158,11 +159,12 @@ static attn_status diff_prepare(attn_layout layout, const attn_tensor *q, const 
     }
     ATTN_TRY(attn_opts_resolve(params, d->num_heads, d->head_size, allow_masks, &p->opts));
     ATTN_TRY(attn_validate_masks(&p->opts, d->batch, d->num_heads, d->seq_q, d->seq_k));
-    const attn_tensor *ins[] = {q, k, v, p->opts.mask, p->opts.key_padding_mask, lse};
-    const char *names[] = {"q", "k", "v", "params.mask", "params.key_padding_mask", "lse"};
-    ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 6));
+    const attn_tensor *ins[] = {q, k, v, p->opts.mask, p->opts.key_padding_mask, p->opts.additive_mask, lse};
+    const char *names[] = {"q", "k", "v", "params.mask", "params.key_padding_mask", "params.additive_mask",
+                           "lse"};
+    ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 7));
     if (lse)
-        ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 5));
+        ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 6));
     int64_t work;
     ATTN_CHECK(attn_mul_i64(d->batch, d->num_heads, &work) && attn_mul_i64(work, d->seq_q > 0 ? d->seq_q : 1, &work),
                ATTN_STATUS_OVERFLOW, "q: batch·num_heads·seq_q overflows int64");
@@ -222,7 +224,12 @@ static attn_status diff_padded(attn_ctx *ctx, attn_layout layout, const attn_ten
     diff_call call;
     attn_problem p;
     memset(&p, 0, sizeof p);
-    ATTN_TRY(diff_prepare(layout, q, k, v, params, 0, out, lse, &d, &call, &p));
+    ATTN_CHECK(!params || !params->key_padding_mask, ATTN_STATUS_UNSUPPORTED,
+               "params.key_padding_mask: the padded route takes its key padding mask as the key_padding_mask "
+               "argument");
+    /* params.mask / params.additive_mask ([B|1, H|1, S|1, S|1], indexed by token) are ANDed with / added to the
+     * compacted attention: compacted row i and key j read mask element (b, h, rows[i], rows[j]) */
+    ATTN_TRY(diff_prepare(layout, q, k, v, params, 1, out, lse, &d, &call, &p));
     ATTN_CHECK(d.seq_q == d.seq_k, ATTN_STATUS_INVALID_ARGUMENT,
                "k: seq_k=%lld differs from seq_q=%lld: the padded route is self-attention; use attn_forward "
                "with params.key_padding_mask for cross-attention",
@@ -240,14 +247,15 @@ static attn_status diff_padded(attn_ctx *ctx, attn_layout layout, const attn_ten
     ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 1));
     if (lse)
         ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 1));
-    const attn_tensor *views[] = {q, k, v, kpm, out, lse};
-    const char *view_names[] = {"q", "k", "v", "key_padding_mask", "out", "lse"};
+    const attn_tensor *views[] = {q, k, v, kpm, p.opts.mask, p.opts.additive_mask, out, lse};
+    const char *view_names[] = {"q", "k", "v", "key_padding_mask", "params.mask", "params.additive_mask",
+                                "out", "lse"};
     size_t need = 0;
     ATTN_TRY(attn_forward_padded_workspace_size(d.batch, d.seq_q, &need));
     ATTN_CHECK(workspace_size >= need, ATTN_STATUS_WORKSPACE_TOO_SMALL,
                "workspace_size=%zu, need %zu (valid_counts %lld × 8 + valid_rows %lld × 4 bytes)", workspace_size, need,
                (long long)d.batch, (long long)(d.batch * d.seq_q));
-    ATTN_TRY(attn_validate_workspace(workspace, need, 8, views, view_names, 6));
+    ATTN_TRY(attn_validate_workspace(workspace, need, 8, views, view_names, 8));
 
     /* unpad: per batch row, the ascending valid indices (compaction keeps the token order) */
     int64_t *counts = (int64_t *)workspace;
@@ -373,9 +381,11 @@ static attn_status diff_piecewise(attn_ctx *ctx, attn_layout layout, const attn_
                                   const attn_tensor *v, const attn_span *spans, int64_t num_spans,
                                   const attn_query_range *ranges, int64_t num_ranges, const attn_params *params,
                                   attn_tensor *out, attn_tensor *lse) {
-    ATTN_CHECK(!params || (!params->mask && !params->key_padding_mask), ATTN_STATUS_UNSUPPORTED,
-               "params.%s: explicit masks cannot be combined with piecewise spans",
-               params && params->mask ? "mask" : "key_padding_mask");
+    ATTN_CHECK(!params || (!params->mask && !params->key_padding_mask && !params->additive_mask),
+               ATTN_STATUS_UNSUPPORTED, "params.%s: explicit masks cannot be combined with piecewise spans",
+               params && params->mask               ? "mask"
+               : params && params->key_padding_mask ? "key_padding_mask"
+                                                    : "additive_mask");
     ATTN_CHECK(!params || params->causal == ATTN_CAUSAL_NONE, ATTN_STATUS_UNSUPPORTED,
                "params.causal=%d: piecewise spans define causality themselves; pass ATTN_CAUSAL_NONE",
                params ? (int)params->causal : 0);
@@ -434,9 +444,12 @@ attn_status attn_forward_kv_prefix(attn_ctx *ctx, attn_layout layout, const attn
                "params.causal=%d: prefix K/V slicing moves the bottom-right causal diagonal; use a key padding "
                "mask instead",
                params ? (int)params->causal : 0);
-    ATTN_CHECK(!params || (!params->mask && !params->key_padding_mask), ATTN_STATUS_UNSUPPORTED,
+    ATTN_CHECK(!params || (!params->mask && !params->key_padding_mask && !params->additive_mask),
+               ATTN_STATUS_UNSUPPORTED,
                "params.%s: masks are sized for the unsliced keys and cannot be combined with prefix slicing",
-               params && params->mask ? "mask" : "key_padding_mask");
+               params && params->mask               ? "mask"
+               : params && params->key_padding_mask ? "key_padding_mask"
+                                                    : "additive_mask");
     attn_tensor ks = *k, vs = *v;
     ks.shape[d.s_dim] = valid_kv_length; /* zero-copy views of the valid prefix */
     vs.shape[d.s_dim] = valid_kv_length;
@@ -521,9 +534,10 @@ attn_status attn_forward_prescaled(attn_ctx *ctx, attn_layout layout, const attn
     sp.softmax_scale = base * c * c; /* exact: a power of two */
     ATTN_CHECK(isfinite(sp.softmax_scale) && sp.softmax_scale != 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
                "params.softmax_scale=%g × 4^%d leaves the float range", (double)base, (int)input_scale_log2);
-    const attn_tensor *views[] = {q, k, v, sp.mask, sp.key_padding_mask, out, lse_opt};
-    const char *view_names[] = {"q", "k", "v", "params.mask", "params.key_padding_mask", "out", "lse"};
-    ATTN_TRY(attn_validate_workspace(workspace, need, 1, views, view_names, 7));
+    const attn_tensor *views[] = {q, k, v, sp.mask, sp.key_padding_mask, sp.additive_mask, out, lse_opt};
+    const char *view_names[] = {"q", "k", "v", "params.mask", "params.key_padding_mask", "params.additive_mask",
+                                "out", "lse"};
+    ATTN_TRY(attn_validate_workspace(workspace, need, 1, views, view_names, 8));
     size_t qb = 0, kb = 0;
     ATTN_TRY(diff_contig_bytes(q, "q", &qb));
     ATTN_TRY(diff_contig_bytes(k, "k", &kb));
@@ -605,9 +619,9 @@ static attn_status diff_check_quant(const attn_quant_params *qp, const attn_para
         ATTN_CHECK(params->window_left == -1 && params->window_right == -1, ATTN_STATUS_UNSUPPORTED,
                    "params.window=(%d,%d): windowed quantized attention is not supported (no float fallback)",
                    (int)params->window_left, (int)params->window_right);
-        ATTN_CHECK(!params->mask && !params->key_padding_mask, ATTN_STATUS_UNSUPPORTED,
+        ATTN_CHECK(!params->mask && !params->key_padding_mask && !params->additive_mask, ATTN_STATUS_UNSUPPORTED,
                    "params.%s: caller masks require the float attention path (no float fallback)",
-                   params->mask ? "mask" : "key_padding_mask");
+                   params->mask ? "mask" : params->key_padding_mask ? "key_padding_mask" : "additive_mask");
     }
     ATTN_CHECK(!qp->rotate || attn_is_pow2(d->head_size), ATTN_STATUS_UNSUPPORTED,
                "q: head_size=%lld is not a power of two: the Hadamard rotation needs one (set qp.rotate=0 to "

@@ -27,6 +27,7 @@ void attn_params_init(attn_params *params) {
     params->sinks = NULL;
     params->mask = NULL;
     params->key_padding_mask = NULL;
+    params->additive_mask = NULL;
 }
 
 #define ATTN_BIT(x) (1u << (unsigned)(x))

@@ -35,8 +35,9 @@ attn_status attn_opts_resolve(const attn_params *params, int64_t num_heads, int6
         for (int64_t h = 0; h < num_heads; h++)
             ATTN_CHECK(isfinite(params->sinks[h]), ATTN_STATUS_INVALID_ARGUMENT,
                        "params.sinks[%lld]=%g is not finite", (long long)h, (double)params->sinks[h]);
-    ATTN_CHECK(allow_masks || (!params->mask && !params->key_padding_mask), ATTN_STATUS_UNSUPPORTED,
-               "params.mask / params.key_padding_mask: not supported by this entry point");
+    ATTN_CHECK(allow_masks || (!params->mask && !params->key_padding_mask && !params->additive_mask),
+               ATTN_STATUS_UNSUPPORTED, "params.%s: not supported by this entry point (dense masks: attn_forward)",
+               params->mask ? "mask" : params->key_padding_mask ? "key_padding_mask" : "additive_mask");
     opts->softmax_scale =
         params->softmax_scale != 0.0f ? params->softmax_scale : (float)(1.0 / sqrt((double)head_size));
     opts->causal = params->causal;
@@ -47,6 +48,7 @@ attn_status attn_opts_resolve(const attn_params *params, int64_t num_heads, int6
     opts->sinks = params->sinks;
     opts->mask = params->mask;
     opts->key_padding_mask = params->key_padding_mask;
+    opts->additive_mask = params->additive_mask;
     return ATTN_STATUS_OK;
 }
 
@@ -56,25 +58,44 @@ static attn_status attn_check_bool(const attn_tensor *t, const char *name) {
     return ATTN_STATUS_OK;
 }
 
+/* A mask view broadcast to [batch, num_heads, seq_q, seq_k]: ndim 1..4, right-aligned, each dimension 1 or
+ * the full size (torch SDPA / NumPy broadcasting); data aligned to its element size. */
+static attn_status attn_check_broadcast(const attn_tensor *m, const char *name, int64_t batch, int64_t num_heads,
+                                        int64_t seq_q, int64_t seq_k) {
+    static const char *const dim_names[4] = {"batch", "num_heads", "seq_q", "seq_k"};
+    const int64_t full[4] = {batch, num_heads, seq_q, seq_k};
+    ATTN_TRY(attn_tensor_check(m, name, -1, 0));
+    ATTN_CHECK(m->ndim >= 1 && m->ndim <= 4, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: ndim=%d, expected 1..4 (broadcast to [batch, num_heads, seq_q, seq_k], right-aligned)", name,
+               (int)m->ndim);
+    for (int32_t d = 0; d < m->ndim; d++) {
+        const int32_t a = 4 - m->ndim + d;
+        ATTN_CHECK(m->shape[d] == 1 || m->shape[d] == full[a], ATTN_STATUS_INVALID_ARGUMENT,
+                   "%s: shape[%d]=%lld, expected %s=%lld (or 1 to broadcast)", name, (int)d, (long long)m->shape[d],
+                   dim_names[a], (long long)full[a]);
+    }
+    ATTN_TRY(attn_validate_aligned(m, name));
+    return ATTN_STATUS_OK;
+}
+
 attn_status attn_validate_masks(const attn_opts *opts, int64_t batch, int64_t num_heads, int64_t seq_q,
                                 int64_t seq_k) {
     if (opts->mask) {
         const attn_tensor *m = opts->mask;
         ATTN_TRY(attn_tensor_check(m, "params.mask", -1, 0));
-        ATTN_TRY(attn_check_bool(m, "params.mask"));
-        ATTN_CHECK(m->ndim == 2 || m->ndim == 4, ATTN_STATUS_INVALID_ARGUMENT,
-                   "params.mask: ndim=%d, expected 4 ([B|1, H|1, Sq, Sk]) or 2 ([Sq, Sk])", (int)m->ndim);
-        const int32_t o = m->ndim - 2;
-        if (m->ndim == 4) {
-            ATTN_CHECK(m->shape[0] == 1 || m->shape[0] == batch, ATTN_STATUS_INVALID_ARGUMENT,
-                       "params.mask: shape[0]=%lld, expected 1 or batch=%lld", (long long)m->shape[0],
-                       (long long)batch);
-            ATTN_CHECK(m->shape[1] == 1 || m->shape[1] == num_heads, ATTN_STATUS_INVALID_ARGUMENT,
-                       "params.mask: shape[1]=%lld, expected 1 or num_heads=%lld", (long long)m->shape[1],
-                       (long long)num_heads);
-        }
-        ATTN_TRY(attn_tensor_check_dim(m, "params.mask", o, seq_q, "seq_q"));
-        ATTN_TRY(attn_tensor_check_dim(m, "params.mask", o + 1, seq_k, "seq_k"));
+        ATTN_CHECK(m->dtype == ATTN_DTYPE_BOOL || m->dtype == ATTN_DTYPE_U8, ATTN_STATUS_INVALID_ARGUMENT,
+                   "params.mask: dtype %s, expected bool or u8 (a float mask is params.additive_mask)",
+                   attn_dtype_name(m->dtype));
+        ATTN_TRY(attn_check_broadcast(m, "params.mask", batch, num_heads, seq_q, seq_k));
+    }
+    if (opts->additive_mask) {
+        const attn_tensor *m = opts->additive_mask;
+        ATTN_TRY(attn_tensor_check(m, "params.additive_mask", -1, 0));
+        ATTN_CHECK(m->dtype == ATTN_DTYPE_F32 || m->dtype == ATTN_DTYPE_F16 || m->dtype == ATTN_DTYPE_BF16,
+                   ATTN_STATUS_INVALID_ARGUMENT,
+                   "params.additive_mask: dtype %s, expected f32, f16 or bf16 (a boolean mask is params.mask)",
+                   attn_dtype_name(m->dtype));
+        ATTN_TRY(attn_check_broadcast(m, "params.additive_mask", batch, num_heads, seq_q, seq_k));
     }
     if (opts->key_padding_mask) {
         const attn_tensor *m = opts->key_padding_mask;

@@ -1,10 +1,16 @@
 /*
  * mask.c — per-row key ranges from causal/window, tile classification, and the element mask that folds in
- * the boolean keep-masks (key padding, explicit [B|1, H|1, Sq, Sk] / [Sq, Sk]).
+ * the boolean keep-masks (key padding, explicit masks broadcast to [B, H, Sq, Sk]) and the additive float
+ * mask (torch SDPA's float attn_mask, issue 10: −inf hides a key, finite values are added to the logits).
  */
 #include "attention/mask.h"
 
+#include <float.h>
 #include <math.h>
+
+#include "core/dtype.h"
+
+#define ATTN_MASK_LOG2E 1.44269504088896341f /* log2(e): scores are in log2 units here (fwd.c) */
 
 int64_t attn_mask_piecewise_pos(const attn_opts *o, int64_t i) {
     int64_t lo = 0, hi = o->num_query_ranges; /* last range with local_start <= i */
@@ -44,36 +50,53 @@ void attn_mask_row_range(const attn_problem *p, int64_t pos, int64_t seq_k, int6
 }
 
 int attn_mask_tile_is_full(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b) {
-    if (p->opts.mask || p->opts.key_padding_mask) return 0;
+    if (p->opts.mask || p->opts.key_padding_mask || p->opts.additive_mask) return 0;
     for (int32_t r = 0; r < blk->num_rows; r++)
         if (blk->row_lo[r] > a || blk->row_hi[r] < b) return 0;
     return 1;
 }
 
+/* Offset of row r's (b, h, i, 0) element in mask t and the element step per key (0 when Sk broadcasts). */
+static void attn_mask_row_base(const attn_tensor *t, const attn_fwd_block *blk, int32_t r, int64_t *base,
+                               int64_t *key_step) {
+    *base = attn_mask_offset(t, blk->seq.batch_idx, blk->row_head[r], attn_seq_q_row(&blk->seq, blk->row_token[r]), 0);
+    *key_step = t->shape[t->ndim - 1] == 1 ? 0 : t->strides[t->ndim - 1];
+}
+
+/* score (log2 units) + bias (natural units): bias·log2(e) saturates at −FLT_MAX and so does the sum, so a
+ * finite bias never hides a key (only −inf does, handled by the caller); NaN and +inf propagate. */
+static float attn_mask_add_bias(float score, float bias) {
+    float add = bias * ATTN_MASK_LOG2E;
+    if (add == -INFINITY) add = -FLT_MAX;
+    float x = score + add;
+    if (x == -INFINITY && score != -INFINITY) x = -FLT_MAX;
+    return x;
+}
+
 void attn_mask_apply(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, float *s) {
     const attn_tensor *kpm = p->opts.key_padding_mask;
     const attn_tensor *em = p->opts.mask;
+    const attn_tensor *am = p->opts.additive_mask;
+    int64_t em_base[ATTN_QB], am_base[ATTN_QB], em_step = 0, am_step = 0;
+    for (int32_t r = 0; r < blk->num_rows; r++) {
+        if (em) attn_mask_row_base(em, blk, r, &em_base[r], &em_step);
+        if (am) attn_mask_row_base(am, blk, r, &am_base[r], &am_step);
+    }
     for (int64_t j = a; j < b; j++) {
         float *row = s + (j - a) * ATTN_QB;
+        const int64_t jt = attn_seq_k_token(&blk->seq, j); /* the masks' key coordinate */
         int key_ok = 1;
         if (kpm) key_ok = ((const unsigned char *)kpm->data)[blk->seq.batch_idx * kpm->strides[0] +
-                                                             j * kpm->strides[1]] != 0;
+                                                             jt * kpm->strides[1]] != 0;
         for (int32_t r = 0; r < blk->num_rows; r++) {
             int ok = key_ok && j >= blk->row_lo[r] && j < blk->row_hi[r];
-            if (ok && em) {
-                const unsigned char *d = (const unsigned char *)em->data;
-                int64_t i = blk->row_token[r];
-                int64_t off;
-                if (em->ndim == 2) {
-                    off = i * em->strides[0] + j * em->strides[1];
-                } else {
-                    off = (em->shape[0] == 1 ? 0 : blk->seq.batch_idx) * em->strides[0] +
-                          (em->shape[1] == 1 ? 0 : blk->row_head[r]) * em->strides[1] + i * em->strides[2] +
-                          j * em->strides[3];
-                }
-                ok = d[off] != 0;
+            if (ok && em) ok = ((const unsigned char *)em->data)[em_base[r] + jt * em_step] != 0;
+            if (!ok) {
+                row[r] = -INFINITY;
+            } else if (am) {
+                const float bias = attn_load_f(am->data, am->dtype, am_base[r] + jt * am_step);
+                row[r] = bias == -INFINITY ? -INFINITY : attn_mask_add_bias(row[r], bias);
             }
-            if (!ok) row[r] = -INFINITY;
         }
     }
 }

@@ -25,10 +25,28 @@ int64_t attn_mask_piecewise_limit(const attn_opts *o, int64_t pos);
 /* Causal/window visible key range [lo, hi) of a row at position pos (lo >= hi when empty). */
 void attn_mask_row_range(const attn_problem *p, int64_t pos, int64_t seq_k, int64_t *lo, int64_t *hi);
 
-/* 1 if keys [a, b) need no per-element masking for any row of the block. */
+/* 1 if keys [a, b) need no per-element masking for any row of the block: never with a keep-mask, key
+ * padding or an additive mask, so such tiles always go through attn_mask_apply and count as hiding keys
+ * (the driver's safe P·V, docs/SEMANTICS.md §7). */
 int attn_mask_tile_is_full(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b);
 
-/* s[k][r] = −inf for every invisible (row r, key a + k), k < b − a. */
+/* Element offset of (b, h, i, j) in a mask broadcast to [B, H, Sq, Sk]: the view's ndim (1..4) is
+ * right-aligned to those four dimensions (NumPy / torch SDPA broadcasting) and a size-1 dimension reads
+ * index 0. i and j are the masks' coordinates (attn_seq_q_row / attn_seq_k_token of compacted rows). */
+static inline int64_t attn_mask_offset(const attn_tensor *t, int64_t b, int64_t h, int64_t i, int64_t j) {
+    const int64_t idx[4] = {b, h, i, j};
+    int64_t off = 0;
+    for (int32_t d = 0; d < t->ndim; d++) {
+        const int32_t a = 4 - t->ndim + d;
+        if (t->shape[d] != 1) off += idx[a] * t->strides[d];
+    }
+    return off;
+}
+
+/* The mask step of the logits (after soft-cap and ALiBi, scores in log2 units), for keys [a, b):
+ * s[k][r] = −inf for every (row r, key a + k) hidden by causal/window, key padding or the keep-mask, or by an
+ * additive-mask value of −inf; every other score gains additive·log2(e) (finite values saturate at −FLT_MAX,
+ * never −inf, so a large negative bias stays a finite logit). */
 void attn_mask_apply(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, float *s);
 
 #endif

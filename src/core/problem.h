@@ -20,8 +20,11 @@ typedef struct attn_opts {
     float softcap;              /* 0 = off                                                      */
     const float *alibi_slopes;  /* [num_heads] or NULL                                          */
     const float *sinks;         /* [num_heads] or NULL                                          */
-    const attn_tensor *mask;    /* validated keep-mask, 4-D [B|1, H|1, Sq, Sk] or 2-D [Sq, Sk]   */
+    const attn_tensor *mask;    /* validated keep-mask, ndim 1..4, right-aligned to [B, H, Sq, Sk],
+                                   every dimension 1 (broadcast) or full                          */
     const attn_tensor *key_padding_mask; /* validated [B, Sk] or NULL                           */
+    const attn_tensor *additive_mask;    /* validated f32/f16/bf16 bias added to the logits (natural
+                                            units), broadcast like `mask`; NULL = none (issue 10) */
     /* Piecewise attention (issue 4, diffusion.md §B): num_spans >= 0 turns it on when piecewise != 0.
      * A query at global position p sees keys j < e if p lies in a span [a, e), else j <= p. */
     int32_t piecewise;                   /* 0 = off                                              */
@@ -51,7 +54,14 @@ typedef struct attn_seq_view {
     int64_t lse_row_stride, lse_head_stride;
     const int32_t *q_rows;      /* NULL, or [seq_q]: compacted query row i reads q row, writes out
                                    and LSE row q_rows[i] (self-attention unpad → pad, issue 4)   */
+    const int32_t *k_tokens;    /* NULL, or [seq_k]: compacted key j is token k_tokens[j] of the
+                                   masks' key dimension (self-attention unpad; with q_rows)      */
 } attn_seq_view;
+
+/* Index of compacted key j in the masks' key dimension (identity unless k_tokens is set). */
+static inline int64_t attn_seq_k_token(const attn_seq_view *s, int64_t j) {
+    return s->k_tokens ? (int64_t)s->k_tokens[j] : j;
+}
 
 /* Physical q/out/LSE row of compacted query row i (identity unless q_rows is set). */
 static inline int64_t attn_seq_q_row(const attn_seq_view *s, int64_t i) {

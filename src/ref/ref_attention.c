@@ -22,16 +22,31 @@ static int64_t ref_query_pos(const attn_problem *p, const attn_seq_view *s, int6
     return s->seq_k - s->seq_q + i;
 }
 
-static int ref_mask_bit(const attn_tensor *t, int64_t idx[4]) {
-    /* t is [B|1, H|1, Sq, Sk] (4-D) or [Sq, Sk] (2-D); idx = (b, h, i, j). */
-    const unsigned char *d = (const unsigned char *)t->data;
+/* Element offset of (b, h, i, j) in a mask broadcast to [B, H, Sq, Sk]: its ndim (1..4) is right-aligned to
+ * those dimensions and a size-1 dimension reads index 0 (NumPy / torch SDPA broadcasting). */
+static int64_t ref_mask_offset(const attn_tensor *t, const int64_t idx[4]) {
     int64_t off = 0;
-    if (t->ndim == 2) {
-        off = idx[2] * t->strides[0] + idx[3] * t->strides[1];
-    } else {
-        for (int a = 0; a < 4; a++) off += (t->shape[a] == 1 ? 0 : idx[a]) * t->strides[a];
-    }
-    return d[off] != 0;
+    for (int32_t d = 0; d < t->ndim; d++)
+        if (t->shape[d] != 1) off += idx[4 - t->ndim + d] * t->strides[d];
+    return off;
+}
+
+/* The masks' coordinates of (sequence s, head h, compacted row i, compacted key j): the padded route's
+ * compacted rows and keys are the tokens q_rows[i] and k_tokens[j] of the caller's [B, H, S, S] masks. */
+static void ref_mask_index(const attn_seq_view *s, int64_t h, int64_t i, int64_t j, int64_t idx[4]) {
+    idx[0] = s->batch_idx;
+    idx[1] = h;
+    idx[2] = s->q_rows ? (int64_t)s->q_rows[i] : i;
+    idx[3] = s->k_tokens ? (int64_t)s->k_tokens[j] : j;
+}
+
+/* The additive mask value (natural units) at (s, h, i, j), or 0 without one. */
+static double ref_additive(const attn_problem *p, const attn_seq_view *s, int64_t h, int64_t i, int64_t j) {
+    const attn_tensor *t = p->opts.additive_mask;
+    if (!t) return 0.0;
+    int64_t idx[4];
+    ref_mask_index(s, h, i, j, idx);
+    return (double)attn_load_f(t->data, t->dtype, ref_mask_offset(t, idx));
 }
 
 int attn_ref_visible(const attn_problem *p, const attn_seq_view *s, int64_t h, int64_t i, int64_t j) {
@@ -49,15 +64,16 @@ int attn_ref_visible(const attn_problem *p, const attn_seq_view *s, int64_t h, i
             }
         if (!in_span && j > pos) return 0;
     }
+    int64_t idx[4];
+    ref_mask_index(s, h, i, j, idx);
     if (o->key_padding_mask) {
         const attn_tensor *t = o->key_padding_mask;
         const unsigned char *d = (const unsigned char *)t->data;
-        if (!d[s->batch_idx * t->strides[0] + j * t->strides[1]]) return 0;
+        if (!d[idx[0] * t->strides[0] + idx[3] * t->strides[1]]) return 0;
     }
-    if (o->mask) {
-        int64_t idx[4] = {s->batch_idx, h, i, j};
-        if (!ref_mask_bit(o->mask, idx)) return 0;
-    }
+    if (o->mask && !((const unsigned char *)o->mask->data)[ref_mask_offset(o->mask, idx)]) return 0;
+    /* an additive −inf removes the key (exp(−inf) = 0 in SDPA); finite values are logits (below) */
+    if (o->additive_mask && ref_additive(p, s, h, i, j) == -INFINITY) return 0;
     return 1;
 }
 
@@ -88,7 +104,7 @@ attn_status attn_ref_run(const attn_problem *p) {
             for (int64_t i = 0; i < s.seq_q; i++) {
                 const char *qrow = s.q + attn_seq_q_row(&s, i) * s.q_row_stride + h * s.q_head_stride;
                 const int64_t pos = ref_query_pos(p, &s, i);
-                /* 1. logits of visible keys: scale·q·k → soft-cap → ALiBi */
+                /* 1. logits of visible keys: scale·q·k → soft-cap → ALiBi → + additive mask */
                 double m = -INFINITY;
                 for (int64_t j = 0; j < s.seq_k; j++) {
                     vis[j] = (unsigned char)attn_ref_visible(p, &s, h, i, j);
@@ -100,6 +116,7 @@ attn_status attn_ref_run(const attn_problem *p) {
                     double x = (double)o->softmax_scale * dot;
                     if (o->softcap > 0.0f) x = (double)o->softcap * tanh(x / (double)o->softcap);
                     if (o->alibi_slopes) x += -(double)o->alibi_slopes[h] * (double)llabs(pos - j);
+                    if (o->additive_mask) x += ref_additive(p, &s, h, i, j);
                     logit[j] = x;
                     if (x > m) m = x;
                 }

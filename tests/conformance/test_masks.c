@@ -370,9 +370,9 @@ static void test_padded_errors(void **state) {
         {&b.tk, &b.tv, &tk_f, NULL, ws, ATTN_STATUS_INVALID_ARGUMENT, "expected bool or u8"},
         {&b.tk, &b.tv, &tk_1, NULL, ws, ATTN_STATUS_INVALID_ARGUMENT, "key_padding_mask"},
         {&b.tk, &b.tv, &tk, NULL, ws - 1, ATTN_STATUS_WORKSPACE_TOO_SMALL, "workspace_size"},
-        {&b.tk, &b.tv, &tk, &p, ws, ATTN_STATUS_UNSUPPORTED, "params.mask"},
+        {&b.tk, &b.tv, &tk, &p, ws, ATTN_STATUS_UNSUPPORTED, "params.key_padding_mask"},
     };
-    p.mask = &tk; /* a mask in params is not allowed on this entry */
+    p.key_padding_mask = &tk; /* the key padding mask is the entry's argument, not a params field */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         attn_status st = attn_forward_padded(ctx, ATTN_LAYOUT_BSND, &b.tq, cases[i].k, cases[i].v, cases[i].kpm,
                                              cases[i].p, &b.to, NULL, w, cases[i].ws);
