@@ -18,9 +18,12 @@ One engine step:
     ``reorder_batch_threshold`` (1 + speculative tokens), so the plan order equals vLLM's and no row is
     moved; if they ever differ the impl gathers/scatters rows through ``token_src``.
   - per layer, :meth:`AttnBackendImpl.do_kv_cache_update` is one ``attn_reshape_and_cache`` call and
-    :meth:`AttnBackendImpl.forward` one ``attn_forward_paged`` call on that plan: tensors are described by
-    their torch metadata (no DLPack, no copies), the option block and the cache view are built once per
-    layer, so a layer costs the two C calls and a few attribute reads.
+    :meth:`AttnBackendImpl.forward` one ``attn_forward_paged`` call on that plan, through the compiled
+    extension ``attn._ext`` (the entries attn.Plan.forward / attn.reshape_and_cache use: torch tensors go
+    in as DLPack views, no copies, the GIL released around the C call); the options and the cache view are
+    built once per layer, the plan's handles once per step, so a layer costs the two C calls and a few
+    microseconds of Python. Without the extension (or for an input it declines: NotImplemented) the same
+    calls go through ctypes, with tensors described from their torch metadata.
 
 KV cache: vLLM allocates each layer as a logical ``[num_blocks, num_kv_heads, block_size, head_size +
 head_size_v]`` view (any of its KVCacheLayout stride orders); attn stores each token's key in the first
@@ -54,6 +57,10 @@ from vllm.v1.kv_cache_interface import AttentionSpec, CrossAttentionSpec, Encode
 from vllm.v1.kv_cache_layout import KVCacheLayout
 
 from . import _capi, ops
+
+# The compiled fast paths (python/attn/_ext.c) or None: then every call below goes through ctypes.
+_EXT = ops._ext
+_NI = NotImplemented
 
 logger = logging.getLogger("attn.vllm_backend")
 
@@ -151,13 +158,14 @@ def _note_step(kind: str, plan: ops.Plan, same_order: bool) -> None:
 
 def _mark_used(what: str) -> None:
     """Appends one line per process to $ATTN_VLLM_MARKER the first time attn runs a layer (tests and
-    `make run-vllm` use it to prove which backend ran)."""
+    `make run-vllm` use it to prove which backend ran, and through which binding)."""
     path = os.environ.get("ATTN_VLLM_MARKER")
     key = (os.getpid(), path or "")
     if path and not _marked.get(key):
         _marked[key] = True
         with open(path, "a") as f:
-            f.write(f"pid={key[0]} {what} libattn={_capi.library_path}\n")
+            f.write(f"pid={key[0]} {what} binding={'ctypes' if _EXT is None else 'ext'} "
+                    f"libattn={_capi.library_path}\n")
 
 
 def _context() -> ops.Context:
@@ -169,6 +177,11 @@ def _context() -> ops.Context:
         n = int(os.environ.get("ATTN_VLLM_THREADS", "0") or 0) or torch.get_num_threads()
         ctx = _ctx_cache[pid] = ops.Context(num_threads=max(1, n))
     return ctx
+
+
+def _ctx_ptr() -> int:
+    """The process's context handle as an int for attn._ext (looked up once per step by the builder)."""
+    return _context()._ptr
 
 
 # ------------------------------------------------------------------------------------------------
@@ -263,6 +276,17 @@ class AttnMetadata:
     token_src: Optional[torch.Tensor]    # int64 [num_tokens]: plan row t = input row token_src[t]
     workspace: Any                       # void* of the plan's workspace (None when empty)
     workspace_size: int
+    # Per-step constants of the hot path, filled in __post_init__ (once per step, not per layer).
+    marker: Optional[str] = None         # $ATTN_VLLM_MARKER at build time (None: no marker lines)
+    ctx_ptr: int = 0                     # the process's attn_ctx, plan handle and workspace as ints for
+    plan_ptr: int = 0                    # attn._ext
+    ws_ptr: int = 0
+
+    def __post_init__(self) -> None:
+        self.marker = os.environ.get("ATTN_VLLM_MARKER") or None
+        self.ctx_ptr = _ctx_ptr()
+        self.plan_ptr = self.plan._ptr
+        self.ws_ptr = int(self.workspace or 0)
 
 
 class AttnMetadataBuilder(AttentionMetadataBuilder[AttnMetadata]):
@@ -391,12 +415,17 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         self._params: Optional[Tuple[ops.Params, ops.Params]] = None
         self._kv_key: Any = None
         self._kv_desc: Optional[_capi.Tensor] = None
+        self._kv_tensor: Optional[torch.Tensor] = None  # (keeps the cache's storage alive, as vLLM does)
+        self._kv_src: Optional[torch.Tensor] = None
         self._dummy_cache: Optional[torch.Tensor] = None
         self._dummy_desc: Optional[_capi.Tensor] = None
+        self._dummy_tensor: Optional[torch.Tensor] = None
+        self._ext_args: Optional[Tuple[tuple, tuple]] = None
 
     # -- per-layer constants, built once ------------------------------------------------------------
     def process_weights_after_loading(self, act_dtype: torch.dtype) -> None:
         self._params = None  # sinks are weights: rebuild the option blocks from the loaded values
+        self._ext_args = None
 
     def _option_blocks(self) -> Tuple[ops.Params, ops.Params]:
         """(causal, non-causal) attn_params of this layer. vLLM/HF sliding_window W = W keys including the
@@ -411,9 +440,29 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             self._params = (causal, bidir)
         return self._params
 
+    def _ext_options(self) -> Tuple[tuple, tuple]:
+        """(causal, non-causal) option arguments of attn._ext.forward_paged (softmax_scale, causal,
+        window_size, softcap, alibi_slopes, sinks), the same values as :meth:`_option_blocks`; the per-head
+        vectors as contiguous float32 arrays (what the extension takes)."""
+        if self._ext_args is None:
+            w = self.sliding_window
+            alibi = (None if self.alibi_slopes is None else
+                     np.ascontiguousarray(np.asarray(self.alibi_slopes, dtype=np.float32).reshape(-1)))
+            sinks = (None if self.sinks is None else
+                     np.ascontiguousarray(self.sinks.detach().float().cpu().numpy().reshape(-1)))
+            tail = (self.logits_soft_cap, alibi, sinks)
+            causal = (self.scale, True, (-1, -1) if w is None else (w - 1, 0)) + tail
+            bidir = (self.scale, False, (-1, -1) if w is None else (w - 1, w - 1)) + tail
+            self._ext_args = (causal, bidir)
+        return self._ext_args
+
     def _kv_view(self, kv_cache: torch.Tensor) -> _capi.Tensor:
         """attn's [2, num_blocks, block_size, num_kv_heads, head_size] view of vLLM's per-layer
-        [num_blocks, num_kv_heads, block_size, 2·head_size] cache (key = first half of the last dim)."""
+        [num_blocks, num_kv_heads, block_size, 2·head_size] cache (key = first half of the last dim).
+        Rebuilt when vLLM hands over another cache; the same tensor object at the same address (every step)
+        is recognised without re-reading its shape and strides (~1 µs a call)."""
+        if kv_cache is self._kv_src and kv_cache.data_ptr() == self._kv_key[0]:
+            return self._kv_desc
         key = (kv_cache.data_ptr(), tuple(kv_cache.shape), tuple(kv_cache.stride()), kv_cache.dtype)
         if key != self._kv_key:
             nb, nh, bs, c = kv_cache.shape
@@ -422,9 +471,12 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
                                  f"{list(kv_cache.stride())}: expected [num_blocks, num_kv_heads, "
                                  f"block_size, 2·{self.head_size}] with a contiguous last dimension")
             sb, sh, sn, _ = kv_cache.stride()
-            self._kv_desc = _tensor(kv_cache, (2, nb, bs, nh, self.head_size),
-                                    (self.head_size, sb, sn, sh, 1))
+            shape, strides = (2, nb, bs, nh, self.head_size), (self.head_size, sb, sn, sh, 1)
+            self._kv_desc = _tensor(kv_cache, shape, strides)
+            # the same view as a torch tensor (same storage, no copy) for attn._ext's DLPack path
+            self._kv_tensor = kv_cache.as_strided(shape, strides)
             self._kv_key = key
+        self._kv_src = kv_cache
         return self._kv_desc
 
     # -- per step and layer ---------------------------------------------------------------------------
@@ -435,6 +487,9 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         if self.is_encoder or slot_mapping is None or kv_cache.numel() == 0:
             return
         kv = self._kv_view(kv_cache)
+        if _EXT is not None and _EXT.reshape_and_cache(_ctx_ptr(), key, value, self._kv_tensor,
+                                                        slot_mapping) is not _NI:
+            return
         tk, tv, ts = _tensor(key), _tensor(value), _tensor(slot_mapping)
         _check(_F["attn_reshape_and_cache"](_context().handle, ctypes.byref(tk), ctypes.byref(tv),
                                             ctypes.byref(kv), ctypes.byref(ts)), "attn_reshape_and_cache")
@@ -452,17 +507,20 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             return output
         meta = attn_metadata
         n = meta.num_actual_tokens
-        if os.environ.get("ATTN_VLLM_MARKER"):
+        if meta.marker:
             _mark_used(f"attn_type={self.attn_type} kind={meta.kind} dtype={query.dtype} "
                        f"kv_cache={list(kv_cache.shape)}/{list(kv_cache.stride())}")
-        params = self._option_blocks()[0 if (meta.causal and not self.is_encoder) else 1]
-        q, out = query[:n], output[:n]
+        causal = meta.causal and not self.is_encoder
+        q = query if query.shape[0] == n else query[:n]
+        out = output if output.shape[0] == n else output[:n]
         k = v = None
         if self.is_encoder:
             k, v = key[:n], value[:n]
             kv = self._encoder_cache(k)
+            kvt = self._dummy_tensor
         else:
             kv = self._kv_view(kv_cache)
+            kvt = self._kv_tensor
         src = meta.token_src
         if src is not None:  # plan order differs from vLLM's: gather rows, run, scatter back
             q = q.index_select(0, src)
@@ -471,12 +529,21 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             res = torch.empty_like(q)
         else:
             res = out
-        tq, to = _tensor(q), _tensor(res)
-        tk = None if k is None else ctypes.byref(_tensor(k))
-        tv = None if v is None else ctypes.byref(_tensor(v))
-        _check(_F["attn_forward_paged"](_context().handle, meta.plan.handle, ctypes.byref(tq), tk, tv,
-                                        ctypes.byref(kv), params.ptr, ctypes.byref(to), None,
-                                        meta.workspace, meta.workspace_size), "attn_forward_paged")
+        done = False
+        if _EXT is not None:
+            # the compiled path (attn._ext.forward_paged, as attn.Plan.forward): q / res / cache as DLPack
+            # views, the step's handles from the metadata; NotImplemented continues on ctypes below
+            o = self._ext_options()[0 if causal else 1]
+            done = _EXT.forward_paged(meta.ctx_ptr, meta.plan_ptr, meta.plan.num_heads, q, kvt, k, v, *o, res,
+                                      None, False, meta.ws_ptr, meta.workspace_size) is not _NI
+        if not done:
+            params = self._option_blocks()[0 if causal else 1]
+            tq, to = _tensor(q), _tensor(res)
+            tk = None if k is None else ctypes.byref(_tensor(k))
+            tv = None if v is None else ctypes.byref(_tensor(v))
+            _check(_F["attn_forward_paged"](_context().handle, meta.plan.handle, ctypes.byref(tq), tk, tv,
+                                            ctypes.byref(kv), params.ptr, ctypes.byref(to), None,
+                                            meta.workspace, meta.workspace_size), "attn_forward_paged")
         if src is not None:
             out.index_copy_(0, src, res)
         return output
@@ -486,6 +553,7 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         of the rows' dtype and the layer's geometry: an empty one (zero blocks), built once."""
         if self._dummy_cache is None or self._dummy_cache.dtype != key.dtype:
             self._dummy_cache = torch.zeros((2, 1, 1, self.num_kv_heads, self.head_size), dtype=key.dtype)
-            self._dummy_desc = _tensor(self._dummy_cache, (2, 0, 1, self.num_kv_heads, self.head_size),
-                                       tuple(self._dummy_cache.stride()))
+            shape, strides = (2, 0, 1, self.num_kv_heads, self.head_size), tuple(self._dummy_cache.stride())
+            self._dummy_desc = _tensor(self._dummy_cache, shape, strides)
+            self._dummy_tensor = self._dummy_cache.as_strided(shape, strides)
         return self._dummy_desc

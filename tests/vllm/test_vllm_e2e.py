@@ -7,10 +7,11 @@ Chunked prefill and prefix caching are on; block_size 32 and max_num_batched_tok
 prompt span several blocks and prefill chunks while short requests decode, so steps mix decodes and
 prefills; the shared system prompt makes later requests hit the prefix cache.
 
-Checked: attn ran in every attn engine (its marker) and never in vLLM's; greedy tokens identical to vLLM's
-backend in f32 over batch sizes 1, 3 and 8; bf16 answers equal; a step with both decodes and prefills ran,
-with attn's plan order equal to vLLM's (no row moved); prefix-cache hits; MiniLM embeddings cosine >=
-0.9999 vs the sentence-transformers fixture (the demo's). Skipped, with the reason, without vLLM.
+Checked: attn ran in every attn engine (its marker; through attn._ext when it is built) and never in
+vLLM's; greedy tokens identical to vLLM's backend in f32 over batch sizes 1, 3 and 8; bf16 answers equal;
+a step with both decodes and prefills ran, with attn's plan order equal to vLLM's (no row moved);
+prefix-cache hits; MiniLM embeddings cosine >= 0.9999 vs the sentence-transformers fixture (the demo's).
+Skipped, with the reason, without vLLM.
 Each engine runs in-process (single_process: no engine-core / worker processes), so start-up is a few
 seconds; tiny max_tokens and few prompts keep the tier short.
 """
@@ -26,6 +27,7 @@ if importlib.util.find_spec("vllm") is None or importlib.util.find_spec("torch")
     pytest.skip("vLLM is not importable here: `make test-vllm` installs it into its own venv "
                 "(scripts/vllm_env.sh) and runs this file there", allow_module_level=True)
 
+from attn import _binding  # noqa: E402
 from attn import vllm_run as vr  # noqa: E402
 
 MAX_TOKENS = 8
@@ -71,6 +73,10 @@ def test_backends_ran_as_configured(runs):
     for name in ("attn_f32", "attn_bf16", "attn_emb"):
         assert runs[name]["attn_ran"], f"{name}: attn's backend did not run (vLLM kept its own)"
     assert "kind=encoder_only" in runs["attn_emb"]["attn_marker"]
+    # the engines load attn like this interpreter: with attn._ext built, the hot path ran through it
+    want = "binding=ext" if _binding.name == "ext" else "binding=ctypes"
+    for name in ("attn_f32", "attn_bf16", "attn_emb"):
+        assert want in runs[name]["attn_marker"], f"{name}: {runs[name]['attn_marker']!r}"
     for name in ("vllm_f32", "vllm_bf16"):
         assert not runs[name]["attn_ran"], f"{name}: attn ran although ATTN_VLLM=0"
 

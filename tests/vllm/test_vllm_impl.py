@@ -1,7 +1,9 @@
 """attn.vllm_backend's impl on vLLM's cache tensors without an engine (issue 9): decoder, encoder-only and
 cross (encoder-decoder) requests through do_kv_cache_update + forward on vLLM-shaped per-layer caches in
 the token-major (LBNHC) and head-major (LBHNC) layouts, against attn's float64 oracle on gathered keys.
-Needs vLLM (skipped otherwise); a few seconds."""
+Each runs through both bindings of the hot path: the compiled extension attn._ext (with the ctypes calls
+disabled, so it proves the extension ran) and the ctypes fallback (the extension switched off); the two
+give the same bits. Needs vLLM (skipped otherwise); a few seconds."""
 
 from __future__ import annotations
 
@@ -20,6 +22,23 @@ from attn import ops  # noqa: E402
 from attn import vllm_backend as vb  # noqa: E402
 
 H, HK, D, BS, NB = 4, 2, 16, 8, 12
+
+
+@pytest.fixture(params=["ext", "ctypes"])
+def binding(request, monkeypatch):
+    """"ext": attn._ext only (the plugin's ctypes calls raise); "ctypes": the fallback without the
+    extension."""
+    if request.param == "ctypes":
+        monkeypatch.setattr(vb, "_EXT", None)
+    else:
+        if vb._EXT is None:
+            pytest.skip("attn._ext is not built for this interpreter")
+
+        def no_ctypes(*a):
+            raise AssertionError("the ctypes path ran although attn._ext is loaded")
+
+        monkeypatch.setattr(vb, "_F", {name: no_ctypes for name in vb._F})
+    return request.param
 
 
 def _cache(layout):
@@ -49,10 +68,12 @@ def _ref(q, k, v, causal, window=(-1, -1)):
                                 softmax_scale=0.25, causal=causal, window_size=window, reference=True)
 
 
+@pytest.mark.parametrize("decode_first", [True, False])
 @pytest.mark.parametrize("layout", ["LBNHC", "LBHNC"])
-def test_decoder_chunked_and_decode(layout):
+def test_decoder_chunked_and_decode(layout, decode_first, binding):
     """Two requests: a 5-token chunk over 9 cached keys and a decode over 20; keys written by
-    do_kv_cache_update through scattered blocks; sliding window 6."""
+    do_kv_cache_update through scattered blocks; sliding window 6. decode_first=False: the batch is in
+    another order than the plan's (prefill first), so the impl gathers / scatters rows (token_src)."""
     g = torch.Generator().manual_seed(0)
     kv = _cache(layout)
     impl = vb.AttnBackendImpl(H, D, 0.25, HK, None, 6, "auto")
@@ -68,19 +89,25 @@ def test_decoder_chunked_and_decode(layout):
     hist = [torch.tensor(slots(r, range(ctx_len[r]))) for r in range(2)]
     impl.do_kv_cache_update(None, torch.cat([keys[r][:ctx_len[r]] for r in range(2)]),
                             torch.cat([vals[r][:ctx_len[r]] for r in range(2)]), kv, torch.cat(hist))
-    sm = torch.tensor(slots(1, range(20, 21)) + slots(0, range(9, 14)))  # vLLM order: decode first
-    k_new = torch.cat([keys[1][20:], keys[0][9:]])
-    v_new = torch.cat([vals[1][20:], vals[0][9:]])
+    order = [1, 0] if decode_first else [0, 1]  # vLLM's order: decode first
+    rows = {1: (20, 21), 0: (9, 14)}
+    sm = torch.tensor(sum((slots(r, range(*rows[r])) for r in order), []))
+    k_new = torch.cat([keys[r][rows[r][0]:] for r in order])
+    v_new = torch.cat([vals[r][rows[r][0]:] for r in order])
     impl.do_kv_cache_update(None, k_new, v_new, kv, sm)
-    reqs = [ops.PlanRequest(20, 1, blocks[1]), ops.PlanRequest(9, 5, blocks[0])]
+    all_reqs = {1: ops.PlanRequest(20, 1, blocks[1]), 0: ops.PlanRequest(9, 5, blocks[0])}
     q = torch.randn(6, H, D, generator=g)
     out = torch.full((6, H, D), float("nan"))
-    impl.forward(None, q, k_new, v_new, kv, _meta(reqs, "decoder", 6, sm), out)
-    np.testing.assert_allclose(out[:1].numpy(), _ref(q[:1], keys[1], vals[1], True, (5, 0)), atol=2e-5)
-    np.testing.assert_allclose(out[1:].numpy(), _ref(q[1:], keys[0], vals[0], True, (5, 0)), atol=2e-5)
+    meta = _meta([all_reqs[r] for r in order], "decoder", 6, sm)
+    assert (meta.token_src is None) == decode_first
+    impl.forward(None, q, k_new, v_new, kv, meta, out)
+    d = slice(0, 1) if decode_first else slice(5, 6)  # the decode's row
+    p = slice(1, 6) if decode_first else slice(0, 5)
+    np.testing.assert_allclose(out[d].numpy(), _ref(q[d], keys[1], vals[1], True, (5, 0)), atol=2e-5)
+    np.testing.assert_allclose(out[p].numpy(), _ref(q[p], keys[0], vals[0], True, (5, 0)), atol=2e-5)
 
 
-def test_encoder_only_and_profiling_run():
+def test_encoder_only_and_profiling_run(binding):
     g = torch.Generator().manual_seed(1)
     impl = vb.AttnBackendImpl(H, D, 0.25, HK, None, None, "auto", attn_type="encoder_only")
     lens = [3, 7]
@@ -96,7 +123,7 @@ def test_encoder_only_and_profiling_run():
 
 
 @pytest.mark.parametrize("layout", ["LBNHC", "LBHNC"])
-def test_cross_attention(layout):
+def test_cross_attention(layout, binding):
     """Encoder-decoder: the first step writes 11 encoder keys (cross slot mapping) and 2 decoder queries
     attend to all of them, non-causal."""
     g = torch.Generator().manual_seed(2)
@@ -111,6 +138,33 @@ def test_cross_attention(layout):
     meta = _meta([ops.PlanRequest(0, 2, blocks, kind="cross", encoder_len=11)], "cross", 2, sm)
     impl.forward(None, q, None, None, kv, meta, out)
     np.testing.assert_allclose(out.numpy(), _ref(q, enc_k, enc_v, False), atol=2e-5)
+
+
+def test_bindings_give_the_same_bits(monkeypatch):
+    """A bf16 decode + chunk step with ALiBi, soft-cap and sinks (every option the extension takes) through
+    attn._ext and through ctypes: cache bytes and outputs bitwise equal."""
+    if vb._EXT is None:
+        pytest.skip("attn._ext is not built for this interpreter")
+    g = torch.Generator().manual_seed(3)
+    sinks = torch.randn(H, generator=g)
+    reqs = [ops.PlanRequest(20, 1, [5, 0, 11]), ops.PlanRequest(9, 5, [7, 2])]
+    sm = torch.tensor([11 * BS + 4] + [2 * BS + p for p in range(1, 6)])  # positions 20 and 9..13
+    k = torch.randn(6, HK, D, generator=g).bfloat16()
+    v = torch.randn(6, HK, D, generator=g).bfloat16()
+    q = torch.randn(6, H, D, generator=g).bfloat16()
+    hist = torch.randn(NB, BS, HK, 2 * D, generator=g).bfloat16()
+    res = []
+    for ext in (vb._EXT, None):
+        monkeypatch.setattr(vb, "_EXT", ext)
+        impl = vb.AttnBackendImpl(H, D, 0.25, HK, [0.5, 0.25, 0.125, 0.0625], 6, "auto", logits_soft_cap=30.0,
+                                  sinks=sinks)
+        kv = hist.clone().permute(0, 2, 1, 3)
+        out = torch.full((6, H, D), float("nan"), dtype=torch.bfloat16)
+        impl.do_kv_cache_update(None, k, v, kv, sm)
+        impl.forward(None, q, k, v, kv, _meta(reqs, "decoder", 6, sm), out)
+        res.append((kv, out))
+    assert not torch.isnan(res[0][1].float()).any()
+    assert torch.equal(res[0][0], res[1][0]) and torch.equal(res[0][1], res[1][1])
 
 
 def test_declared_features_come_from_the_library():
