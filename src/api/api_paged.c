@@ -277,6 +277,22 @@ static void attn_paged_multi_begin(const attn_paged_job *job, const attn_problem
     attn_fwd_multi_begin(p, job->ex->kern, sc, n);
 }
 
+/* A direct item: the run of blocks led by plan block `block` over their whole key range, partitions folded
+ * in ascending order in the thread's scratch, then finalized (non-leaders do nothing). */
+static void attn_paged_direct(const attn_paged_job *job, int64_t block, int32_t tid) {
+    const attn_plan *plan = job->plan;
+    const struct attn_kernels *kern = job->ex->kern;
+    attn_fwd_scratch sc;
+    const attn_problem *p = attn_paged_block_problem(job, &plan->blocks[block]);
+    const int64_t n = attn_paged_run_len(job, p, &plan->blocks[block]);
+    if (n == 0) return;
+    attn_paged_multi_begin(job, p, block, n, tid, &sc);
+    int64_t first, last;
+    attn_fwd_multi_partitions(p, &sc, n, &first, &last);
+    for (int64_t part = first; part < last; part++) attn_fwd_multi_partition(p, kern, &sc, n, part, 1);
+    attn_fwd_multi_finalize(p, kern, &sc, n);
+}
+
 /* Phase 1: direct blocks (whole key range, sequential fold) and split items (one partition each). */
 static void attn_paged_phase1(void *arg, int64_t item, int32_t tid) {
     const attn_paged_job *job = (const attn_paged_job *)arg;
@@ -304,15 +320,7 @@ static void attn_paged_phase1(void *arg, int64_t item, int32_t tid) {
         }
         return;
     }
-    const int64_t block = plan->direct[item - plan->num_split_items];
-    const attn_problem *p = attn_paged_block_problem(job, &plan->blocks[block]);
-    const int64_t n = attn_paged_run_len(job, p, &plan->blocks[block]);
-    if (n == 0) return;
-    attn_paged_multi_begin(job, p, block, n, tid, &sc);
-    int64_t first, last;
-    attn_fwd_multi_partitions(p, &sc, n, &first, &last);
-    for (int64_t part = first; part < last; part++) attn_fwd_multi_partition(p, kern, &sc, n, part, 1);
-    attn_fwd_multi_finalize(p, kern, &sc, n);
+    attn_paged_direct(job, plan->direct[item - plan->num_split_items], tid);
 }
 
 /* Phase 2: fold a split block's partition states in ascending order (as attn_fwd_run does), finalize. */
@@ -416,6 +424,13 @@ attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, const attn_
     job.ex = &ex;
     job.ws = (float *)workspace;
     attn_fwd_shape_of(&p[0], &job.sh);
+    if (ex.num_threads == 1) {
+        /* one thread gains nothing from split-KV: every block runs as a direct item (the sequential fold, the
+         * same bits as the split path), without the partial states' round trip through the workspace */
+        for (int64_t i = 0; i < plan->num_direct; i++) attn_paged_direct(&job, plan->direct[i], 0);
+        for (int64_t i = 0; i < plan->num_split_blocks; i++) attn_paged_direct(&job, plan->split_blocks[i], 0);
+        return ATTN_STATUS_OK;
+    }
     attn_parallel_for(ex.num_threads, plan->num_split_items + plan->num_direct, attn_paged_phase1, &job);
     attn_parallel_for(ex.num_threads, plan->num_split_blocks, attn_paged_phase2, &job);
     return ATTN_STATUS_OK;
