@@ -224,9 +224,12 @@ def run_llama(log: Callable, ctx: Optional[attn.Context] = None, verbose: bool =
     for i, e in enumerate(fx["prompts"]):
         a, b, c = batched[i] == want[i], single[i] == want[i], dense[i] == want[i]
         ok = ok and a and b and c
-        text = m.decode(batched[i]).replace("\n", "\\n")
+        # generated text as text, one line per prompt: a line break shows as ⏎ (" | " without UTF-8 output)
+        nl = "\u23ce" if (getattr(sys.stdout, "encoding", "") or "").lower().replace("-", "") == "utf8" else " | "
+        text = m.decode(batched[i])[:60].replace("\n", nl)
+        prompt = e["text"][:28].replace("\n", " ")
         log(f"[llama] {i:2d}  {len(prompts[i]):6d}  {str(a):11s}  {str(b):11s}  {str(c):10s}  "
-            f"{e['text'][:28].replace(chr(10), ' ')!r} -> {text[:60]!r}")
+            f"\"{prompt}\" -> \"{text}\"")
     log(f"[llama] token agreement with the non-paged reference (fixture), one-at-a-time and dense runs: "
         f"{'PASS' if ok else 'FAIL'}")
     return ok
