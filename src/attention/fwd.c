@@ -127,11 +127,15 @@ void attn_fwd_partitions(const attn_fwd_block *blk, int64_t *first, int64_t *las
     *last = (blk->key_hi + ATTN_KV_PARTITION - 1) / ATTN_KV_PARTITION;
 }
 
-void attn_fwd_state_reset(int64_t head_size_v, float *m, float *l, float *o) {
+void attn_fwd_ml_reset(float *m, float *l) {
     for (int r = 0; r < ATTN_QB; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
     }
+}
+
+void attn_fwd_state_reset(int64_t head_size_v, float *m, float *l, float *o) {
+    attn_fwd_ml_reset(m, l);
     memset(o, 0, (size_t)head_size_v * ATTN_QB * sizeof(float));
 }
 

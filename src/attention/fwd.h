@@ -129,6 +129,8 @@ void attn_fwd_pv_safe(const attn_problem *p, const struct attn_kernels *kern, co
 /* Soft-cap, ALiBi and the mask on the score tile s of keys [a, b) (between Q·Kᵀ and the softmax). */
 void attn_fwd_tile_logits_mask(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, float *s);
 
+/* Resets m [ATTN_QB] to −inf and l [ATTN_QB] to 0 (o untouched: callers that overwrite it skip its clear). */
+void attn_fwd_ml_reset(float *m, float *l);
 /* Resets a state to empty (m = −inf, l = 0, o = 0). */
 void attn_fwd_state_reset(int64_t head_size_v, float *m, float *l, float *o);
 

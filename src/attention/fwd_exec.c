@@ -11,7 +11,6 @@
  * their values. It does not allocate: states live in the thread's scratch (ATTN_FWD_MULTI_BYTES).
  */
 #include <limits.h>
-#include <math.h>
 #include <string.h>
 
 #include "attention/fwd.h"
@@ -126,17 +125,18 @@ static void attn_fx_softmax_raw(const attn_problem *p, const struct attn_kernels
     }
 }
 
-/* P·V of a few-row block's tile [a, b) (P in s) into o_d, row by row with hidden keys (p = 0) reading a zero
- * row, where the tile hides some key from some row and a V row is not finite (attn_fwd_pv_safe's rule);
- * else the plain call. Returns after doing either. */
-static void attn_fx_pv_raw(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
-                           attn_fwd_scratch *sc, const attn_fx_state *st, const float *s, const void *const *v_raw,
-                           int64_t a, int64_t b) {
+/* 1 if the few-row block's tile [a, b) needs the row-by-row P·V (attn_fwd_pv_safe's rule): the tile hides
+ * some key from some row and a V row (v_raw[0] is key a) is not finite. */
+static int attn_fx_needs_safe_pv(const attn_problem *p, const attn_fwd_block *blk, const void *const *v_raw,
+                                 int64_t a, int64_t b) {
+    return !attn_mask_tile_is_full(p, blk, a, b) && attn_fwd_rows_nonfinite(v_raw, p->kv_dtype, b - a, p->head_size_v);
+}
+
+/* P·V of a few-row block's tile [a, b) (P in s) into o_d row by row, hidden keys (p = 0) reading a zero row. */
+static void attn_fx_pv_raw_safe(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                                attn_fwd_scratch *sc, const attn_fx_state *st, const float *s,
+                                const void *const *v_raw, int64_t a, int64_t b) {
     const int64_t nk = b - a, dv = p->head_size_v;
-    if (attn_mask_tile_is_full(p, blk, a, b) || !attn_fwd_rows_nonfinite(v_raw, p->kv_dtype, nk, dv)) {
-        kern->pv_rows_kv(s, nk, blk->num_rows, v_raw, p->kv_dtype, dv, st->o_d);
-        return;
-    }
     memset(sc->zero_row, 0, (ATTN_HEAD_SIZE_MAX + 16) * sizeof(float));
     for (int32_t r = 0; r < blk->num_rows; r++) {
         for (int64_t k = 0; k < nk; k++) sc->v_safe[k] = s[k * ATTN_QB + r] == 0.0f ? sc->zero_row : v_raw[k];
@@ -153,7 +153,8 @@ static void attn_fx_tile_raw(const attn_problem *p, const struct attn_kernels *k
                              const void *const *v_raw, int64_t a, int64_t b) {
     kern->qk_tile_kv(st->q_t, blk->num_rows, p->head_size, k_raw, p->kv_dtype, b - a, s);
     attn_fx_softmax_raw(p, kern, blk, st, s, a, b);
-    attn_fx_pv_raw(p, kern, blk, sc, st, s, v_raw, a, b);
+    if (attn_fx_needs_safe_pv(p, blk, v_raw, a, b)) attn_fx_pv_raw_safe(p, kern, blk, sc, st, s, v_raw, a, b);
+    else kern->pv_rows_kv(s, b - a, blk->num_rows, v_raw, p->kv_dtype, p->head_size_v, st->o_d);
 }
 
 /* Prefetch of `bytes` from `ptr`, one request per cache line (no effect on results). */
@@ -253,12 +254,12 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                 if (sa >= sb) continue;
                 const attn_fx_state st = attn_fx_state_of(p, sc, k);
                 attn_fx_softmax_raw(p, kern, &s->blk, &st, st.s, sa, sb);
-                if (attn_mask_tile_is_full(p, &s->blk, sa, sb)) continue;
+                if (attn_mask_tile_is_full(p, &s->blk, sa, sb)) continue; /* (skips the V row lookups) */
                 /* a tile that hides keys from some row: P·V of the whole tile here if a V row is not finite */
                 for (int64_t t = sa; t < sb; t++) sc->v_raw[t - sa] = attn_seq_v_row(seq, t, s->blk.kv_head);
-                if (!attn_fwd_rows_nonfinite(sc->v_raw, p->kv_dtype, sb - sa, p->head_size_v)) continue;
+                if (!attn_fx_needs_safe_pv(p, &s->blk, sc->v_raw, sa, sb)) continue;
                 s->safe_pv = 1;
-                attn_fx_pv_raw(p, kern, &s->blk, sc, &st, st.s, sc->v_raw, sa, sb);
+                attn_fx_pv_raw_safe(p, kern, &s->blk, sc, &st, st.s, sc->v_raw, sa, sb);
             }
         }
     }
@@ -285,7 +286,7 @@ void attn_fwd_multi_begin(const attn_problem *p, const struct attn_kernels *kern
         attn_fwd_pack_q(p, kern, &sl[i].blk, &tmp);
         /* empty folded state; its o is written by the first fold (a copy: bitwise what folding into zeros
          * gives, 0·0 + 1·o = o) and never read while l = 0, so it is not cleared here */
-        for (int r = 0; r < ATTN_QB; r++) st.m_acc[r] = -INFINITY, st.l_acc[r] = 0.0f;
+        attn_fwd_ml_reset(st.m_acc, st.l_acc);
         sl[i].acc_empty = 1;
         attn_fwd_partitions(&sl[i].blk, &sl[i].first, &sl[i].last);
     }
@@ -314,7 +315,7 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
         if (!s->active) continue;
         const attn_fx_state st = attn_fx_state_of(p, sc, i);
         if (attn_fx_raw(&s->blk)) { /* o_part is written whole (rows < num_rows) by attn_fx_raw_store */
-            for (int r = 0; r < ATTN_QB; r++) st.m_part[r] = -INFINITY, st.l_part[r] = 0.0f;
+            attn_fwd_ml_reset(st.m_part, st.l_part);
             memset(st.o_d, 0, (size_t)(s->blk.num_rows * p->head_size_v) * sizeof(float));
         } else {
             attn_fwd_state_reset(p->head_size_v, st.m_part, st.l_part, st.o_part);
