@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 # The interpreter the Python tests run with; CMake builds the extension attn._ext for it.
 PYTHON3 := $(shell command -v python3 2>/dev/null)
 
-.PHONY: all deps build run run-synthetic run-vllm test test-c test-python test-python-ctypes test-sanitize test-vllm \
+.PHONY: all deps build run run-synthetic run-vllm test test-c test-python test-python-ctypes test-sanitize test-vllm test-mpi \
   install clean
 
 all: build
@@ -64,6 +64,17 @@ run-vllm: build
 test-vllm: build
 	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
 	  $$PY -m pytest -q -s -p no:cacheprovider tests/vllm
+
+# Context parallelism over MPI (issue 12, docs/CONTEXT_PARALLEL.md): scripts/mpi_env.sh installs Open MPI and
+# mpi4py on demand (a no-op when present); libattn_mpi and tests/mpi are built in $(MPI_BUILD) and run under
+# mpirun -np 2 and -np 4 (oversubscribed, OMP_NUM_THREADS=1 per rank; ctest label mpi).
+MPI_BUILD ?= build-mpi
+test-mpi: deps
+	@bash scripts/mpi_env.sh
+	@cmake -S . -B $(MPI_BUILD) -DCMAKE_BUILD_TYPE=Release -DATTN_MPI=ON -DATTN_MPI_TESTS=ON \
+	  $(if $(PYTHON3),-DPython3_EXECUTABLE=$(PYTHON3)) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(MPI_BUILD) -j $(JOBS) --target attn_mpi_check
+	@cd $(MPI_BUILD) && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ctest --output-on-failure -L mpi
 
 install: build
 	@cmake --install $(BUILD)

@@ -1,0 +1,250 @@
+/*
+ * mpi_common.c — errors, cross-rank agreement, tensor checks and dtype conversion of libattn_mpi
+ * (see mpi_common.h). Conversions are written from the IEEE binary16 / bfloat16 bit layouts.
+ */
+#include "mpi/mpi_common.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors ------------------------------------------------------------------------------------------ */
+static _Thread_local char am_msg[512];
+
+const char *attn_mpi_last_error(void) {
+    return am_msg;
+}
+
+attn_status am_fail(attn_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(am_msg, sizeof am_msg, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+attn_status am_fail_attn(attn_status status, const char *what) {
+    return am_fail(status, "%s: %s (%s)", what, attn_last_error(), attn_status_string(status));
+}
+
+attn_status am_mpi(int rc, const char *what) {
+    if (rc == MPI_SUCCESS)
+        return ATTN_STATUS_OK;
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
+        snprintf(s, sizeof s, "error %d", rc);
+    return am_fail(ATTN_STATUS_INTERNAL, "%s failed: %s", what, s);
+}
+
+attn_status am_agree(MPI_Comm comm, attn_status local, const int64_t *vals, const char *const *names,
+                     int num_vals) {
+    int64_t in[32], outv[32];
+    if (num_vals > 14)
+        num_vals = 14;
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    in[0] = (int64_t)local;
+    in[1] = local != ATTN_STATUS_OK ? rank : -1;
+    for (int i = 0; i < num_vals; i++) {
+        in[2 + 2 * i] = vals[i];
+        in[3 + 2 * i] = -vals[i];
+    }
+    const int n = 2 + 2 * num_vals;
+    /* keep the local message: MPI failure messages overwrite it only when the collective itself fails */
+    char keep[sizeof am_msg];
+    memcpy(keep, am_msg, sizeof keep);
+    AM_MPI(MPI_Allreduce(in, outv, n, MPI_INT64_T, MPI_MAX, comm));
+    memcpy(am_msg, keep, sizeof keep);
+    if (outv[0] != ATTN_STATUS_OK) {
+        if (local != ATTN_STATUS_OK)
+            return local;
+        return am_fail((attn_status)outv[0], "rank %" PRId64 " failed: %s (see that rank's message)", outv[1],
+                       attn_status_string((attn_status)outv[0]));
+    }
+    for (int i = 0; i < num_vals; i++) {
+        const int64_t mx = outv[2 + 2 * i], mn = -outv[3 + 2 * i];
+        if (mx != mn)
+            return am_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                           "%s differs between ranks (%" PRId64 " .. %" PRId64 "; this rank %" PRId64
+                           "): every rank must pass the same value",
+                           names ? names[i] : "a value", mn, mx, vals[i]);
+    }
+    return ATTN_STATUS_OK;
+}
+
+attn_status am_comm_dup(MPI_Comm comm, MPI_Comm *dup, int *rank, int *size) {
+    int init = 0;
+    MPI_Initialized(&init);
+    AM_CHECK(init, ATTN_STATUS_INVALID_ARGUMENT, "comm: MPI is not initialized (call MPI_Init first)");
+    AM_CHECK(comm != MPI_COMM_NULL, ATTN_STATUS_INVALID_ARGUMENT, "comm: MPI_COMM_NULL");
+    AM_MPI(MPI_Comm_dup(comm, dup));
+    MPI_Comm_set_errhandler(*dup, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(*dup, rank);
+    MPI_Comm_size(*dup, size);
+    return ATTN_STATUS_OK;
+}
+
+/* ---- tensor checks ----------------------------------------------------------------------------------- */
+size_t am_float_size(attn_dtype dtype) {
+    switch (dtype) {
+    case ATTN_DTYPE_F32:
+        return 4;
+    case ATTN_DTYPE_F16:
+    case ATTN_DTYPE_BF16:
+        return 2;
+    default:
+        return 0;
+    }
+}
+
+attn_status am_check_view(const attn_tensor *t, const char *name, int ndim, int dtype, const int64_t *expect,
+                          const char *const *dim_names) {
+    AM_CHECK(t != NULL, ATTN_STATUS_INVALID_ARGUMENT, "%s: NULL", name);
+    AM_CHECK(t->ndim == ndim, ATTN_STATUS_INVALID_ARGUMENT, "%s: ndim=%d, expected %d", name, (int)t->ndim, ndim);
+    if (dtype < 0)
+        AM_CHECK(am_float_size(t->dtype) != 0, ATTN_STATUS_INVALID_ARGUMENT,
+                 "%s: dtype %s, expected f32, f16 or bf16", name, attn_dtype_name(t->dtype));
+    else
+        AM_CHECK(t->dtype == (attn_dtype)dtype, ATTN_STATUS_INVALID_ARGUMENT, "%s: dtype %s, expected %s", name,
+                 attn_dtype_name(t->dtype), attn_dtype_name((attn_dtype)dtype));
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        AM_CHECK(t->shape[d] >= 0, ATTN_STATUS_INVALID_ARGUMENT, "%s: shape[%d]=%" PRId64 " < 0", name, d,
+                 t->shape[d]);
+        AM_CHECK(t->strides[d] >= 0, ATTN_STATUS_INVALID_ARGUMENT, "%s: strides[%d]=%" PRId64 " < 0", name, d,
+                 t->strides[d]);
+        if (expect && expect[d] >= 0)
+            AM_CHECK(t->shape[d] == expect[d], ATTN_STATUS_INVALID_ARGUMENT,
+                     "%s: shape[%d]=%" PRId64 ", expected %s=%" PRId64, name, d, t->shape[d],
+                     dim_names && dim_names[d] ? dim_names[d] : "size", expect[d]);
+        AM_CHECK(am_mul(numel, t->shape[d], &numel), ATTN_STATUS_OVERFLOW, "%s: element count overflows", name);
+    }
+    if (ndim > 0 && t->shape[ndim - 1] > 1)
+        AM_CHECK(t->strides[ndim - 1] == 1, ATTN_STATUS_INVALID_ARGUMENT,
+                 "%s: strides[%d]=%" PRId64 ", the last dimension must be contiguous (1)", name, ndim - 1,
+                 t->strides[ndim - 1]);
+    /* the byte extent must fit in int64 */
+    int64_t ext = 0;
+    for (int d = 0; d < ndim; d++) {
+        int64_t term = 0;
+        if (t->shape[d] > 0)
+            AM_CHECK(am_mul(t->shape[d] - 1, t->strides[d], &term) && am_add(ext, term, &ext), ATTN_STATUS_OVERFLOW,
+                     "%s: extent overflows int64", name);
+    }
+    AM_CHECK(am_mul(ext + 1, (int64_t)attn_dtype_size(t->dtype), &ext), ATTN_STATUS_OVERFLOW,
+             "%s: byte extent overflows int64", name);
+    AM_CHECK(numel == 0 || t->data != NULL, ATTN_STATUS_INVALID_ARGUMENT, "%s: data is NULL", name);
+    return ATTN_STATUS_OK;
+}
+
+attn_tensor am_view(void *data, attn_dtype dtype, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+    const int64_t shape[4] = {d0, d1, d2, d3};
+    return attn_tensor_make(data, dtype, ndim, shape);
+}
+
+int am_mul(int64_t a, int64_t b, int64_t *r) {
+    if (a < 0 || b < 0)
+        return 0;
+    if (a != 0 && b > INT64_MAX / a)
+        return 0;
+    *r = a * b;
+    return 1;
+}
+
+int am_add(int64_t a, int64_t b, int64_t *r) {
+    if (a < 0 || b < 0 || a > INT64_MAX - b)
+        return 0;
+    *r = a + b;
+    return 1;
+}
+
+void *am_alloc(int64_t bytes) {
+    if (bytes < 0 || (uint64_t)bytes > (uint64_t)SIZE_MAX - 64)
+        return NULL;
+    const size_t n = ((size_t)bytes + 63) / 64 * 64;
+    return aligned_alloc(64, n ? n : 64);
+}
+
+/* ---- dtype conversion -------------------------------------------------------------------------------- */
+static float am_f16_to_f32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+    float f;
+    if (exp == 0)
+        f = ldexpf((float)man, -24); /* zero or subnormal: man · 2^-24 */
+    else if (exp == 31)
+        f = man ? NAN : INFINITY;
+    else
+        f = ldexpf((float)(man | 0x400u), (int)exp - 25);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= sign;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t am_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    const float a = fabsf(f);
+    if (isnan(f))
+        return (uint16_t)(sign | 0x7E00u);
+    if (a >= 65520.0f) /* rounds to inf (max finite 65504, halfway to 2^16 is 65520) */
+        return (uint16_t)(sign | 0x7C00u);
+    if (a < 6.103515625e-05f) { /* subnormal range: units of 2^-24, nearest-even by rintf */
+        const float m = rintf(a * 16777216.0f);
+        return (uint16_t)(sign | (uint16_t)m); /* m == 1024 is the smallest normal, also correct */
+    }
+    int e;
+    const float fr = frexpf(a, &e);              /* a = fr · 2^e, fr in [0.5, 1) */
+    float m = rintf(ldexpf(fr, 11));             /* 11 significant bits, in [1024, 2048] */
+    if (m >= 2048.0f) {
+        m = 1024.0f;
+        e++;
+    }
+    const int be = e - 1 + 15; /* biased exponent of 1.xxx · 2^(e−1) */
+    if (be >= 31)
+        return (uint16_t)(sign | 0x7C00u);
+    return (uint16_t)(sign | (uint16_t)(be << 10) | ((uint16_t)m & 0x3FFu));
+}
+
+static float am_bf16_to_f32(uint16_t b) {
+    const uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t am_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if (isnan(f))
+        return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+void am_to_f32(const void *src, attn_dtype dtype, float *dst, int64_t n) {
+    if (dtype == ATTN_DTYPE_F32) {
+        memcpy(dst, src, (size_t)n * 4);
+        return;
+    }
+    const uint16_t *s = (const uint16_t *)src;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = dtype == ATTN_DTYPE_BF16 ? am_bf16_to_f32(s[i]) : am_f16_to_f32(s[i]);
+}
+
+void am_from_f32(const float *src, void *dst, attn_dtype dtype, int64_t n) {
+    if (dtype == ATTN_DTYPE_F32) {
+        memcpy(dst, src, (size_t)n * 4);
+        return;
+    }
+    uint16_t *d = (uint16_t *)dst;
+    for (int64_t i = 0; i < n; i++)
+        d[i] = dtype == ATTN_DTYPE_BF16 ? am_f32_to_bf16(src[i]) : am_f32_to_f16(src[i]);
+}

@@ -1,0 +1,20 @@
+# MPI suites (issue 12): every tests/mpi/test_mpi_*.c runs under mpirun with 2 and 4 ranks (oversubscribed on
+# small machines), OMP_NUM_THREADS=1 per rank. Registered only with ATTN_MPI_TESTS (make test-mpi), label mpi.
+if(TARGET attn_mpi AND ATTN_MPI_TESTS)
+  find_program(ATTN_MPIRUN NAMES mpirun mpiexec REQUIRED)
+  set(ATTN_MPIRUN_FLAGS --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1)
+  add_custom_target(attn_mpi_check)
+  file(GLOB _mpi_tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_mpi_*.c)
+  foreach(src IN LISTS _mpi_tests)
+    get_filename_component(name ${src} NAME_WE)
+    add_executable(${name} ${src})
+    target_compile_options(${name} PRIVATE ${ATTN_WARNINGS})
+    target_link_libraries(${name} PRIVATE attn_mpi m)
+    add_dependencies(attn_mpi_check ${name})
+    foreach(np 2 4)
+      add_test(NAME mpi.${name}.np${np} COMMAND ${ATTN_MPIRUN} ${ATTN_MPIRUN_FLAGS} -np ${np} $<TARGET_FILE:${name}>)
+      set_tests_properties(mpi.${name}.np${np} PROPERTIES LABELS mpi TIMEOUT 300
+        ENVIRONMENT "OMP_NUM_THREADS=1;ASAN_OPTIONS=detect_leaks=0")
+    endforeach()
+  endforeach()
+endif()
