@@ -14,15 +14,24 @@ all: build
 deps:
 	@bash scripts/setup.sh
 
+CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(if $(PYTHON3),-DPython3_EXECUTABLE=$(PYTHON3)) \
+	  $(CMAKE_FLAGS)
+
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(if $(PYTHON3),-DPython3_EXECUTABLE=$(PYTHON3)) \
-	  $(CMAKE_FLAGS) >/dev/null
+	@$(CONFIGURE) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# The main job's set-up and build, quiet: output goes to $(BUILD)/setup.log and $(BUILD)/build.log, a progress
+# bar shows on a terminal, the log tail on failure (V=1 shows everything).
+.PHONY: build-quiet
+build-quiet:
+	@bash scripts/quiet.sh "set-up (scripts/setup.sh)" $(BUILD)/setup.log bash scripts/setup.sh
+	@bash scripts/quiet.sh "build ($(BUILD))" $(BUILD)/build.log sh -c '$(CONFIGURE) && cmake --build $(BUILD) -j $(JOBS)'
 
 # The main job: the real-model demo (MiniLM embeddings + SmolLM2 greedy generation through the paged KV
 # cache, every attention call in attn). Without the model packages the demo says so and runs the built-in
 # synthetic workload instead; `make run-synthetic` runs that workload directly.
-run: build
+run: build-quiet
 	@ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
 	  python3 -m attn.demo
 

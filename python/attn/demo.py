@@ -32,6 +32,7 @@ import numpy as np
 
 import attn
 from attn import backend as _backend
+from attn._progress import Progress
 
 COSINE_MIN = 0.9999
 
@@ -149,18 +150,20 @@ def run_minilm(log: Callable, ctx: Optional[attn.Context] = None) -> bool:
 
     fx = load_fixture("minilm_embeddings.json")
     t0 = time.perf_counter()
-    m = minilm_mod.MiniLM()
+    with Progress("[minilm] loading all-MiniLM-L6-v2"):
+        m = minilm_mod.MiniLM()
     log(f"[minilm] all-MiniLM-L6-v2 loaded in {time.perf_counter() - t0:.2f}s "
         f"({m.num_layers} layers, {m.num_heads} heads x {m.head_size})")
     ok = m.tokenize(fx["sentences"]) == fx["token_ids"]
-    log(f"[minilm] token ids equal to the fixture: {ok}")
+    log(f"[minilm] token ids equal to the fixture (exact): {ok}")
     results: Dict[str, Any] = {}
     for name, fn in (("padded  (attn.attention + key_padding_mask)",
                       lambda: m.encode(fx["sentences"], attention=minilm_attention_padded(ctx))),
                      ("varlen  (flash_attn_varlen_func)",
                       lambda: m.encode_varlen(fx["sentences"], attention_varlen=minilm_attention_varlen(ctx)))):
         t0 = time.perf_counter()
-        emb = fn()
+        with Progress(f"[minilm] encoding {name.split()[0]}"):
+            emb = fn()
         dt = time.perf_counter() - t0
         cos = [minilm_mod.cosine(a, b) for a, b in zip(emb, fx["embeddings"])]
         results[name] = cos
@@ -182,7 +185,8 @@ def run_llama(log: Callable, ctx: Optional[attn.Context] = None, verbose: bool =
 
     fx = load_fixture("llama_greedy.json")
     t0 = time.perf_counter()
-    m = llama_mod.LlamaModel()
+    with Progress("[llama] loading + dequantizing SmolLM2-135M-Instruct") as bar:
+        m = llama_mod.LlamaModel(progress=bar.update)
     log(f"[llama] SmolLM2-135M-Instruct loaded + dequantized in {time.perf_counter() - t0:.2f}s "
         f"({m.num_layers} layers, {m.num_heads} q heads / {m.num_kv_heads} kv heads x {m.head_size})")
     prompts = [e["prompt_ids"] for e in fx["prompts"]]
@@ -192,7 +196,11 @@ def run_llama(log: Callable, ctx: Optional[attn.Context] = None, verbose: bool =
         f"{n} greedy tokens each; engine: block_size {block_size}, max_running {max_running}, "
         f"token_budget {token_budget} (chunked prefill), backend {attn.backend.AttnBackend.get_name()}")
 
+    # the bar counts tokens through the model: every prompt token once, then one per generated token
+    total_tokens = sum(map(len, prompts)) + len(prompts) * (n - 1)
+
     def on_step(s: dict) -> None:
+        bar.advance(s["num_tokens"])
         if verbose:
             log(f"[llama]   step {s['step']:2d}: seqs {s['num_seqs']} tokens {s['num_tokens']:2d} "
                 f"(prefill {s['num_prefill_tokens']:2d}, decodes {s['num_decodes']}) "
@@ -200,22 +208,35 @@ def run_llama(log: Callable, ctx: Optional[attn.Context] = None, verbose: bool =
                 f"step {1e3 * s['t_step']:6.1f} ms")
 
     t0 = time.perf_counter()
-    batched, stats, layer = run_paged(m, prompts, n, block_size=block_size, max_running=max_running,
-                                      token_budget=token_budget, ctx=ctx, on_step=on_step)
+    with Progress("[llama] paged batched run (tokens)", total=total_tokens) as bar:
+        batched, stats, layer = run_paged(m, prompts, n, block_size=block_size, max_running=max_running,
+                                          token_budget=token_budget, ctx=ctx, on_step=on_step)
     t_batched = time.perf_counter() - t0
     t_attn = sum(s["t_attention"] for s in stats)
     states = sorted(set(layer.states))
+    per_state: Dict[str, int] = {}
+    for st in layer.states:
+        per_state[st] = per_state.get(st, 0) + 1
     log(f"[llama] paged batched run: {t_batched:.2f}s in {len(stats)} steps (attention {t_attn:.2f}s "
-        f"incl. cache writes, planning {layer.t_build * 1e3:.1f} ms); batch states seen: {states}")
+        f"incl. cache writes, planning {layer.t_build * 1e3:.1f} ms); steps per batch state: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(per_state.items())))
 
     t0 = time.perf_counter()
-    single = [run_paged(m, [p], n, block_size=block_size, max_running=1, token_budget=token_budget,
-                        ctx=ctx)[0][0] for p in prompts]
+    single = []
+    with Progress("[llama] paged one-at-a-time run (prompts)", total=len(prompts)) as bar:
+        for p in prompts:
+            single.append(run_paged(m, [p], n, block_size=block_size, max_running=1,
+                                    token_budget=token_budget, ctx=ctx)[0][0])
+            bar.advance()
     t_single = time.perf_counter() - t0
     log(f"[llama] paged one-at-a-time run: {t_single:.2f}s")
 
     t0 = time.perf_counter()
-    dense = [m.generate_reference(p, n, attention=llama_attention_dense(ctx)) for p in prompts]
+    dense = []
+    with Progress("[llama] non-paged run (prompts)", total=len(prompts)) as bar:
+        for p in prompts:
+            dense.append(m.generate_reference(p, n, attention=llama_attention_dense(ctx)))
+            bar.advance()
     t_dense = time.perf_counter() - t0
     log(f"[llama] non-paged run (attn flash_attn_func, contiguous KV): {t_dense:.2f}s")
 
@@ -230,8 +251,8 @@ def run_llama(log: Callable, ctx: Optional[attn.Context] = None, verbose: bool =
         prompt = e["text"][:28].replace("\n", " ")
         log(f"[llama] {i:2d}  {len(prompts[i]):6d}  {str(a):11s}  {str(b):11s}  {str(c):10s}  "
             f"\"{prompt}\" -> \"{text}\"")
-    log(f"[llama] token agreement with the non-paged reference (fixture), one-at-a-time and dense runs: "
-        f"{'PASS' if ok else 'FAIL'}")
+    log(f"[llama] token agreement with the non-paged reference (fixture), one-at-a-time and dense runs "
+        f"(exact: every greedy token identical): {'PASS' if ok else 'FAIL'}")
     return ok
 
 
@@ -300,7 +321,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--threads", type=int, default=1,
                     help="attn threads (default 1: attention is a small part of these models and the "
                          "NumPy matmuls around it use the cores; results do not depend on it)")
-    ap.add_argument("--quiet", action="store_true", help="no per-step lines")
+    ap.add_argument("--steps", action="store_true",
+                    help="print one line per engine step of the batched SmolLM2 run (batch composition, "
+                         "attention and step times)")
+    ap.add_argument("--quiet", action="store_true", help="no per-step lines (the default; kept for scripts)")
     ap.add_argument("--max-running", type=int, default=4)
     ap.add_argument("--token-budget", type=int, default=32)
     ap.add_argument("--block-size", type=int, default=16)
@@ -324,7 +348,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             ran_model = True
             t0 = time.perf_counter()
             res = run_minilm(log, ctx) if model == "minilm" else run_llama(
-                log, ctx, verbose=not a.quiet, max_running=a.max_running, token_budget=a.token_budget,
+                log, ctx, verbose=a.steps and not a.quiet, max_running=a.max_running, token_budget=a.token_budget,
                 block_size=a.block_size)
             log(f"[{model}] done in {time.perf_counter() - t0:.1f}s")
             ok = ok and res

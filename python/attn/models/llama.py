@@ -83,7 +83,8 @@ def build_tokenizer(reader):
 
 
 class LlamaModel:
-    def __init__(self, gguf_path=None):
+    def __init__(self, gguf_path=None, progress=None):
+        """progress: optional callable(done, total) called as the GGUF tensors are dequantized."""
         import gguf
 
         path = gguf_path or default_gguf_path()
@@ -107,9 +108,11 @@ class LlamaModel:
             raise ValueError("rope scaling not supported")
 
         w = {}
-        for t in r.tensors:
+        for n_done, t in enumerate(r.tensors, 1):
             a = gguf.quants.dequantize(t.data, t.tensor_type)
             w[t.name] = np.ascontiguousarray(a, dtype=np.float32)
+            if progress is not None:
+                progress(n_done, len(r.tensors))
         for i in range(self.num_layers):
             w[f"blk.{i}.attn_q.weight"] = _unpermute(w[f"blk.{i}.attn_q.weight"], self.num_heads)
             w[f"blk.{i}.attn_k.weight"] = _unpermute(w[f"blk.{i}.attn_k.weight"], self.num_kv_heads)
