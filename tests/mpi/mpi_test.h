@@ -35,14 +35,14 @@ static int mt_failures = 0, mt_checks = 0, mt_rank = 0, mt_world = 1;
                  attn_mpi_last_error(), attn_last_error());                                                    \
     } while (0)
 
-static void mt_init(int *argc, char ***argv) {
+static inline void mt_init(int *argc, char ***argv) {
     MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mt_world);
 }
 
 /* Agreed exit code: 0 iff no rank failed. Prints one summary line on rank 0. */
-static int mt_finish(const char *suite) {
+static inline int mt_finish(const char *suite) {
     int all = 0, checks = 0;
     MPI_Allreduce(&mt_failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(&mt_checks, &checks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -53,23 +53,23 @@ static int mt_finish(const char *suite) {
 }
 
 /* splitmix64: the same sequence on every rank for the same seed. */
-static uint64_t mt_next(uint64_t *s) {
+static inline uint64_t mt_next(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
-static float mt_uniform(uint64_t *s) { /* [-1, 1) */
+static inline float mt_uniform(uint64_t *s) { /* [-1, 1) */
     return (float)((double)(mt_next(s) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
 }
-static void mt_fill(float *x, int64_t n, uint64_t seed) {
+static inline void mt_fill(float *x, int64_t n, uint64_t seed) {
     uint64_t s = seed;
     for (int64_t i = 0; i < n; i++)
         x[i] = mt_uniform(&s);
 }
 
 /* max |a - b| over n floats (NaN -> inf) */
-static double mt_max_abs_diff(const float *a, const float *b, int64_t n) {
+static inline double mt_max_abs_diff(const float *a, const float *b, int64_t n) {
     double m = 0;
     for (int64_t i = 0; i < n; i++) {
         const double d = fabs((double)a[i] - (double)b[i]);
@@ -82,7 +82,7 @@ static double mt_max_abs_diff(const float *a, const float *b, int64_t n) {
 }
 
 /* max |a - b| over finite pairs; counts pairs that are not both the same infinity */
-static double mt_lse_diff(const float *a, const float *b, int64_t n) {
+static inline double mt_lse_diff(const float *a, const float *b, int64_t n) {
     double m = 0;
     for (int64_t i = 0; i < n; i++) {
         if (isinf(a[i]) || isinf(b[i])) {
@@ -100,7 +100,7 @@ static double mt_lse_diff(const float *a, const float *b, int64_t n) {
 }
 
 /* 1 iff every rank holds the same bytes (FNV-1a hash, min == max over ranks). */
-static int mt_same_on_all_ranks(const void *p, size_t n) {
+static inline int mt_same_on_all_ranks(const void *p, size_t n) {
     uint64_t h = 1469598103934665603ull;
     const unsigned char *c = (const unsigned char *)p;
     for (size_t i = 0; i < n; i++)
@@ -110,7 +110,7 @@ static int mt_same_on_all_ranks(const void *p, size_t n) {
     return r[0] == -r[1];
 }
 
-static attn_tensor mt_t(void *data, attn_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+static inline attn_tensor mt_t(void *data, attn_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
                         int64_t d4) {
     const int64_t shape[5] = {d0, d1, d2, d3, d4};
     return attn_tensor_make(data, dt, ndim, shape);
