@@ -228,10 +228,18 @@ typedef struct attn_params {
      * "params.additive_mask: dtype u8, expected f32, f16 or bf16". NULL = none. Semantics: PyTorch
      * scaled_dot_product_attention (attn_mask of a floating dtype). */
     const attn_tensor *additive_mask;
+    /* fp8 KV cache dequantization scales (issue 9; vLLM's per-tensor layer._k_scale_float / _v_scale_float):
+     * an element of an FP8_E4M3 / FP8_E5M2 kv_cache (and of key_opt / value_opt of attn_forward_paged) means
+     * decode(bits)·k_scale for keys and decode(bits)·v_scale for values, as vLLM dequantizes ("Dequant(FP8) ·
+     * scale => HP"). Read only by the paged entries on an fp8 cache, where each must be finite and > 0
+     * (INVALID_ARGUMENT "params.k_scale=0 ..."); ignored for f32/f16/bf16 caches, as vLLM ignores the scales
+     * for kv_cache_dtype "auto". Default 1. */
+    float k_scale;
+    float v_scale;
 } attn_params;
 
 /* Defaults: scale 0 (= 1/sqrt(head_size)), no causal, window (−1, −1), softcap 0, no ALiBi, sinks, masks
- * (mask, key_padding_mask and additive_mask NULL). */
+ * (mask, key_padding_mask and additive_mask NULL), k_scale = v_scale = 1. */
 ATTN_API void attn_params_init(attn_params *params);
 
 /* ================================================================================================
@@ -302,7 +310,10 @@ ATTN_API attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_te
  * vLLM paged_attention_v2 (flash-decoding) and FlashInfer plan/run. Walk-through: docs/SERVING.md.
  *
  * KV cache tensor (all entries): kv_cache [2, num_blocks, block_size, num_kv_heads, head_size], index 0 =
- * key, 1 = value, dtype f32/f16/bf16, any strides with the last dimension contiguous, any block_size >= 1.
+ * key, 1 = value, dtype f32/f16/bf16 or fp8 (FP8_E4M3 / FP8_E5M2: vLLM kv_cache_dtype "fp8" / "fp8_e4m3" =
+ * E4M3, "fp8_e5m2"; per-tensor scales, see attn_reshape_and_cache_scaled and attn_params.k_scale), any
+ * strides with the last dimension contiguous, any block_size >= 1. copy_blocks / swap_blocks move fp8 pages
+ * as bytes.
  * Token slot s lives in block s / block_size at row s % block_size;
  * slot = block_table[r][pos / block_size]·block_size + pos % block_size. */
 
@@ -319,6 +330,21 @@ ATTN_API attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_te
  * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM reshape_and_cache(_flash), seed reshape_and_cache. */
 ATTN_API attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
                                             attn_tensor *kv_cache, const attn_tensor *slot_mapping);
+
+/* attn_reshape_and_cache with per-tensor scales for an fp8 cache (vLLM reshape_and_cache(_flash) with
+ * kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2" and k_scale / v_scale): each element is stored as
+ * encode(x / k_scale) (keys) or encode(x / v_scale) (values), x / scale computed in float32 and encoded
+ * round-to-nearest-even with saturation to ±max (448 E4M3, 57344 E5M2; ±inf saturates too, NaN stays NaN),
+ * as vLLM's CUDA kernels (scaled_convert, __NV_SATFINITE) do. attn_reshape_and_cache is this call with scales
+ * 1. For an f32/f16/bf16 cache the scales are ignored (not read), as vLLM ignores them for "auto".
+ *   key, value: f32/f16/bf16 (an fp8 key/value is INVALID_ARGUMENT); other arguments as attn_reshape_and_cache.
+ *   k_scale, v_scale: fp8 cache: finite and > 0, else INVALID_ARGUMENT ("k_scale=0: expected a finite value
+ *   > 0 for the fp8_e4m3 kv_cache"), checked before anything is written.
+ * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM csrc/cache_kernels.cu reshape_and_cache_flash_kernel and
+ * quantization/fp8/nvidia/quant_utils.cuh (llm-serving.md: "Quantize(HP / scale) => FP8"). */
+ATTN_API attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                                   attn_tensor *kv_cache, const attn_tensor *slot_mapping,
+                                                   float k_scale, float v_scale);
 
 /* Copies whole blocks inside one cache (copy-on-write): for each row i in order,
  * kv_cache[:, dst] = kv_cache[:, src] with (src, dst) = block_mapping[i] (keys and values).
@@ -445,6 +471,10 @@ ATTN_API attn_status attn_plan_get_info(const attn_plan *plan, attn_plan_info *i
  *   out:      [num_tokens, num_heads, head_size], q's dtype; lse_opt float32 [num_heads, num_tokens]
  *   workspace: >= attn_plan_workspace_size bytes, 4-byte aligned (64 recommended), not overlapping any
  *             tensor (NULL allowed when the size is 0); its contents are scratch, overwritten each call
+ * fp8 cache (FP8_E4M3 / FP8_E5M2): keys and values are dequantized inside the call with params->k_scale /
+ * v_scale (finite, > 0): k_scale is folded into the query pre-scale (softmax_scale·k_scale) and v_scale into
+ * the final normalisation, K/V rows are widened exactly to float32 on the converted-row path; key_opt /
+ * value_opt then hold fp8 codes with the same scales (docs/SERVING.md "fp8 KV cache").
  * Per request: DECODER rows use params->causal (bottom-right expected) over seq_len keys; ENCODER_ONLY and
  * CROSS rows are non-causal. Window, ALiBi, soft-cap, sinks apply to every request. params->mask,
  * key_padding_mask and additive_mask must be NULL (UNSUPPORTED). No allocation, no lock. Bits are identical to
@@ -464,14 +494,16 @@ ATTN_API attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, co
  *   any, entries past ceil(seq_len / block_size) ignored).
  * Validated every call: used block ids in [0, num_blocks) ("block_table: entry [3][7] = 9001 >=
  * num_blocks=4096"), ceil(seq_len / block_size) <= max_blocks. Causal bottom-right per request if
- * params->causal says so. Runs the sequential partition fold (no workspace). Returns INVALID_ARGUMENT,
+ * params->causal says so. An fp8 kv_cache is dequantized with params->k_scale / v_scale as in
+ * attn_forward_paged. Runs the sequential partition fold (no workspace). Returns INVALID_ARGUMENT,
  * UNSUPPORTED (masks), OVERFLOW. */
 ATTN_API attn_status attn_paged_attention(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *kv_cache,
                                           const attn_tensor *query_start_loc, const attn_tensor *seq_lens,
                                           const attn_tensor *block_table, const attn_params *params,
                                           attn_tensor *out, attn_tensor *lse_opt);
 
-/* Oracle twin of attn_paged_attention (double accumulation, one thread; same arguments and checks). */
+/* Oracle twin of attn_paged_attention (double accumulation, one thread; same arguments and checks; an fp8
+ * cache element is decode(bits)·scale in double). */
 ATTN_API attn_status attn_ref_paged_attention(const attn_tensor *q, const attn_tensor *kv_cache,
                                               const attn_tensor *query_start_loc, const attn_tensor *seq_lens,
                                               const attn_tensor *block_table, const attn_params *params,
@@ -487,7 +519,8 @@ typedef struct attn_capabilities {
     int32_t head_size_min;        /* 1: smallest head_size (key = value head size in the paged cache)      */
     int32_t head_size_max;        /* 256: largest head_size                                                */
     uint32_t dtypes;              /* attn_dtype bits of q / key / value / out: f32, f16, bf16              */
-    uint32_t kv_cache_dtypes;     /* attn_dtype bits of the paged kv_cache: f32, f16, bf16 (fp8: not yet)  */
+    uint32_t kv_cache_dtypes;     /* attn_dtype bits of the paged kv_cache: f32, f16, bf16, fp8_e4m3,       *
+                                   * fp8_e5m2 (per-tensor k_scale / v_scale, attn_reshape_and_cache_scaled) */
     int32_t block_size_min;       /* 1: any block_size in [min, max] works                                  */
     int32_t block_size_max;       /* INT32_MAX                                                             */
     uint32_t request_kinds;       /* attn_request_kind bits: DECODER, ENCODER_ONLY, CROSS                   */

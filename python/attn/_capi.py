@@ -92,6 +92,8 @@ class Params(Structure):
         ("mask", POINTER(Tensor)),
         ("key_padding_mask", POINTER(Tensor)),
         ("additive_mask", POINTER(Tensor)),
+        ("k_scale", c_float),  # fp8 KV cache dequantization scales (issue 9); attn_params_init: 1
+        ("v_scale", c_float),
     ]
 
 
@@ -320,6 +322,7 @@ _SIGNATURES = {
     "attn_ref_forward_varlen": (c_int, [_T, _T, _T, _T, _T, _P, _T, _T]),
     # serving (issue 3)
     "attn_reshape_and_cache": (c_int, [_CTX, _T, _T, _T, _T]),
+    "attn_reshape_and_cache_scaled": (c_int, [_CTX, _T, _T, _T, _T, c_float, c_float]),
     "attn_copy_blocks": (c_int, [_CTX, _T, _T]),
     "attn_swap_blocks": (c_int, [_CTX, _T, _T, _T]),
     "attn_plan_config_init": (None, [POINTER(PlanConfig)]),

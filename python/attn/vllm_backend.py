@@ -132,6 +132,14 @@ def _tensor(t: torch.Tensor, shape: Optional[Tuple[int, ...]] = None,
 
 
 _F = {name: _capi.fn(name) for name in ("attn_reshape_and_cache", "attn_forward_paged")}
+if _capi.has("attn_reshape_and_cache_scaled"):  # fp8 KV cache writes (issue 9)
+    _F["attn_reshape_and_cache_scaled"] = _capi.fn("attn_reshape_and_cache_scaled")
+
+
+def _layer_scales(layer: Any) -> Tuple[float, float]:
+    """vLLM's per-tensor fp8 KV scales of an Attention layer (_k_scale_float / _v_scale_float; 1.0 when the
+    checkpoint has none, as vLLM defaults them). Read per call: calculate_kv_scales may update them."""
+    return (float(getattr(layer, "_k_scale_float", 1.0)), float(getattr(layer, "_v_scale_float", 1.0)))
 
 
 def _check(status: int, name: str) -> None:
@@ -412,6 +420,10 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
         self.sinks = sinks
         self.is_encoder = attn_type in _ENCODER_TYPES
+        # fp8 KV cache (kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2"): vLLM allocates it as uint8; attn reads
+        # it as this fp8 format with the layer's per-tensor _k_scale_float / _v_scale_float (encoder attention
+        # has no cache: its rows stay in the model dtype)
+        self.fp8_code = None if self.is_encoder else ops.KV_CACHE_DTYPES.get(kv_cache_dtype)
         self._params: Optional[Tuple[ops.Params, ops.Params]] = None
         self._kv_key: Any = None
         self._kv_desc: Optional[_capi.Tensor] = None
@@ -473,6 +485,11 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             sb, sh, sn, _ = kv_cache.stride()
             shape, strides = (2, nb, bs, nh, self.head_size), (self.head_size, sb, sn, sh, 1)
             self._kv_desc = _tensor(kv_cache, shape, strides)
+            if self.fp8_code is not None:  # vLLM's uint8 fp8 cache, read as its fp8 format
+                if self._kv_desc.dtype != _capi.DTYPE_U8:
+                    raise TypeError(f"attn: kv_cache_dtype={self.kv_cache_dtype!r} expects vLLM's uint8 cache, "
+                                    f"got {kv_cache.dtype}")
+                self._kv_desc.dtype = self.fp8_code
             # the same view as a torch tensor (same storage, no copy) for attn._ext's DLPack path
             self._kv_tensor = kv_cache.as_strided(shape, strides)
             self._kv_key = key
@@ -487,6 +504,16 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         if self.is_encoder or slot_mapping is None or kv_cache.numel() == 0:
             return
         kv = self._kv_view(kv_cache)
+        if self.fp8_code is not None:  # stored = fp8(x / scale), saturating (attn_reshape_and_cache_scaled)
+            ks, vs = _layer_scales(layer)
+            if _EXT is not None and _EXT.reshape_and_cache(_ctx_ptr(), key, value, self._kv_tensor, slot_mapping,
+                                                            self.fp8_code, ks, vs) is not _NI:
+                return
+            tk, tv, ts = _tensor(key), _tensor(value), _tensor(slot_mapping)
+            _check(_F["attn_reshape_and_cache_scaled"](_context().handle, ctypes.byref(tk), ctypes.byref(tv),
+                                                       ctypes.byref(kv), ctypes.byref(ts), ks, vs),
+                   "attn_reshape_and_cache_scaled")
+            return
         if _EXT is not None and _EXT.reshape_and_cache(_ctx_ptr(), key, value, self._kv_tensor,
                                                         slot_mapping) is not _NI:
             return
@@ -534,10 +561,17 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             # the compiled path (attn._ext.forward_paged, as attn.Plan.forward): q / res / cache as DLPack
             # views, the step's handles from the metadata; NotImplemented continues on ctypes below
             o = self._ext_options()[0 if causal else 1]
-            done = _EXT.forward_paged(meta.ctx_ptr, meta.plan_ptr, meta.plan.num_heads, q, kvt, k, v, *o, res,
-                                      None, False, meta.ws_ptr, meta.workspace_size) is not _NI
+            if self.fp8_code is None:
+                done = _EXT.forward_paged(meta.ctx_ptr, meta.plan_ptr, meta.plan.num_heads, q, kvt, k, v, *o, res,
+                                          None, False, meta.ws_ptr, meta.workspace_size) is not _NI
+            else:  # the fp8 pages are dequantized inside attn with the layer's scales
+                done = _EXT.forward_paged(meta.ctx_ptr, meta.plan_ptr, meta.plan.num_heads, q, kvt, k, v, *o, res,
+                                          None, False, meta.ws_ptr, meta.workspace_size, self.fp8_code,
+                                          *_layer_scales(layer)) is not _NI
         if not done:
             params = self._option_blocks()[0 if causal else 1]
+            if self.fp8_code is not None:
+                params.buf.p.k_scale, params.buf.p.v_scale = _layer_scales(layer)
             tq, to = _tensor(q), _tensor(res)
             tk = None if k is None else ctypes.byref(_tensor(k))
             tv = None if v is None else ctypes.byref(_tensor(v))
