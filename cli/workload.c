@@ -611,6 +611,10 @@ static const attn_wl_entry attn_wl_entries[] = {
      NULL, attn_wl_serving_run},
     {"diffusion", "diffusion transformers: joint image+text, padding/cross/video masks, quantized modes", NULL,
      attn_wl_diffusion_run},
+#ifdef ATTN_CLI_MPI
+    {"cp", "context parallelism over MPI (mpirun -np N attn run --workload cp): ring prefill, DCP decode, Ulysses", NULL,
+     attn_wl_cp_run},
+#endif
     {NULL, NULL, NULL, NULL}};
 
 const attn_wl_entry *attn_wl_registry(void) {

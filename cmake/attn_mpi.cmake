@@ -32,6 +32,13 @@ if(ATTN_MPI_FOUND)
   set_target_properties(attn_mpi PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
     C_VISIBILITY_PRESET hidden)
   add_library(attn::attn_mpi ALIAS attn_mpi)
+  # Static twin over attn_static, for programs that link libattn statically (the CLI's `cp` workload).
+  add_library(attn_mpi_static STATIC ${ATTN_MPI_SOURCES})
+  target_include_directories(attn_mpi_static PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+    PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_compile_options(attn_mpi_static PRIVATE ${ATTN_WARNINGS})
+  target_compile_definitions(attn_mpi_static PUBLIC ATTN_STATIC_DEFINE)
+  target_link_libraries(attn_mpi_static PUBLIC attn_static MPI::MPI_C PRIVATE m)
   install(FILES include/attn/attn_mpi.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attn)
   install(TARGETS attn_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
   message(STATUS "attn: building libattn_mpi (MPI ${MPI_C_VERSION})")
