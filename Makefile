@@ -74,6 +74,15 @@ test-vllm: build
 	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
 	  $$PY -m pytest -q -s -p no:cacheprovider tests/vllm
 
+# attn inside Hugging Face transformers and diffusers (issue 14): scripts/integrations_env.sh adds diffusers to
+# the vLLM venv above (torch pinned; a no-op once done); tests/integrations compares SmolLM2 / MiniLM with
+# attn_implementation="attn" vs "sdpa" and small random Flux / SD3 / Wan / QwenImage transformers with the
+# "attn" backend vs diffusers' native one (docs/DIFFUSION.md, README).
+.PHONY: test-integrations
+test-integrations: build
+	@PY=$$(bash scripts/integrations_env.sh | tail -n 1) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so \
+	  PYTHONPATH=$(CURDIR)/python $$PY -m pytest -q -p no:cacheprovider tests/integrations
+
 # Context parallelism over MPI (issue 12, docs/CONTEXT_PARALLEL.md): scripts/mpi_env.sh installs Open MPI and
 # mpi4py on demand (a no-op when present); libattn_mpi and tests/mpi are built in $(MPI_BUILD) and run under
 # mpirun -np 2 and -np 4 (oversubscribed, OMP_NUM_THREADS=1 per rank; ctest label mpi).

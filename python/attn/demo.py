@@ -14,6 +14,9 @@
    attn_reshape_and_cache + attn_forward_paged). Its tokens must equal the non-paged reference run
    (the fixture, NumPy float64 attention, cross-checked with transformers), the same prompts run one at a
    time through the paged engine, and a non-paged run with attn's dense attention.
+3. One line on a real diffusion client: a randomly initialised diffusers Flux-style transformer through
+   attn's diffusers backend vs diffusers' native SDPA backend (max error), when this python has torch and
+   diffusers; else a one-line "skipped" with how to enable it.
 Exit status 0 only when everything agrees.
 """
 
@@ -256,6 +259,47 @@ def run_llama(log: Callable, ctx: Optional[attn.Context] = None, verbose: bool =
     return ok
 
 
+def run_diffusers(log: Callable) -> bool:
+    """One line on a real diffusion client (issue 14): a randomly initialised diffusers Flux-style
+    transformer (2 double + 1 single blocks, joint image+text attention with a text padding mask) through
+    the "attn" backend vs diffusers' native SDPA backend, float32, max error. Skipped (one line) when this
+    python has no torch/diffusers."""
+    if any(importlib.util.find_spec(m) is None for m in ("torch", "diffusers")):
+        log("[diffusers] skipped: torch + diffusers are not importable by this python (to enable: "
+            "pip install .[diffusers], or run `make test-integrations`, which installs them in its venv)")
+        return True
+    import torch
+    from diffusers import FluxTransformer2DModel
+
+    import attn.integrations.diffusers  # noqa: F401  (registers the "attn" backend)
+
+    t0 = time.perf_counter()
+    torch.set_num_threads(1)  # small matmuls; torch's 2-thread pool is ~10x slower when the cores are shared
+    torch.manual_seed(0)
+    model = FluxTransformer2DModel(patch_size=1, in_channels=8, num_layers=2, num_single_layers=1,
+                                   attention_head_dim=32, num_attention_heads=4, joint_attention_dim=32,
+                                   pooled_projection_dim=16, axes_dims_rope=(8, 12, 12)).eval()
+    b, s_img, s_txt = 2, 128, 32
+    mask = torch.ones(b, s_txt + s_img, dtype=torch.bool)
+    mask[1, 9:s_txt] = False  # the second prompt has 9 real text tokens
+    kw = dict(hidden_states=torch.randn(b, s_img, 8), encoder_hidden_states=torch.randn(b, s_txt, 32),
+              pooled_projections=torch.randn(b, 16), timestep=torch.tensor([0.3, 0.8]),
+              img_ids=torch.randn(s_img, 3), txt_ids=torch.zeros(s_txt, 3),
+              joint_attention_kwargs={"attention_mask": mask}, return_dict=False)
+    outs = {}
+    for backend in ("native", "attn"):
+        model.set_attention_backend(backend)
+        with torch.no_grad():
+            outs[backend] = model(**kw)[0]
+    err = float((outs["attn"] - outs["native"]).abs().max())
+    scale = float(outs["native"].abs().max())
+    ok = err <= 1e-4 * max(scale, 1e-6)
+    log(f"[diffusers] Flux-style transformer (random init, {s_img} image + {s_txt} text tokens, text "
+        f"padding mask), backend \"attn\" vs native SDPA: max |diff| {err:.2e} (max |out| {scale:.2f}) "
+        f"in {time.perf_counter() - t0:.1f}s: {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
 def run_synthetic(log: Callable, ctx: Optional[attn.Context] = None) -> bool:
     """Synthetic serving + dense workload (no model packages needed): attn vs its float64 oracle."""
     rng = np.random.default_rng(0)
@@ -352,6 +396,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 block_size=a.block_size)
             log(f"[{model}] done in {time.perf_counter() - t0:.1f}s")
             ok = ok and res
+    if not a.synthetic and a.only is None:
+        ok = run_diffusers(log) and ok
     if a.synthetic or not ran_model:
         if not a.synthetic:
             log("no model package could be used: running the built-in synthetic workload instead")
