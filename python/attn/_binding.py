@@ -33,6 +33,7 @@ from . import _arrays, _capi
 _ENTRIES = ("attn_version_number", "attn_paged_attention", "attn_forward_paged", "attn_reshape_and_cache", "attn_forward",
             "attn_forward_varlen", "attn_merge_attn_states", "attn_last_error", "attn_clear_error",
             "attn_params_init")
+_OPTIONAL_ENTRIES = ("attn_reshape_and_cache_scaled",)  # fp8 KV cache writes (issue 9)
 
 
 def _candidates() -> list:
@@ -87,6 +88,10 @@ def _init(mod: Any) -> None:
         if f is None:
             raise ImportError(f"{n} is not exported by {_capi.library_path}")
         entries[n] = ctypes.cast(f, ctypes.c_void_p).value
+    for n in _OPTIONAL_ENTRIES:  # newer entries: the extension falls back to ctypes without them
+        f = _capi._functions.get(n)
+        if f is not None:
+            entries[n] = ctypes.cast(f, ctypes.c_void_p).value
     special, view = {}, {}
     for dt, code in _arrays.NP_TO_ATTN.items():
         try:

@@ -37,6 +37,8 @@ typedef attn_status (*ext_forward_paged_fn)(attn_ctx *, const attn_plan *, const
                                             attn_tensor *, attn_tensor *, void *, size_t);
 typedef attn_status (*ext_cache_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, attn_tensor *,
                                     const attn_tensor *);
+typedef attn_status (*ext_cache_scaled_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, attn_tensor *,
+                                           const attn_tensor *, float, float);
 typedef attn_status (*ext_forward_fn)(attn_ctx *, attn_layout, const attn_tensor *, const attn_tensor *,
                                       const attn_tensor *, const attn_params *, attn_tensor *, attn_tensor *);
 typedef attn_status (*ext_varlen_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, const attn_tensor *,
@@ -55,6 +57,7 @@ typedef unsigned (*ext_version_fn)(void);
 ATTN_EXT_CHECK_TYPE(attn_paged_attention, ext_paged_fn);
 ATTN_EXT_CHECK_TYPE(attn_forward_paged, ext_forward_paged_fn);
 ATTN_EXT_CHECK_TYPE(attn_reshape_and_cache, ext_cache_fn);
+ATTN_EXT_CHECK_TYPE(attn_reshape_and_cache_scaled, ext_cache_scaled_fn);
 ATTN_EXT_CHECK_TYPE(attn_forward, ext_forward_fn);
 ATTN_EXT_CHECK_TYPE(attn_forward_varlen, ext_varlen_fn);
 ATTN_EXT_CHECK_TYPE(attn_merge_attn_states, ext_merge_fn);
@@ -67,6 +70,7 @@ static struct ext_lib {
     ext_paged_fn paged_attention;
     ext_forward_paged_fn forward_paged;
     ext_cache_fn reshape_and_cache;
+    ext_cache_scaled_fn reshape_and_cache_scaled; /* optional (fp8 caches): NULL = ctypes fallback */
     ext_forward_fn forward;
     ext_varlen_fn forward_varlen;
     ext_merge_fn merge_attn_states;
@@ -567,6 +571,34 @@ static int ext_handle(PyObject *o, void **out) {
     return 0;
 }
 
+/* fp8 KV cache arguments (issue 9): code (None, or the attn dtype FP8_E4M3 / FP8_E5M2 that a uint8 cache holds,
+ * vLLM's allocation), k_scale, v_scale (floats). Retags `cache` (and the optional rows of the same dtype) and sets
+ * the scales of *p (when p is given). Fallback for anything else (the general path raises). */
+static int ext_fp8_cache(PyObject *code, PyObject *ks, PyObject *vs, attn_tensor *cache, attn_tensor *rows_a,
+                         attn_tensor *rows_b, float *k_scale, float *v_scale) {
+    long long c = -1;
+    if (code != Py_None) {
+        if (!PyLong_CheckExact(code))
+            return EXT_FALLBACK;
+        c = PyLong_AsLongLong(code);
+        if (c != ATTN_DTYPE_FP8_E4M3 && c != ATTN_DTYPE_FP8_E5M2) {
+            PyErr_Clear();
+            return EXT_FALLBACK;
+        }
+        attn_tensor *ts[3] = {cache, rows_a, rows_b};
+        for (int i = 0; i < 3; i++) {
+            if (ts[i] == NULL)
+                continue;
+            if (ts[i]->dtype != ATTN_DTYPE_U8 && ts[i]->dtype != (attn_dtype)c)
+                return EXT_FALLBACK;
+            ts[i]->dtype = (attn_dtype)c;
+        }
+    }
+    if (cache->dtype != ATTN_DTYPE_FP8_E4M3 && cache->dtype != ATTN_DTYPE_FP8_E5M2)
+        return EXT_FALLBACK;
+    return ext_float(ks, 1.0f, k_scale) || ext_float(vs, 1.0f, v_scale) ? EXT_FALLBACK : 0;
+}
+
 /* ================================================================================================
  * Calls and errors
  * ================================================================================================ */
@@ -676,7 +708,8 @@ static int ext_outputs(PyObject *like, PyObject *out, int ndim, const int64_t *s
  * query_start_loc / seq_lens / block_table int32. out like q (allocated if None); lse float32 [num_heads,
  * num_tokens]. Returns out or (out, lse); NotImplemented outside the fast path. */
 static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("paged_attention", 15);
+    if (nargs != 18) /* 18: + kv_cache_dtype code, k_scale, v_scale of an fp8 cache */
+        EXT_NARGS("paged_attention", 15);
     enum { Q, KV, QSL, SL, BT, OUT, LSE, AL, SI, N };
     ext_arg a[N];
     memset(a, 0, sizeof a);
@@ -699,6 +732,8 @@ static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_s
     }
     a[AL] = keep[0];
     a[SI] = keep[1];
+    if (nargs == 18 && ext_fp8_cache(args[15], args[16], args[17], &a[KV].t, NULL, NULL, &p.k_scale, &p.v_scale))
+        return ext_not_implemented(a, N);
     const int64_t lse_shape[2] = {q->ndim == 3 ? q->shape[1] : 0, q->shape[0]};
     int r = ext_outputs(args[1], args[12], q->ndim, q->shape, q->dtype, args[13], want_lse, q->ndim == 3 ? 2 : 0,
                         lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t);
@@ -728,7 +763,8 @@ static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_s
  * One layer of a planned step (attn_forward_paged); shapes as paged_attention, key/value optional
  * [num_tokens, num_kv_heads, head_size]. The workspace is the Plan's (allocated once per plan). */
 static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("forward_paged", 18);
+    if (nargs != 21) /* 21: + kv_cache_dtype code, k_scale, v_scale of an fp8 cache */
+        EXT_NARGS("forward_paged", 18);
     enum { Q, KV, K, V, OUT, LSE, AL, SI, N };
     ext_arg a[N];
     memset(a, 0, sizeof a);
@@ -752,6 +788,8 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     }
     a[AL] = keep[0];
     a[SI] = keep[1];
+    if (nargs == 21 && ext_fp8_cache(args[18], args[19], args[20], &a[KV].t, tk, tv, &p.k_scale, &p.v_scale))
+        return ext_not_implemented(a, N);
     const attn_tensor *q = &a[Q].t;
     const int64_t lse_shape[2] = {q->ndim == 3 ? q->shape[1] : 0, q->shape[0]};
     int r = ext_outputs(args[3], args[13], q->ndim, q->shape, q->dtype, args[14], want_lse, q->ndim == 3 ? 2 : 0,
@@ -781,15 +819,22 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
  * key/value [num_tokens, num_kv_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads,
  * head_size] (written in place); slot_mapping int64 [num_tokens]. Returns None. */
 static PyObject *ext_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("reshape_and_cache", 5);
+    if (nargs != 8) /* 8: + kv_cache_dtype code, k_scale, v_scale of an fp8 cache (attn_reshape_and_cache_scaled) */
+        EXT_NARGS("reshape_and_cache", 5);
     ext_arg a[4];
     memset(a, 0, sizeof a);
     void *ctx;
+    float ks = 1.0f, vs = 1.0f;
     if (ext_handle(args[0], &ctx) || ext_tensor(args[4], 0, ATTN_DTYPE_I64, &a[3]) ||
-        ext_tensor(args[1], 0, -1, &a[0]) || ext_tensor(args[2], 0, -1, &a[1]) || ext_tensor(args[3], 1, -1, &a[2]))
+        ext_tensor(args[1], 0, -1, &a[0]) || ext_tensor(args[2], 0, -1, &a[1]) || ext_tensor(args[3], 1, -1, &a[2]) ||
+        (nargs == 8 && (g_lib.reshape_and_cache_scaled == NULL ||
+                        ext_fp8_cache(args[5], args[6], args[7], &a[2].t, NULL, NULL, &ks, &vs))))
         return ext_not_implemented(a, 4);
     attn_status st;
-    EXT_CALL(st, g_lib.reshape_and_cache((attn_ctx *)ctx, &a[0].t, &a[1].t, &a[2].t, &a[3].t));
+    if (nargs == 8)
+        EXT_CALL(st, g_lib.reshape_and_cache_scaled((attn_ctx *)ctx, &a[0].t, &a[1].t, &a[2].t, &a[3].t, ks, vs));
+    else
+        EXT_CALL(st, g_lib.reshape_and_cache((attn_ctx *)ctx, &a[0].t, &a[1].t, &a[2].t, &a[3].t));
     ext_release_all(a, 4);
     if (st != ATTN_STATUS_OK)
         return ext_raise(st, "attn_reshape_and_cache");
@@ -834,17 +879,24 @@ static int ext_kv_view(const attn_tensor *k, const attn_tensor *v, attn_tensor *
  * key_cache/value_cache [num_blocks, block_size, num_kv_heads, head_size] that are the halves of one
  * [2, ...] tensor (vLLM's allocation): one attn_reshape_and_cache. Separate caches: NotImplemented. */
 static PyObject *ext_vllm_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("vllm_reshape_and_cache", 6);
+    if (nargs != 9) /* 9: + kv_cache_dtype code, k_scale, v_scale of an fp8 cache */
+        EXT_NARGS("vllm_reshape_and_cache", 6);
     ext_arg a[5];
     memset(a, 0, sizeof a);
     void *ctx;
     attn_tensor kv;
+    float ks = 1.0f, vs = 1.0f;
     if (ext_handle(args[0], &ctx) || ext_tensor(args[5], 0, ATTN_DTYPE_I64, &a[4]) ||
         ext_tensor(args[3], 1, -1, &a[2]) || ext_tensor(args[4], 1, -1, &a[3]) || ext_kv_view(&a[2].t, &a[3].t, &kv) ||
-        ext_tensor(args[1], 0, -1, &a[0]) || ext_tensor(args[2], 0, -1, &a[1]))
+        ext_tensor(args[1], 0, -1, &a[0]) || ext_tensor(args[2], 0, -1, &a[1]) ||
+        (nargs == 9 && (g_lib.reshape_and_cache_scaled == NULL ||
+                        ext_fp8_cache(args[6], args[7], args[8], &kv, NULL, NULL, &ks, &vs))))
         return ext_not_implemented(a, 5);
     attn_status st;
-    EXT_CALL(st, g_lib.reshape_and_cache((attn_ctx *)ctx, &a[0].t, &a[1].t, &kv, &a[4].t));
+    if (nargs == 9)
+        EXT_CALL(st, g_lib.reshape_and_cache_scaled((attn_ctx *)ctx, &a[0].t, &a[1].t, &kv, &a[4].t, ks, vs));
+    else
+        EXT_CALL(st, g_lib.reshape_and_cache((attn_ctx *)ctx, &a[0].t, &a[1].t, &kv, &a[4].t));
     ext_release_all(a, 5);
     if (st != ATTN_STATUS_OK)
         return ext_raise(st, "attn_reshape_and_cache");
@@ -1549,6 +1601,10 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
                      ATTN_VERSION_NUMBER, version());
         return NULL;
     }
+    PyObject *scaled = PyDict_GetItemString(entries, "attn_reshape_and_cache_scaled");
+    void *scaled_fp = scaled ? PyLong_AsVoidPtr(scaled) : NULL;
+    PyErr_Clear();
+    memcpy(&g_lib.reshape_and_cache_scaled, &scaled_fp, sizeof scaled_fp);
     ext_params_init_fn params_init;
     memcpy(&params_init, &fp[8], sizeof fp[8]);
     params_init(&g_lib.params_default);

@@ -212,10 +212,14 @@ class Params:
                  causal: Causal = False, window_size: Sequence[int] = (-1, -1), softcap: float = 0.0,
                  alibi_slopes: Optional[Array] = None, sinks: Optional[Array] = None,
                  mask: Optional[Array] = None, key_padding_mask: Optional[Array] = None,
-                 additive_mask: Optional[Array] = None):
+                 additive_mask: Optional[Array] = None, k_scale: Any = None, v_scale: Any = None):
         self.buf = _capi.new_params()
         p = self.buf.p
         self._keep = []
+        if k_scale is not None:  # fp8 KV cache scales (read by the paged entries on an fp8 cache only)
+            p.k_scale = kv_scale(k_scale, "k_scale")
+        if v_scale is not None:
+            p.v_scale = kv_scale(v_scale, "v_scale")
         p.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
         p.causal = _causal_value(causal)
         p.window_left, p.window_right = _window_value(window_size)
@@ -249,6 +253,60 @@ class Params:
     @property
     def ptr(self) -> Any:
         return ctypes.byref(self.buf.p)
+
+
+# vLLM's kv_cache_dtype names -> attn dtype of the cache (None: the cache's own float dtype, "auto").
+# "fp8" is E4M3 on CPU (vllm/utils/torch_utils.py maps "fp8" to "fp8_e4m3"); vLLM allocates fp8 caches
+# as uint8 tensors, which these names reinterpret without a copy.
+KV_CACHE_DTYPES = {None: None, "auto": None, "fp8": _capi.DTYPE_FP8_E4M3, "fp8_e4m3": _capi.DTYPE_FP8_E4M3,
+                   "fp8_e5m2": _capi.DTYPE_FP8_E5M2}
+
+
+def kv_cache_dtype_code(kv_cache_dtype: Optional[str]) -> Optional[int]:
+    """attn dtype of a vLLM kv_cache_dtype name ("auto"/None -> None); NotImplementedError otherwise."""
+    try:
+        return KV_CACHE_DTYPES[kv_cache_dtype]
+    except (KeyError, TypeError):
+        raise NotImplementedError(f"kv_cache_dtype={kv_cache_dtype!r}: attn supports "
+                                  f"{[k for k in KV_CACHE_DTYPES if k]}") from None
+
+
+def kv_scale(x: Any, name: str) -> float:
+    """A per-tensor fp8 scale as a float: a Python/NumPy number or a one-element array/tensor (vLLM's
+    layer._k_scale). Range checks (finite, > 0) are the C library's, for fp8 caches only."""
+    if isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool):
+        return float(x)
+    a = _arrays.as_numpy(x, name) if not isinstance(x, np.ndarray) else x
+    if a.size != 1:
+        raise ValueError(f"{name}: {a.size} values, expected one per-tensor scale")
+    return float(a.reshape(-1)[0])
+
+
+def kv_cache_tensor(kv_cache: Array, name: str, writable: bool, kv_cache_dtype: Optional[str]
+                    ) -> "_arrays.TensorRef":
+    """The attn_tensor of a cache; a uint8 cache with an fp8 kv_cache_dtype is read as that fp8 format
+    (vLLM's allocation), an ml_dtypes / torch float8 cache must match the name when one is given."""
+    code = kv_cache_dtype_code(kv_cache_dtype)
+    t = tensor(kv_cache, name, writable)
+    if code is not None:
+        if t.t.dtype == _capi.DTYPE_U8:
+            t.t.dtype = code
+        elif t.t.dtype != code:
+            raise _arrays._type_error(f"{name}: dtype {_arrays.as_numpy(kv_cache, name).dtype} does not hold "
+                                      f"kv_cache_dtype={kv_cache_dtype!r} (expected uint8 or that float8)")
+    return t
+
+
+def is_fp8_cache(kv_cache: Array, kv_cache_dtype: Optional[str]) -> bool:
+    """True when the cache holds fp8 codes (by name, or an ml_dtypes / torch float8 array)."""
+    if kv_cache_dtype_code(kv_cache_dtype) is not None:
+        return True
+    dt = _arrays.dtype_of(kv_cache, "kv_cache")
+    return NP_FP8.get(dt) is not None
+
+
+NP_FP8 = {dt: code for dt, code in _arrays.NP_TO_ATTN.items()
+          if code in (_capi.DTYPE_FP8_E4M3, _capi.DTYPE_FP8_E5M2)}
 
 
 def _is_float_mask(mask: Array) -> bool:
@@ -431,18 +489,32 @@ def merge_attn_states(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array, *,
 # Serving: paged KV cache
 # ------------------------------------------------------------------------------------------------
 def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: Array, *,
+                      kv_cache_dtype: Optional[str] = None, k_scale: Any = None, v_scale: Any = None,
                       ctx: Optional[Context] = None) -> None:
     """Writes new keys/values into the paged cache (attn_reshape_and_cache), in place.
 
     key/value [num_tokens, num_kv_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads,
     head_size]; slot_mapping int64/int32 [num_tokens] (slot = block*block_size + offset; -1 = skip).
-    Every slot is checked before anything is written."""
-    if _ext is not None and _ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache,
-                                                   slot_mapping) is not _NI:
-        return None
+    Every slot is checked before anything is written.
+    fp8 cache (kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2" on a uint8 cache, or an ml_dtypes / torch
+    float8 cache): stored = fp8(x / k_scale) (values: v_scale), saturating (attn_reshape_and_cache_scaled);
+    scales default 1. For a float cache the scales are ignored, as vLLM ignores them for "auto"."""
+    fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
+    ks = 1.0 if k_scale is None or not fp8 else kv_scale(k_scale, "k_scale")
+    vs = 1.0 if v_scale is None or not fp8 else kv_scale(v_scale, "v_scale")
+    code = kv_cache_dtype_code(kv_cache_dtype)
+    if _ext is not None:
+        r = (_ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping) if not fp8 else
+             _ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping, code, ks, vs))
+        if r is not _NI:
+            return None
     sm = tensor(_arrays.index_array(slot_mapping, "slot_mapping", np.int64), "slot_mapping")
-    tk, tv, tc = tensor(key, "key"), tensor(value, "value"), tensor(kv_cache, "kv_cache", True)
-    _capi.call("attn_reshape_and_cache", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr)
+    tk, tv = tensor(key, "key"), tensor(value, "value")
+    tc = kv_cache_tensor(kv_cache, "kv_cache", True, kv_cache_dtype)
+    if fp8:
+        _capi.call("attn_reshape_and_cache_scaled", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr, ks, vs)
+    else:
+        _capi.call("attn_reshape_and_cache", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr)
 
 
 def copy_blocks(kv_cache: Array, block_mapping: Array, *, ctx: Optional[Context] = None) -> None:
@@ -469,17 +541,29 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
                     causal: Causal = True, window_size: Sequence[int] = (-1, -1), softcap: float = 0.0,
                     alibi_slopes: Optional[Array] = None, sinks: Optional[Array] = None,
                     out: Optional[Array] = None, lse: Optional[Array] = None, return_lse: bool = False,
+                    kv_cache_dtype: Optional[str] = None, k_scale: Any = None, v_scale: Any = None,
                     ctx: Optional[Context] = None, reference: bool = False) -> Any:
     """Plan-less paged attention (attn_paged_attention / attn_ref_paged_attention).
 
     q [num_tokens, num_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads, head_size]
     (this step's keys already written); query_start_loc int32 [num_reqs + 1]; seq_lens int32 [num_reqs]
     (cached + new keys); block_table int32 [num_reqs, max_blocks]. out like q; lse float32
-    [num_heads, num_tokens]. causal defaults to True (bottom-right per request)."""
+    [num_heads, num_tokens]. causal defaults to True (bottom-right per request). An fp8 cache
+    (kv_cache_dtype on a uint8 cache, or a float8 array) is dequantized inside the call with k_scale /
+    v_scale (default 1; ignored for a float cache)."""
+    fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
     if _ext is not None and not reference:
-        r = _ext.paged_attention(_ctx_ptr(ctx), q, kv_cache, query_start_loc, seq_lens, block_table,
-                                 softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out, lse,
-                                 bool(return_lse or lse is not None))
+        if not fp8:
+            r = _ext.paged_attention(_ctx_ptr(ctx), q, kv_cache, query_start_loc, seq_lens, block_table,
+                                     softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
+                                     lse, bool(return_lse or lse is not None))
+        else:
+            r = _ext.paged_attention(_ctx_ptr(ctx), q, kv_cache, query_start_loc, seq_lens, block_table,
+                                     softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
+                                     lse, bool(return_lse or lse is not None),
+                                     kv_cache_dtype_code(kv_cache_dtype),
+                                     1.0 if k_scale is None else kv_scale(k_scale, "k_scale"),
+                                     1.0 if v_scale is None else kv_scale(v_scale, "v_scale"))
         if r is not _NI:
             return r
     qa = _arrays.as_numpy(q, "q")
@@ -490,11 +574,12 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
     if want_lse and lse is None and qa.ndim == 3:
         lse = _lse_out(q, (qa.shape[1], qa.shape[0]))
     params = _opts(num_heads, dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
-                                   softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks))
+                                   softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks,
+                                   k_scale=k_scale if fp8 else None, v_scale=v_scale if fp8 else None))
     qsl = tensor(_arrays.index_array(query_start_loc, "query_start_loc"), "query_start_loc")
     sl = tensor(_arrays.index_array(seq_lens, "seq_lens"), "seq_lens")
     bt = tensor(_arrays.index_array(block_table, "block_table"), "block_table")
-    tq, tc = tensor(qa, "q"), tensor(kv_cache, "kv_cache")
+    tq, tc = tensor(qa, "q"), kv_cache_tensor(kv_cache, "kv_cache", False, kv_cache_dtype)
     to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
     if reference:
         _capi.call("attn_ref_paged_attention", tq.ptr, tc.ptr, qsl.ptr, sl.ptr, bt.ptr, params.ptr,
@@ -606,15 +691,25 @@ class Plan:
                 causal: Causal = True, window_size: Sequence[int] = (-1, -1), softcap: float = 0.0,
                 alibi_slopes: Optional[Array] = None, sinks: Optional[Array] = None,
                 out: Optional[Array] = None, lse: Optional[Array] = None, return_lse: bool = False,
+                kv_cache_dtype: Optional[str] = None, k_scale: Any = None, v_scale: Any = None,
                 ctx: Optional[Context] = None) -> Any:
         """One layer of the step (attn_forward_paged). q [num_tokens, num_heads, head_size] in PLAN row
         order (see token_src); kv_cache with this step's keys written (slot_mapping). key/value
         [num_tokens, num_kv_heads, head_size] only for encoder-only requests. out like q; lse float32
-        [num_heads, num_tokens]."""
+        [num_heads, num_tokens]. fp8 cache: kv_cache_dtype / k_scale / v_scale as paged_attention."""
+        fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
         if _ext is not None:
-            r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,
-                                   softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
-                                   lse, bool(return_lse or lse is not None), self._ws_ptr, self._ws_size)
+            if not fp8:
+                r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,
+                                       softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
+                                       lse, bool(return_lse or lse is not None), self._ws_ptr, self._ws_size)
+            else:
+                r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,
+                                       softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
+                                       lse, bool(return_lse or lse is not None), self._ws_ptr, self._ws_size,
+                                       kv_cache_dtype_code(kv_cache_dtype),
+                                       1.0 if k_scale is None else kv_scale(k_scale, "k_scale"),
+                                       1.0 if v_scale is None else kv_scale(v_scale, "v_scale"))
             if r is not _NI:
                 return r
         qa = _arrays.as_numpy(q, "q")
@@ -625,9 +720,11 @@ class Plan:
             lse = _lse_out(q, (qa.shape[1], qa.shape[0]))
         params = _opts(self.num_heads, dict(softmax_scale=softmax_scale, causal=causal,
                                             window_size=window_size, softcap=softcap,
-                                            alibi_slopes=alibi_slopes, sinks=sinks))
-        tq, tc = tensor(qa, "q"), tensor(kv_cache, "kv_cache")
-        tk, tv = opt_tensor(key, "key"), opt_tensor(value, "value")
+                                            alibi_slopes=alibi_slopes, sinks=sinks,
+                                            k_scale=k_scale if fp8 else None, v_scale=v_scale if fp8 else None))
+        tq, tc = tensor(qa, "q"), kv_cache_tensor(kv_cache, "kv_cache", False, kv_cache_dtype)
+        tk = None if key is None else kv_cache_tensor(key, "key", False, kv_cache_dtype)
+        tv = None if value is None else kv_cache_tensor(value, "value", False, kv_cache_dtype)
         to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
         ws = self._workspace
         _capi.call("attn_forward_paged", _ctx(ctx), self.handle, tq.ptr, ptr(tk), ptr(tv), tc.ptr,

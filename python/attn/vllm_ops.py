@@ -23,14 +23,16 @@ from .flash import _kv_view, doubled
 from .ops import _NI, Array, Context, _ctx_ptr, _ext
 
 
-def _check_cache_dtype(kv_cache_dtype: str, k_scale: Any, v_scale: Any) -> None:
+def _check_cache_dtype(kv_cache_dtype: str, k_scale: Any, v_scale: Any) -> Optional[tuple]:
     """kv_cache_dtype "auto" (the cache has the model's dtype): k_scale / v_scale are accepted and ignored,
     as vLLM's reshape_and_cache(_flash) does (it reads them only for fp8 caches, and vLLM passes them on
-    every call). fp8 caches are not supported yet (attn_capabilities_get: kv_cache_dtypes)."""
-    del k_scale, v_scale  # unused for "auto", like vLLM
-    if kv_cache_dtype not in ("auto", None):
-        raise NotImplementedError(f"kv_cache_dtype={kv_cache_dtype!r}: attn caches are f32/f16/bf16 "
-                                  "('auto')")
+    every call); returns None. "fp8" / "fp8_e4m3" / "fp8_e5m2" (uint8 caches, vLLM's allocation): returns
+    (attn dtype code, k_scale, v_scale) as floats (None = 1); other names raise NotImplementedError."""
+    code = ops.kv_cache_dtype_code(kv_cache_dtype)
+    if code is None:
+        return None  # scales unused for "auto", like vLLM
+    return (code, 1.0 if k_scale is None else ops.kv_scale(k_scale, "k_scale"),
+            1.0 if v_scale is None else ops.kv_scale(v_scale, "v_scale"))
 
 
 def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: Array,
@@ -42,21 +44,28 @@ def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: A
     key, value: [num_tokens, num_kv_heads, head_size]; key_cache, value_cache: [num_blocks, block_size,
     num_kv_heads, head_size]; slot_mapping: int64 [num_tokens]. key and value share a dtype, the caches
     share [num_blocks, block_size] and a dtype. Every argument and slot is checked before either cache
-    is written (also for two separately allocated caches); errors name the argument."""
-    _check_cache_dtype(kv_cache_dtype, k_scale, v_scale)
-    if _ext is not None and _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache,
-                                                        slot_mapping) is not _NI:
-        return None
+    is written (also for two separately allocated caches); errors name the argument.
+    kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2": uint8 caches (or float8 arrays) receive
+    fp8(x / k_scale) and fp8(x / v_scale), saturating (attn_reshape_and_cache_scaled); k_scale / v_scale
+    are floats or one-element tensors (vLLM's layer._k_scale)."""
+    fp8 = _check_cache_dtype(kv_cache_dtype, k_scale, v_scale)
+    if _ext is not None:
+        r = (_ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping)
+             if fp8 is None else
+             _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping, *fp8))
+        if r is not _NI:
+            return None
+    fkw = {} if fp8 is None else dict(kv_cache_dtype=kv_cache_dtype, k_scale=fp8[1], v_scale=fp8[2])
     kc, vc = _arrays.as_numpy(key_cache, "key_cache"), _arrays.as_numpy(value_cache, "value_cache")
     sm = _arrays.index_array(slot_mapping, "slot_mapping", np.int64)
     kv = _kv_view(kc, vc)
     if kv is not None:  # one C call checks everything before writing
-        ops.reshape_and_cache(key, value, kv, sm, ctx=ctx)
+        ops.reshape_and_cache(key, value, kv, sm, ctx=ctx, **fkw)
         return
     # Two separate caches: two C calls, so every argument is checked here before the first write.
     ka, va = _arrays.as_numpy(key, "key"), _arrays.as_numpy(value, "value")
     for name, a, c, cname in (("key", ka, kc, "key_cache"), ("value", va, vc, "value_cache")):
-        _arrays.tensor(a, name), _arrays.tensor(c, cname, True)  # dtypes, strides, writability
+        _arrays.tensor(a, name), ops.kv_cache_tensor(c, cname, True, fkw.get("kv_cache_dtype"))  # dtypes, strides
         if c.ndim != 4:
             raise ValueError(f"{cname}: shape {list(c.shape)}, expected [num_blocks, block_size, "
                              "num_kv_heads, head_size]")
@@ -80,6 +89,11 @@ def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: A
             ops._capi.STATUS_INVALID_ARGUMENT,
             f"slot_mapping: entry {bad[0]} = {sm[bad[0]]} >= num_blocks·block_size = {num_slots}",
             "reshape_and_cache")
+    if fp8 is not None:  # each cache gets its own tensor's scale (both halves of the doubled view)
+        for a, c, scale in ((ka, kc, fp8[1]), (va, vc, fp8[2])):
+            ops.reshape_and_cache(a, a, doubled(c), sm, kv_cache_dtype=kv_cache_dtype, k_scale=scale,
+                                  v_scale=scale, ctx=ctx)
+        return
     ops.reshape_and_cache(ka, ka, doubled(kc), sm, ctx=ctx)
     ops.reshape_and_cache(va, va, doubled(vc), sm, ctx=ctx)
 

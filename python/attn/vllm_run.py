@@ -132,6 +132,8 @@ def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
               enable_chunked_prefill=spec.get("chunked_prefill", True),
               max_num_batched_tokens=spec.get("max_num_batched_tokens", 128),
               max_num_seqs=spec.get("max_num_seqs", 8), block_size=spec.get("block_size", 128))
+    if spec.get("kv_cache_dtype"):  # e.g. "fp8" (issue 9): attn's fp8 KV cache
+        kw["kv_cache_dtype"] = spec["kv_cache_dtype"]
     if spec.get("single_process"):  # engine core and worker in this process: one start-up, not three
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         kw["distributed_executor_backend"] = "uni"

@@ -3,9 +3,11 @@
  * Each validates every argument and every index (all slots, all block ids) before the first write, so a
  * failing call leaves the cache untouched. The copying itself lives in src/cache/kv_cache.c.
  */
+#include <math.h>
 #include <stdint.h>
 
 #include "cache/kv_layout.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -42,11 +44,24 @@ static int64_t attn_index2(const attn_tensor *t, int64_t i, int64_t j) {
     return t->dtype == ATTN_DTYPE_I64 ? ((const int64_t *)t->data)[off] : ((const int32_t *)t->data)[off];
 }
 
-attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
-                                   attn_tensor *kv_cache, const attn_tensor *slot_mapping) {
+/* fp8 cache scale (vLLM k_scale / v_scale): finite and > 0. */
+static attn_status attn_check_kv_scale(float scale, const char *name, attn_dtype cache_dtype) {
+    ATTN_CHECK(isfinite(scale) && scale > 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s=%g: expected a finite value > 0 for the %s kv_cache", name, (double)scale,
+               attn_dtype_name(cache_dtype));
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                          attn_tensor *kv_cache, const attn_tensor *slot_mapping, float k_scale,
+                                          float v_scale) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
     attn_kv_layout c;
     ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &c));
+    if (attn_dtype_is_fp8(c.dtype)) { /* float caches ignore the scales, as vLLM does for "auto" */
+        ATTN_TRY(attn_check_kv_scale(k_scale, "k_scale", c.dtype));
+        ATTN_TRY(attn_check_kv_scale(v_scale, "v_scale", c.dtype));
+    }
     ATTN_TRY(attn_check_new_kv(key, "key", &c, NULL));
     ATTN_TRY(attn_check_new_kv(value, "value", &c, key));
     ATTN_TRY(attn_check_index_tensor(slot_mapping, "slot_mapping", 1));
@@ -80,8 +95,14 @@ attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const 
     rows.key_head_stride = key->strides[1] * ke;
     rows.value_row_stride = value->strides[0] * ke;
     rows.value_head_stride = value->strides[1] * ke;
+    rows.k_scale = k_scale, rows.v_scale = v_scale;
     attn_kv_scatter(&c, &rows, slot_mapping, num_tokens);
     return ATTN_STATUS_OK;
+}
+
+attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                   attn_tensor *kv_cache, const attn_tensor *slot_mapping) {
+    return attn_reshape_and_cache_scaled(ctx, key, value, kv_cache, slot_mapping, 1.0f, 1.0f);
 }
 
 /* block_mapping [num_pairs, 2]: column 0 checked against `src`, column 1 against `dst`. */

@@ -28,6 +28,8 @@ void attn_params_init(attn_params *params) {
     params->mask = NULL;
     params->key_padding_mask = NULL;
     params->additive_mask = NULL;
+    params->k_scale = 1.0f;
+    params->v_scale = 1.0f;
 }
 
 #define ATTN_BIT(x) (1u << (unsigned)(x))
@@ -40,7 +42,8 @@ attn_status attn_capabilities_get(attn_capabilities *caps, size_t caps_size) {
     c.head_size_min = 1;                  /* attn_kv_layout_of: head_size 1..256           */
     c.head_size_max = ATTN_HEAD_SIZE_MAX; /* kernels.h scratch rows                        */
     c.dtypes = ATTN_BIT(ATTN_DTYPE_F32) | ATTN_BIT(ATTN_DTYPE_F16) | ATTN_BIT(ATTN_DTYPE_BF16); /* check_float */
-    c.kv_cache_dtypes = c.dtypes;         /* attn_kv_layout_of: attn_tensor_check_float     */
+    c.kv_cache_dtypes = c.dtypes | ATTN_BIT(ATTN_DTYPE_FP8_E4M3) |
+                        ATTN_BIT(ATTN_DTYPE_FP8_E5M2); /* attn_kv_layout_of: float or fp8 dtype */
     c.block_size_min = 1;                 /* attn_kv_layout_of, plan config: block_size >= 1 */
     c.block_size_max = INT32_MAX;         /* attn_plan_config.block_size is int32           */
     c.request_kinds = ATTN_BIT(ATTN_REQUEST_DECODER) | ATTN_BIT(ATTN_REQUEST_ENCODER_ONLY) |

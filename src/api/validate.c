@@ -49,6 +49,7 @@ attn_status attn_opts_resolve(const attn_params *params, int64_t num_heads, int6
     opts->mask = params->mask;
     opts->key_padding_mask = params->key_padding_mask;
     opts->additive_mask = params->additive_mask;
+    opts->k_scale = opts->v_scale = 1.0f; /* the paged entries set an fp8 cache's scales */
     return ATTN_STATUS_OK;
 }
 

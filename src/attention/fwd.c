@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attention/mask.h"
+#include "core/dtype.h"
 
 #define ATTN_LOG2E 1.4426950408889634
 #define ATTN_LN2 0.6931471805599453
@@ -102,8 +103,11 @@ static int attn_fwd_fold_log2e(const attn_problem *p) { return p->opts.softcap <
 void attn_fwd_pack_q(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                      attn_fwd_scratch *sc) {
     const int64_t D = p->head_size;
-    const float qscale =
+    float qscale =
         attn_fwd_fold_log2e(p) ? (float)((double)p->opts.softmax_scale * ATTN_LOG2E) : p->opts.softmax_scale;
+    if (attn_dtype_is_fp8(p->kv_dtype)) /* fp8 keys mean decode(k)·k_scale: scale·q·(k·k_scale) = (scale·k_scale)·q·k */
+        qscale = (float)((double)p->opts.softmax_scale * (double)p->opts.k_scale *
+                         (attn_fwd_fold_log2e(p) ? ATTN_LOG2E : 1.0));
     /* lanes the kernels read: 16 for blocks of ≤ 16 rows (one zmm / two ymm / generic W = 16), else 32 */
     const int64_t lanes = blk->num_rows <= 16 ? 16 : ATTN_QB;
     if (lanes == ATTN_QB) memset(sc->q_t, 0, (size_t)D * ATTN_QB * sizeof(float));
@@ -227,6 +231,10 @@ int attn_fwd_rows_nonfinite(const void *const *rows, attn_dtype dtype, int64_t n
         if (dtype == ATTN_DTYPE_F32) {
             const uint32_t *u = (const uint32_t *)rows[k];
             for (int64_t d = 0; d < width; d++) bad |= (u[d] & 0x7F800000u) == 0x7F800000u;
+        } else if (attn_dtype_is_fp8(dtype)) { /* E4M3: NaN S.1111.111 only; E5M2: exponent 11111 */
+            const uint8_t *u = (const uint8_t *)rows[k];
+            const uint8_t e = dtype == ATTN_DTYPE_FP8_E4M3 ? 0x7Fu : 0x7Cu;
+            for (int64_t d = 0; d < width; d++) bad |= (u[d] & e) == e;
         } else {
             const uint16_t *u = (const uint16_t *)rows[k];
             const uint16_t e = dtype == ATTN_DTYPE_BF16 ? 0x7F80u : 0x7C00u;
@@ -309,7 +317,9 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
             mm = top;
         }
         /* empty row (nothing visible, no sink): l = 0 exactly; a NaN l (a visible NaN logit) propagates */
-        const float inv = ll != 0.0 ? (float)(exp2((double)m[r] - mm) / ll) : 0.0f;
+        /* fp8 values mean decode(v)·v_scale: Σ p·(v·v_scale) / l = (Σ p·v)·(v_scale / l) */
+        const double vs = attn_dtype_is_fp8(p->kv_dtype) ? (double)p->opts.v_scale : 1.0;
+        const float inv = ll != 0.0 ? (float)(exp2((double)m[r] - mm) / ll * vs) : 0.0f;
         for (int64_t d = 0; d < Dv; d++) sc->row_tmp[d] = l[r] != 0.0f ? o[d * ATTN_QB + r] * inv : 0.0f;
         const int64_t row = attn_seq_q_row(&blk->seq, blk->row_token[r]);
         char *dst = blk->seq.out + row * blk->seq.out_row_stride + h * blk->seq.out_head_stride;

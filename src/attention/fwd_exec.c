@@ -15,6 +15,7 @@
 
 #include "attention/fwd.h"
 #include "attention/mask.h"
+#include "core/dtype.h"
 #include "parallel/parallel.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -108,7 +109,10 @@ static void attn_fx_prefetch_rows(const attn_problem *p, const attn_seq_view *se
 /* ---------------------------------------------------------------------------------------------
  * Few-row blocks (decode): K/V in place, row-major partition accumulator
  * --------------------------------------------------------------------------------------------- */
-static int attn_fx_raw(const attn_fwd_block *blk) { return blk->num_rows <= ATTN_FWD_FEW_ROWS; }
+/* fp8 K/V take the converted-row path (cvt_to_f32 widens them exactly; the in-place kernels read f32/f16/bf16). */
+static int attn_fx_raw(const attn_problem *p, const attn_fwd_block *blk) {
+    return blk->num_rows <= ATTN_FWD_FEW_ROWS && !attn_dtype_is_fp8(p->kv_dtype);
+}
 
 /* The steps of attn_fwd_tile between Q·Kᵀ and P·V for a few-row block (scores of keys [a, b) in s). */
 static void attn_fx_softmax_raw(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
@@ -314,7 +318,7 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
         s->active = part >= s->first && part < s->last;
         if (!s->active) continue;
         const attn_fx_state st = attn_fx_state_of(p, sc, i);
-        if (attn_fx_raw(&s->blk)) { /* o_part is written whole (rows < num_rows) by attn_fx_raw_store */
+        if (attn_fx_raw(p, &s->blk)) { /* o_part is written whole (rows < num_rows) by attn_fx_raw_store */
             attn_fwd_ml_reset(st.m_part, st.l_part);
             memset(st.o_d, 0, (size_t)(s->blk.num_rows * p->head_size_v) * sizeof(float));
         } else {
@@ -329,7 +333,7 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
     }
     int all_raw = 1;
     for (int64_t i = 0; i < n; i++)
-        if (sl[i].active && !attn_fx_raw(&sl[i].blk)) all_raw = 0;
+        if (sl[i].active && !attn_fx_raw(p, &sl[i].blk)) all_raw = 0;
     if (all_raw && lo_all < hi_all) {
         attn_fx_partition_tokens(p, kern, sc, n, lo_all, hi_all);
         goto store;
@@ -384,7 +388,7 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
             int any_raw = 0, any_float = 0;
             for (int64_t k = i; k < j; k++) {
                 if (!sl[k].active) continue;
-                if (attn_fx_raw(&sl[k].blk)) any_raw = 1;
+                if (attn_fx_raw(p, &sl[k].blk)) any_raw = 1;
                 else any_float = 1;
             }
             if (any_raw) {
@@ -404,7 +408,7 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                 const int64_t b = t0 + ATTN_KV_TILE < s->hi ? t0 + ATTN_KV_TILE : s->hi;
                 if (a >= b) continue;
                 const attn_fx_state st = attn_fx_state_of(p, sc, k);
-                if (attn_fx_raw(&s->blk))
+                if (attn_fx_raw(p, &s->blk))
                     attn_fx_tile_raw(p, kern, &s->blk, sc, &st, sc->s, sc->k_raw + (a - ta), sc->v_raw + (a - ta), a, b);
                 else
                     attn_fwd_tile(p, kern, &s->blk, sc, st.q_t, sc->s, sc->k_rows + (a - ta), sc->v_rows + (a - ta),
@@ -414,7 +418,7 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
     }
 store:
     for (int64_t i = 0; i < n; i++)
-        if (sl[i].active && attn_fx_raw(&sl[i].blk)) {
+        if (sl[i].active && attn_fx_raw(p, &sl[i].blk)) {
             const attn_fx_state st = attn_fx_state_of(p, sc, i);
             attn_fx_raw_store(p, &sl[i].blk, &st);
         }

@@ -1,6 +1,7 @@
 /*
  * kv_cache.c — the paged KV cache operations once validated: slot_mapping scatter (negative slots
- * skipped, dtype conversion with round-to-nearest-even), and whole-block copies for copy_blocks /
+ * skipped, dtype conversion with round-to-nearest-even; fp8 caches: encode(x / scale), saturating), and
+ * whole-block copies for copy_blocks /
  * swap_blocks. Validation lives in src/api/api_cache.c; nothing here checks ranges again.
  */
 #include "cache/kv_layout.h"
@@ -13,7 +14,8 @@
 
 attn_status attn_kv_layout_of(const attn_tensor *c, const char *name, attn_kv_layout *l) {
     ATTN_TRY(attn_tensor_check(c, name, 5, 1));
-    ATTN_TRY(attn_tensor_check_float(c, name));
+    ATTN_CHECK(attn_dtype_is_float(c->dtype) || attn_dtype_is_fp8(c->dtype), ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: dtype %s, expected f32, f16, bf16, fp8_e4m3 or fp8_e5m2", name, attn_dtype_name(c->dtype));
     ATTN_CHECK(c->shape[0] == 2, ATTN_STATUS_INVALID_ARGUMENT,
                "%s: shape[0]=%lld, expected 2 ([2, num_blocks, block_size, num_kv_heads, head_size])", name,
                (long long)c->shape[0]);
@@ -54,8 +56,19 @@ static void attn_kv_put_row(char *dst, attn_dtype dst_dtype, const char *src, at
     for (int64_t d = 0; d < n; d++) attn_store_f(dst, dst_dtype, d, attn_load_f(src, src_dtype, d));
 }
 
+/* One head row into an fp8 cache: dst[d] = encode(x / scale), x / scale in float32, saturating RNE (vLLM's
+ * scaled_convert). */
+static void attn_kv_put_row_fp8(uint8_t *dst, attn_dtype dst_dtype, const char *src, attn_dtype src_dtype,
+                                int64_t n, float scale) {
+    for (int64_t d = 0; d < n; d++) dst[d] = attn_fp8_from_float(dst_dtype, attn_load_f(src, src_dtype, d) / scale);
+}
+
 void attn_kv_scatter(const attn_kv_layout *c, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
                      int64_t num_tokens) {
+    if (attn_dtype_is_fp8(c->dtype)) {
+        attn_kv_scatter_fp8(c, rows, slot_mapping, num_tokens);
+        return;
+    }
     for (int64_t t = 0; t < num_tokens; t++) {
         const int64_t slot = attn_tensor_get_index(slot_mapping, t);
         if (slot < 0) continue; /* PAD_SLOT_ID: padding or a token owned by another rank */
@@ -66,6 +79,22 @@ void attn_kv_scatter(const attn_kv_layout *c, const attn_kv_rows *rows, const at
             attn_kv_put_row(attn_kv_slot(c, 1, slot, g), c->dtype,
                             rows->value + t * rows->value_row_stride + g * rows->value_head_stride, rows->dtype,
                             c->head_size, c->elem_size);
+        }
+    }
+}
+
+void attn_kv_scatter_fp8(const attn_kv_layout *c, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
+                         int64_t num_tokens) {
+    for (int64_t t = 0; t < num_tokens; t++) {
+        const int64_t slot = attn_tensor_get_index(slot_mapping, t);
+        if (slot < 0) continue;
+        for (int64_t g = 0; g < c->num_kv_heads; g++) {
+            attn_kv_put_row_fp8((uint8_t *)attn_kv_slot(c, 0, slot, g), c->dtype,
+                                rows->key + t * rows->key_row_stride + g * rows->key_head_stride, rows->dtype,
+                                c->head_size, rows->k_scale);
+            attn_kv_put_row_fp8((uint8_t *)attn_kv_slot(c, 1, slot, g), c->dtype,
+                                rows->value + t * rows->value_row_stride + g * rows->value_head_stride,
+                                rows->dtype, c->head_size, rows->v_scale);
         }
     }
 }

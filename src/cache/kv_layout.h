@@ -12,7 +12,7 @@
 
 typedef struct attn_kv_layout {
     char *base;            /* element [0][0][0][0][0]                                  */
-    attn_dtype dtype;      /* f32 / f16 / bf16                                          */
+    attn_dtype dtype;      /* f32 / f16 / bf16 / fp8_e4m3 / fp8_e5m2                    */
     int64_t elem_size;     /* bytes per element                                         */
     int64_t num_blocks, block_size, num_kv_heads, head_size;
     int64_t kv_stride;     /* bytes between the key and the value cache                 */
@@ -21,7 +21,7 @@ typedef struct attn_kv_layout {
     int64_t head_stride;   /* bytes between kv heads of a row                           */
 } attn_kv_layout;
 
-/* Validates a cache view (5-D, float dtype, last dim contiguous, aligned) and fills *l. `name` is used in
+/* Validates a cache view (5-D, float or fp8 dtype, last dim contiguous, aligned) and fills *l. `name` is used in
  * messages ("kv_cache: shape[0]=3, expected 2"). */
 attn_status attn_kv_layout_of(const attn_tensor *cache, const char *name, attn_kv_layout *l);
 
@@ -42,9 +42,13 @@ typedef struct attn_kv_rows {
     const char *key, *value;
     attn_dtype dtype;
     int64_t key_row_stride, key_head_stride, value_row_stride, value_head_stride; /* bytes */
+    float k_scale, v_scale; /* fp8 cache: stored = encode(x / scale); ignored otherwise */
 } attn_kv_rows;
 void attn_kv_scatter(const attn_kv_layout *cache, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
                      int64_t num_tokens);
+/* The scatter into an fp8 cache (attn_kv_scatter calls it for FP8_E4M3 / FP8_E5M2 caches). */
+void attn_kv_scatter_fp8(const attn_kv_layout *cache, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
+                         int64_t num_tokens);
 
 /* Whole-block copy (keys and values) from src block `src_block` to dst block `dst_block`. */
 void attn_kv_copy_block(const attn_kv_layout *dst, int64_t dst_block, const attn_kv_layout *src, int64_t src_block);

@@ -66,11 +66,32 @@ static inline uint16_t attn_f32_to_f16(float f) {
     return (uint16_t)(sign | (r >> 13));
 }
 
-/* Element `i` of a float row of `dtype` (F32/F16/BF16) as float. */
+/* Exact FP8 → float32 (OCP OFP8 rev 1.0; the values of attn_fp8_to_float, a NaN code gives a quiet NaN).
+ * E4M3FN: bias 7, no inf, S.1111.111 = NaN; subnormals m·2^-9. */
+static inline float attn_fp8_e4m3_to_f32(uint8_t b) {
+    const uint32_t sign = (uint32_t)(b & 0x80u) << 24, mag = b & 0x7Fu;
+    if (mag == 0x7Fu) return attn_bits_f32(sign | 0x7fc00000u);
+    if (mag < 0x08u) { /* zero or subnormal: mag · 2^-9 */
+        const float v = (float)mag * 0.001953125f;
+        return sign ? -v : v;
+    }
+    return attn_bits_f32(sign | ((mag + (120u << 3)) << 20)); /* rebias 7 → 127 */
+}
+/* E5M2 is the upper byte of an IEEE binary16 (bias 15, inf S.11111.00, NaN S.11111.{01,10,11}). */
+static inline float attn_fp8_e5m2_to_f32(uint8_t b) {
+    if ((b & 0x7Fu) > 0x7Cu) return attn_bits_f32(((uint32_t)(b & 0x80u) << 24) | 0x7fc00000u);
+    return attn_f16_to_f32((uint16_t)((uint16_t)b << 8));
+}
+
+static inline int attn_dtype_is_fp8(attn_dtype d) { return d == ATTN_DTYPE_FP8_E4M3 || d == ATTN_DTYPE_FP8_E5M2; }
+
+/* Element `i` of a float row of `dtype` (F32/F16/BF16, or FP8 widened exactly without its scale) as float. */
 static inline float attn_load_f(const void *row, attn_dtype dtype, int64_t i) {
     switch (dtype) {
     case ATTN_DTYPE_F16: return attn_f16_to_f32(((const uint16_t *)row)[i]);
     case ATTN_DTYPE_BF16: return attn_bf16_to_f32(((const uint16_t *)row)[i]);
+    case ATTN_DTYPE_FP8_E4M3: return attn_fp8_e4m3_to_f32(((const uint8_t *)row)[i]);
+    case ATTN_DTYPE_FP8_E5M2: return attn_fp8_e5m2_to_f32(((const uint8_t *)row)[i]);
     default: return ((const float *)row)[i];
     }
 }

@@ -30,8 +30,12 @@ typedef struct attn_opts {
     int32_t piecewise;                   /* 0 = off                                              */
     const attn_span *spans;              /* [num_spans] sorted, non-overlapping, validated       */
     int64_t num_spans;
-    const attn_query_range *query_ranges; /* [num_query_ranges] contiguous over [0, Sq)          */
+    const attn_query_range *query_ranges; /* [num_query_ranges] contiguous over [0, Sq); 0 ranges =
+                                             each sequence's last Sq positions (paged piecewise) */
     int64_t num_query_ranges;
+    /* fp8 KV (issue 9): a K/V element of an FP8 kv_dtype is decode(bits)·k_scale / ·v_scale. Read only when
+     * kv_dtype is FP8_E4M3 / FP8_E5M2 (validated finite > 0 then); 1 from attn_opts_resolve. */
+    float k_scale, v_scale;
 } attn_opts;
 
 /* One sequence of the call: seq_q query rows attending over seq_k keys. */

@@ -23,6 +23,15 @@ int attn_ref_visible(const attn_problem *p, const attn_seq_view *s, int64_t h, i
 void attn_ref_reshape_and_cache(const float *key, const float *value, int64_t num_tokens, int64_t num_kv_heads,
                                 int64_t head_size, const int64_t *slot_mapping, void *cache, attn_dtype cache_dtype,
                                 int64_t num_blocks, int64_t block_size);
+/* fp8 cache (FP8_E4M3 / FP8_E5M2): element = encode(x / scale) with x / scale in float32 (scales ignored for
+ * float caches); attn_ref_reshape_and_cache is this with scales 1. gather copies fp8 codes as they are. */
+void attn_ref_reshape_and_cache_scaled(const float *key, const float *value, int64_t num_tokens, int64_t num_kv_heads,
+                                       int64_t head_size, const int64_t *slot_mapping, void *cache,
+                                       attn_dtype cache_dtype, int64_t num_blocks, int64_t block_size, float k_scale,
+                                       float v_scale);
+/* Literal saturating round-to-nearest-even FP8 encode: the nearest finite code by search (ties to the even code),
+ * beyond max → ±max, NaN → S.1111111. */
+uint8_t attn_ref_fp8_encode(attn_dtype fmt, float x);
 void attn_ref_gather_kv(const void *cache, attn_dtype dtype, int64_t num_blocks, int64_t block_size,
                         int64_t num_kv_heads, int64_t head_size, const int32_t *block_ids, int64_t seq_len,
                         void *k_out, void *v_out);

@@ -96,6 +96,9 @@ attn_status attn_ref_run(const attn_problem *p) {
     }
     const int64_t group = p->num_heads / p->num_kv_heads;
     const attn_opts *o = &p->opts;
+    /* fp8 K/V (issue 9): element = decode(bits)·scale, the dequantized value, in double */
+    const int fp8 = attn_dtype_is_fp8(p->kv_dtype);
+    const double k_scale = fp8 ? (double)o->k_scale : 1.0, v_scale = fp8 ? (double)o->v_scale : 1.0;
     for (int64_t b = 0; b < p->num_seqs; b++) {
         attn_seq_view s;
         p->get_seq(p, b, &s);
@@ -112,7 +115,8 @@ attn_status attn_ref_run(const attn_problem *p) {
                     const char *krow = attn_seq_k_row(&s, j, g);
                     double dot = 0.0;
                     for (int64_t d = 0; d < p->head_size; d++)
-                        dot += (double)attn_load_f(qrow, p->q_dtype, d) * (double)attn_load_f(krow, p->kv_dtype, d);
+                        dot += (double)attn_load_f(qrow, p->q_dtype, d) *
+                               ((double)attn_load_f(krow, p->kv_dtype, d) * k_scale);
                     double x = (double)o->softmax_scale * dot;
                     if (o->softcap > 0.0f) x = (double)o->softcap * tanh(x / (double)o->softcap);
                     if (o->alibi_slopes) x += -(double)o->alibi_slopes[h] * (double)llabs(pos - j);
@@ -134,7 +138,7 @@ attn_status attn_ref_run(const attn_problem *p) {
                         const double w = exp(logit[j] - m) / denom;
                         const char *vrow = attn_seq_v_row(&s, j, g);
                         for (int64_t d = 0; d < p->head_size_v; d++)
-                            acc[d] += w * (double)attn_load_f(vrow, p->kv_dtype, d);
+                            acc[d] += w * ((double)attn_load_f(vrow, p->kv_dtype, d) * v_scale);
                     }
                 }
                 char *orow = s.out + attn_seq_q_row(&s, i) * s.out_row_stride + h * s.out_head_stride;

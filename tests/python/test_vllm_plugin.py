@@ -12,7 +12,7 @@ def test_capabilities_query():
     c = _capi.capabilities()
     assert c["head_size_min"] == 1 and c["head_size_max"] == 256
     assert c["dtypes"] == {"f32", "f16", "bf16"}
-    assert c["kv_cache_dtypes"] == {"f32", "f16", "bf16"}  # fp8 caches: not yet
+    assert c["kv_cache_dtypes"] == {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"}  # fp8: issue 9
     assert c["block_size_min"] == 1 and c["block_size_max"] == 2**31 - 1
     assert c["request_kinds"] == {"decoder", "encoder_only", "cross"}
     assert c["sliding_window"] and c["softcap"] and c["alibi"] and c["sinks"] and c["lse"]
@@ -50,5 +50,5 @@ def test_reshape_and_cache_accepts_and_ignores_scales_for_auto(op, rng):
         got = np.zeros_like(want)
         op(k, v, got[0], got[1], slots, "auto", ks, vs)
         np.testing.assert_array_equal(got, want)
-    with pytest.raises(NotImplementedError, match="fp8"):
-        op(k, v, want[0], want[1], slots, "fp8", 1.0, 1.0)
+    with pytest.raises(NotImplementedError, match="fp8_ds_mla"):  # fp8 / fp8_e4m3 / fp8_e5m2: test_fp8_kv_cache.py
+        op(k, v, want[0], want[1], slots, "fp8_ds_mla", 1.0, 1.0)

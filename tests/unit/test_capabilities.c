@@ -31,7 +31,7 @@ static void test_values(void **state) {
     assert_int_equal(c.head_size_max, 256);
     const uint32_t floats = BIT(ATTN_DTYPE_F32) | BIT(ATTN_DTYPE_F16) | BIT(ATTN_DTYPE_BF16);
     assert_int_equal(c.dtypes, floats);
-    assert_int_equal(c.kv_cache_dtypes, floats); /* no fp8 cache yet */
+    assert_int_equal(c.kv_cache_dtypes, floats | BIT(ATTN_DTYPE_FP8_E4M3) | BIT(ATTN_DTYPE_FP8_E5M2)); /* issue 9 */
     assert_int_equal(c.block_size_min, 1);
     assert_int_equal(c.block_size_max, INT32_MAX);
     assert_int_equal(c.request_kinds,

@@ -30,6 +30,12 @@ void attn_k_cvt_to_f32_avx2(const void *src, attn_dtype dtype, float *dst, int64
         memcpy(dst, src, (size_t)n * sizeof(float));
         return;
     }
+    if (dtype == ATTN_DTYPE_FP8_E4M3 || dtype == ATTN_DTYPE_FP8_E5M2) { /* fp8 KV: the scalar exact widening */
+        const uint8_t *b = (const uint8_t *)src;
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = dtype == ATTN_DTYPE_FP8_E4M3 ? attn_fp8_e4m3_to_f32(b[i]) : attn_fp8_e5m2_to_f32(b[i]);
+        return;
+    }
     const uint16_t *s = (const uint16_t *)src;
     int64_t i = 0;
     if (dtype == ATTN_DTYPE_BF16) {

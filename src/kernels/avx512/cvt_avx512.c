@@ -1,5 +1,6 @@
 /*
- * cvt_avx512.c — row conversions float32 ↔ F32/F16/BF16 with zmm vectors and masked tails.
+ * cvt_avx512.c — row conversions float32 ↔ F32/F16/BF16 with zmm vectors and masked tails (and FP8 E4M3/E5M2
+ * → float32, exact, for fp8 KV caches).
  * F16 uses vcvtph2ps / vcvtps2ph (round to nearest even; bit-identical to attn_f16_to_f32 /
  * attn_f32_to_f16 for every input, signalling NaNs included). BF16 widens by a 16-bit shift and narrows with the
  * integer round-to-nearest-even of attn_f32_to_bf16 (quiet NaN kept), not vcvtneps2bf16, which flushes
@@ -31,9 +32,42 @@ static inline __m512 k512_f16_to_f32(__m256i h) {
     return _mm512_mask_mov_ps(r, snan, _mm512_castsi512_ps(bits));
 }
 
+/* 16 fp8 codes (zero-extended to 32 bits) → 16 f32, bitwise attn_fp8_e4m3_to_f32 / attn_fp8_e5m2_to_f32:
+ * normals by rebiasing the exponent in the integer domain, subnormals as (float)mag·2^(1−bias−man_bits)
+ * (exact), NaN codes as sign|0x7fc00000, E5M2 inf as sign|0x7f800000; then the sign bit OR-ed in. */
+static inline __m512 k512_fp8_to_f32(__m512i w, int e5m2) {
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x80)), 24);
+    const __m512i mag = _mm512_and_si512(w, _mm512_set1_epi32(0x7F));
+    const int man_bits = e5m2 ? 2 : 3;
+    const __m512i normal = e5m2 ? _mm512_slli_epi32(_mm512_add_epi32(mag, _mm512_set1_epi32(112 << 2)), 21)
+                                : _mm512_slli_epi32(_mm512_add_epi32(mag, _mm512_set1_epi32(120 << 3)), 20);
+    const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(mag), _mm512_set1_ps(e5m2 ? 1.52587890625e-05f : 0.001953125f));
+    const __mmask16 is_sub = _mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(1 << man_bits));
+    __m512i r = _mm512_mask_mov_epi32(normal, is_sub, _mm512_castps_si512(sub));
+    if (e5m2) {
+        r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7C)), _mm512_set1_epi32(0x7f800000));
+        r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epi32_mask(mag, _mm512_set1_epi32(0x7C)), _mm512_set1_epi32(0x7fc00000));
+    } else {
+        r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F)), _mm512_set1_epi32(0x7fc00000));
+    }
+    return _mm512_castsi512_ps(_mm512_or_si512(r, sign));
+}
+
 void attn_k_cvt_to_f32_avx512(const void *src, attn_dtype dtype, float *dst, int64_t n) {
     if (dtype == ATTN_DTYPE_F32) {
         memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    if (dtype == ATTN_DTYPE_FP8_E4M3 || dtype == ATTN_DTYPE_FP8_E5M2) {
+        const uint8_t *b = (const uint8_t *)src;
+        const int e5m2 = dtype == ATTN_DTYPE_FP8_E5M2;
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(dst + i, k512_fp8_to_f32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + i))), e5m2));
+        if (i < n) {
+            const __mmask16 k = k512_tail_mask(n - i);
+            _mm512_mask_storeu_ps(dst + i, k, k512_fp8_to_f32(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, b + i)), e5m2));
+        }
         return;
     }
     const uint16_t *s = (const uint16_t *)src;

@@ -57,6 +57,12 @@ static inline float k_exp2(float t) {
 static inline void k_cvt_to_f32(const void *src, attn_dtype dtype, float *dst, int64_t n) {
     if (dtype == ATTN_DTYPE_F32) {
         memcpy(dst, src, (size_t)n * sizeof(float));
+    } else if (dtype == ATTN_DTYPE_FP8_E4M3) { /* exact widening, no scale (the driver folds it) */
+        const uint8_t *s = (const uint8_t *)src;
+        for (int64_t i = 0; i < n; i++) dst[i] = attn_fp8_e4m3_to_f32(s[i]);
+    } else if (dtype == ATTN_DTYPE_FP8_E5M2) {
+        const uint8_t *s = (const uint8_t *)src;
+        for (int64_t i = 0; i < n; i++) dst[i] = attn_fp8_e5m2_to_f32(s[i]);
     } else if (dtype == ATTN_DTYPE_BF16) {
         const uint16_t *s = (const uint16_t *)src;
         for (int64_t i = 0; i < n; i++) {
