@@ -18,3 +18,23 @@ if(TARGET attn_mpi AND ATTN_MPI_TESTS)
     endforeach()
   endforeach()
 endif()
+
+# attn.distributed (python/attn/distributed.py) under mpirun: pytest on every rank, when mpi4py is importable.
+if(TARGET attn_mpi AND ATTN_MPI_TESTS AND Python3_Interpreter_FOUND)
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import mpi4py, pytest, numpy" RESULT_VARIABLE _no_mpi4py
+    OUTPUT_QUIET ERROR_QUIET)
+  if(_no_mpi4py EQUAL 0)
+    if(TARGET attn_pyext)
+      add_dependencies(attn_mpi_check attn_pyext)
+    endif()
+    foreach(np 2 4)
+      add_test(NAME mpi.test_distributed.np${np} COMMAND ${ATTN_MPIRUN} ${ATTN_MPIRUN_FLAGS}
+        -x ATTN_LIBRARY -x ATTN_MPI_LIBRARY -x PYTHONPATH -np ${np} ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
+        ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_distributed.py)
+      set_tests_properties(mpi.test_distributed.np${np} PROPERTIES LABELS mpi TIMEOUT 300 ENVIRONMENT
+        "OMP_NUM_THREADS=1;ATTN_LIBRARY=$<TARGET_FILE:attn>;ATTN_MPI_LIBRARY=$<TARGET_FILE:attn_mpi>;PYTHONPATH=${PROJECT_SOURCE_DIR}/python")
+    endforeach()
+  else()
+    message(STATUS "attn: mpi4py/pytest not importable by ${Python3_EXECUTABLE}: no attn.distributed MPI tests")
+  endif()
+endif()

@@ -1,0 +1,112 @@
+"""attn.distributed under mpirun (issue 12): every rank runs this pytest module and the collectives in
+the same order. Ring and DCP within float tolerance of one process (attn.attention / attn.paged_attention),
+Ulysses bitwise equal to one process, bad arguments raise on every rank; torch tensors when torch is
+installed. Run: mpirun -np 2 python3 -m pytest -q tests/mpi/test_distributed.py (make test-mpi does)."""
+import numpy as np
+import pytest
+
+mpi4py = pytest.importorskip("mpi4py")
+from mpi4py import MPI  # noqa: E402
+
+import attn  # noqa: E402
+import attn.distributed as ad  # noqa: E402
+
+COMM = MPI.COMM_WORLD
+RANK, WORLD = COMM.Get_rank(), COMM.Get_size()
+
+
+def rnd(shape, seed):
+    return np.random.default_rng(seed).uniform(-1, 1, size=shape).astype(np.float32)
+
+
+def test_ring_matches_one_process():
+    B, S, H, HKV, D = 2, 45, 4, 2, 32
+    q, k, v = rnd((B, S, H, D), 1), rnd((B, S, HKV, D), 2), rnd((B, S, HKV, D), 3)
+    ref, ref_lse = attn.attention(q, k, v, causal=True, return_lse=True)
+    (s0, l0), (s1, l1) = ad.zigzag_chunks(S, WORLD, RANK)
+    rows = np.r_[s0:s0 + l0, s1:s1 + l1]
+    plan = ad.RingPlan(COMM, batch=B, seq_len=S, num_heads=H, num_kv_heads=HKV, head_size=D)
+    out, lse = plan.forward(np.ascontiguousarray(q[:, rows]), np.ascontiguousarray(k[:, rows]),
+                            np.ascontiguousarray(v[:, rows]), causal=True, return_lse=True)
+    again = plan.forward(np.ascontiguousarray(q[:, rows]), np.ascontiguousarray(k[:, rows]),
+                         np.ascontiguousarray(v[:, rows]), causal=True)
+    assert np.array_equal(out, again)  # bitwise repeat
+    np.testing.assert_allclose(out, ref[:, rows], atol=2e-5, rtol=0)
+    np.testing.assert_allclose(lse, ref_lse[:, :, rows], atol=2e-5, rtol=0)
+    assert plan.stats.num_messages == WORLD - 1
+    plan.close()
+
+
+def test_ulysses_bitwise_with_mask():
+    B, SL, H, D = 1, 6, 4, 16
+    S = SL * WORLD
+    q, k, v = rnd((B, S, H, D), 4), rnd((B, S, H, D), 5), rnd((B, S, H, D), 6)
+    mask = np.random.default_rng(7).uniform(size=(B, H, S, S)) > 0.3
+    ref = attn.attention(q, k, v, mask=mask, window_size=(4, 2))
+    sl = slice(RANK * SL, (RANK + 1) * SL)
+    plan = ad.UlyssesPlan(COMM, batch=B, seq_local=SL, num_heads=H, num_kv_heads=H, head_size=D)
+    out = plan.forward(np.ascontiguousarray(q[:, sl]), np.ascontiguousarray(k[:, sl]),
+                       np.ascontiguousarray(v[:, sl]), mask=mask, window_size=(4, 2))
+    assert np.array_equal(out, ref[:, sl])
+    plan.close()
+
+
+def test_dcp_matches_one_process():
+    H, HKV, D, BS, I = 4, 2, 32, 16, 2
+    seq = np.array([40, 9], dtype=np.int32)
+    T = 2
+    q = rnd((T, H, D), 8)
+    k_all = [rnd((L, HKV, D), 10 + r) for r, L in enumerate(seq)]
+    v_all = [rnd((L, HKV, D), 20 + r) for r, L in enumerate(seq)]
+    # one process: one cache with every token
+    nb = sum((int(L) + BS - 1) // BS for L in seq)
+    gcache = np.zeros((2, nb, BS, HKV, D), np.float32)
+    gbt = np.zeros((2, 4), np.int32)
+    lcache = np.zeros((2, nb, BS, HKV, D), np.float32)
+    lbt = np.zeros((2, 4), np.int32)
+    gnext = lnext = 0
+    for r, L in enumerate(seq):
+        L = int(L)
+        for j in range((L + BS - 1) // BS):
+            gbt[r, j] = gnext
+            gnext += 1
+        nloc = ad.dcp_local_len(L, WORLD, I, RANK)
+        for j in range((nloc + BS - 1) // BS):
+            lbt[r, j] = lnext
+            lnext += 1
+        gslots = np.array([gbt[r, p // BS] * BS + p % BS for p in range(L)], np.int64)
+        lslots = ad.dcp_slot_mapping(RANK, WORLD, I, BS, 0, L, lbt[r])
+        assert (lslots >= 0).sum() == nloc
+        attn.reshape_and_cache(k_all[r], v_all[r], gcache, gslots)
+        attn.reshape_and_cache(k_all[r], v_all[r], lcache, lslots)
+    qsl = np.array([0, 1, 2], np.int32)
+    ref = attn.paged_attention(q, gcache, qsl, seq, gbt, causal=True)
+    plan = ad.DCPPlan(COMM, interleave_size=I, num_heads=H, head_size=D, max_tokens=4, max_blocks_per_req=4)
+    out = plan.forward(q, lcache, qsl, seq, lbt, causal=True)
+    np.testing.assert_allclose(out, ref, atol=2e-5, rtol=0)
+    assert np.array_equal(out, plan.forward(q, lcache, qsl, seq, lbt, causal=True))
+    plan.close()
+
+
+def test_bad_argument_fails_on_every_rank():
+    plan = ad.UlyssesPlan(COMM, batch=1, seq_local=4, num_heads=2 * WORLD, num_kv_heads=WORLD, head_size=8)
+    q = rnd((1, 4, 2 * WORLD, 8), 1)
+    kv = rnd((1, 4 + (RANK == 0), WORLD, 8), 2)  # rank 0 passes a wrong k length
+    with pytest.raises(attn.AttnInvalidArgumentError) as e:
+        plan.forward(q, kv, kv)
+    if RANK == 0:
+        assert "k: shape[1]" in str(e.value)
+    plan.close()
+
+
+def test_torch_tensors():
+    torch = pytest.importorskip("torch")
+    B, S, H, D = 1, 16, 2 * WORLD, 16
+    q, k, v = (torch.from_numpy(rnd((B, S, H, D), s)) for s in (1, 2, 3))
+    ref = attn.attention(q.numpy(), k.numpy(), v.numpy(), causal=True)
+    SL = S // WORLD
+    sl = slice(RANK * SL, (RANK + 1) * SL)
+    plan = ad.UlyssesPlan(COMM, batch=B, seq_local=SL, num_heads=H, num_kv_heads=H, head_size=D)
+    out = plan.forward(q[:, sl].contiguous(), k[:, sl].contiguous(), v[:, sl].contiguous(), causal=True)
+    assert isinstance(out, torch.Tensor)
+    assert np.array_equal(out.numpy(), ref[:, sl])
