@@ -172,7 +172,7 @@ static int cp_ring(const attn_cli_env *env, int reps, cp_row *row) {
     /* the largest shard's bytes travel each step */
     const int64_t shard = ((S + 2 * cp_world - 1) / (2 * cp_world)) * 2 * HK * D * 2 * 2;
     row->alone = cp_world > 1 ? cp_ring_alone(shard, reps) : 0.0;
-    row->flops = 2.0 * (double)S * (double)S * H * D * 2.0 / cp_world; /* causal: half of 4·S²·H·D, per rank */
+    row->flops = 2.0 * (double)S * (double)S * H * D / cp_world; /* causal: half of the full 4·S²·H·D, per rank */
     row->mode = "ring";
     snprintf(row->shape, sizeof row->shape, "prefill causal S=%lld H=%lld/%lld d=%lld bf16", (long long)S, (long long)H,
              (long long)HK, (long long)D);
