@@ -89,7 +89,7 @@ test-integrations: build
 MPI_BUILD ?= build-mpi
 test-mpi: deps
 	@bash scripts/mpi_env.sh
-	@cmake -S . -B $(MPI_BUILD) -DCMAKE_BUILD_TYPE=Release -DATTN_MPI=ON -DATTN_MPI_TESTS=ON \
+	@cmake -S . -B $(MPI_BUILD) -DCMAKE_BUILD_TYPE=Release -DATTN_MPI=ON -DATTN_MPI_TESTS=ON -DATTN_MPI_CLI=ON \
 	  $(if $(PYTHON3),-DPython3_EXECUTABLE=$(PYTHON3)) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(MPI_BUILD) -j $(JOBS) --target attn_mpi_check
 	@cd $(MPI_BUILD) && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ctest --output-on-failure -L mpi

@@ -2,8 +2,12 @@
 # docs/CONTEXT_PARALLEL.md. A separate library over libattn's public API; libattn itself never links MPI.
 #   ATTN_MPI        AUTO (default: build it when find_package(MPI) finds a C MPI), ON (required), OFF
 #   ATTN_MPI_TESTS  register the tests/mpi ctests (label mpi, run under mpirun); `make test-mpi` sets it
+#   ATTN_MPI_CLI    the CLI's `attn run --workload cp` (default OFF); `make test-mpi` sets it
 set(ATTN_MPI "AUTO" CACHE STRING "Build libattn_mpi: AUTO (when MPI is found), ON or OFF")
 option(ATTN_MPI_TESTS "Register the MPI tests (tests/mpi, label mpi; run by make test-mpi)" OFF)
+# The CLI's `cp` workload (cli/wl_cp.c) links libattn_mpi; off by default so the plain CLI (and its golden
+# help output) stays the same wherever MPI happens to be installed. make test-mpi turns it on.
+option(ATTN_MPI_CLI "Build the attn CLI with the MPI workload cp (needs libattn_mpi)" OFF)
 set(ATTN_MPI_FOUND OFF)
 if(NOT ATTN_MPI STREQUAL "OFF")
   if(ATTN_MPI STREQUAL "ON")

@@ -38,3 +38,15 @@ if(TARGET attn_mpi AND ATTN_MPI_TESTS AND Python3_Interpreter_FOUND)
     message(STATUS "attn: mpi4py/pytest not importable by ${Python3_EXECUTABLE}: no attn.distributed MPI tests")
   endif()
 endif()
+
+# `attn run --workload cp` under mpirun -np 2 and 4 on small shapes (the bench itself: docs/CONTEXT_PARALLEL.md).
+if(TARGET attn_mpi AND ATTN_MPI_TESTS AND ATTN_MPI_CLI AND TARGET attn_cli)
+  add_dependencies(attn_mpi_check attn_cli)
+  foreach(np 2 4)
+    add_test(NAME mpi.cli_workload_cp.np${np} COMMAND ${ATTN_MPIRUN} ${ATTN_MPIRUN_FLAGS} -x ATTN_CP_SEQ -x ATTN_CP_CTX
+      -np ${np} $<TARGET_FILE:attn_cli> run --workload cp --repeats 1)
+    set_tests_properties(mpi.cli_workload_cp.np${np} PROPERTIES LABELS mpi TIMEOUT 300
+      ENVIRONMENT "OMP_NUM_THREADS=1;ATTN_CP_SEQ=1024;ATTN_CP_CTX=1024"
+      PASS_REGULAR_EXPRESSION "ring .*\n.*dcp .*\n.*ulysses")
+  endforeach()
+endif()
