@@ -293,3 +293,32 @@ def test_direct_call_shapes_and_errors():
     mod.train()
     with pytest.raises(NotImplementedError):
         at.attn_attention_forward(mod, q, k, v, None, dropout=0.1)
+
+
+def test_t5_position_bias_vs_sdpa(calls):
+    """T5 (encoder-decoder): relative position bias passed as position_bias (attn: additive mask beside
+    the bool padding mask), padded encoder batch, decoder self- and cross-attention, greedy generation."""
+    cfg = transformers.T5Config(vocab_size=97, d_model=64, d_kv=16, d_ff=96, num_layers=2, num_decoder_layers=2,
+                                num_heads=4, relative_attention_num_buckets=8, decoder_start_token_id=0,
+                                pad_token_id=0, eos_token_id=1)
+    torch.manual_seed(6)
+    base = transformers.T5ForConditionalGeneration(cfg)
+    # T5's stacks keep their own config copies (set_attn_implementation does not reach them): build per impl
+    models = {}
+    for impl in ("sdpa", "attn"):
+        models[impl] = transformers.T5ForConditionalGeneration._from_config(cfg, attn_implementation=impl).eval()
+        models[impl].load_state_dict(base.state_dict())
+        assert models[impl].encoder.block[0].layer[0].SelfAttention.config._attn_implementation == impl
+    ids, am = _padded_batch(97, seq=20, pads=(0, 6, 11))
+    ids = ids.flip(1).clamp(min=2)
+    am = am.flip(1)  # right padding for the encoder
+    dec = torch.randint(2, 97, (3, 7), generator=torch.Generator().manual_seed(7))
+    res = {}
+    for impl, model in models.items():
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=am, decoder_input_ids=dec).logits
+            gen = model.generate(input_ids=ids, attention_mask=am, max_new_tokens=6, do_sample=False)
+        res[impl] = (logits, gen)
+    assert calls["calls"] > 0
+    assert (res["attn"][0] - res["sdpa"][0]).abs().max() < 1e-4
+    assert res["attn"][1].tolist() == res["sdpa"][1].tolist()
