@@ -362,6 +362,62 @@ ATTN_API attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, cons
 ATTN_API attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cache, attn_tensor *dst_cache,
                                       const attn_tensor *block_mapping);
 
+/* ---- Disaggregated prefill: per-layer "KV stored" notification (issue 10) ------------------------------
+ * A KV producer (prefill instance of a disaggregated deployment) starts sending a layer's KV as soon as that
+ * layer's cache write is done instead of after the whole forward (seed: AscendAttentionBackendImpl
+ * reshape_and_cache records `reshape_cache_event` when is_kv_producer, for the KV connector to wait on before
+ * sending the layer). attn_reshape_and_cache_notify is attn_reshape_and_cache followed by one synchronous call of
+ * notify->on_stored describing what was written. Walk-through: docs/SERVING.md "Disaggregated prefill". */
+
+/* One run of the write: rows [row_start, row_end) of physical block block_idx hold key/value rows (tokens)
+ * token_start .. token_start + (row_end − row_start) − 1, i.e. consecutive tokens whose slots are
+ * consecutive inside one block. */
+typedef struct attn_kv_block_rows {
+    int64_t block_idx;   /* physical block id, [0, num_blocks)                                  */
+    int64_t row_start;   /* first row of the block written (slot % block_size)                  */
+    int64_t row_end;     /* one past the last row written, <= block_size                        */
+    int64_t token_start; /* slot_mapping index (key/value row) stored at row_start              */
+} attn_kv_block_rows;
+
+/* What one cache write stored (valid only during the callback; the pointers are the caller's views). */
+typedef struct attn_kv_stored {
+    int32_t layer_idx;               /* notify->layer_idx                                         */
+    const attn_tensor *kv_cache;     /* the cache just written [2, num_blocks, block_size, Hkv, D] */
+    const attn_tensor *slot_mapping; /* the write's slot_mapping [num_tokens], int64 or int32      */
+    int64_t num_tokens;              /* slot_mapping entries read (its shape[0])                  */
+    int64_t num_written;             /* entries >= 0, i.e. tokens stored                          */
+    int64_t num_runs;                /* runs attn_kv_stored_next yields (0 if nothing was stored) */
+    int64_t block_size;              /* kv_cache shape[2]                                         */
+} attn_kv_stored;
+
+/* Callback: `user` is notify->user. May read the cache (e.g. copy the runs' blocks out, attn_swap_blocks into
+ * a host pool, hand them to a transfer engine) and may call any attn entry, on any context. */
+typedef void (*attn_kv_stored_fn)(void *user, const attn_kv_stored *event);
+
+typedef struct attn_kv_notify {
+    attn_kv_stored_fn on_stored; /* required (INVALID_ARGUMENT if NULL)                             */
+    void *user;                  /* passed through untouched                                      */
+    int32_t layer_idx;           /* the caller's layer id, >= 0, passed through                   */
+} attn_kv_notify;
+
+/* attn_reshape_and_cache (same arguments, checks, statuses and writes), then, only if that returned OK,
+ * exactly one call notify->on_stored(notify->user, &event) — also when no slot was >= 0 (num_written 0).
+ * Threading: the call happens on the calling thread after every store of the write is complete (worker
+ * threads included), before this function returns; the caller's other threads see the data once they
+ * synchronise with the callback (e.g. through the producer's queue). It is never made on a validation
+ * failure (bad key/value/cache/slot_mapping, or a bad notify: NULL, NULL on_stored, layer_idx < 0), and then
+ * nothing is written either. No allocation, no lock. Returns INVALID_ARGUMENT, OVERFLOW. */
+ATTN_API attn_status attn_reshape_and_cache_notify(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                                   attn_tensor *kv_cache, const attn_tensor *slot_mapping,
+                                                   const attn_kv_notify *notify);
+
+/* Iterates the runs of an event in token order: start with *cursor = 0; each call fills *run and returns 1,
+ * or returns 0 when none is left (and for NULL arguments). A run ends at a skipped slot (< 0), at a block
+ * boundary and where the next token's slot is not the next row. Duplicate slots (the later token wins) give
+ * runs that name the same rows again; the cache holds the final values when the callback runs. O(num_tokens)
+ * over the whole iteration. */
+ATTN_API int attn_kv_stored_next(const attn_kv_stored *event, int64_t *cursor, attn_kv_block_rows *run);
+
 /* Batch attention state, one per engine step (values pinned to the seed's AscendAttentionState). */
 typedef enum attn_state {
     ATTN_STATE_PREFILL_NO_CACHE = 0,  /* every request has num_computed_tokens == 0                    */
@@ -623,6 +679,49 @@ ATTN_API attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_t
                                                 const attn_query_range *query_ranges,
                                                 int64_t num_query_ranges, const attn_params *params,
                                                 attn_tensor *out, attn_tensor *lse_opt);
+
+/* ---- Piecewise spans over a paged KV cache (issue 10; vllm-omni run_paged_piecewise_plan, diffusion.md
+ * A.14 and B.6) ------------------------------------------------------------------------------------------
+ * attn_forward_piecewise where batch row r's keys/values are the first seq_lens[r] tokens of its pages
+ * (kv_cache[·][block_table[r][j / block_size]][j % block_size], written beforehand, e.g. by
+ * attn_reshape_and_cache) instead of a dense K/V: the same span predicate, options and statuses. The rows
+ * are the seed's homogeneous batch (e.g. the CFG rows of one prompt): one query length for all rows, q a
+ * [rows, query_len, ...] view with any strides, so each piece of a piecewise plan can also be run as its
+ * own call on the strided slice q[:, s:e] / out[:, s:e] (query_ranges = {(0, e − s, offset + s)}); the
+ * rows' bits are the same as those of the one whole call.
+ *   q:           [rows, query_len, num_heads, head_size] f32/f16/bf16 (BSND; last dim contiguous)
+ *   kv_cache:    [2, num_blocks, block_size, num_kv_heads, head_size] as attn_reshape_and_cache;
+ *                head_size equals q's (no separate head_size_v, as in the seed's paged adapter)
+ *   seq_lens:    int32 [rows], keys of each row (cached prefix + this step's tokens), 0 .. ATTN_MAX_SEQ_LEN
+ *   block_table: int32 [rows, max_blocks] (last dim contiguous); entries [r][0, ceil(seq_lens[r] /
+ *                block_size)) are read and must lie in [0, num_blocks); the rest are ignored
+ *   spans:       [num_spans] global positions, sorted, non-overlapping, 0 <= start < end <= seq_lens[r]
+ *                for every row (the same spans for every row, as the dense entry; rows whose span lists
+ *                differ are separate calls)
+ *   query_ranges: NULL with num_query_ranges 0 = per row the last query_len positions, (0, query_len,
+ *                seq_lens[r] − query_len) (the seed's row model: kv_start_pos = seq_len − query_len; needs
+ *                query_len <= seq_lens[r]); or ranges as attn_forward_piecewise, the same for every row and
+ *                inside [0, seq_lens[r]) of each
+ *   params:      causal NONE, masks NULL; window, soft-cap, ALiBi (global positions) and sinks apply
+ *   out:         [rows, query_len, num_heads, head_size], q's dtype, any strides, no overlap with inputs
+ *   lse_opt:     float32 [rows, num_heads, query_len] (natural log) or NULL
+ * Exactness: bitwise equal to attn_forward_piecewise on the same keys gathered into a dense
+ * [rows, seq_len, num_kv_heads, head_size] tensor of the cache dtype (same driver, tiles at absolute key
+ * positions), for any thread count. Returns INVALID_ARGUMENT (naming the row/entry, e.g. "block_table: entry
+ * [1][3] = 9001 >= num_blocks=64", "spans[0]=(5,30): expected 0 <= start < end <= seq_lens[1]=19"),
+ * UNSUPPORTED (causal or masks), OVERFLOW. Nothing is written unless OK. */
+ATTN_API attn_status attn_forward_paged_piecewise(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *kv_cache,
+                                                  const attn_tensor *seq_lens, const attn_tensor *block_table,
+                                                  const attn_span *spans, int64_t num_spans,
+                                                  const attn_query_range *query_ranges, int64_t num_query_ranges,
+                                                  const attn_params *params, attn_tensor *out, attn_tensor *lse_opt);
+/* Oracle twin (double accumulation, literal span predicate; same arguments and checks). */
+ATTN_API attn_status attn_ref_forward_paged_piecewise(const attn_tensor *q, const attn_tensor *kv_cache,
+                                                      const attn_tensor *seq_lens, const attn_tensor *block_table,
+                                                      const attn_span *spans, int64_t num_spans,
+                                                      const attn_query_range *query_ranges,
+                                                      int64_t num_query_ranges, const attn_params *params,
+                                                      attn_tensor *out, attn_tensor *lse_opt);
 
 /* ---- Prefix K/V slicing (diffusion.md A.11, D.3) -------------------------------------------------------
  * When the padding of K/V is a strict suffix, attention over K[:, :valid_kv_length], V[:, :valid_kv_length]

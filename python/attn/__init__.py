@@ -46,6 +46,8 @@ from .ops import (  # noqa: F401
     swap_blocks,
 )
 from . import backend, diffusion, vllm_ops  # noqa: F401,E402
+from . import kv_events  # noqa: F401,E402
+from .kv_events import KVStored, reshape_and_cache_notify  # noqa: F401,E402
 from .flash import (  # noqa: F401
     flash_attn_func,
     flash_attn_kvpacked_func,
@@ -68,3 +70,4 @@ __all__ = [
     "set_num_threads", "info", "library_version", "library_path", "has", "isa_names", "isa_available",
     "cpu_features", "last_error", "__version__", "backend", "diffusion", "vllm_ops",
 ]
+__all__ += ["kv_events", "KVStored", "reshape_and_cache_notify"]

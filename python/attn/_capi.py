@@ -172,6 +172,36 @@ class QueryRange(Structure):
     _fields_ = [("local_start", c_int64), ("local_end", c_int64), ("global_start", c_int64)]
 
 
+class KVBlockRows(Structure):
+    """attn_kv_block_rows: rows [row_start, row_end) of block block_idx hold tokens token_start.. ."""
+
+    _fields_ = [("block_idx", c_int64), ("row_start", c_int64), ("row_end", c_int64), ("token_start", c_int64)]
+
+
+class KVStored(Structure):
+    """attn_kv_stored: what one cache write stored (valid during the callback only)."""
+
+    _fields_ = [
+        ("layer_idx", c_int32),
+        ("kv_cache", POINTER(Tensor)),
+        ("slot_mapping", POINTER(Tensor)),
+        ("num_tokens", c_int64),
+        ("num_written", c_int64),
+        ("num_runs", c_int64),
+        ("block_size", c_int64),
+    ]
+
+
+# attn_kv_stored_fn: void (*)(void *user, const attn_kv_stored *event)
+KV_STORED_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, POINTER(KVStored))
+
+
+class KVNotify(Structure):
+    """attn_kv_notify: the callback, its user pointer and the layer id."""
+
+    _fields_ = [("on_stored", KV_STORED_FN), ("user", ctypes.c_void_p), ("layer_idx", c_int32)]
+
+
 class QuantParams(Structure):
     _fields_ = [
         ("format", c_int32),
@@ -323,6 +353,8 @@ _SIGNATURES = {
     # serving (issue 3)
     "attn_reshape_and_cache": (c_int, [_CTX, _T, _T, _T, _T]),
     "attn_reshape_and_cache_scaled": (c_int, [_CTX, _T, _T, _T, _T, c_float, c_float]),
+    "attn_reshape_and_cache_notify": (c_int, [_CTX, _T, _T, _T, _T, POINTER(KVNotify)]),
+    "attn_kv_stored_next": (c_int, [POINTER(KVStored), POINTER(c_int64), POINTER(KVBlockRows)]),
     "attn_copy_blocks": (c_int, [_CTX, _T, _T]),
     "attn_swap_blocks": (c_int, [_CTX, _T, _T, _T]),
     "attn_plan_config_init": (None, [POINTER(PlanConfig)]),
@@ -343,6 +375,10 @@ _SIGNATURES = {
                                        POINTER(QueryRange), c_int64, _P, _T, _T]),
     "attn_ref_forward_piecewise": (c_int, [c_int, _T, _T, _T, POINTER(Span), c_int64,
                                            POINTER(QueryRange), c_int64, _P, _T, _T]),
+    "attn_forward_paged_piecewise": (c_int, [_CTX, _T, _T, _T, _T, POINTER(Span), c_int64,
+                                             POINTER(QueryRange), c_int64, _P, _T, _T]),
+    "attn_ref_forward_paged_piecewise": (c_int, [_T, _T, _T, _T, POINTER(Span), c_int64,
+                                                 POINTER(QueryRange), c_int64, _P, _T, _T]),
     "attn_forward_kv_prefix": (c_int, [_CTX, c_int, _T, _T, _T, c_int64, _P, _T, _T]),
     "attn_forward_prescaled_workspace_size": (c_int, [_T, _T, _T, POINTER(c_size_t)]),
     "attn_forward_prescaled": (c_int, [_CTX, c_int, _T, _T, _T, c_int32, _P, _T, _T, c_void_p,

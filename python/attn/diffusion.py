@@ -1,5 +1,5 @@
 """Diffusion entries of libattn (attn.h "Diffusion" section): padded self-attention, packed documents,
-piecewise causal/full spans, prefix K/V slicing, power-of-two pre-scaling, quantized attention, and the
+piecewise causal/full spans (dense, or over a paged KV cache), prefix K/V slicing, power-of-two pre-scaling, quantized attention, and the
 FP8 / MX / FP4 encoders and the Hadamard rotation they use.
 
 Dense arguments follow :func:`attn.attention`: q [batch, seq_q, num_heads, head_size] (layout "BSND") or
@@ -122,6 +122,89 @@ def forward_piecewise(q: Array, k: Array, v: Array, spans: Sequence[Tuple[int, i
         _capi.call("attn_forward_piecewise", _ctx(ctx), d.layout, *d.qkv, sp, len(spans), qr, nqr,
                    d.params.ptr, *d.outs)
     return d.result()
+
+
+def paged_piecewise_segments(spans: Sequence[Tuple[int, int]], query_offset: int,
+                             query_len: int) -> list:
+    """The pieces of one row (diffusion.md B.3, vllm-omni build_segments): [(start, end, kv_end, mode)]
+    in global positions, mode "causal" or "full", covering [query_offset, query_offset + query_len)."""
+    qs, qe = int(query_offset), int(query_offset) + int(query_len)
+    cur, segs = qs, []
+    for a, e in spans:
+        s0, e0 = max(int(a), qs), min(int(e), qe)
+        if s0 >= e0:
+            continue
+        if cur < s0:
+            segs.append((cur, s0, s0, "causal"))
+        segs.append((s0, e0, int(e), "full"))
+        cur = e0
+    if cur < qe:
+        segs.append((cur, qe, qe, "causal"))
+    return segs
+
+
+def forward_paged_piecewise(q: Array, kv_cache: Array, seq_lens: Array, block_table: Array,
+                            spans: Sequence[Tuple[int, int]],
+                            query_ranges: Optional[Sequence[Tuple[int, int, int]]] = None, *,
+                            per_piece: bool = False, out: Optional[Array] = None,
+                            lse: Optional[Array] = None, return_lse: bool = False,
+                            ctx: Optional[Context] = None, reference: bool = False, **options: Any) -> Any:
+    """Piecewise causal/full spans over a paged KV cache (attn_forward_paged_piecewise; vllm-omni
+    run_paged_piecewise_plan). q [rows, query_len, num_heads, head_size] (the homogeneous batch, e.g. CFG
+    rows; any strides); kv_cache [2, num_blocks, block_size, num_kv_heads, head_size] with the rows' keys
+    already written; seq_lens int32 [rows] (row r's keys are positions [0, seq_lens[r])); block_table int32
+    [rows, max_blocks]. spans: global positions, the same for every row. query_ranges None: each row's
+    queries are its last query_len positions (kv_start_pos = seq_len - query_len). out like q; lse float32
+    [rows, num_heads, query_len].
+
+    per_piece=True runs the seed's homogeneous-batch execution: one call per piece of
+    :func:`paged_piecewise_segments` on the strided slices q[:, s:e] / out[:, s:e] (all rows must share
+    seq_len; query_ranges None); the result is bitwise equal to the single call."""
+    qa = _arrays.as_numpy(q, "q")
+    if qa.ndim != 4:
+        raise _arrays._invalid(f"q: ndim={qa.ndim}, expected 4 [rows, query_len, num_heads, head_size]")
+    rows, qlen, num_heads = qa.shape[0], qa.shape[1], qa.shape[2]
+    want_lse = return_lse or lse is not None
+    if out is None:
+        out = _out_like(q, qa, qa.shape)
+    if want_lse and lse is None:
+        lse = _lse_out(q, (rows, num_heads, qlen))
+    params = _opts(num_heads, _options(options))
+    sla = _arrays.index_array(seq_lens, "seq_lens")
+    sl = tensor(sla, "seq_lens")
+    bt = tensor(_arrays.index_array(block_table, "block_table"), "block_table")
+    tc = tensor(kv_cache, "kv_cache")
+    sp = (_capi.Span * max(len(spans), 1))(*[_capi.Span(int(a), int(e)) for a, e in spans])
+
+    def run(qv: Any, ov: Any, lv: Any, ranges: Optional[Sequence[Tuple[int, int, int]]]) -> None:
+        if ranges is None:
+            qr, nqr = None, 0
+        else:
+            qr = (_capi.QueryRange * max(len(ranges), 1))(
+                *[_capi.QueryRange(int(a), int(b), int(g)) for a, b, g in ranges])
+            nqr = len(ranges)
+        tq, to, tl = tensor(qv, "q"), tensor(ov, "out", True), opt_tensor(lv, "lse", True)
+        if reference:
+            _capi.call("attn_ref_forward_paged_piecewise", tq.ptr, tc.ptr, sl.ptr, bt.ptr, sp, len(spans), qr,
+                       nqr, params.ptr, to.ptr, ptr(tl))
+        else:
+            _capi.call("attn_forward_paged_piecewise", _ctx(ctx), tq.ptr, tc.ptr, sl.ptr, bt.ptr, sp,
+                       len(spans), qr, nqr, params.ptr, to.ptr, ptr(tl))
+
+    if not per_piece:
+        run(qa, out, lse if want_lse else None, query_ranges)
+        return _result(out, lse, want_lse)
+    if query_ranges is not None:
+        raise _arrays._invalid("query_ranges: per_piece runs the default row model (query_ranges=None)")
+    if rows and len(set(int(x) for x in np.asarray(sla).reshape(-1))) != 1:
+        raise _arrays._invalid("seq_lens: per_piece needs the homogeneous batch (one seq_len for every row)")
+    oa = _arrays.as_numpy(out, "out")
+    la = _arrays.as_numpy(lse, "lse") if want_lse else None
+    offset = (int(np.asarray(sla).reshape(-1)[0]) if rows else qlen) - qlen
+    for s, e, _kv_end, _mode in paged_piecewise_segments(spans, offset, qlen):
+        a, b = s - offset, e - offset  # the piece's local rows, the same in every row
+        run(qa[:, a:b], oa[:, a:b], None if la is None else la[:, :, a:b], [(0, b - a, s)])
+    return _result(out, lse, want_lse)
 
 
 def forward_kv_prefix(q: Array, k: Array, v: Array, valid_kv_length: int, *,

@@ -56,7 +56,7 @@ from vllm.v1.attention.backend import (AttentionBackend, AttentionImpl, Attentio
 from vllm.v1.kv_cache_interface import AttentionSpec, CrossAttentionSpec, EncoderOnlyAttentionSpec
 from vllm.v1.kv_cache_layout import KVCacheLayout
 
-from . import _capi, ops
+from . import _capi, kv_events, ops
 
 # The compiled fast paths (python/attn/_ext.c) or None: then every call below goes through ctypes.
 _EXT = ops._ext
@@ -504,6 +504,8 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         if self.is_encoder or slot_mapping is None or kv_cache.numel() == 0:
             return
         kv = self._kv_view(kv_cache)
+        if self.on_kv_stored is not None:  # disaggregated prefill: the KV producer's per-layer hook
+            return self._kv_cache_update_notify(layer, key, value, kv, slot_mapping)
         if self.fp8_code is not None:  # stored = fp8(x / scale), saturating (attn_reshape_and_cache_scaled)
             ks, vs = _layer_scales(layer)
             if _EXT is not None and _EXT.reshape_and_cache(_ctx_ptr(), key, value, self._kv_tensor, slot_mapping,
@@ -520,6 +522,36 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         tk, tv, ts = _tensor(key), _tensor(value), _tensor(slot_mapping)
         _check(_F["attn_reshape_and_cache"](_context().handle, ctypes.byref(tk), ctypes.byref(tv),
                                             ctypes.byref(kv), ctypes.byref(ts)), "attn_reshape_and_cache")
+
+    # Disaggregated prefill (issue 10; the seed records reshape_cache_event when is_kv_producer): a KV
+    # producer sets ``on_kv_stored`` (on the class, or on one layer's impl) to callable(layer_name,
+    # attn.kv_events.KVStored); do_kv_cache_update then stores through attn_reshape_and_cache_notify and the
+    # callable runs right after this layer's K/V are in the cache (event.runs / event.block_ids name vLLM's
+    # block ids), before the layer's attention, so the layer's transfer can start at once.
+    on_kv_stored: Optional[Any] = None
+
+    def _kv_cache_update_notify(self, layer: Any, key: torch.Tensor, value: torch.Tensor, kv: Any,
+                                slot_mapping: torch.Tensor) -> None:
+        if getattr(self, "fp8_code", None) is not None:
+            raise NotImplementedError("attn: on_kv_stored with an fp8 KV cache (the notifying cache write has no "
+                                      "scaled twin yet)")
+        name = getattr(layer, "layer_name", None) or ""
+        idx = next((int(p) for p in name.split(".") if p.isdigit()), 0)  # "model.layers.3.attn" -> 3
+        hook, failure = self.on_kv_stored, []
+
+        def trampoline(_user: Any, ev: Any) -> None:
+            try:
+                hook(name, kv_events._event_of(ev))
+            except BaseException as e:  # noqa: BLE001 - re-raised after the C call
+                failure.append(e)
+
+        tk, tv, ts = _tensor(key), _tensor(value), _tensor(slot_mapping)
+        nt = _capi.KVNotify(_capi.KV_STORED_FN(trampoline), None, idx)
+        _check(_capi.fn("attn_reshape_and_cache_notify")(_context().handle, ctypes.byref(tk), ctypes.byref(tv),
+                                                          ctypes.byref(kv), ctypes.byref(ts), ctypes.byref(nt)),
+               "attn_reshape_and_cache_notify")
+        if failure:
+            raise failure[0]
 
     def forward(self, layer: AttentionLayer, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 kv_cache: torch.Tensor, attn_metadata: Optional[AttnMetadata], output: torch.Tensor,

@@ -2,7 +2,8 @@
  * api_diffusion.c — diffusion entry points (issue 4, shared/spec/diffusion.md): self-attention with a key
  * padding mask (unpad → packed → pad through index lists, no copies, no Sq×Sk mask), packed batch-1
  * documents, piecewise causal/full spans (a per-row key range, never a mask), prefix K/V slicing,
- * power-of-two input pre-scaling and quantized attention (fp8 / MX emulated by fake quantization).
+ * power-of-two input pre-scaling and quantized attention (fp8 / MX emulated by fake quantization), and the
+ * piecewise spans over a paged KV cache (issue 10: the same driver, K/V through block-table rows).
  * Each entry validates everything first; compute runs in the shared driver (or the oracle).
  */
 #include <math.h>
@@ -12,6 +13,7 @@
 
 #include "api/ctx.h"
 #include "api/validate.h"
+#include "cache/kv_layout.h"
 #include "core/checked_math.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -205,8 +207,9 @@ attn_status attn_forward_padded_workspace_size(int64_t batch, int64_t seq_len, s
     ATTN_CHECK(bytes != NULL, ATTN_STATUS_INVALID_ARGUMENT, "bytes: is NULL");
     ATTN_CHECK(batch >= 0 && seq_len >= 0, ATTN_STATUS_INVALID_ARGUMENT, "batch=%lld, seq_len=%lld: expected >= 0",
                (long long)batch, (long long)seq_len);
-    int64_t rows, total;
-    ATTN_CHECK(attn_mul_i64(batch, seq_len, &rows) && attn_muladd_i64(rows, 4, batch * 8, &total) &&
+    int64_t rows, starts, total; /* rows·4 + batch·8 bytes, every product checked */
+    ATTN_CHECK(attn_mul_i64(batch, seq_len, &rows) && attn_mul_i64(batch, 8, &starts) &&
+                   attn_muladd_i64(rows, 4, starts, &total) &&
                    (uint64_t)total <= (uint64_t)SIZE_MAX,
                ATTN_STATUS_OVERFLOW, "workspace: batch=%lld × seq_len=%lld index list overflows", (long long)batch,
                (long long)seq_len);
@@ -427,6 +430,196 @@ attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_tensor *q,
                                        const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
     return diff_piecewise(NULL, layout, q, k, v, spans, num_spans, query_ranges, num_query_ranges, params, out,
                           lse_opt);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Piecewise spans over a paged KV cache (issue 10; diffusion.md A.14, B.6): the rows of the seed's
+ * homogeneous batch read K/V through their block-table rows; queries through a strided 4-D view
+ * --------------------------------------------------------------------------------------------- */
+typedef struct diff_paged_call {
+    diff_operand q, out;        /* [rows, query_len, num_heads, *] (byte strides)          */
+    float *lse;                 /* [rows, num_heads, query_len] or NULL                    */
+    int64_t lse_strides[3];     /* elements                                                */
+    int64_t query_len;
+    attn_kv_layout cache;
+    const int32_t *seq_lens;    /* [rows], element stride seq_lens_stride                  */
+    int64_t seq_lens_stride;
+    const int32_t *block_table; /* [rows, max_blocks], rows bt_row_stride elements apart    */
+    int64_t bt_row_stride;
+} diff_paged_call;
+
+static void diff_paged_get_seq(const attn_problem *p, int64_t r, attn_seq_view *s) {
+    const diff_paged_call *c = (const diff_paged_call *)p->user[0];
+    memset(s, 0, sizeof *s);
+    s->batch_idx = r;
+    s->seq_q = c->query_len;
+    s->seq_k = c->seq_lens[r * c->seq_lens_stride];
+    s->q = attn_byte_ptr(c->q.data, r * c->q.batch_stride);
+    s->q_row_stride = c->q.seq_stride;
+    s->q_head_stride = c->q.head_stride;
+    s->out = (char *)(uintptr_t)attn_byte_ptr(c->out.data, r * c->out.batch_stride);
+    s->out_row_stride = c->out.seq_stride;
+    s->out_head_stride = c->out.head_stride;
+    if (c->lse) {
+        s->lse = (float *)(uintptr_t)attn_byte_ptr(c->lse, r * c->lse_strides[0] * (int64_t)sizeof(float));
+        s->lse_head_stride = c->lse_strides[1];
+        s->lse_row_stride = c->lse_strides[2];
+    }
+    s->k = attn_byte_ptr(c->cache.base, 0); /* an empty cache may have data NULL */
+    s->v = attn_byte_ptr(c->cache.base, c->cache.kv_stride);
+    s->block_table =
+        (const int32_t *)(uintptr_t)attn_byte_ptr(c->block_table, r * c->bt_row_stride * (int64_t)sizeof(int32_t));
+    s->block_size = c->cache.block_size;
+    s->k_block_stride = s->v_block_stride = c->cache.block_stride;
+    s->k_row_stride = s->v_row_stride = c->cache.row_stride;
+    s->k_head_stride = s->v_head_stride = c->cache.head_stride;
+}
+
+static attn_status diff_check_i32(const attn_tensor *t, const char *name, int32_t ndim) {
+    ATTN_CHECK(t != NULL, ATTN_STATUS_INVALID_ARGUMENT, "%s: is NULL", name);
+    ATTN_TRY(attn_tensor_check(t, name, ndim, 0));
+    ATTN_TRY(attn_tensor_check_dtype(t, name, ATTN_DTYPE_I32));
+    ATTN_TRY(attn_validate_aligned(t, name));
+    return ATTN_STATUS_OK;
+}
+
+static attn_status diff_paged_piecewise(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *kv_cache,
+                                        const attn_tensor *seq_lens, const attn_tensor *bt, const attn_span *spans,
+                                        int64_t num_spans, const attn_query_range *ranges, int64_t num_ranges,
+                                        const attn_params *params, attn_tensor *out, attn_tensor *lse) {
+    ATTN_CHECK(!params || (!params->mask && !params->key_padding_mask && !params->additive_mask),
+               ATTN_STATUS_UNSUPPORTED, "params.%s: explicit masks cannot be combined with piecewise spans",
+               params && params->mask               ? "mask"
+               : params && params->key_padding_mask ? "key_padding_mask"
+                                                    : "additive_mask");
+    ATTN_CHECK(!params || params->causal == ATTN_CAUSAL_NONE, ATTN_STATUS_UNSUPPORTED,
+               "params.causal=%d: piecewise spans define causality themselves; pass ATTN_CAUSAL_NONE",
+               params ? (int)params->causal : 0);
+    diff_paged_call c;
+    attn_problem p;
+    memset(&c, 0, sizeof c);
+    memset(&p, 0, sizeof p);
+    ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &c.cache));
+    ATTN_TRY(attn_tensor_check(q, "q", 4, 1));
+    ATTN_TRY(attn_tensor_check_float(q, "q"));
+    ATTN_TRY(attn_validate_aligned(q, "q"));
+    const int64_t rows = q->shape[0], query_len = q->shape[1], num_heads = q->shape[2];
+    ATTN_CHECK(num_heads >= 1, ATTN_STATUS_INVALID_ARGUMENT, "q: num_heads=%lld, expected >= 1", (long long)num_heads);
+    ATTN_TRY(attn_validate_dims(num_heads, c.cache.num_kv_heads, query_len, 0));
+    ATTN_CHECK(rows <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT, "q: rows=%lld exceeds ATTN_MAX_SEQ_LEN=%lld",
+               (long long)rows, (long long)ATTN_MAX_SEQ_LEN);
+    ATTN_CHECK(num_heads % c.cache.num_kv_heads == 0, ATTN_STATUS_INVALID_ARGUMENT,
+               "kv_cache: shape[3]=%lld does not divide num_heads=%lld", (long long)c.cache.num_kv_heads,
+               (long long)num_heads);
+    ATTN_TRY(attn_tensor_check_dim(q, "q", 3, c.cache.head_size, "kv_cache head_size"));
+    ATTN_TRY(attn_tensor_check(out, "out", 4, 1));
+    ATTN_TRY(attn_tensor_check_dtype(out, "out", q->dtype));
+    ATTN_TRY(attn_validate_aligned(out, "out"));
+    ATTN_TRY(attn_tensor_check_dim(out, "out", 0, rows, "rows"));
+    ATTN_TRY(attn_tensor_check_dim(out, "out", 1, query_len, "query_len"));
+    ATTN_TRY(attn_tensor_check_dim(out, "out", 2, num_heads, "num_heads"));
+    ATTN_TRY(attn_tensor_check_dim(out, "out", 3, c.cache.head_size, "head_size"));
+    if (lse) {
+        ATTN_TRY(attn_tensor_check(lse, "lse", 3, 0));
+        ATTN_TRY(attn_tensor_check_dtype(lse, "lse", ATTN_DTYPE_F32));
+        ATTN_TRY(attn_validate_aligned(lse, "lse"));
+        ATTN_TRY(attn_tensor_check_dim(lse, "lse", 0, rows, "rows"));
+        ATTN_TRY(attn_tensor_check_dim(lse, "lse", 1, num_heads, "num_heads"));
+        ATTN_TRY(attn_tensor_check_dim(lse, "lse", 2, query_len, "query_len"));
+    }
+    ATTN_TRY(attn_opts_resolve(params, num_heads, c.cache.head_size, 0, &p.opts));
+    ATTN_TRY(diff_check_i32(seq_lens, "seq_lens", 1));
+    ATTN_TRY(attn_tensor_check_dim(seq_lens, "seq_lens", 0, rows, "rows"));
+    ATTN_TRY(diff_check_i32(bt, "block_table", 2));
+    ATTN_TRY(attn_tensor_check_dim(bt, "block_table", 0, rows, "rows"));
+    ATTN_CHECK(bt->shape[1] <= 1 || bt->strides[1] == 1, ATTN_STATUS_INVALID_ARGUMENT,
+               "block_table: strides[1]=%lld, the last dimension must be contiguous (stride 1)",
+               (long long)bt->strides[1]);
+    /* spans: sorted and disjoint (any length first), then inside every row's keys */
+    ATTN_TRY(diff_check_spans(spans, num_spans, ATTN_MAX_SEQ_LEN));
+    const int32_t *sd = (const int32_t *)seq_lens->data, *bd = (const int32_t *)bt->data;
+    const int64_t sst = seq_lens->strides[0], max_blocks = bt->shape[1];
+    int64_t pairs = 0, blocks_used = 0, min_seq = ATTN_MAX_SEQ_LEN;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t seq_len = sd[r * sst];
+        ATTN_CHECK(seq_len >= 0 && seq_len <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
+                   "seq_lens: entry %lld = %lld is outside [0, ATTN_MAX_SEQ_LEN=%lld]", (long long)r,
+                   (long long)seq_len, (long long)ATTN_MAX_SEQ_LEN);
+        const int64_t used = (seq_len + c.cache.block_size - 1) / c.cache.block_size;
+        ATTN_CHECK(used <= max_blocks, ATTN_STATUS_INVALID_ARGUMENT,
+                   "seq_lens: entry %lld = %lld needs %lld blocks of %lld > block_table width %lld", (long long)r,
+                   (long long)seq_len, (long long)used, (long long)c.cache.block_size, (long long)max_blocks);
+        blocks_used += used;
+        ATTN_CHECK(blocks_used <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
+                   "block_table: rows 0..%lld use %lld blocks, more than ATTN_MAX_SEQ_LEN=%lld", (long long)r,
+                   (long long)blocks_used, (long long)ATTN_MAX_SEQ_LEN);
+        for (int64_t k = 0; k < used; k++) {
+            const int64_t id = bd[r * bt->strides[0] + k];
+            ATTN_CHECK(id >= 0 && id < c.cache.num_blocks, ATTN_STATUS_INVALID_ARGUMENT,
+                       "block_table: entry [%lld][%lld] = %lld %s num_blocks=%lld", (long long)r, (long long)k,
+                       (long long)id, id < 0 ? "< 0, expected in [0," : ">=", (long long)c.cache.num_blocks);
+        }
+        for (int64_t t = 0; t < num_spans; t++)
+            ATTN_CHECK(spans[t].end <= seq_len, ATTN_STATUS_INVALID_ARGUMENT,
+                       "spans[%lld]=(%lld,%lld): expected 0 <= start < end <= seq_lens[%lld]=%lld", (long long)t,
+                       (long long)spans[t].start, (long long)spans[t].end, (long long)r, (long long)seq_len);
+        if (ranges == NULL && num_ranges == 0) /* the seed's row model: kv_start_pos = seq_len − query_len */
+            ATTN_CHECK(query_len <= seq_len, ATTN_STATUS_INVALID_ARGUMENT,
+                       "seq_lens: entry %lld = %lld < query_len=%lld without query_ranges: the row's queries are its "
+                       "last query_len positions",
+                       (long long)r, (long long)seq_len, (long long)query_len);
+        ATTN_TRY(attn_work_add(&pairs, 1, num_heads, query_len, seq_len));
+        if (seq_len < min_seq) min_seq = seq_len;
+    }
+    if (!(ranges == NULL && num_ranges == 0)) /* the same ranges for every row: inside the shortest one */
+        ATTN_TRY(diff_check_ranges(ranges, num_ranges, query_len, min_seq));
+    const attn_tensor *ins[] = {q, kv_cache, seq_lens, bt, lse};
+    const char *names[] = {"q", "kv_cache", "seq_lens", "block_table", "lse"};
+    ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 5));
+    if (lse) ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 4));
+
+    c.q = diff_operand_of(q, 1, 2);
+    c.out = diff_operand_of(out, 1, 2);
+    if (lse) {
+        c.lse = (float *)lse->data;
+        for (int i = 0; i < 3; i++) c.lse_strides[i] = lse->strides[i];
+    }
+    c.query_len = query_len;
+    c.seq_lens = sd, c.seq_lens_stride = sst;
+    c.block_table = bd, c.bt_row_stride = bt->strides[0];
+    p.num_heads = num_heads, p.num_kv_heads = c.cache.num_kv_heads;
+    p.head_size = p.head_size_v = c.cache.head_size;
+    p.q_dtype = p.out_dtype = q->dtype;
+    p.kv_dtype = c.cache.dtype;
+    p.num_seqs = rows;
+    p.max_seq_q = query_len;
+    p.get_seq = diff_paged_get_seq;
+    p.user[0] = &c;
+    p.opts.piecewise = 1;
+    p.opts.spans = spans;
+    p.opts.num_spans = num_spans;
+    p.opts.query_ranges = ranges; /* NULL, 0: each row's last query_len positions (attn_mask_query_pos) */
+    p.opts.num_query_ranges = ranges ? num_ranges : 0;
+    return diff_run(ctx, &p);
+}
+
+attn_status attn_forward_paged_piecewise(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *kv_cache,
+                                         const attn_tensor *seq_lens, const attn_tensor *block_table,
+                                         const attn_span *spans, int64_t num_spans,
+                                         const attn_query_range *query_ranges, int64_t num_query_ranges,
+                                         const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
+    ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    return diff_paged_piecewise(ctx, q, kv_cache, seq_lens, block_table, spans, num_spans, query_ranges,
+                                num_query_ranges, params, out, lse_opt);
+}
+
+attn_status attn_ref_forward_paged_piecewise(const attn_tensor *q, const attn_tensor *kv_cache,
+                                             const attn_tensor *seq_lens, const attn_tensor *block_table,
+                                             const attn_span *spans, int64_t num_spans,
+                                             const attn_query_range *query_ranges, int64_t num_query_ranges,
+                                             const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
+    return diff_paged_piecewise(NULL, q, kv_cache, seq_lens, block_table, spans, num_spans, query_ranges,
+                                num_query_ranges, params, out, lse_opt);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -12,9 +12,10 @@
 int64_t attn_mask_piecewise_pos(const attn_opts *o, int64_t i);
 
 /* Absolute position of query row i: bottom-right Sk − Sq + i, or i for top-left causal; piecewise
- * attention maps i through its query_ranges. */
+ * attention maps i through its query_ranges (none: bottom-right per sequence, the paged rows of
+ * attn_forward_paged_piecewise). */
 static inline int64_t attn_mask_query_pos(const attn_problem *p, const attn_seq_view *s, int64_t i) {
-    if (p->opts.piecewise) return attn_mask_piecewise_pos(&p->opts, i);
+    if (p->opts.piecewise && p->opts.num_query_ranges > 0) return attn_mask_piecewise_pos(&p->opts, i);
     return p->opts.causal == ATTN_CAUSAL_TOP_LEFT ? i : s->seq_k - s->seq_q + i;
 }
 

@@ -1,0 +1,84 @@
+"""Disaggregated prefill: the per-layer "KV stored" notification (attn_reshape_and_cache_notify, issue 10).
+
+A KV producer (the prefill side of a disaggregated deployment; vllm-ascend records ``reshape_cache_event``
+after each layer's cache write when ``is_kv_producer``) starts a layer's transfer as soon as that layer's
+K/V are in the cache. :func:`reshape_and_cache_notify` is :func:`attn.reshape_and_cache` plus one call of
+``on_stored(event)`` after the write, on the calling thread, before it returns; never when the write is
+rejected. ``event`` is a :class:`KVStored`: the layer id and the written rows as (block, row range) runs.
+The call goes through ctypes (the callback runs Python, so the GIL is taken around it); without a callback
+use :func:`attn.reshape_and_cache`, whose compiled-extension path stays the fast one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from . import _arrays, _capi
+from .ops import Array, Context, _ctx
+from ._arrays import tensor
+
+
+class KVStored:
+    """What one layer's cache write stored.
+
+    layer_idx: the caller's layer id; runs: int64 [num_runs, 4] rows (block_idx, row_start, row_end,
+    token_start): rows [row_start, row_end) of block block_idx hold tokens token_start..; block_ids: the
+    distinct blocks written, ascending; num_tokens / num_written: slot_mapping entries read / stored;
+    block_size. The arrays are copies, valid after the callback returns."""
+
+    __slots__ = ("layer_idx", "runs", "block_ids", "num_tokens", "num_written", "block_size")
+
+    def __init__(self, layer_idx: int, runs: np.ndarray, num_tokens: int, num_written: int, block_size: int):
+        self.layer_idx = layer_idx
+        self.runs = runs
+        self.block_ids = np.unique(runs[:, 0]) if len(runs) else np.zeros(0, dtype=np.int64)
+        self.num_tokens = num_tokens
+        self.num_written = num_written
+        self.block_size = block_size
+
+    def __repr__(self) -> str:
+        return (f"KVStored(layer_idx={self.layer_idx}, num_written={self.num_written}, "
+                f"runs={len(self.runs)}, block_ids={self.block_ids.tolist()})")
+
+
+def _event_of(ev: Any) -> KVStored:
+    e = ev.contents
+    runs = np.zeros((int(e.num_runs), 4), dtype=np.int64)
+    cursor, run, i = ctypes.c_int64(0), _capi.KVBlockRows(), 0
+    nxt = _capi.fn("attn_kv_stored_next")
+    while nxt(ev, ctypes.byref(cursor), ctypes.byref(run)) and i < len(runs):
+        runs[i] = (run.block_idx, run.row_start, run.row_end, run.token_start)
+        i += 1
+    return KVStored(int(e.layer_idx), runs[:i], int(e.num_tokens), int(e.num_written), int(e.block_size))
+
+
+def reshape_and_cache_notify(key: Array, value: Array, kv_cache: Array, slot_mapping: Array,
+                             on_stored: Callable[[KVStored], Any], *, layer_idx: int = 0,
+                             ctx: Optional[Context] = None) -> None:
+    """attn.reshape_and_cache (same arguments and checks), then ``on_stored(event)`` once, synchronously,
+    after the write is complete (the event describes what was stored, see :class:`KVStored`). Not called
+    when the write is rejected (AttnInvalidArgumentError, cache untouched). An exception raised by
+    ``on_stored`` propagates from this call after the write."""
+    if not callable(on_stored):
+        raise _arrays._type_error(f"on_stored: expected a callable, got {type(on_stored).__name__}")
+    layer = int(layer_idx)
+    if not 0 <= layer < 2 ** 31:
+        raise _arrays._invalid(f"layer_idx={layer}: expected 0 <= layer_idx < 2**31")
+    sm = tensor(_arrays.index_array(slot_mapping, "slot_mapping", np.int64), "slot_mapping")
+    tk, tv, tc = tensor(key, "key"), tensor(value, "value"), tensor(kv_cache, "kv_cache", True)
+    failure: list = []
+
+    def trampoline(_user: Any, ev: Any) -> None:  # ctypes takes the GIL around it
+        try:
+            on_stored(_event_of(ev))
+        except BaseException as e:  # noqa: BLE001 - re-raised below, after C returns
+            failure.append(e)
+
+    cb = _capi.KV_STORED_FN(trampoline)
+    nt = _capi.KVNotify(cb, None, layer)
+    _capi.call("attn_reshape_and_cache_notify", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr, ctypes.byref(nt))
+    if failure:
+        raise failure[0]
