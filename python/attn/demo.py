@@ -266,7 +266,8 @@ def run_diffusers(log: Callable) -> bool:
     python has no torch/diffusers."""
     if any(importlib.util.find_spec(m) is None for m in ("torch", "diffusers")):
         log("[diffusers] skipped: torch + diffusers are not importable by this python (to enable: "
-            "pip install .[diffusers], or run `make test-integrations`, which installs them in its venv)")
+            "pip install .[diffusers]; or run the demo with the venv python that `bash "
+            "scripts/integrations_env.sh` prints)")
         return True
     import torch
     from diffusers import FluxTransformer2DModel
