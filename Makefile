@@ -94,6 +94,13 @@ test-mpi: deps
 	@cmake --build $(MPI_BUILD) -j $(JOBS) --target attn_mpi_check
 	@cd $(MPI_BUILD) && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ctest --output-on-failure -L mpi
 
+# aarch64 (issue 13): cross-build with Debian's aarch64 compiler and the C suites under qemu-user, with
+# QEMU_CPU=cortex-a57 and QEMU_CPU=max (scripts/test_arm64.sh; installs through scripts/arm64_env.sh).
+.PHONY: test-arm64
+ARM64_BUILD ?= build-arm64
+test-arm64:
+	@ARM64_BUILD=$(ARM64_BUILD) JOBS=$(JOBS) bash scripts/test_arm64.sh
+
 install: build
 	@cmake --install $(BUILD)
 

@@ -1,5 +1,6 @@
 /*
- * cpu_features.c — CPUID/XGETBV detection on x86-64; every feature reads as absent elsewhere.
+ * cpu_features.c — CPUID/XGETBV detection on x86-64, getauxval(AT_HWCAP/AT_HWCAP2) on aarch64 Linux; every
+ * feature reads as absent elsewhere.
  * The OS-support check matters: a CPU may report AVX-512 while the OS does not save ZMM state
  * (STYLE.md R6, unlike ggml's scorer).
  */
@@ -43,6 +44,29 @@ static void attn_cpu_fill(attn_cpu_feature_set *f) {
     }
     if (!f->os_ymm) f->avx2 = f->fma = f->f16c = 0;
     if (!f->os_zmm) f->avx512f = f->avx512bw = f->avx512vl = f->avx512dq = f->avx512bf16 = f->avx512fp16 = 0;
+}
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+
+/* Bit values of the Linux arm64 ABI (arch/arm64/include/uapi/asm/hwcap.h), spelled here so that old libc
+ * headers without them still build. The kernel sets a bit only for a feature it supports and enables, so
+ * HWCAP is the OS-support check on this architecture (no XGETBV equivalent is needed). */
+#define ATTN_HWCAP_FP (1ul << 0)
+#define ATTN_HWCAP_ASIMD (1ul << 1)
+#define ATTN_HWCAP_FPHP (1ul << 9)
+#define ATTN_HWCAP_ASIMDHP (1ul << 10)
+#define ATTN_HWCAP_SVE (1ul << 22)
+#define ATTN_HWCAP2_I8MM (1ul << 13)
+#define ATTN_HWCAP2_BF16 (1ul << 14)
+
+static void attn_cpu_fill(attn_cpu_feature_set *f) {
+    memset(f, 0, sizeof *f);
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    f->neon = (hw & ATTN_HWCAP_FP) && (hw & ATTN_HWCAP_ASIMD);
+    f->fp16 = f->neon && (hw & ATTN_HWCAP_FPHP) && (hw & ATTN_HWCAP_ASIMDHP);
+    f->sve = (hw & ATTN_HWCAP_SVE) != 0;
+    f->bf16 = f->neon && (hw2 & ATTN_HWCAP2_BF16);
+    f->i8mm = f->neon && (hw2 & ATTN_HWCAP2_I8MM);
 }
 #else
 static void attn_cpu_fill(attn_cpu_feature_set *f) { memset(f, 0, sizeof *f); }

@@ -1,5 +1,6 @@
 /*
- * cpu_features.h — run-time CPU feature detection (CPUID plus XGETBV for OS-enabled vector state).
+ * cpu_features.h — run-time CPU feature detection (CPUID plus XGETBV for OS-enabled vector state on x86-64;
+ * getauxval(AT_HWCAP / AT_HWCAP2) on aarch64 Linux, where the kernel reports only what it enables).
  */
 #ifndef ATTN_DISPATCH_CPU_FEATURES_H
 #define ATTN_DISPATCH_CPU_FEATURES_H
@@ -9,6 +10,8 @@ typedef struct attn_cpu_feature_set {
     int avx512f, avx512bw, avx512vl, avx512dq; /* usable AVX-512 table: all four and OS ZMM state   */
     int avx512bf16, avx512fp16, amx;           /* informational for now                              */
     int os_ymm, os_zmm;                        /* XGETBV: XCR0 enables YMM / ZMM+opmask state        */
+    int neon, fp16, bf16, i8mm, sve;           /* aarch64 HWCAP: ASIMD (+FP), FPHP+ASIMDHP, HWCAP2 BF16,
+                                                * HWCAP2 I8MM, SVE (usable neon table: neon)         */
 } attn_cpu_feature_set;
 
 /* Detected once (thread-safe, idempotent). */

@@ -28,6 +28,10 @@ static int attn_usable_avx512(const attn_cpu_feature_set *f) {
     return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->f16c && f->fma;
 }
 #endif
+#if defined(ATTN_HAVE_NEON)
+/* Advanced SIMD and FP as reported by HWCAP (the kernel enables them; always present on Linux arm64). */
+static int attn_usable_neon(const attn_cpu_feature_set *f) { return f->neon; }
+#endif
 
 static const attn_isa_entry attn_isas[] = {
     {"generic", &attn_kernels_generic, attn_usable_always},
@@ -36,6 +40,9 @@ static const attn_isa_entry attn_isas[] = {
 #endif
 #if defined(ATTN_HAVE_AVX512)
     {"avx512", &attn_kernels_avx512, attn_usable_avx512},
+#endif
+#if defined(ATTN_HAVE_NEON)
+    {"neon", &attn_kernels_neon, attn_usable_neon},
 #endif
 };
 #define ATTN_NUM_ISAS ((int32_t)(sizeof attn_isas / sizeof attn_isas[0]))
@@ -71,10 +78,12 @@ const char *attn_cpu_features(void) {
     if (!__atomic_load_n(&done, __ATOMIC_ACQUIRE)) {
         const attn_cpu_feature_set *f = attn_cpu_detect();
         char tmp[256];
-        snprintf(tmp, sizeof tmp, "%s%s%s%s%s%s%s%s%s%s", f->avx2 ? "avx2 " : "", f->fma ? "fma " : "",
+        snprintf(tmp, sizeof tmp, "%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", f->avx2 ? "avx2 " : "", f->fma ? "fma " : "",
                  f->f16c ? "f16c " : "", f->avx512f ? "avx512f " : "", f->avx512bw ? "avx512bw " : "",
                  f->avx512vl ? "avx512vl " : "", f->avx512dq ? "avx512dq " : "",
-                 f->avx512bf16 ? "avx512bf16 " : "", f->avx512fp16 ? "avx512fp16 " : "", f->amx ? "amx " : "");
+                 f->avx512bf16 ? "avx512bf16 " : "", f->avx512fp16 ? "avx512fp16 " : "", f->amx ? "amx " : "",
+                 f->neon ? "neon " : "", f->fp16 ? "fp16 " : "", f->bf16 ? "bf16 " : "", f->i8mm ? "i8mm " : "",
+                 f->sve ? "sve " : "");
         size_t n = strlen(tmp);
         if (n > 0) tmp[n - 1] = '\0';
         memcpy(buf, tmp, sizeof buf);

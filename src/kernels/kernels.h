@@ -44,6 +44,8 @@ struct attn_kernels {
 ATTN_KERNEL_LIST(ATTN_X_PROTO_GENERIC)
 ATTN_KERNEL_LIST(ATTN_X_PROTO_AVX2)
 ATTN_KERNEL_LIST(ATTN_X_PROTO_AVX512)
+#define ATTN_X_PROTO_NEON(ret, name, args) ret attn_k_##name##_neon args;
+ATTN_KERNEL_LIST(ATTN_X_PROTO_NEON)
 
 extern const struct attn_kernels attn_kernels_generic;
 #if defined(ATTN_HAVE_AVX2)
@@ -51,6 +53,9 @@ extern const struct attn_kernels attn_kernels_avx2;
 #endif
 #if defined(ATTN_HAVE_AVX512)
 extern const struct attn_kernels attn_kernels_avx512;
+#endif
+#if defined(ATTN_HAVE_NEON)
+extern const struct attn_kernels attn_kernels_neon;
 #endif
 
 #endif
