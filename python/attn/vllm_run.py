@@ -152,6 +152,19 @@ def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
             dt = time.time() - t
             res["jobs"].append(dict(embeddings=[list(o.outputs.embedding) for o in outs], seconds=dt))
             continue
+        if job.get("prompt_logprobs"):  # teacher-forced scoring of fixed texts (fp8 KV cache tolerance, issue 9)
+            outs = llm.generate(job["prompts"], vllm.SamplingParams(temperature=0.0, max_tokens=1,
+                                                                    prompt_logprobs=job["prompt_logprobs"]),
+                                use_tqdm=False)
+            scored = []  # per prompt: [logprob of the text's token, the model's top-1 token] per position >= 1
+            for o in outs:
+                rows = []
+                for tok, d in zip(o.prompt_token_ids[1:], o.prompt_logprobs[1:]):
+                    top = min(d.items(), key=lambda kv: kv[1].rank)[0]
+                    rows.append([float(d[tok].logprob), int(tok), int(top)])
+                scored.append(rows)
+            res["jobs"].append(dict(prompt_logprobs=scored, seconds=time.time() - t))
+            continue
         sp = vllm.SamplingParams(temperature=0.0, max_tokens=job["max_tokens"],
                                  ignore_eos=job.get("ignore_eos", False))
         outs = llm.generate(job["prompts"], sp, use_tqdm=False)

@@ -171,12 +171,64 @@ def test_declared_features_come_from_the_library():
     caps = vb.CAPS
     assert vb.AttnBackend.get_supported_head_sizes() == list(range(caps["head_size_min"],
                                                                    caps["head_size_max"] + 1))
-    assert vb.AttnBackend.supported_kv_cache_dtypes == ["auto", "bfloat16", "float16"]
+    assert vb.AttnBackend.supported_kv_cache_dtypes == ["auto", "bfloat16", "float16", "fp8", "fp8_e4m3",
+                                                        "fp8_e5m2"]
     assert set(vb.AttnBackend.supported_dtypes) == {torch.float32, torch.float16, torch.bfloat16}
     for t in ("decoder", "encoder", "encoder_only", "encoder_decoder"):
         assert vb.AttnBackend.supports_attn_type(t)
     assert vb.AttnBackend.supports_sink() and vb.AttnBackend.supports_sliding_window()
     assert vb.AttnBackend.get_supported_kernel_block_sizes()[0].base == 1
     assert vb.AttnBackend.supported_kv_cache_layouts()[0].name == "LBNHC"
-    with pytest.raises(NotImplementedError, match="fp8"):
-        vb.AttnBackendImpl(H, D, 0.25, HK, None, None, "fp8")
+    with pytest.raises(NotImplementedError, match="fp8_ds_mla"):
+        vb.AttnBackendImpl(H, D, 0.25, HK, None, None, "fp8_ds_mla")
+
+
+class _Layer:
+    """The attributes of vLLM's Attention layer the impl reads: the per-tensor fp8 KV scales."""
+
+    def __init__(self, k_scale, v_scale):
+        self._k_scale_float, self._v_scale_float = k_scale, v_scale
+
+
+_FP8 = {"fp8": (torch.float8_e4m3fn, 448.0), "fp8_e4m3": (torch.float8_e4m3fn, 448.0),
+        "fp8_e5m2": (torch.float8_e5m2, 57344.0)}
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["fp8", "fp8_e5m2"])
+@pytest.mark.parametrize("layout", ["LBNHC", "LBHNC"])
+def test_fp8_kv_cache(kv_cache_dtype, layout, binding):
+    """kv_cache_dtype fp8 on vLLM's uint8 per-layer cache with the layer's k/v scales: do_kv_cache_update
+    stores clamp(x / scale) cast to fp8 (torch's RNE cast: the same bytes), forward reads the fp8 pages and
+    equals the float64 oracle on the dequantized keys (decode(code)·scale) within 2e-5 (f32 queries)."""
+    g = torch.Generator().manual_seed(5)
+    f8, fmax = _FP8[kv_cache_dtype]
+    ks, vs = (0.02, 0.01) if kv_cache_dtype != "fp8_e5m2" else (2.0, 0.25)
+    layer = _Layer(ks, vs)
+    if layout == "LBNHC":
+        kv = torch.zeros(NB, BS, HK, 2 * D, dtype=torch.uint8).permute(0, 2, 1, 3)
+    else:
+        kv = torch.zeros(NB, HK, BS, 2 * D, dtype=torch.uint8)
+    impl = vb.AttnBackendImpl(H, D, 0.25, HK, None, None, kv_cache_dtype)
+    blocks, ctx_len = [5, 0, 11], 20
+    keys = torch.randn(ctx_len + 1, HK, D, generator=g) * 2
+    vals = torch.randn(ctx_len + 1, HK, D, generator=g)
+    slots = torch.tensor([blocks[p // BS] * BS + p % BS for p in range(ctx_len + 1)])
+    impl.do_kv_cache_update(layer, keys[:ctx_len], vals[:ctx_len], kv, slots[:ctx_len])
+    impl.do_kv_cache_update(layer, keys[ctx_len:], vals[ctx_len:], kv, slots[ctx_len:])
+    for p in (0, 7, ctx_len):  # stored bytes: fp8(clamp(x / scale))
+        b, r = blocks[p // BS], p % BS
+        want_k = (keys[p] / ks).clamp(-fmax, fmax).to(f8).view(torch.uint8)
+        want_v = (vals[p] / vs).clamp(-fmax, fmax).to(f8).view(torch.uint8)
+        assert torch.equal(kv[b, :, r, :D], want_k) and torch.equal(kv[b, :, r, D:], want_v)
+    q = torch.randn(1, H, D, generator=g)
+    out = torch.full((1, H, D), float("nan"))
+    meta = _meta([ops.PlanRequest(ctx_len, 1, blocks)], "decoder", 1, slots[ctx_len:])
+    impl.forward(layer, q, keys[ctx_len:], vals[ctx_len:], kv, meta, out)
+    rows = torch.stack([kv[blocks[p // BS], :, p % BS] for p in range(ctx_len + 1)])  # [T, HK, 2D] uint8
+    dk = rows[..., :D].contiguous().view(f8).double() * ks
+    dv = rows[..., D:].contiguous().view(f8).double() * vs
+    np.testing.assert_allclose(out.numpy(), _ref(q, dk.float(), dv.float(), True), atol=2e-5)
+    # the scales reach the kernel: other scales give another answer
+    out2 = torch.full((1, H, D), float("nan"))
+    impl.forward(_Layer(ks * 2, vs), q, keys[ctx_len:], vals[ctx_len:], kv, meta, out2)
+    assert (out2 - out).abs().max() > 1e-3
