@@ -26,3 +26,8 @@ if(ATTN_QEMU_AARCH64)
   set(CMAKE_CROSSCOMPILING_EMULATOR ${ATTN_QEMU_AARCH64} -L /usr/${ATTN_AARCH64_TRIPLE}
       -E LD_LIBRARY_PATH=/usr/${ATTN_AARCH64_TRIPLE}/lib)
 endif()
+
+# The CPython extension needs the *target's* Python headers (pyconfig.h); FindPython would hand it the build
+# machine's x86-64 ones. Off by default here: an aarch64 wheel then carries libattn.so and uses the ctypes
+# binding. -DATTN_PYTHON_EXT=ON (with Python3_INCLUDE_DIR of an aarch64 Python) builds it anyway.
+set(ATTN_PYTHON_EXT OFF CACHE BOOL "Build the CPython extension attn._ext (needs Python development headers)")
