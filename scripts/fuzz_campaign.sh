@@ -1,25 +1,88 @@
 #!/usr/bin/env bash
-# Fuzz campaign (issue 11): builds the libFuzzer target with clang + ASan + UBSan (+ float-cast-overflow) and
-# runs it from the in-tree seed corpus for RUNS executions (default 10,000,000) or SECONDS seconds, on a scratch
-# copy of the corpus, then prints executions, coverage (cov / ft) and findings (crash-* files).
-#   scripts/fuzz_campaign.sh [RUNS] [SECONDS]      e.g. scripts/fuzz_campaign.sh 10000000 0
+# Fuzz campaign (issue 11): builds the libFuzzer targets (tests/fuzz/tests.cmake: fuzz_dense, fuzz_varlen,
+# fuzz_merge, fuzz_paged, fuzz_plan, fuzz_cache, fuzz_diffusion, fuzz_codec, fuzz_workload) with clang +
+# ASan + UBSan (+ float-cast-overflow), OpenMP off, and runs each from its in-tree seed corpus
+# (tests/fuzz/corpus/<target>/, copied to a scratch directory) for RUNS executions (default 10,000,000) or
+# SECONDS seconds (0 = no time limit), JOBS targets at a time. Prints one line per target and writes the
+# table (executions, exec/s, coverage cov/ft, corpus size, findings) between the campaign markers of
+# docs/ROBUSTNESS.md (ATTN_FUZZ_DOC=0: only print).
+#   scripts/fuzz_campaign.sh [RUNS] [SECONDS] [TARGET...]
+#   e.g. nice -n 10 scripts/fuzz_campaign.sh 10000000 0            every target to 10M executions
+#        scripts/fuzz_campaign.sh 0 60 dense workload               one minute each of two targets
+# Environment: FUZZ_BUILD (build dir, default build-fuzz), FUZZ_TIMEOUT (seconds per input, default 60: a
+# starved process on a loaded machine must not read as a finding), FUZZ_OPT (optimisation of the instrumented build,
+# default -O0: clang -O1 with ASan + UBSan + coverage takes minutes per AVX-512 kernel file), JOBS (parallel targets, default 2), FUZZ_WORK (scratch dir, default a mktemp dir; the
+# per-target logs, grown corpora and any crash-*/leak-*/timeout-*/oom-* artifacts stay there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-10000000}
 SECS=${2:-0}
+shift $(( $# > 2 ? 2 : $# ))
+TARGETS=("$@")
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(dense varlen merge paged plan cache diffusion codec workload)
 B=${FUZZ_BUILD:-build-fuzz}
-CC=clang cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Debug -DATTN_OPENMP=OFF -DATTN_FUZZ=ON \
-  -DATTN_SANITIZE="address;undefined;float-cast-overflow" >/dev/null
-cmake --build "$B" -j "${JOBS:-2}" --target fuzz_entries >/dev/null
-work=$(mktemp -d)
-cp tests/fuzz/corpus/* "$work/"
-args=(-runs="$RUNS" -max_len=1024 -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$work/")
-[ "$SECS" != 0 ] && args+=(-max_total_time="$SECS")
-set +e
-"$B/tests/fuzz_entries" "${args[@]}" "$work" 2>"$work/log.txt"
-rc=$?
-set -e
-execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/log.txt" | grep -o '[0-9]*$' || echo "?")
-cov=$(grep -E '^#[0-9]+' "$work/log.txt" | tail -1 | grep -o 'cov: [0-9]* ft: [0-9]*' || echo "?")
-findings=$(ls "$work"/crash-* "$work"/timeout-* "$work"/leak-* 2>/dev/null | wc -l)
-echo "fuzz_entries: rc=$rc executions=$execs $cov findings=$findings (work dir $work)"
+OPT=${FUZZ_OPT:--O0}
+JOBS=${JOBS:-2}
+WORK=${FUZZ_WORK:-$(mktemp -d /tmp/attn-fuzz.XXXXXX)}
+mkdir -p "$WORK"
+
+if [ "${FUZZ_SKIP_BUILD:-0}" != 1 ]; then
+  cmake -S . -B "$B" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="$OPT -g" \
+    -DATTN_OPENMP=OFF -DATTN_FUZZ=ON -DATTN_SANITIZE="address;undefined;float-cast-overflow" >/dev/null
+  cmake --build "$B" -j "$JOBS" --target $(printf 'fuzz_%s ' "${TARGETS[@]}") >/dev/null
+fi
+
+run_one() { # target -> $WORK/<target>/{corpus,log.txt,rc}
+  local t=$1 d="$WORK/$1"
+  mkdir -p "$d/corpus"
+  cp tests/fuzz/corpus/"$t"/* "$d/corpus/"
+  local args=(-runs="$RUNS" -timeout="${FUZZ_TIMEOUT:-60}" -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$d/"
+              -max_len=512)
+  [ "$RUNS" = 0 ] && args[0]=-runs=-1
+  [ "$SECS" != 0 ] && args+=(-max_total_time="$SECS")
+  if [ "$t" = workload ]; then args+=(-max_len=4096 -dict=tests/fuzz/workload.dict); fi
+  local start=$SECONDS rc=0
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    "$B/tests/fuzz_$t" "${args[@]}" "$d/corpus" >"$d/log.txt" 2>&1 || rc=$?
+  echo "$rc $((SECONDS - start))" >"$d/rc"
+}
+export -f run_one
+export WORK RUNS SECS B
+printf '%s\n' "${TARGETS[@]}" | xargs -P "$JOBS" -I{} bash -c 'run_one {}'
+
+rows=""
+total_findings=0
+for t in "${TARGETS[@]}"; do
+  d="$WORK/$t"
+  read -r rc secs <"$d/rc"
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$d/log.txt" | grep -o '[0-9]*$' || true)
+  eps=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$d/log.txt" | grep -o '[0-9]*$' || true)
+  last=$(grep -E '^#[0-9]+' "$d/log.txt" | tail -1 || true)
+  cov=$(echo "$last" | grep -o 'cov: [0-9]*' | grep -o '[0-9]*' || true)
+  ft=$(echo "$last" | grep -o 'ft: [0-9]*' | grep -o '[0-9]*' || true)
+  units=$(ls "$d/corpus" | wc -l)
+  findings=$(ls "$d"/crash-* "$d"/leak-* "$d"/timeout-* "$d"/oom-* 2>/dev/null | wc -l)
+  # libFuzzer exits 0 when it reached -runs / -max_total_time; anything else without an artifact is a finding too
+  [ "$rc" != 0 ] && [ "$findings" = 0 ] && findings=1
+  total_findings=$((total_findings + findings))
+  echo "fuzz_$t: rc=$rc executions=${execs:-?} exec/s=${eps:-?} cov=${cov:-?} ft=${ft:-?} corpus=$units findings=$findings (${secs} s, $d)"
+  rows+="| \`fuzz_$t\` | $(printf "%'d" "${execs:-0}") | ${eps:-?} | ${cov:-?} | ${ft:-?} | $units | $findings | $secs |"$'\n'
+done
+
+if [ "${ATTN_FUZZ_DOC:-1}" = 1 ] && grep -q '<!-- fuzz-campaign:begin -->' docs/ROBUSTNESS.md; then
+  table="<!-- fuzz-campaign:begin -->"$'\n'
+  table+="Last campaign: $(date -u '+%Y-%m-%d %H:%M UTC'), \`scripts/fuzz_campaign.sh $RUNS $SECS\`, clang $(clang --version | grep -o 'version [0-9.]*' | head -1 | cut -d' ' -f2), ASan + UBSan + float-cast-overflow, $OPT, OpenMP off, $JOBS targets at a time, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end (2 cores shared with other builds)."$'\n\n'
+  table+="| target | executions | exec/s | cov | ft | corpus | findings | seconds |"$'\n'
+  table+="|---|---|---|---|---|---|---|---|"$'\n'
+  table+="$rows<!-- fuzz-campaign:end -->"
+  python3 - "$table" <<'EOF'
+import re, sys
+p = "docs/ROBUSTNESS.md"
+s = open(p).read()
+s = re.sub(r"<!-- fuzz-campaign:begin -->.*?<!-- fuzz-campaign:end -->", lambda m: sys.argv[1], s, flags=re.S)
+open(p, "w").write(s)
+EOF
+  echo "fuzz_campaign: figures written to docs/ROBUSTNESS.md"
+fi
+echo "fuzz_campaign: $total_findings finding(s); work dir $WORK"
+[ "$total_findings" = 0 ]

@@ -3,11 +3,14 @@
  * and decode every argument (ndim, dtype, shapes and strides with special values around the documented limits,
  * index metadata, params, workspace size and aliasing, plan configs and requests). Every buffer is allocated to
  * exactly the extent its view spans (so ASan sees any read or write past it; a view whose extent would exceed
- * 1 MiB gets data NULL, which the library must refuse when the view has elements), and on failure every buffer
+ * FZ_MAX_VIEW bytes gets data NULL, which the library must refuse when the view has elements), and on failure every buffer
  * must be byte-identical to its state before the call (nothing written on failure).
  *
- * Built as a libFuzzer binary with -DATTN_FUZZ=ON (clang) and, always, into the corpus replay ctest
- * (tests/fuzz/test_fuzz_replay.c), which replays tests/fuzz/corpus/ plus seeded mutations of it.
+ * One source, one libFuzzer binary per group of entries (FZ_TARGET_ENTRIES, the table fz_targets below: dense,
+ * varlen, merge, paged, plan, cache, diffusion, codec; the CLI's workload parser is fuzz_workload.c). Built as
+ * libFuzzer binaries with -DATTN_FUZZ=ON (clang) and, always, into the corpus replay ctest
+ * (tests/fuzz/test_fuzz_replay.c), which replays tests/fuzz/corpus/<target>/ plus seeded mutations of it.
+ * Views are capped at FZ_MAX_VIEW bytes so one input costs microseconds to a few milliseconds.
  */
 #define _POSIX_C_SOURCE 200809L /* posix_memalign */
 #include <math.h>
@@ -23,6 +26,11 @@ typedef struct rd {
     const uint8_t *p;
     size_t n, i;
 } rd;
+
+/* Largest view the harness allocates (bytes); a larger view gets data NULL. Small, so executions are fast. */
+#ifndef FZ_MAX_VIEW
+#define FZ_MAX_VIEW (256 << 10)
+#endif
 
 static uint8_t rd_u8(rd *r) { return r->i < r->n ? r->p[r->i++] : 0; }
 
@@ -59,14 +67,23 @@ static void *fz_alloc(fz *f, rd *r, size_t bytes) {
     if (f->n == FZ_MAX_BUFS) return NULL;
     unsigned char *p = (unsigned char *)malloc(bytes ? bytes : 1);
     if (!p) return NULL;
-    for (size_t i = 0; i < bytes; i++) p[i] = r->i < r->n ? r->p[(r->i + i) % r->n] : (unsigned char)i;
+    if (r->i < r->n) { /* the input bytes from the read position on, repeated (p[i] = input[(pos + i) % n]) */
+        size_t at = r->i, done = 0;
+        while (done < bytes) {
+            const size_t run = r->n - at < bytes - done ? r->n - at : bytes - done;
+            memcpy(p + done, r->p + at, run);
+            done += run, at = 0;
+        }
+    } else {
+        for (size_t i = 0; i < bytes; i++) p[i] = (unsigned char)i;
+    }
     f->base[f->n] = p, f->size[f->n] = bytes, f->snap[f->n] = NULL;
     f->n++;
     return p;
 }
 
 /* Exact byte extent of a view (esize + sum shape·stride·esize over the non-empty dims, 0 if empty); -1 when
- * it cannot be represented or is above 1 MiB. */
+ * it cannot be represented or is above FZ_MAX_VIEW. */
 static int64_t fz_extent(const attn_tensor *t) {
     size_t es = attn_dtype_size(t->dtype);
     if (es == 0) es = 1;
@@ -82,7 +99,7 @@ static int64_t fz_extent(const attn_tensor *t) {
             return -1;
     }
     int64_t bytes;
-    if (last == INT64_MAX || __builtin_mul_overflow(last + 1, (int64_t)es, &bytes) || bytes > (1 << 20)) return -1;
+    if (last == INT64_MAX || __builtin_mul_overflow(last + 1, (int64_t)es, &bytes) || bytes > FZ_MAX_VIEW) return -1;
     return bytes;
 }
 
@@ -193,26 +210,94 @@ static void fz_snap(fz *f) {
 }
 #define CALL(expr) (fz_snap(&f), (expr))
 
+/* The additive mask (params.additive_mask), decoded after an entry's own arguments (so the seeds of an entry
+ * keep their meaning): f32/f16/bf16 or any dtype, ndim 1..4 mostly, broadcast or strided views. */
+static void fz_additive(fz *f, rd *r, attn_params *p, attn_tensor *am) {
+    const uint8_t b = rd_u8(r);
+    if (b < 0xE0) return;
+    static const attn_dtype dt[4] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_F32};
+    *am = fz_tensor(f, r, 1 + (b & 3), dt[(b >> 2) & 3]);
+    p->additive_mask = am;
+}
+
+/* The entries of one target: the first input byte picks one of them (index modulo the count). */
+typedef struct fz_target {
+    const char *name;
+    uint8_t entries[12];
+    int num_entries;
+} fz_target;
+
+/* Entry numbers: 0 attn_forward, 1 attn_ref_forward, 2 attn_forward_varlen, 3 attn_forward_packed,
+ * 4 attn_merge_attn_states, 5 attn_paged_attention, 6 attn_ref_paged_attention, 7 attn_reshape_and_cache,
+ * 8 attn_copy_blocks, 9 attn_swap_blocks, 10 attn_forward_padded, 11 attn_ref_forward_padded,
+ * 12 attn_forward_prescaled, 13 attn_forward_quant, 14 attn_ref_forward_quant, 15 attn_forward_piecewise,
+ * 16 attn_forward_kv_prefix, 17 attn_plan_create + get_info + workspace_size + attn_forward_paged,
+ * 18 the workspace-size functions, 19 attn_quantize_fp8, 20 attn_ref_forward_varlen,
+ * 21 attn_ref_forward_piecewise, 22 attn_dequantize_fp8 / attn_quantize_mx / attn_dequantize_mx,
+ * 23 attn_hadamard_signs / attn_hadamard_rotate, 24 attn_capabilities_get / attn_ctx_set_isa /
+ * attn_ctx_set_num_threads, 25 attn_reshape_and_cache_scaled, 26 attn_reshape_and_cache_notify +
+ * attn_kv_stored_next, 27 attn_forward_paged_piecewise, 28 attn_ref_forward_paged_piecewise. */
+static const fz_target fz_targets[] = {
+    {"dense", {0, 1}, 2},
+    {"varlen", {2, 3, 20}, 3},
+    {"merge", {4}, 1},
+    {"paged", {5, 6, 27, 28}, 4},
+    {"plan", {17}, 1},
+    {"cache", {7, 8, 9, 25, 26}, 5},
+    {"diffusion", {10, 11, 12, 13, 14, 15, 21, 16, 18}, 9},
+    {"codec", {19, 22, 23, 24}, 4},
+};
+#define FZ_NUM_TARGETS ((int)(sizeof fz_targets / sizeof fz_targets[0]))
+
 /* Status of the last input (read by the replay driver's corpus generator). */
 attn_status fz_last_status;
 int fz_last_entry;
 char fz_last_msg[512];
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+/* The KV-stored callback of entry 26: walks every run (attn_kv_stored_next) and checks it against the event. */
+typedef struct fz_notify_state {
+    int calls;
+    int32_t layer_idx;
+} fz_notify_state;
+static void fz_on_stored(void *user, const attn_kv_stored *ev) {
+    fz_notify_state *ns = (fz_notify_state *)user;
+    ns->calls++;
+    if (ev->layer_idx != ns->layer_idx || ev->num_written < 0 || ev->num_written > ev->num_tokens) abort();
+    int64_t cursor = 0, runs = 0, rows = 0;
+    attn_kv_block_rows run;
+    const int64_t num_blocks = ev->kv_cache->shape[1];
+    while (attn_kv_stored_next(ev, &cursor, &run)) {
+        if (run.block_idx < 0 || run.block_idx >= num_blocks || run.row_start < 0 || run.row_start >= run.row_end ||
+            run.row_end > ev->block_size || run.token_start < 0 || run.token_start >= ev->num_tokens || ++runs > ev->num_tokens)
+            abort();
+        rows += run.row_end - run.row_start;
+    }
+    if (runs != ev->num_runs || rows != ev->num_written || attn_kv_stored_next(NULL, &cursor, &run) != 0) abort();
+}
+
+/* One input against one target's entries. */
+static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
     static attn_ctx *ctx = NULL;
+    static const char *const isas[3] = {"avx512", "avx2", "generic"};
+    static int isa_now = -1;
     if (!ctx && attn_ctx_create(&ctx) != ATTN_STATUS_OK) return 0;
+    /* The kernel table follows the input's length (no byte consumed): every table sees every entry. */
+    const int isa = (int)(size % 3);
+    if (isa != isa_now) {
+        if (attn_isa_available(isas[isa]) && attn_ctx_set_isa(ctx, isas[isa]) == ATTN_STATUS_OK) isa_now = isa;
+        attn_clear_error();
+    }
     rd r = {data, size, 0};
     fz f;
     memset(&f, 0, sizeof f);
-    const uint8_t entry = rd_u8(&r) % 20;
+    const uint8_t entry = tg->entries[rd_u8(&r) % tg->num_entries];
     const attn_layout layout = (attn_layout)(rd_u8(&r) % 3);
     attn_tensor q = fz_tensor(&f, &r, 4, ATTN_DTYPE_F32), k = fz_tensor(&f, &r, 4, ATTN_DTYPE_F32);
     attn_tensor v = fz_tensor(&f, &r, 4, ATTN_DTYPE_F32), out = fz_tensor(&f, &r, 4, ATTN_DTYPE_F32);
-    attn_tensor lse_s, mask, kpm, a1, a2, a3, a4, a5;
+    attn_tensor lse_s, mask, kpm, a1, a2, a3, a4, a5, am;
     memset(&lse_s, 0, sizeof lse_s), memset(&mask, 0, sizeof mask), memset(&kpm, 0, sizeof kpm);
     memset(&a1, 0, sizeof a1), memset(&a2, 0, sizeof a2), memset(&a3, 0, sizeof a3);
-    memset(&a4, 0, sizeof a4), memset(&a5, 0, sizeof a5);
+    memset(&a4, 0, sizeof a4), memset(&a5, 0, sizeof a5), memset(&am, 0, sizeof am);
     attn_tensor *lse = fz_opt(&f, &r, &lse_s, 3, ATTN_DTYPE_F32);
     attn_params p;
     float alibi[ATTN_MAX_HEADS + 1], sinks[ATTN_MAX_HEADS + 1]; /* [num_heads] up to the limit */
@@ -226,13 +311,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     attn_status st = ATTN_STATUS_OK;
     int writes_ws = 1; /* a failing call may not write anything, the workspace included */
     switch (entry) {
-    case 0: st = CALL(attn_forward(ctx, layout, &q, &k, &v, &p, &out, lse)); break;
-    case 1: st = CALL(attn_ref_forward(layout, &q, &k, &v, &p, &out, lse)); break;
-    case 2: case 3: {
-        if (entry == 2) q.ndim = k.ndim = v.ndim = out.ndim = 3; /* packed takes [1, rows, heads, d] */
+    case 0: case 1:
+        fz_additive(&f, &r, &p, &am);
+        st = CALL(entry == 0 ? attn_forward(ctx, layout, &q, &k, &v, &p, &out, lse)
+                             : attn_ref_forward(layout, &q, &k, &v, &p, &out, lse));
+        break;
+    case 2: case 3: case 20: {
+        if (entry != 3) q.ndim = k.ndim = v.ndim = out.ndim = 3; /* packed takes [1, rows, heads, d] */
         if (lse) lse->ndim = 2;
-        st = CALL(entry == 2 ? attn_forward_varlen(ctx, &q, &k, &v, &idx1, &idx2, &p, &out, lse)
-                        : attn_forward_packed(ctx, &q, &k, &v, &idx1, &idx2, &p, &out, lse));
+        fz_additive(&f, &r, &p, &am);
+        st = CALL(entry == 2   ? attn_forward_varlen(ctx, &q, &k, &v, &idx1, &idx2, &p, &out, lse)
+                  : entry == 3 ? attn_forward_packed(ctx, &q, &k, &v, &idx1, &idx2, &p, &out, lse)
+                               : attn_ref_forward_varlen(&q, &k, &v, &idx1, &idx2, &p, &out, lse));
         break;
     }
     case 4: {
@@ -248,6 +338,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         a5 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32); /* kv_cache */
         q.ndim = out.ndim = 3;
         if (lse) lse->ndim = 2;
+        fz_additive(&f, &r, &p, &am);
         st = CALL(entry == 5 ? attn_paged_attention(ctx, &q, &a5, &idx1, &idx2, &idx3, &p, &out, lse)
                         : attn_ref_paged_attention(&q, &a5, &idx1, &idx2, &idx3, &p, &out, lse));
         break;
@@ -269,32 +360,47 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         attn_tensor *m = p.key_padding_mask ? &kpm : NULL;
         p.key_padding_mask = NULL;
         if (!m) kpm = fz_tensor(&f, &r, 2, ATTN_DTYPE_U8), m = &kpm;
+        fz_additive(&f, &r, &p, &am);
         st = CALL(entry == 10 ? attn_forward_padded(ctx, layout, &q, &k, &v, m, &p, &out, lse, ws, ws_size)
                          : attn_ref_forward_padded(layout, &q, &k, &v, m, &p, &out, lse, ws, ws_size));
         break;
     }
-    case 12: st = CALL(attn_forward_prescaled(ctx, layout, &q, &k, &v, rd_i32(&r), &p, &out, lse, ws, ws_size)); break;
+    case 12: {
+        const int32_t s2 = rd_i32(&r);
+        fz_additive(&f, &r, &p, &am);
+        st = CALL(attn_forward_prescaled(ctx, layout, &q, &k, &v, s2, &p, &out, lse, ws, ws_size));
+        break;
+    }
     case 13: case 14: {
         attn_quant_params qp;
         attn_quant_params_init(&qp, (attn_quant_format)(rd_u8(&r) % 5));
         qp.rotate = rd_u8(&r) % 3;
         qp.q_block_rows = rd_i32(&r), qp.kv_block_rows = rd_i32(&r);
+        fz_additive(&f, &r, &p, &am);
         st = CALL(entry == 13 ? attn_forward_quant(ctx, layout, &q, &k, &v, &qp, &p, &out, lse, ws, ws_size)
                          : attn_ref_forward_quant(layout, &q, &k, &v, &qp, &p, &out, lse));
         writes_ws = entry == 13;
         break;
     }
-    case 15: {
+    case 15: case 21: {
         attn_span spans[4];
         attn_query_range qr[3];
         const int64_t ns = rd_u8(&r) % 5 - 1, nr = rd_u8(&r) % 4;
         for (int i = 0; i < 4; i++) spans[i].start = rd_dim(&r), spans[i].end = rd_dim(&r);
         for (int i = 0; i < 3; i++) qr[i].local_start = rd_dim(&r), qr[i].local_end = rd_dim(&r), qr[i].global_start = rd_dim(&r);
-        st = CALL(attn_forward_piecewise(ctx, layout, &q, &k, &v, ns < 0 ? NULL : spans, ns < 0 ? 1 : ns, nr ? qr : NULL,
-                                    nr, &p, &out, lse));
+        fz_additive(&f, &r, &p, &am);
+        st = CALL(entry == 15 ? attn_forward_piecewise(ctx, layout, &q, &k, &v, ns < 0 ? NULL : spans, ns < 0 ? 1 : ns,
+                                                       nr ? qr : NULL, nr, &p, &out, lse)
+                              : attn_ref_forward_piecewise(layout, &q, &k, &v, ns < 0 ? NULL : spans,
+                                                           ns < 0 ? 1 : ns, nr ? qr : NULL, nr, &p, &out, lse));
         break;
     }
-    case 16: st = CALL(attn_forward_kv_prefix(ctx, layout, &q, &k, &v, rd_dim(&r), &p, &out, lse)); break;
+    case 16: {
+        const int64_t valid = rd_dim(&r);
+        fz_additive(&f, &r, &p, &am);
+        st = CALL(attn_forward_kv_prefix(ctx, layout, &q, &k, &v, valid, &p, &out, lse));
+        break;
+    }
     case 17: { /* plan + paged forward */
         attn_plan_config cfg;
         attn_plan_config_init(&cfg);
@@ -315,10 +421,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         attn_plan *plan = NULL;
         st = CALL(attn_plan_create(&cfg, req, nreq, &plan));
         if (st == ATTN_STATUS_OK) {
+            attn_plan_info info;
+            if (attn_plan_get_info(plan, &info) != ATTN_STATUS_OK || info.workspace_size != attn_plan_workspace_size(plan) ||
+                info.num_reqs != nreq || attn_plan_get_info(plan, NULL) == ATTN_STATUS_OK)
+                abort(); /* the plan's own description must be consistent */
+            attn_clear_error();
             a5 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32);
             q.ndim = out.ndim = 3;
             if (lse) lse->ndim = 2;
-            st = CALL(attn_forward_paged(ctx, plan, &q, NULL, NULL, &a5, &p, &out, lse, ws, ws_size));
+            const uint8_t kvb = rd_u8(&r); /* new rows of ENCODER_ONLY requests: none, the decoded k/v, or k twice */
+            k.ndim = v.ndim = 3;
+            const attn_tensor *ko = kvb % 3 == 0 ? NULL : &k, *vo = kvb % 3 == 0 ? NULL : (kvb % 3 == 1 ? &v : &k);
+            fz_additive(&f, &r, &p, &am);
+            st = CALL(attn_forward_paged(ctx, plan, &q, ko, vo, &a5, &p, &out, lse, ws, ws_size));
             attn_plan_free(plan);
         } else if (plan != NULL) {
             abort(); /* a failing plan_create must leave *plan NULL */
@@ -331,6 +446,103 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         (void)attn_forward_quant_workspace_size(layout, &q, &k, &v, &b);
         const int64_t pb = rd_dim(&r), ps = rd_dim(&r);
         st = CALL(attn_forward_padded_workspace_size(pb, ps, &b));
+        break;
+    }
+    case 25: case 26: { /* scaled (fp8 caches) and notifying cache writes */
+        static const attn_dtype cdt[5] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_FP8_E4M3,
+                                          ATTN_DTYPE_FP8_E5M2};
+        a5 = fz_tensor(&f, &r, 5, cdt[rd_u8(&r) % 5]);
+        attn_tensor sl = fz_index(&f, &r, 1, rd_dim(&r), 0, rd_u8(&r) & 1 ? ATTN_DTYPE_I64 : ATTN_DTYPE_I32);
+        k.ndim = v.ndim = 3;
+        if (entry == 25) {
+            const float ks = rd_f(&r), vs = rd_f(&r);
+            st = CALL(attn_reshape_and_cache_scaled(ctx, &k, &v, &a5, &sl, ks, vs));
+        } else {
+            const uint8_t nb8 = rd_u8(&r);
+            fz_notify_state ns = {0, rd_i32(&r)};
+            attn_kv_notify nt;
+            memset(&nt, 0, sizeof nt);
+            nt.on_stored = nb8 % 7 == 0 ? NULL : fz_on_stored, nt.user = &ns, nt.layer_idx = ns.layer_idx;
+            st = CALL(attn_reshape_and_cache_notify(ctx, &k, &v, &a5, &sl, nb8 % 11 == 0 ? NULL : &nt));
+            if (ns.calls != (st == ATTN_STATUS_OK ? 1 : 0)) abort(); /* exactly one callback on success, none else */
+        }
+        break;
+    }
+    case 27: case 28: { /* piecewise spans over the paged cache */
+        a5 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32);
+        attn_span spans[4];
+        attn_query_range qr[3];
+        const int64_t ns = rd_u8(&r) % 5 - 1, nr = rd_u8(&r) % 4;
+        for (int i = 0; i < 4; i++) spans[i].start = rd_dim(&r), spans[i].end = rd_dim(&r);
+        for (int i = 0; i < 3; i++) qr[i].local_start = rd_dim(&r), qr[i].local_end = rd_dim(&r), qr[i].global_start = rd_dim(&r);
+        fz_additive(&f, &r, &p, &am);
+        st = CALL(entry == 27 ? attn_forward_paged_piecewise(ctx, &q, &a5, &idx1, &idx3, ns < 0 ? NULL : spans,
+                                                             ns < 0 ? 1 : ns, nr ? qr : NULL, nr, &p, &out, lse)
+                              : attn_ref_forward_paged_piecewise(&q, &a5, &idx1, &idx3, ns < 0 ? NULL : spans,
+                                                                 ns < 0 ? 1 : ns, nr ? qr : NULL, nr, &p, &out, lse));
+        break;
+    }
+    case 22: { /* fp8 / MX codecs: n decoded (negative, huge), buffers exactly n (and ceil(n/32) scales) long */
+        const uint8_t mb = rd_u8(&r);
+        int64_t n = rd_dim(&r);
+        if (n >= 0 && n < 9) n = n * (1 + rd_u8(&r) % 16); /* up to 128 values: several MX blocks */
+        const attn_dtype fmt = (mb & 0x30) == 0x30 ? (attn_dtype)(rd_u8(&r) % 12)
+                               : (attn_dtype)(ATTN_DTYPE_FP8_E4M3 + (mb >> 4) % 3);
+        const int64_t nblk = n > 0 && n <= 4096 ? (n + 31) / 32 : 0; /* (no overflow for huge n) */
+        const int fits = n > 0 && n <= 4096;
+        float *fsrc = fits ? (float *)fz_alloc(&f, &r, (size_t)n * sizeof(float)) : NULL;
+        uint8_t *bytes = fits ? (uint8_t *)fz_alloc(&f, &r, (size_t)n) : NULL;
+        uint8_t *scales = fits ? (uint8_t *)fz_alloc(&f, &r, (size_t)nblk) : NULL;
+        float *fdst = fits ? (float *)fz_alloc(&f, &r, (size_t)n * sizeof(float)) : NULL;
+        if (fsrc && (mb & 1)) for (int64_t i = 0; i < n; i++) fsrc[i] = rd_f(&r);
+        const float scale = rd_f(&r);
+        switch (mb % 3) {
+        case 0: st = CALL(attn_dequantize_fp8(fmt, mb & 8 ? NULL : bytes, n, scale, mb & 4 ? NULL : fdst)); break;
+        case 1: st = CALL(attn_quantize_mx(fmt, mb & 8 ? NULL : fsrc, n, mb & 4 ? NULL : bytes, scales)); break;
+        default: st = CALL(attn_dequantize_mx(fmt, bytes, mb & 8 ? NULL : scales, n, mb & 4 ? NULL : fdst)); break;
+        }
+        break;
+    }
+    case 23: { /* Hadamard signs / rotation: head_size and rows decoded, buffers exact (in place by choice) */
+        const uint8_t mb = rd_u8(&r);
+        const int64_t hs = mb & 2 ? rd_dim(&r) : (int64_t)1 << (rd_u8(&r) % 10), rows = rd_dim(&r);
+        const uint32_t seed = (uint32_t)rd_i32(&r);
+        int64_t cnt = 0;
+        const int fits = hs > 0 && rows >= 0 && !__builtin_mul_overflow(hs, rows, &cnt) && cnt <= 16384 && hs <= 4096;
+        if (mb & 1) {
+            int8_t *signs = hs > 0 && hs <= 4096 ? (int8_t *)fz_alloc(&f, &r, (size_t)hs) : NULL;
+            st = CALL(attn_hadamard_signs(hs, seed, mb & 4 ? NULL : signs));
+        } else {
+            float *src = fits && cnt > 0 ? (float *)fz_alloc(&f, &r, (size_t)cnt * sizeof(float)) : NULL;
+            float *dst = (mb & 8) ? src : (fits && cnt > 0 ? (float *)fz_alloc(&f, &r, (size_t)cnt * sizeof(float)) : NULL);
+            if (src) for (int64_t i = 0; i < cnt && i < 64; i++) src[i] = rd_f(&r);
+            st = CALL(attn_hadamard_rotate(mb & 4 ? NULL : src, rows, hs, seed, dst));
+        }
+        break;
+    }
+    case 24: { /* capabilities with a decoded caps_size (a buffer of exactly that size), context settings */
+        const uint8_t mb = rd_u8(&r);
+        if (mb % 3 == 0) {
+            static const size_t sizes[8] = {0, 1, 4, 8, 12, sizeof(attn_capabilities) - 4, sizeof(attn_capabilities),
+                                            sizeof(attn_capabilities) + 60};
+            const size_t cs = sizes[rd_u8(&r) % 8];
+            void *caps = cs ? fz_alloc(&f, &r, cs) : NULL;
+            st = CALL(attn_capabilities_get(mb & 8 ? NULL : (attn_capabilities *)caps, cs));
+        } else {
+            static const char *const names[8] = {"generic", "avx2", "avx512", "neon", "", "AVX2", "avx512x", NULL};
+            attn_ctx *c2 = NULL;
+            if (attn_ctx_create(&c2) != ATTN_STATUS_OK) break;
+            if (mb % 3 == 1) {
+                const char *name = names[rd_u8(&r) % 8];
+                st = CALL(attn_ctx_set_isa(mb & 8 ? NULL : c2, name));
+                if (st == ATTN_STATUS_OK && strcmp(attn_ctx_isa(c2), name) != 0) abort(); /* the table asked for */
+            } else {
+                const int32_t nt = rd_i32(&r);
+                st = CALL(attn_ctx_set_num_threads(mb & 8 ? NULL : c2, nt));
+                if (st == ATTN_STATUS_OK && attn_ctx_num_threads(c2) != nt) abort();
+            }
+            attn_ctx_destroy(c2);
+        }
         break;
     }
     default: {
@@ -361,3 +573,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < f.n; i++) free(f.base[i]), free(f.snap[i]);
     return 0;
 }
+
+#ifndef FZ_NO_MAIN
+/* The libFuzzer entry of one target: -DFZ_TARGET_INDEX=<index into fz_targets>. */
+#ifndef FZ_TARGET_INDEX
+#error "define FZ_TARGET_INDEX (tests/fuzz/tests.cmake builds one binary per fz_targets row)"
+#endif
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fz_run(&fz_targets[FZ_TARGET_INDEX], data, size); }
+#endif

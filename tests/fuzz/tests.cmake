@@ -1,10 +1,33 @@
 # tests/fuzz (issue 11): the corpus replay ctest (always; test_fuzz_replay.c is globbed as fuzz.test_fuzz_replay)
-# and, with -DATTN_FUZZ=ON and clang, the libFuzzer binary fuzz_entries (library instrumented for coverage).
+# and, with -DATTN_FUZZ=ON and clang, one libFuzzer binary per target (library instrumented for coverage):
+# fuzz_dense, fuzz_varlen, fuzz_merge, fuzz_paged, fuzz_plan, fuzz_cache, fuzz_diffusion, fuzz_codec (one row each
+# of fz_targets in fuzz_entries.c) and fuzz_workload (the CLI's workload parser). Seeds: corpus/<target>/.
 #   cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DATTN_FUZZ=ON -DATTN_SANITIZE="address;undefined"
-#   build-fuzz/tests/fuzz_entries -max_total_time=60 tests/fuzz/corpus
+#   build-fuzz/tests/fuzz_dense -max_total_time=60 tests/fuzz/corpus/dense
+#   scripts/fuzz_campaign.sh runs them all (docs/ROBUSTNESS.md).
 option(ATTN_FUZZ "Build the libFuzzer targets of tests/fuzz (clang)" OFF)
+set(ATTN_FUZZ_TARGETS dense varlen merge paged plan cache diffusion codec)
+
+# The CLI's workload parser and what it links (cli/ without main.c and the subcommands), for fuzz_workload and
+# the replay; cJSON (Debian libcjson-dev) as in cli/CMakeLists.txt.
+set(_fz_cli ${PROJECT_SOURCE_DIR}/cli)
+# Without cJSON (e.g. a cross build) the replay skips the workload corpus.
+find_library(ATTN_FUZZ_CJSON_LIB cjson)
+find_path(ATTN_FUZZ_CJSON_INCLUDE cjson/cJSON.h)
+if(ATTN_FUZZ_CJSON_LIB AND ATTN_FUZZ_CJSON_INCLUDE)
+  add_library(attn_fuzz_cli STATIC ${_fz_cli}/workload.c ${_fz_cli}/util.c ${_fz_cli}/wl_default.c
+    ${_fz_cli}/wl_serving.c ${_fz_cli}/wl_diffusion.c)
+  target_include_directories(attn_fuzz_cli PUBLIC ${_fz_cli} ${ATTN_FUZZ_CJSON_INCLUDE})
+  target_link_libraries(attn_fuzz_cli PUBLIC attn_static ${ATTN_FUZZ_CJSON_LIB} m)
+endif()
+
 if(TARGET test_fuzz_replay)
   target_compile_definitions(test_fuzz_replay PRIVATE ATTN_FUZZ_CORPUS="${CMAKE_CURRENT_LIST_DIR}/corpus")
+  if(TARGET attn_fuzz_cli)
+    target_link_libraries(test_fuzz_replay PRIVATE attn_fuzz_cli)
+  else()
+    target_compile_definitions(test_fuzz_replay PRIVATE FZ_NO_WORKLOAD)
+  endif()
   set_tests_properties(fuzz.test_fuzz_replay PROPERTIES TIMEOUT 600)
 endif()
 if(ATTN_FUZZ)
@@ -12,10 +35,20 @@ if(ATTN_FUZZ)
     message(FATAL_ERROR "ATTN_FUZZ=ON needs clang (libFuzzer)")
   endif()
   target_compile_options(attn_objects PRIVATE -fsanitize=fuzzer-no-link)
-  add_executable(fuzz_entries ${CMAKE_CURRENT_LIST_DIR}/fuzz_entries.c)
-  target_compile_options(fuzz_entries PRIVATE -fsanitize=fuzzer)
-  target_link_options(fuzz_entries PRIVATE -fsanitize=fuzzer)
-  target_link_libraries(fuzz_entries PRIVATE attn_test_harness)
-  add_test(NAME fuzz.libfuzzer_corpus COMMAND fuzz_entries -runs=0 ${CMAKE_CURRENT_LIST_DIR}/corpus)
-  set_tests_properties(fuzz.libfuzzer_corpus PROPERTIES LABELS fuzz TIMEOUT 300)
+  target_compile_options(attn_fuzz_cli PRIVATE -fsanitize=fuzzer-no-link)
+  set(_i 0)
+  foreach(t IN LISTS ATTN_FUZZ_TARGETS)
+    add_executable(fuzz_${t} ${CMAKE_CURRENT_LIST_DIR}/fuzz_entries.c)
+    target_compile_definitions(fuzz_${t} PRIVATE FZ_TARGET_INDEX=${_i})
+    math(EXPR _i "${_i} + 1")
+  endforeach()
+  add_executable(fuzz_workload ${CMAKE_CURRENT_LIST_DIR}/fuzz_workload.c)
+  target_link_libraries(fuzz_workload PRIVATE attn_fuzz_cli)
+  foreach(t IN LISTS ATTN_FUZZ_TARGETS ITEMS workload)
+    target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
+    target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
+    target_link_libraries(fuzz_${t} PRIVATE attn_test_harness)
+    add_test(NAME fuzz.libfuzzer_${t} COMMAND fuzz_${t} -runs=0 ${CMAKE_CURRENT_LIST_DIR}/corpus/${t})
+    set_tests_properties(fuzz.libfuzzer_${t} PROPERTIES LABELS fuzz TIMEOUT 300)
+  endforeach()
 endif()

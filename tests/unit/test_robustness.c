@@ -2,7 +2,7 @@
  * test_robustness.c — regression tests of the fuzzing findings of issue 11 (docs/ROBUSTNESS.md), one test per
  * class: F1 legal empty views with NULL data (NULL + 0), F3 NaN through the generic exp2, F5/F7 plan limits
  * refused quickly, F6 workspace overlap on the plan entry, F8 validate before measuring, and the seq_k = 2^40
- * stride-0 view. The bad-input table (status, message, canaries) is tests/unit/test_bad_inputs.c.
+ * stride-0 view, F9 unchecked products in a workspace-size function. The bad-input table (status, message, canaries) is tests/unit/test_bad_inputs.c.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -298,8 +298,32 @@ static void test_huge_views_fast(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* ---- F9 (campaign of the per-target fuzzers): every product of a workspace-size function is checked -------
+ * attn_forward_padded_workspace_size computed batch·8 unchecked (signed overflow for batch = 2^62, seq 0). */
+static void test_workspace_size_products(void **state) {
+    (void)state;
+    size_t b = 12345;
+    const int64_t bad[][2] = {{(int64_t)1 << 62, 0}, {INT64_MAX, 0}, {(int64_t)1 << 61, 1}, {INT64_MAX / 8 + 1, 0},
+                              {1, INT64_MAX}, {(int64_t)1 << 32, (int64_t)1 << 32}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        attn_clear_error();
+        assert_int_equal(attn_forward_padded_workspace_size(bad[i][0], bad[i][1], &b), ATTN_STATUS_OVERFLOW);
+        assert_non_null(strstr(attn_last_error(), "workspace: batch="));
+        assert_int_equal(b, 12345); /* nothing written */
+    }
+    /* exact sizes: 4 bytes per token + 8 per batch row */
+    assert_int_equal(attn_forward_padded_workspace_size(2, 5, &b), ATTN_STATUS_OK);
+    assert_int_equal(b, 2 * 5 * 4 + 2 * 8);
+    assert_int_equal(attn_forward_padded_workspace_size(0, 0, &b), ATTN_STATUS_OK);
+    assert_int_equal(b, 0);
+    assert_int_equal(attn_forward_padded_workspace_size(1 << 20, 0, &b), ATTN_STATUS_OK);
+    assert_int_equal(b, (size_t)8 << 20);
+    assert_int_equal(attn_forward_padded_workspace_size(-1, 0, &b), ATTN_STATUS_INVALID_ARGUMENT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_workspace_size_products),
         cmocka_unit_test(test_exp2_nan),          cmocka_unit_test(test_nan_query_generic),
         cmocka_unit_test(test_empty_null_views),  cmocka_unit_test(test_plan_limits_fast),
         cmocka_unit_test(test_plan_count_matches_fill), cmocka_unit_test(test_paged_workspace_overlap),
