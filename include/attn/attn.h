@@ -163,8 +163,10 @@ ATTN_API void attn_ctx_destroy(attn_ctx *ctx);
  * identical for every thread count. Returns INVALID_ARGUMENT, OUT_OF_MEMORY (context unchanged then). */
 ATTN_API attn_status attn_ctx_set_num_threads(attn_ctx *ctx, int32_t num_threads);
 ATTN_API int32_t attn_ctx_num_threads(const attn_ctx *ctx);
-/* Selects the kernel table by name: "generic", "avx2", "avx512" (see attn_isa_available). Results may differ
- * between ISAs in the last bits (FMA contraction, vector width) but are bitwise stable for one ISA.
+/* Selects the kernel table by name: "generic", "avx2", "avx512" (x86-64) or "neon" (aarch64; see
+ * attn_isa_available). Results may differ between ISAs in the last bits (FMA contraction, vector width) but
+ * are bitwise stable for one ISA (today avx2, avx512 and neon agree bit for bit, generic differs from them:
+ * tests/kernels/test_kernel_bits.c).
  * Returns INVALID_ARGUMENT for an unknown name or one this CPU/OS cannot run. */
 ATTN_API attn_status attn_ctx_set_isa(attn_ctx *ctx, const char *isa);
 /* Name of the kernel table the context uses. */
@@ -174,9 +176,11 @@ ATTN_API const char *attn_ctx_isa(const attn_ctx *ctx);
  * The order is from most portable to fastest: "generic" first. */
 ATTN_API int32_t attn_isa_count(void);
 ATTN_API const char *attn_isa_name(int32_t index);
-/* 1 if this CPU and OS can run the named kernel table (CPUID plus XGETBV for AVX state), else 0. */
+/* 1 if this CPU and OS can run the named kernel table (CPUID plus XGETBV for AVX state on x86-64,
+ * getauxval(AT_HWCAP) on aarch64 Linux), else 0. */
 ATTN_API int attn_isa_available(const char *isa);
-/* Space-separated CPU features detected at run time, e.g. "avx2 fma f16c avx512f avx512bw ...". Static. */
+/* Space-separated CPU features detected at run time, e.g. "avx2 fma f16c avx512f avx512bw ..." or, on aarch64,
+ * "neon fp16 bf16 i8mm sve". Static. */
 ATTN_API const char *attn_cpu_features(void);
 
 /* ================================================================================================

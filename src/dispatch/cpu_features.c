@@ -68,6 +68,13 @@ static void attn_cpu_fill(attn_cpu_feature_set *f) {
     f->bf16 = f->neon && (hw2 & ATTN_HWCAP2_BF16);
     f->i8mm = f->neon && (hw2 & ATTN_HWCAP2_I8MM);
 }
+#elif defined(__aarch64__)
+/* aarch64 without getauxval (e.g. macOS): FP and Advanced SIMD are mandatory in AArch64 and always enabled
+ * for user code; the optional extensions read as absent (nothing selects on them yet). */
+static void attn_cpu_fill(attn_cpu_feature_set *f) {
+    memset(f, 0, sizeof *f);
+    f->neon = 1;
+}
 #else
 static void attn_cpu_fill(attn_cpu_feature_set *f) { memset(f, 0, sizeof *f); }
 #endif
