@@ -109,9 +109,27 @@ static void attn_fx_prefetch_rows(const attn_problem *p, const attn_seq_view *se
 /* ---------------------------------------------------------------------------------------------
  * Few-row blocks (decode): K/V in place, row-major partition accumulator
  * --------------------------------------------------------------------------------------------- */
-/* fp8 K/V take the converted-row path (cvt_to_f32 widens them exactly; the in-place kernels read f32/f16/bf16). */
 static int attn_fx_raw(const attn_problem *p, const attn_fwd_block *blk) {
-    return blk->num_rows <= ATTN_FWD_FEW_ROWS && !attn_dtype_is_fp8(p->kv_dtype);
+    (void)p;
+    return blk->num_rows <= ATTN_FWD_FEW_ROWS;
+}
+
+/* dtype of the rows the few-row kernels read: the storage dtype, except fp8 K/V (issue 9), which the kernels do
+ * not read: those rows are first widened exactly by cvt_to_f32 into the scratch tiles (the floats the converted
+ * path uses), and the kernels run on them as f32 rows, so the bits are those of every other path. */
+static attn_dtype attn_fx_raw_dtype(const attn_problem *p) {
+    return attn_dtype_is_fp8(p->kv_dtype) ? ATTN_DTYPE_F32 : p->kv_dtype;
+}
+
+/* fp8: rows[0..n) (storage dtype) widened into `tile` (row stride ATTN_HEAD_SIZE_MAX + 16 floats, n <= ATTN_KV_TILE)
+ * and rows[] pointed at the copies. */
+static void attn_fx_widen_fp8(const attn_problem *p, const struct attn_kernels *kern, const void **rows, int64_t n,
+                              int64_t width, float *tile) {
+    for (int64_t k = 0; k < n; k++) {
+        float *dst = tile + k * (ATTN_HEAD_SIZE_MAX + 16);
+        kern->cvt_to_f32(rows[k], p->kv_dtype, dst, width);
+        rows[k] = dst;
+    }
 }
 
 /* The steps of attn_fwd_tile between Q·Kᵀ and P·V for a few-row block (scores of keys [a, b) in s). */
@@ -133,7 +151,8 @@ static void attn_fx_softmax_raw(const attn_problem *p, const struct attn_kernels
  * some key from some row and a V row (v_raw[0] is key a) is not finite. */
 static int attn_fx_needs_safe_pv(const attn_problem *p, const attn_fwd_block *blk, const void *const *v_raw,
                                  int64_t a, int64_t b) {
-    return !attn_mask_tile_is_full(p, blk, a, b) && attn_fwd_rows_nonfinite(v_raw, p->kv_dtype, b - a, p->head_size_v);
+    return !attn_mask_tile_is_full(p, blk, a, b) &&
+           attn_fwd_rows_nonfinite(v_raw, attn_fx_raw_dtype(p), b - a, p->head_size_v);
 }
 
 /* P·V of a few-row block's tile [a, b) (P in s) into o_d row by row, hidden keys (p = 0) reading a zero row. */
@@ -144,7 +163,7 @@ static void attn_fx_pv_raw_safe(const attn_problem *p, const struct attn_kernels
     memset(sc->zero_row, 0, (ATTN_HEAD_SIZE_MAX + 16) * sizeof(float));
     for (int32_t r = 0; r < blk->num_rows; r++) {
         for (int64_t k = 0; k < nk; k++) sc->v_safe[k] = s[k * ATTN_QB + r] == 0.0f ? sc->zero_row : v_raw[k];
-        kern->pv_rows_kv(s + r, nk, 1, sc->v_safe, p->kv_dtype, dv, st->o_d + r * dv);
+        kern->pv_rows_kv(s + r, nk, 1, sc->v_safe, attn_fx_raw_dtype(p), dv, st->o_d + r * dv);
     }
 }
 
@@ -155,10 +174,10 @@ static void attn_fx_pv_raw_safe(const attn_problem *p, const struct attn_kernels
 static void attn_fx_tile_raw(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                              attn_fwd_scratch *sc, const attn_fx_state *st, float *s, const void *const *k_raw,
                              const void *const *v_raw, int64_t a, int64_t b) {
-    kern->qk_tile_kv(st->q_t, blk->num_rows, p->head_size, k_raw, p->kv_dtype, b - a, s);
+    kern->qk_tile_kv(st->q_t, blk->num_rows, p->head_size, k_raw, attn_fx_raw_dtype(p), b - a, s);
     attn_fx_softmax_raw(p, kern, blk, st, s, a, b);
     if (attn_fx_needs_safe_pv(p, blk, v_raw, a, b)) attn_fx_pv_raw_safe(p, kern, blk, sc, st, s, v_raw, a, b);
-    else kern->pv_rows_kv(s, b - a, blk->num_rows, v_raw, p->kv_dtype, p->head_size_v, st->o_d);
+    else kern->pv_rows_kv(s, b - a, blk->num_rows, v_raw, attn_fx_raw_dtype(p), p->head_size_v, st->o_d);
 }
 
 /* Prefetch of `bytes` from `ptr`, one request per cache line (no effect on results). */
@@ -233,6 +252,9 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                     if (ka_all >= kb_all) continue;
                     const void **raw = phase == 0 ? sc->k_raw : sc->v_raw;
                     for (int64_t t = ka_all; t < kb_all; t++) raw[t - ka_all] = base[t - c0] + (g - g0) * head_stride;
+                    if (attn_dtype_is_fp8(p->kv_dtype)) /* <= ATTN_FX_CHUNK rows of this head, widened */
+                        attn_fx_widen_fp8(p, kern, raw, kb_all - ka_all, phase == 0 ? p->head_size : p->head_size_v,
+                                          phase == 0 ? sc->k_tile : sc->v_tile);
                     for (int64_t k = i; k < j; k++) {
                         const attn_fx_slot *s = &sl[k];
                         if (!s->active) continue;
@@ -242,10 +264,10 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                         const attn_fx_state st = attn_fx_state_of(p, sc, k);
                         if (phase == 0)
                             kern->qk_tile_kv(st.q_t, s->blk.num_rows, p->head_size, sc->k_raw + (a - ka_all),
-                                             p->kv_dtype, b - a, st.s + (a - sa) * ATTN_QB);
+                                             attn_fx_raw_dtype(p), b - a, st.s + (a - sa) * ATTN_QB);
                         else if (!s->safe_pv)
                             kern->pv_rows_kv(st.s + (a - sa) * ATTN_QB, b - a, s->blk.num_rows,
-                                             sc->v_raw + (a - ka_all), p->kv_dtype, p->head_size_v, st.o_d);
+                                             sc->v_raw + (a - ka_all), attn_fx_raw_dtype(p), p->head_size_v, st.o_d);
                     }
                 }
             }
@@ -261,6 +283,7 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                 if (attn_mask_tile_is_full(p, &s->blk, sa, sb)) continue; /* (skips the V row lookups) */
                 /* a tile that hides keys from some row: P·V of the whole tile here if a V row is not finite */
                 for (int64_t t = sa; t < sb; t++) sc->v_raw[t - sa] = attn_seq_v_row(seq, t, s->blk.kv_head);
+                if (attn_dtype_is_fp8(p->kv_dtype)) attn_fx_widen_fp8(p, kern, sc->v_raw, sb - sa, p->head_size_v, sc->v_tile);
                 if (!attn_fx_needs_safe_pv(p, &s->blk, sc->v_raw, sa, sb)) continue;
                 s->safe_pv = 1;
                 attn_fx_pv_raw_safe(p, kern, &s->blk, sc, &st, st.s, sc->v_raw, sa, sb);
@@ -273,7 +296,7 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
 static void attn_fx_raw_store(const attn_problem *p, const attn_fwd_block *blk, const attn_fx_state *st) {
     const int64_t dv = p->head_size_v;
     for (int64_t d = 0; d < dv; d++) {
-        const int64_t c = attn_rows_kv_col(d, dv, p->kv_dtype);
+        const int64_t c = attn_rows_kv_col(d, dv, attn_fx_raw_dtype(p));
         for (int64_t r = 0; r < blk->num_rows; r++) st->o_part[d * ATTN_QB + r] = st->o_d[r * dv + c];
     }
 }
@@ -391,16 +414,22 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                 if (attn_fx_raw(p, &sl[k].blk)) any_raw = 1;
                 else any_float = 1;
             }
-            if (any_raw) {
+            const int fp8 = attn_dtype_is_fp8(p->kv_dtype); /* few-row blocks read the widened float rows */
+            if (any_raw && !fp8) {
                 for (int64_t t = ta; t < tb; t++) {
                     sc->k_raw[t - ta] = attn_seq_k_row(seq, t, g);
                     sc->v_raw[t - ta] = attn_seq_v_row(seq, t, g);
                 }
             }
-            if (any_float) {
+            if (any_float || (any_raw && fp8)) {
                 attn_fwd_rows(kern, seq, p->kv_dtype, 0, g, ta, tb, p->head_size, sc->k_tile, sc->k_rows);
                 attn_fwd_rows(kern, seq, p->kv_dtype, 1, g, ta, tb, p->head_size_v, sc->v_tile, sc->v_rows);
             }
+            if (any_raw && fp8)
+                for (int64_t t = ta; t < tb; t++) {
+                    sc->k_raw[t - ta] = sc->k_rows[t - ta];
+                    sc->v_raw[t - ta] = sc->v_rows[t - ta];
+                }
             for (int64_t k = i; k < j; k++) {
                 const attn_fx_slot *s = &sl[k];
                 if (!s->active || s->lo >= s->hi) continue;
