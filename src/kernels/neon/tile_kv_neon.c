@@ -48,8 +48,9 @@ void attn_k_qk_tile_kv_neon(const float *q_t, int64_t num_rows, int64_t head_siz
  * two 8-element halves, then the odd ones. */
 static KN_ALWAYS_INLINE void kn_v16(const void *row, int64_t d0, attn_dtype dt, float32x4_t x[4]) {
     if (dt == ATTN_DTYPE_BF16) {
-        const uint32x4_t u0 = vld1q_u32((const uint32_t *)(const void *)((const uint16_t *)row + d0));
-        const uint32x4_t u1 = vld1q_u32((const uint32_t *)(const void *)((const uint16_t *)row + d0 + 8));
+        /* 16-bit loads reinterpreted (rows are only 2-byte aligned): u32 lane j = elements 2j (low), 2j + 1 */
+        const uint32x4_t u0 = vreinterpretq_u32_u16(vld1q_u16((const uint16_t *)row + d0));
+        const uint32x4_t u1 = vreinterpretq_u32_u16(vld1q_u16((const uint16_t *)row + d0 + 8));
         const uint32x4_t hi = vdupq_n_u32(0xffff0000u);
         x[0] = vreinterpretq_f32_u32(vshlq_n_u32(u0, 16));
         x[1] = vreinterpretq_f32_u32(vshlq_n_u32(u1, 16));
