@@ -26,7 +26,7 @@ JOBS=${JOBS:-2}
 WORK=${FUZZ_WORK:-$(mktemp -d /tmp/attn-fuzz.XXXXXX)}
 mkdir -p "$WORK"
 
-if [ "${FUZZ_SKIP_BUILD:-0}" != 1 ]; then
+if [ "${FUZZ_SKIP_BUILD:-0}" != 1 ] && [ "${FUZZ_SUMMARY_ONLY:-0}" != 1 ]; then
   cmake -S . -B "$B" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="$OPT -g" \
     -DATTN_OPENMP=OFF -DATTN_FUZZ=ON -DATTN_SANITIZE="address;undefined;float-cast-overflow" >/dev/null
   cmake --build "$B" -j "$JOBS" --target $(printf 'fuzz_%s ' "${TARGETS[@]}") >/dev/null
@@ -48,7 +48,8 @@ run_one() { # target -> $WORK/<target>/{corpus,log.txt,rc}
 }
 export -f run_one
 export WORK RUNS SECS B
-printf '%s\n' "${TARGETS[@]}" | xargs -P "$JOBS" -I{} bash -c 'run_one {}'
+# FUZZ_SUMMARY_ONLY=1: only (re)write the summary of the runs already in FUZZ_WORK
+[ "${FUZZ_SUMMARY_ONLY:-0}" = 1 ] || printf '%s\n' "${TARGETS[@]}" | xargs -P "$JOBS" -I{} bash -c 'run_one {}'
 
 rows=""
 total_findings=0
@@ -60,8 +61,8 @@ for t in "${TARGETS[@]}"; do
   last=$(grep -E '^#[0-9]+' "$d/log.txt" | tail -1 || true)
   cov=$(echo "$last" | grep -o 'cov: [0-9]*' | grep -o '[0-9]*' || true)
   ft=$(echo "$last" | grep -o 'ft: [0-9]*' | grep -o '[0-9]*' || true)
-  units=$(ls "$d/corpus" | wc -l)
-  findings=$(ls "$d"/crash-* "$d"/leak-* "$d"/timeout-* "$d"/oom-* 2>/dev/null | wc -l)
+  units=$( (ls "$d/corpus" 2>/dev/null || true) | wc -l)
+  findings=$( (ls "$d"/crash-* "$d"/leak-* "$d"/timeout-* "$d"/oom-* 2>/dev/null || true) | wc -l)
   # libFuzzer exits 0 when it reached -runs / -max_total_time; anything else without an artifact is a finding too
   [ "$rc" != 0 ] && [ "$findings" = 0 ] && findings=1
   total_findings=$((total_findings + findings))
