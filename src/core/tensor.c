@@ -28,8 +28,13 @@ attn_tensor attn_tensor_make(void *data, attn_dtype dtype, int32_t ndim, const i
 }
 
 int64_t attn_tensor_numel(const attn_tensor *t) {
+    /* An empty view has 0 elements whatever its other dims: no product of them is formed (they may be huge;
+     * signed overflow is undefined, F10). A product beyond int64 saturates (attn_tensor_check refuses it). */
+    for (int32_t i = 0; i < t->ndim; i++)
+        if (t->shape[i] == 0) return 0;
     int64_t n = 1;
-    for (int32_t i = 0; i < t->ndim; i++) n *= t->shape[i];
+    for (int32_t i = 0; i < t->ndim; i++)
+        if (__builtin_mul_overflow(n, t->shape[i], &n)) return INT64_MAX;
     return n;
 }
 

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "core/tensor.h"
 #include "kernels/generic/tile_kernels.h"
 
 static double now_s(void) {
@@ -321,8 +322,32 @@ static void test_workspace_size_products(void **state) {
     assert_int_equal(attn_forward_padded_workspace_size(-1, 0, &b), ATTN_STATUS_INVALID_ARGUMENT);
 }
 
+/* ---- F10 (campaign): the element count of an empty view with huge other dims forms no product of them ------
+ * attn_tensor_numel multiplied 4 · INT64_MAX before the 0 (signed overflow; via
+ * attn_forward_prescaled_workspace_size on an empty q). UBSan (the sanitizer tier) fails the old code here. */
+static void test_numel_no_overflow(void **state) {
+    (void)state;
+    const int64_t empty[4] = {4, INT64_MAX, 0, 8}, huge[4] = {(int64_t)1 << 32, (int64_t)1 << 32, 1, 1};
+    attn_tensor t = attn_tensor_make(NULL, ATTN_DTYPE_F32, 4, empty);
+    assert_int_equal(attn_tensor_numel(&t), 0);
+    t = attn_tensor_make(NULL, ATTN_DTYPE_F32, 4, huge);
+    assert_true(attn_tensor_numel(&t) == INT64_MAX); /* saturates (used to wrap to 0) */
+    const int64_t ok[4] = {2, 3, 4, 5};
+    t = attn_tensor_make(NULL, ATTN_DTYPE_F32, 4, ok);
+    assert_int_equal(attn_tensor_numel(&t), 120);
+    /* the entry that reached it: an empty q of huge dims measures 0 bytes, no UB */
+    float buf[2 * 3 * 4 * 8];
+    const int64_t kv[4] = {2, 3, 4, 8};
+    attn_tensor q = attn_tensor_make(NULL, ATTN_DTYPE_F32, 4, empty), k = attn_tensor_make(buf, ATTN_DTYPE_F32, 4, kv);
+    size_t bytes = 7;
+    const attn_status st = attn_forward_prescaled_workspace_size(&q, &k, &k, &bytes);
+    assert_true(st == ATTN_STATUS_OK || st == ATTN_STATUS_INVALID_ARGUMENT || st == ATTN_STATUS_OVERFLOW);
+    if (st != ATTN_STATUS_OK) assert_int_equal(bytes, 7);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_numel_no_overflow),
         cmocka_unit_test(test_workspace_size_products),
         cmocka_unit_test(test_exp2_nan),          cmocka_unit_test(test_nan_query_generic),
         cmocka_unit_test(test_empty_null_views),  cmocka_unit_test(test_plan_limits_fast),
