@@ -301,6 +301,13 @@ def is_fp8_cache(kv_cache: Array, kv_cache_dtype: Optional[str]) -> bool:
     """True when the cache holds fp8 codes (by name, or an ml_dtypes / torch float8 array)."""
     if kv_cache_dtype_code(kv_cache_dtype) is not None:
         return True
+    # NumPy arrays and torch tensors name their dtype without an export (np.from_dlpack on a torch tensor costs
+    # ~10 us, the whole budget of a decode-step call): float8 dtypes are "float8_*" in both (ml_dtypes, torch)
+    dt = getattr(kv_cache, "dtype", None)
+    if isinstance(dt, np.dtype):
+        return NP_FP8.get(dt) is not None
+    if type(dt).__module__ == "torch":
+        return "float8" in str(dt)
     dt = _arrays.dtype_of(kv_cache, "kv_cache")
     return NP_FP8.get(dt) is not None
 
