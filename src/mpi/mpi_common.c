@@ -76,6 +76,16 @@ attn_status am_agree(MPI_Comm comm, attn_status local, const int64_t *vals, cons
     return ATTN_STATUS_OK;
 }
 
+void am_comm_release(MPI_Comm *comm) {
+    if (*comm == MPI_COMM_NULL)
+        return;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin)
+        MPI_Comm_free(comm);
+    *comm = MPI_COMM_NULL;
+}
+
 attn_status am_comm_dup(MPI_Comm comm, MPI_Comm *dup, int *rank, int *size) {
     int init = 0;
     MPI_Initialized(&init);

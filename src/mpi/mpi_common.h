@@ -47,6 +47,10 @@ attn_status am_agree(MPI_Comm comm, attn_status local, const int64_t *vals, cons
 /* Duplicates comm into *dup with MPI_ERRORS_RETURN set; writes rank and size. */
 attn_status am_comm_dup(MPI_Comm comm, MPI_Comm *dup, int *rank, int *size);
 
+/* Frees a plan's duplicated communicator (MPI_COMM_NULL: nothing; after MPI_Finalize: left alone, since
+ * MPI may no longer be called) and sets *comm to MPI_COMM_NULL. */
+void am_comm_release(MPI_Comm *comm);
+
 /* Checks a view: non-NULL, data non-NULL when it has elements, ndim, dtype (dtype < 0: any float
  * f32/f16/bf16), non-negative strides, last dimension contiguous, and each shape[i] == expect[i] (expect[i]
  * < 0: any). Messages name `name`, e.g. "q: shape[1]=3, expected num_heads=4". dim_names may be NULL. */

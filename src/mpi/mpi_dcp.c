@@ -136,12 +136,7 @@ attn_status attn_mpi_dcp_plan_create(MPI_Comm comm, const attn_mpi_dcp_config *c
 void attn_mpi_dcp_plan_free(attn_mpi_dcp_plan *plan) {
     if (!plan)
         return;
-    if (plan->comm != MPI_COMM_NULL) {
-        int fin = 0;
-        MPI_Finalized(&fin);
-        if (!fin)
-            MPI_Comm_free(&plan->comm);
-    }
+    am_comm_release(&plan->comm);
     free(plan->states);
     free(plan->acc);
     free(plan->qf);

@@ -128,12 +128,7 @@ attn_status attn_mpi_ring_plan_create(MPI_Comm comm, const attn_mpi_ring_config 
 void attn_mpi_ring_plan_free(attn_mpi_ring_plan *plan) {
     if (!plan)
         return;
-    if (plan->comm != MPI_COMM_NULL) {
-        int fin = 0;
-        MPI_Finalized(&fin);
-        if (!fin)
-            MPI_Comm_free(&plan->comm);
-    }
+    am_comm_release(&plan->comm);
     free(plan->ring[0]);
     free(plan->ring[1]);
     free(plan->qf);

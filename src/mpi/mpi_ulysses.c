@@ -110,12 +110,7 @@ attn_status attn_mpi_ulysses_plan_create(MPI_Comm comm, const attn_mpi_ulysses_c
 void attn_mpi_ulysses_plan_free(attn_mpi_ulysses_plan *plan) {
     if (!plan)
         return;
-    if (plan->comm != MPI_COMM_NULL) {
-        int fin = 0;
-        MPI_Finalized(&fin);
-        if (!fin)
-            MPI_Comm_free(&plan->comm);
-    }
+    am_comm_release(&plan->comm);
     free(plan->send);
     free(plan->recv);
     free(plan->fq);
