@@ -43,6 +43,22 @@ typedef struct diff_call {
     int64_t seq_len;
 } diff_call;
 
+/* The query, output and LSE part of batch row b's sequence view (dense and paged diffusion calls). */
+static void diff_seq_q_out(attn_seq_view *s, const diff_operand *q, const diff_operand *out, float *lse,
+                           const int64_t lse_strides[3], int64_t b) {
+    s->q = attn_byte_ptr(q->data, b * q->batch_stride);
+    s->q_row_stride = q->seq_stride;
+    s->q_head_stride = q->head_stride;
+    s->out = (char *)(uintptr_t)attn_byte_ptr(out->data, b * out->batch_stride);
+    s->out_row_stride = out->seq_stride;
+    s->out_head_stride = out->head_stride;
+    if (lse) {
+        s->lse = (float *)(uintptr_t)attn_byte_ptr(lse, b * lse_strides[0] * (int64_t)sizeof(float));
+        s->lse_head_stride = lse_strides[1];
+        s->lse_row_stride = lse_strides[2];
+    }
+}
+
 static diff_operand diff_operand_of(const attn_tensor *t, int32_t s_dim, int32_t n_dim) {
     const int64_t es = (int64_t)attn_dtype_size(t->dtype);
     diff_operand o;
@@ -59,23 +75,13 @@ static void diff_get_seq(const attn_problem *p, int64_t b, attn_seq_view *s) {
     s->batch_idx = b;
     s->seq_q = c->seq_q;
     s->seq_k = c->seq_k;
-    s->q = attn_byte_ptr(c->q.data, b * c->q.batch_stride);
-    s->q_row_stride = c->q.seq_stride;
-    s->q_head_stride = c->q.head_stride;
+    diff_seq_q_out(s, &c->q, &c->out, c->lse, c->lse_strides, b);
     s->k = attn_byte_ptr(c->k.data, b * c->k.batch_stride);
     s->k_row_stride = c->k.seq_stride;
     s->k_head_stride = c->k.head_stride;
     s->v = attn_byte_ptr(c->v.data, b * c->v.batch_stride);
     s->v_row_stride = c->v.seq_stride;
     s->v_head_stride = c->v.head_stride;
-    s->out = (char *)(uintptr_t)attn_byte_ptr(c->out.data, b * c->out.batch_stride);
-    s->out_row_stride = c->out.seq_stride;
-    s->out_head_stride = c->out.head_stride;
-    if (c->lse) {
-        s->lse = (float *)(uintptr_t)attn_byte_ptr(c->lse, b * c->lse_strides[0] * (int64_t)sizeof(float));
-        s->lse_head_stride = c->lse_strides[1];
-        s->lse_row_stride = c->lse_strides[2];
-    }
     if (c->valid_rows) {
         /* compacted sequence: query row i and key j are token valid_rows[b][i] / [j]; K/V through a
          * block table with block_size 1 (zero-copy gather), Q/out/LSE through q_rows */
@@ -454,17 +460,7 @@ static void diff_paged_get_seq(const attn_problem *p, int64_t r, attn_seq_view *
     s->batch_idx = r;
     s->seq_q = c->query_len;
     s->seq_k = c->seq_lens[r * c->seq_lens_stride];
-    s->q = attn_byte_ptr(c->q.data, r * c->q.batch_stride);
-    s->q_row_stride = c->q.seq_stride;
-    s->q_head_stride = c->q.head_stride;
-    s->out = (char *)(uintptr_t)attn_byte_ptr(c->out.data, r * c->out.batch_stride);
-    s->out_row_stride = c->out.seq_stride;
-    s->out_head_stride = c->out.head_stride;
-    if (c->lse) {
-        s->lse = (float *)(uintptr_t)attn_byte_ptr(c->lse, r * c->lse_strides[0] * (int64_t)sizeof(float));
-        s->lse_head_stride = c->lse_strides[1];
-        s->lse_row_stride = c->lse_strides[2];
-    }
+    diff_seq_q_out(s, &c->q, &c->out, c->lse, c->lse_strides, r);
     s->k = attn_byte_ptr(c->cache.base, 0); /* an empty cache may have data NULL */
     s->v = attn_byte_ptr(c->cache.base, c->cache.kv_stride);
     s->block_table =
