@@ -21,34 +21,21 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import gc
 import json
-import time
+import os
+import sys
 
 import numpy as np
 import torch
 
 from attn import _binding, ops
+
+# min / median µs of one call: the timing loop of bench/bench_python_overhead.py (one loop for both benches)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "bench"))
+from bench_python_overhead import _stats  # noqa: E402
 from attn import vllm_backend as vb
 
 H, HK, D = 9, 3, 64
-
-
-def _stats(f, reps: int) -> tuple:
-    for _ in range(200):
-        f()
-    ts = [0.0] * reps
-    pc = time.perf_counter
-    gc.disable()
-    try:
-        for i in range(reps):
-            t0 = pc()
-            f()
-            ts[i] = pc() - t0
-    finally:
-        gc.enable()
-    ts.sort()
-    return ts[0] * 1e6, ts[reps // 2] * 1e6
 
 
 def case(block_size: int, batch: int, ctx_len: int, reps: int) -> dict:
