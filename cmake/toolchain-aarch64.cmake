@@ -3,6 +3,9 @@
 # `ctest --test-dir build-arm64` runs every C test through CMAKE_CROSSCOMPILING_EMULATOR (issue 13).
 # QEMU_CPU in the environment (e.g. max) picks the emulated CPU; the default is qemu's own default model.
 set(CMAKE_SYSTEM_NAME Linux)
+# This file's absolute path (a relative -DCMAKE_TOOLCHAIN_FILE=cmake/... is not usable from another directory):
+# the install test configures its downstream consumer with it.
+set(ATTN_TOOLCHAIN_FILE ${CMAKE_CURRENT_LIST_FILE})
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 
 set(ATTN_AARCH64_TRIPLE aarch64-linux-gnu CACHE STRING "GNU triple of the aarch64 cross toolchain")

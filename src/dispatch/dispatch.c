@@ -33,6 +33,16 @@ static int attn_usable_avx512(const attn_cpu_feature_set *f) {
 static int attn_usable_neon(const attn_cpu_feature_set *f) { return f->neon; }
 #endif
 
+/* The table an entry hands out on this CPU: for neon its BF16 variant (BFCVTN conversions, the same bits,
+ * src/kernels/neon/cvt_neon_bf16.c) where HWCAP2 reports BF16; else the entry's table. */
+static const struct attn_kernels *attn_isa_table(const struct attn_kernels *table, const attn_cpu_feature_set *f) {
+#if defined(ATTN_HAVE_NEON_BF16)
+    if (table == &attn_kernels_neon && f->bf16) return &attn_kernels_neon_bf16;
+#endif
+    (void)f;
+    return table;
+}
+
 static const attn_isa_entry attn_isas[] = {
     {"generic", &attn_kernels_generic, attn_usable_always},
 #if defined(ATTN_HAVE_AVX2)
@@ -60,15 +70,41 @@ const struct attn_kernels *attn_dispatch_by_name(const char *name) {
     if (!name) return NULL;
     for (int32_t i = 0; i < ATTN_NUM_ISAS; i++)
         if (strcmp(attn_isas[i].name, name) == 0)
-            return attn_isas[i].usable(attn_cpu_detect()) ? attn_isas[i].table : NULL;
+            return attn_isas[i].usable(attn_cpu_detect()) ? attn_isa_table(attn_isas[i].table, attn_cpu_detect())
+                                                          : NULL;
     return NULL;
+}
+
+const char *attn_dispatch_variant_name(const struct attn_kernels *table) {
+#if defined(ATTN_HAVE_NEON_BF16)
+    if (table == &attn_kernels_neon_bf16) return "bf16";
+#endif
+    (void)table;
+    return NULL;
+}
+
+int attn_dispatch_variants(const char *name, const struct attn_kernels **out, const char **why_not) {
+    *why_not = NULL;
+    const struct attn_kernels *t = attn_dispatch_by_name(name);
+    if (!t) return 0;
+#if defined(ATTN_HAVE_NEON_BF16)
+    if (t == &attn_kernels_neon_bf16) {
+        out[0] = &attn_kernels_neon, out[1] = t;
+        return 2;
+    }
+    if (t == &attn_kernels_neon) *why_not = "bf16 variant not run: HWCAP2_BF16 is not reported by this CPU";
+#elif defined(ATTN_HAVE_NEON)
+    if (t == &attn_kernels_neon) *why_not = "bf16 variant not compiled: the compiler does not take +bf16";
+#endif
+    out[0] = t;
+    return 1;
 }
 
 const struct attn_kernels *attn_dispatch_default(void) {
     const char *env = getenv("ATTN_ISA");
     if (env && *env) return attn_dispatch_by_name(env);
     for (int32_t i = ATTN_NUM_ISAS - 1; i >= 0; i--)
-        if (attn_isas[i].usable(attn_cpu_detect())) return attn_isas[i].table;
+        if (attn_isas[i].usable(attn_cpu_detect())) return attn_isa_table(attn_isas[i].table, attn_cpu_detect());
     return &attn_kernels_generic;
 }
 

@@ -57,5 +57,11 @@ extern const struct attn_kernels attn_kernels_avx512;
 #if defined(ATTN_HAVE_NEON)
 extern const struct attn_kernels attn_kernels_neon;
 #endif
+#if defined(ATTN_HAVE_NEON_BF16)
+/* the neon table with its FEAT_BF16 entries (cvt_neon_bf16.c); dispatch hands it out for "neon" when
+   HWCAP2_BF16 is set */
+void attn_k_cvt_from_f32_neon_bf16(const float *src, attn_dtype dtype, void *dst, int64_t n);
+extern const struct attn_kernels attn_kernels_neon_bf16;
+#endif
 
 #endif

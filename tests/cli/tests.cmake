@@ -14,6 +14,12 @@ function(attn_cli_test name)
   string(REPLACE ";" "|" _args "${T_ARGS}")
   set(_defs -DATTN=$<TARGET_FILE:attn_cli> "-DARGS=${_args}" -DEXPECT_RC=${T_RC}
     -DWORKDIR=${PROJECT_SOURCE_DIR})
+  if(CMAKE_CROSSCOMPILING_EMULATOR)
+    # cross build (cmake/toolchain-aarch64.cmake): the script starts the binary under the emulator, as ctest
+    # does for the suites' executables
+    string(REPLACE ";" "|" _e "${CMAKE_CROSSCOMPILING_EMULATOR}")
+    list(APPEND _defs "-DEMULATOR=${_e}")
+  endif()
   if(T_ENV)
     string(REPLACE ";" "|" _e "${T_ENV}")
     list(APPEND _defs "-DENV=${_e}")

@@ -55,13 +55,23 @@ static tiles *tiles_random(th_rng *r, int64_t head_size, int64_t num_keys) {
     return t;
 }
 
-/* The usable tables other than none: fills names/tables, returns the count (generic first). */
+/* The usable tables other than none, each variant of a table too (neon and, where HWCAP2 reports BF16, its
+ * bf16 variant: attn_dispatch_variants): fills tables, returns the count (generic first). A REPRO line names a
+ * variant as the table's name (the list printed here tells which ones ran). */
 static int usable_tables(const struct attn_kernels **tables) {
+    static int printed;
     int n = 0;
     for (int32_t i = 0; i < attn_isa_count(); i++) {
-        const struct attn_kernels *kt = attn_dispatch_by_name(attn_isa_name(i));
-        if (kt) tables[n++] = kt;
+        const char *why_not = NULL;
+        const int nv = attn_dispatch_variants(attn_isa_name(i), tables + n, &why_not);
+        for (int v = 0; v < nv && !printed; v++)
+            fprintf(stderr, "test_kernels: table %s%s%s\n", tables[n + v]->name,
+                    attn_dispatch_variant_name(tables[n + v]) ? "+" : "",
+                    attn_dispatch_variant_name(tables[n + v]) ? attn_dispatch_variant_name(tables[n + v]) : "");
+        if (why_not && !printed) fprintf(stderr, "test_kernels: table %s: %s\n", attn_isa_name(i), why_not);
+        n += nv;
     }
+    printed = 1;
     return n;
 }
 
