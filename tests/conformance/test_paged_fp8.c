@@ -427,6 +427,85 @@ static void test_fp8_chunked(void **state) {
     run_cases(reqs_mixed, 5, 300);
 }
 
+/* With k_scale = v_scale = 1 an fp8 cache means exactly the floats decode(bits): the fast paths on it are bitwise
+ * equal to the fast paths on an f32 cache and on a bf16 cache holding those values (every E4M3 / E5M2 value, NaN
+ * and inf included, is a bf16 value), on every ISA and thread count: the fp8 rows are widened exactly wherever
+ * they are read (to bf16 rows for the token-major decode schedule, to f32 rows for the converted tiles), and
+ * nothing else differs. Decodes, spec decodes, a partial and a fresh prefill in one step (both schedules). */
+static void test_fp8_equals_float_caches(void **state) {
+    (void)state;
+    static const fp8_req reqs[] = {{700, 1, 0}, {130, 1, 0}, {40, 3, 2}, {90, 20, 0}, {0, 17, 0}};
+    static const fp8_req reqs_small_eq[] = {{130, 1, 0}, {20, 3, 2}, {0, 9, 0}};
+    const int small = th_test_small();
+    attn_ctx *ctx;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    for (int f = 0; f < 2; f++) {
+        fp8_case k;
+        memset(&k, 0, sizeof k);
+        k.fmt = fp8_formats[f];
+        k.q_dtype = f == 0 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+        k.num_heads = 8, k.num_kv_heads = 2, k.head_size = f == 0 ? 128 : 72, k.block_size = 16;
+        k.k_scale = k.v_scale = 1.0f;
+        k.reqs = small ? reqs_small_eq : reqs;
+        k.num_reqs = small ? 3 : 5;
+        fp8_step s;
+        fp8_step_build(ctx, &k, 700 + (uint64_t)f, &s);
+        const int64_t T = s.info.num_tokens, H = k.num_heads, D = k.head_size;
+        const size_t n = (size_t)(T * H * D), qes = attn_dtype_size(k.q_dtype);
+        const size_t n_cache = (size_t)(2 * s.num_blocks * k.block_size * k.num_kv_heads * D);
+        float *c32 = malloc(n_cache * sizeof(float));
+        uint16_t *c16 = malloc(n_cache * sizeof(uint16_t));
+        for (size_t i = 0; i < n_cache; i++) {
+            c32[i] = attn_fp8_to_float(k.fmt, s.cache[i]);
+            th_set(c16, ATTN_DTYPE_BF16, i, c32[i]);
+            assert_true(same_float(th_get(c16, ATTN_DTYPE_BF16, i), c32[i])); /* exact */
+        }
+        int64_t qs[3] = {T, H, D}, ls[2] = {H, T}, cs[5] = {2, s.num_blocks, k.block_size, k.num_kv_heads, D};
+        attn_tensor tq = attn_tensor_make(s.q, k.q_dtype, 3, qs);
+        attn_tensor caches[3] = {attn_tensor_make(s.cache, k.fmt, 5, cs), attn_tensor_make(c32, ATTN_DTYPE_F32, 5, cs),
+                                 attn_tensor_make(c16, ATTN_DTYPE_BF16, 5, cs)};
+        attn_tensor qsl, sl, bt;
+        fp8_meta(&s, &qsl, &sl, &bt);
+        const size_t ws_size = attn_plan_workspace_size(s.plan);
+        void *ws = ws_size ? aligned_alloc(64, (ws_size + 63) & ~(size_t)63) : NULL;
+        void *out[3][2];
+        float *lse[3][2];
+        for (int c = 0; c < 3; c++)
+            for (int e = 0; e < 2; e++)
+                out[c][e] = th_alloc_nan(k.q_dtype, n), lse[c][e] = (float *)th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * T));
+        for (int32_t isa = 0; isa < attn_isa_count(); isa++) {
+            const char *name = attn_isa_name(isa);
+            if (!attn_isa_available(name)) continue;
+            assert_int_equal(attn_ctx_set_isa(ctx, name), ATTN_STATUS_OK);
+            for (int32_t threads = 1; threads <= 2; threads++) {
+                assert_int_equal(attn_ctx_set_num_threads(ctx, threads), ATTN_STATUS_OK);
+                for (int c = 0; c < 3; c++) {
+                    attn_tensor to0 = attn_tensor_make(out[c][0], k.q_dtype, 3, qs), to1 = attn_tensor_make(out[c][1], k.q_dtype, 3, qs);
+                    attn_tensor tl0 = attn_tensor_make(lse[c][0], ATTN_DTYPE_F32, 2, ls), tl1 = attn_tensor_make(lse[c][1], ATTN_DTYPE_F32, 2, ls);
+                    assert_int_equal(attn_forward_paged(ctx, s.plan, &tq, NULL, NULL, &caches[c], &s.params, &to0, &tl0, ws, ws_size),
+                                     ATTN_STATUS_OK);
+                    assert_int_equal(attn_paged_attention(ctx, &tq, &caches[c], &qsl, &sl, &bt, &s.params, &to1, &tl1),
+                                     ATTN_STATUS_OK);
+                }
+                for (int c = 1; c < 3; c++)
+                    for (int e = 0; e < 2; e++) {
+                        if (!fp8_bitwise(out[0][e], out[c][e], n * qes) ||
+                            !fp8_bitwise(lse[0][e], lse[c][e], (size_t)(H * T) * sizeof(float)))
+                            fprintf(stderr, "%s %s, %d threads, %s: fp8 cache != %s cache holding its values\n", name,
+                                    attn_dtype_name(k.fmt), threads, e ? "plan-less" : "plan", c == 1 ? "f32" : "bf16");
+                        assert_true(fp8_bitwise(out[0][e], out[c][e], n * qes));
+                        assert_true(fp8_bitwise(lse[0][e], lse[c][e], (size_t)(H * T) * sizeof(float)));
+                    }
+            }
+        }
+        for (int c = 0; c < 3; c++)
+            for (int e = 0; e < 2; e++) free(out[c][e]), free(lse[c][e]);
+        free(ws), free(c32), free(c16);
+        fp8_step_free(&s);
+    }
+    attn_ctx_destroy(ctx);
+}
+
 /* Options fold correctly with the scales: soft-cap (k_scale inside the tanh argument), ALiBi, sinks, window. */
 static void test_fp8_options(void **state) {
     (void)state;
@@ -568,7 +647,7 @@ int main(void) {
         cmocka_unit_test(test_fp8_codecs),          cmocka_unit_test(test_fp8_cache_write),
         cmocka_unit_test(test_fp8_decode),          cmocka_unit_test(test_fp8_prefill_prefix),
         cmocka_unit_test(test_fp8_chunked),         cmocka_unit_test(test_fp8_options),
-        cmocka_unit_test(test_fp8_bad_inputs),
+        cmocka_unit_test(test_fp8_bad_inputs),      cmocka_unit_test(test_fp8_equals_float_caches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
