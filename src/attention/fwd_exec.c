@@ -29,6 +29,7 @@ typedef struct attn_fx_slot {
     int active;          /* the current partition is in [first, last)               */
     int safe_pv;         /* token-major: this tile's P·V runs row by row (hidden keys, non-finite V) */
     int acc_empty;       /* the folded state holds nothing yet (its o is not initialised)           */
+    int acc_is_part;     /* the block's only partition: the folded state is the partition state     */
 } attn_fx_slot;
 
 #define ATTN_FX_HEADER_BYTES (((sizeof(attn_fx_slot) * ATTN_FWD_MULTI_MAX) + 63) & ~(size_t)63)
@@ -315,6 +316,7 @@ void attn_fwd_multi_begin(const attn_problem *p, const struct attn_kernels *kern
          * gives, 0·0 + 1·o = o) and never read while l = 0, so it is not cleared here */
         attn_fwd_ml_reset(st.m_acc, st.l_acc);
         sl[i].acc_empty = 1;
+        sl[i].acc_is_part = 0;
         attn_fwd_partitions(&sl[i].blk, &sl[i].first, &sl[i].last);
     }
 }
@@ -455,6 +457,11 @@ store:
     for (int64_t i = 0; i < n; i++) {
         if (!sl[i].active) continue;
         const attn_fx_state st = attn_fx_state_of(p, sc, i);
+        if (sl[i].acc_empty && part == sl[i].last - 1) { /* one partition: finalize reads it where it is */
+            sl[i].acc_is_part = 1;
+            sl[i].acc_empty = 0;
+            continue;
+        }
         if (sl[i].acc_empty) {
             const int64_t nr = sl[i].blk.num_rows;
             memcpy(st.m_acc, st.m_part, (size_t)nr * sizeof(float));
@@ -474,7 +481,8 @@ void attn_fwd_multi_finalize(const attn_problem *p, const struct attn_kernels *k
     attn_fx_slot *sl = attn_fx_slots(sc);
     for (int64_t i = 0; i < n; i++) {
         const attn_fx_state st = attn_fx_state_of(p, sc, i);
-        attn_fwd_finalize(p, kern, &sl[i].blk, sc, st.m_acc, st.l_acc, st.o_acc);
+        if (sl[i].acc_is_part) attn_fwd_finalize(p, kern, &sl[i].blk, sc, st.m_part, st.l_part, st.o_part);
+        else attn_fwd_finalize(p, kern, &sl[i].blk, sc, st.m_acc, st.l_acc, st.o_acc);
     }
 }
 
