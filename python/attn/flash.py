@@ -149,16 +149,24 @@ def _kv_view(k_cache: np.ndarray, v_cache: np.ndarray) -> Optional[np.ndarray]:
     extent = k_cache.itemsize + sum((n - 1) * st for n, st in zip(k_cache.shape, k_cache.strides))
     if delta < 0 or delta % k_cache.itemsize or delta > extent:
         return None  # (a gap would make the view span unrelated memory, which libattn rejects)
-    return np.lib.stride_tricks.as_strided(k_cache, shape=(2,) + k_cache.shape,
-                                           strides=(delta,) + k_cache.strides,
-                                           writeable=bool(k_cache.flags.writeable))
+    return _as_strided(k_cache, (2,) + k_cache.shape, (delta,) + k_cache.strides)
 
 
 def doubled(cache: np.ndarray) -> np.ndarray:
     """[2, ...] view of one cache tensor whose halves alias (stride 0): lets the two-half C ops
     (reshape_and_cache, copy/swap_blocks) work on a separate key or value cache."""
-    return np.lib.stride_tricks.as_strided(cache, shape=(2,) + cache.shape, strides=(0,) + cache.strides,
-                                           writeable=bool(cache.flags.writeable))
+    return _as_strided(cache, (2,) + cache.shape, (0,) + cache.strides)
+
+
+def _as_strided(a: np.ndarray, shape: Tuple[int, ...], strides: Tuple[int, ...]) -> np.ndarray:
+    """np.lib.stride_tricks.as_strided for any dtype: through an unsigned view of the same item size, since
+    NumPy cannot rebuild an ml_dtypes float8 array from its __array_interface__ ('<f1')."""
+    raw = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}.get(a.itemsize)
+    if raw is None or a.dtype == raw:
+        return np.lib.stride_tricks.as_strided(a, shape=shape, strides=strides, writeable=bool(a.flags.writeable))
+    v = np.lib.stride_tricks.as_strided(a.view(raw), shape=shape, strides=strides,
+                                        writeable=bool(a.flags.writeable))
+    return v.view(a.dtype)
 
 
 def _view3(a: np.ndarray, shape: Sequence[int]) -> Optional[np.ndarray]:
@@ -382,6 +390,7 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
                             rotary_interleaved: bool = True, alibi_slopes: Optional[Array] = None,
                             num_splits: int = 0, return_softmax_lse: bool = False, *,
                             out: Optional[Array] = None, sinks: Optional[Array] = None,
+                            q_descale: Any = None, k_descale: Any = None, v_descale: Any = None,
                             ctx: Optional[Context] = None) -> Any:
     """Attention of new queries against a KV cache, appending k/v to the cache first (in place).
 
@@ -409,9 +418,17 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     k_cache/v_cache that are the two halves of one tensor (kv[0], kv[1]) are used in place (zero-copy);
     two separate allocations are written in place, but attention then runs over a COPY of the blocks in
     use (not zero-copy; allocate one [2, ...] tensor to avoid it).
+    fp8 caches (torch float8_e4m3fn / float8_e5m2, or ml_dtypes): k_descale / v_descale (flash-attn 3) give the
+    scales, key = fp8(k_cache)·k_descale, value = fp8(v_cache)·v_descale; new k/v are stored as fp8(k / k_descale)
+    (attn_reshape_and_cache_scaled). A number, or a float array of shape [batch, nheads_k] (flash-attn 3) / [1]
+    / []: attn has one scale per tensor, so every entry must be equal (else ValueError); finite and > 0. None
+    means 1. Float caches ignore them (as vLLM's "auto" cache ignores k_scale/v_scale). q_descale: fp8 queries
+    are not supported, so it must be None or all ones.
     Returns out [batch, seqlen_q, nheads, headdim_v]; with return_softmax_lse also softmax_lse float32
     [batch, nheads, seqlen_q]."""
-    if _ext is not None and rotary_cos is None and rotary_sin is None and cache_leftpad is None:
+    k_sc, v_sc = _descales(q_descale, k_descale, v_descale, q, k_cache)
+    if (_ext is not None and rotary_cos is None and rotary_sin is None and cache_leftpad is None
+            and k_sc == 1.0 and v_sc == 1.0):
         r = _ext.kvcache(_ctx_ptr(ctx), q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table,
                          softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
                          bool(return_softmax_lse))
@@ -502,6 +519,12 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     kw = dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
               softcap=softcap, alibi_slopes=None if slopes is not None else alibi_slopes, sinks=sinks,
               ctx=ctx)
+    scales = {}
+    if (k_sc != 1.0 or v_sc != 1.0) and ops.is_fp8_cache(kc, None):
+        scales = dict(k_scale=k_sc, v_scale=v_sc)  # float caches ignore the descales
+        if leftpad is not None and block_table is None:
+            raise ValueError("k_descale/v_descale with cache_leftpad need a paged cache (block_table)")
+        kw.update(scales)
     ops.Params(num_heads=nheads, **{n: kw[n] for n in kw if n != "ctx"})  # option errors: before writes
     _arrays.tensor(qa, "q"), _arrays.tensor(kc, "k_cache", True), _arrays.tensor(vc, "v_cache", True)
     if seqlen_new:
@@ -515,10 +538,12 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         k3 = ka.reshape(batch * seqlen_new, ka.shape[2], ka.shape[3])
         v3 = va.reshape(batch * seqlen_new, va.shape[2], va.shape[3])
         if kv is not None:
-            ops.reshape_and_cache(k3, v3, kv, slots, ctx=ctx)
+            ops.reshape_and_cache(k3, v3, kv, slots, ctx=ctx, **scales)
         else:  # two separate caches: write each through a [2, ...] view with aliased halves
-            ops.reshape_and_cache(k3, k3, doubled(kc), slots, ctx=ctx)
-            ops.reshape_and_cache(v3, v3, doubled(vc), slots, ctx=ctx)
+            ops.reshape_and_cache(k3, k3, doubled(kc), slots, ctx=ctx,
+                                  **({} if not scales else dict(k_scale=k_sc, v_scale=k_sc)))
+            ops.reshape_and_cache(v3, v3, doubled(vc), slots, ctx=ctx,
+                                  **({} if not scales else dict(k_scale=v_sc, v_scale=v_sc)))
     if out is None:
         out = _arrays.empty(q, out_shape, qa.dtype)
     oa = _arrays.as_numpy(out, "out")
@@ -536,6 +561,33 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     lse = _arrays.empty(q, (batch, nheads, seqlen_q), np.float32)
     _arrays.as_numpy(lse)[...] = lse3.reshape(nheads, batch, seqlen_q).transpose(1, 0, 2)
     return out, lse
+
+
+def _descale(name: str, x: Any) -> float:
+    """One per-tensor scale from a flash-attn 3 descale argument (None: 1): a number or an array whose entries
+    are all equal, finite and > 0."""
+    if x is None:
+        return 1.0
+    try:
+        a = np.asarray(_arrays.as_numpy(x, name) if not isinstance(x, (int, float)) else x, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name}: expected a number or a float array, got {type(x).__name__}") from e
+    if a.size == 0:
+        raise ValueError(f"{name}: is empty")
+    v = float(a.reshape(-1)[0])
+    if not np.all(a == v):
+        raise ValueError(f"{name}: entries differ (min {float(a.min())}, max {float(a.max())}); attn supports one "
+                         f"scale per tensor (per-tensor fp8), not per (batch, head)")
+    if not (np.isfinite(v) and v > 0):
+        raise ValueError(f"{name}={v}: must be finite and > 0")
+    return v
+
+
+def _descales(q_descale: Any, k_descale: Any, v_descale: Any, q: Any, k_cache: Any) -> Tuple[float, float]:
+    """(k_scale, v_scale) of flash_attn_with_kvcache's descale arguments; q_descale must be trivial."""
+    if q_descale is not None and _descale("q_descale", q_descale) != 1.0:
+        raise ValueError("q_descale: fp8 queries are not supported (q is dequantized by the caller); pass None")
+    return _descale("k_descale", k_descale), _descale("v_descale", v_descale)
 
 
 def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pos: np.ndarray,

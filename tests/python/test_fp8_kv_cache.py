@@ -189,3 +189,61 @@ def test_bindings_give_the_same_bits(rng, monkeypatch):
     np.testing.assert_array_equal(res[0][0], res[1][0])
     np.testing.assert_array_equal(res[0][1][0], res[1][1][0])
     np.testing.assert_array_equal(res[0][1][1], res[1][1][1])
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp8_e5m2"])
+def test_flash_attn_with_kvcache_descale(name, rng, ctx1, binding):
+    """flash-attn 3's k_descale / v_descale on an fp8 paged cache: the appended rows are stored as
+    fp8(k / k_descale), attention reads decode(code)·descale (float64 reference), bitwise what paged_attention
+    gives with k_scale / v_scale; per-(batch, head) values must all be equal; bad values leave the cache as it
+    was."""
+    B, Sq, nb, bs = 2, 2, 8, 4
+    ks, vs = (0.02, 0.005) if name == "fp8_e4m3" else (4.0, 0.5)
+    kv = np.zeros((2, nb, bs, HK, D), FMT[name])  # one tensor: k_cache / v_cache are its halves
+    bt = np.array([[3, 0, 6, 1], [2, 7, 4, 5]], np.int32)
+    seqlens = np.array([5, 9], np.int32)
+    for b in range(B):  # the prefixes, through the cache write with the scales
+        n = int(seqlens[b])
+        kp = (rng.standard_normal((n, HK, D)) * 2).astype(np.float32)
+        vp = rng.standard_normal((n, HK, D)).astype(np.float32)
+        pos = np.arange(n)
+        attn.reshape_and_cache(kp, vp, kv, bt[b][pos // bs] * bs + pos % bs, k_scale=ks, v_scale=vs, ctx=ctx1)
+    kn = (rng.standard_normal((B, 2, HK, D)) * 2).astype(np.float32)
+    vn = rng.standard_normal((B, 2, HK, D)).astype(np.float32)
+    q = rng.standard_normal((B, Sq, H, D)).astype(np.float32)
+    out = attn.flash_attn_with_kvcache(q, kv[0], kv[1], k=kn, v=vn, cache_seqlens=seqlens, block_table=bt,
+                                       softmax_scale=0.3, causal=True, k_descale=np.full((B, HK), ks, np.float32),
+                                       v_descale=vs, ctx=ctx1)
+    codes = kv.view(np.uint8)
+    for b in range(B):
+        for j in range(2):
+            p = int(seqlens[b]) + j
+            blk, off = bt[b][p // bs], p % bs
+            np.testing.assert_array_equal(codes[0, blk, off], _codes(kn[b, j], ks, name))
+            np.testing.assert_array_equal(codes[1, blk, off], _codes(vn[b, j], vs, name))
+        n = int(seqlens[b]) + 2
+        pos = np.arange(n)
+        rows = bt[b][pos // bs], pos % bs
+        want = np_attend(q[b], _deq(codes[0][rows], ks, name), _deq(codes[1][rows], vs, name), causal=True,
+                         scale=0.3)[0]
+        np.testing.assert_allclose(out[b], want, atol=2e-5, rtol=1e-5)
+    qsl = np.array([0, Sq, 2 * Sq], np.int32)
+    same = attn.paged_attention(q.reshape(B * Sq, H, D), kv, qsl, seqlens + 2, bt, softmax_scale=0.3, k_scale=ks,
+                                v_scale=vs, ctx=ctx1)
+    np.testing.assert_array_equal(same.reshape(out.shape), out)
+    before = codes.copy()
+    bad = [dict(k_descale=np.array([[ks, ks], [ks, 2 * ks]], np.float32)), dict(v_descale=0.0),
+           dict(k_descale=float("nan")), dict(q_descale=2.0), dict(k_descale=np.zeros(0))]
+    for extra in bad:
+        name_ = next(iter(extra))
+        with pytest.raises(ValueError, match=name_):
+            attn.flash_attn_with_kvcache(q, kv[0], kv[1], k=kn * 3, v=vn, cache_seqlens=seqlens, block_table=bt,
+                                         causal=True, ctx=ctx1, **extra)
+        np.testing.assert_array_equal(kv.view(np.uint8), before)
+    # a float cache ignores the descales (vLLM's "auto"): the same bits as without them
+    fkv = _deq(codes, 1.0, name).astype(np.float32)
+    a = attn.flash_attn_with_kvcache(q, fkv[0], fkv[1], cache_seqlens=seqlens + 2, block_table=bt, causal=True,
+                                     k_descale=3.0, v_descale=[[0.5, 0.5], [0.5, 0.5]], ctx=ctx1)
+    b_ = attn.flash_attn_with_kvcache(q, fkv[0], fkv[1], cache_seqlens=seqlens + 2, block_table=bt, causal=True,
+                                      ctx=ctx1)
+    np.testing.assert_array_equal(a, b_)
