@@ -9,10 +9,17 @@
 #   scripts/fuzz_campaign.sh [RUNS] [SECONDS] [TARGET...]
 #   e.g. nice -n 10 scripts/fuzz_campaign.sh 10000000 0            every target to 10M executions
 #        scripts/fuzz_campaign.sh 0 60 dense workload               one minute each of two targets
-# Environment: FUZZ_BUILD (build dir, default build-fuzz), FUZZ_TIMEOUT (seconds per input, default 60: a
-# starved process on a loaded machine must not read as a finding), FUZZ_OPT (optimisation of the instrumented build,
-# default -O0: clang -O1 with ASan + UBSan + coverage takes minutes per AVX-512 kernel file), JOBS (parallel targets, default 2), FUZZ_WORK (scratch dir, default a mktemp dir; the
-# per-target logs, grown corpora and any crash-*/leak-*/timeout-*/oom-* artifacts stay there).
+# The stop condition is always -runs (an execution count), never wall time: the run survives being paused.
+# Environment: FUZZ_BUILD (build dir, default build-fuzz), FUZZ_TIMEOUT (wall-clock seconds per input, default
+# 1500: a starved process on a loaded machine, or one paused with SIGSTOP for up to ~10 minutes while someone
+# measures a benchmark, must not read as a finding; the work of one input is bounded by the harness, FZ_MAX_WORK in
+# fuzz_entries.c, so a real hang still shows), FUZZ_OPT (optimisation of the instrumented build, default -O1:
+# ~10x the executions per second of -O0; compiling the AVX-512 kernel files with ASan + UBSan + coverage takes a
+# few minutes, once), FUZZ_KERNEL_OPT (appended for the AVX2/AVX-512 kernel files only, default -O0: at -O1
+# with the sanitizers clang 14 takes tens of minutes per tile file on a loaded machine; empty: FUZZ_OPT), JOBS (parallel targets, default 2), FUZZ_WORK (scratch dir, default a mktemp dir; the
+# per-target logs, grown corpora and any crash-*/leak-*/timeout-*/oom-* artifacts stay there), FUZZ_SKIP_BUILD=1
+# (use the binaries in FUZZ_BUILD as they are), FUZZ_SUMMARY_ONLY=1 (only summarise the runs in FUZZ_WORK, also
+# partial ones: a target still running or stopped reads its last status line).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-10000000}
@@ -21,14 +28,16 @@ shift $(( $# > 2 ? 2 : $# ))
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=(dense varlen merge paged plan cache diffusion codec workload)
 B=${FUZZ_BUILD:-build-fuzz}
-OPT=${FUZZ_OPT:--O0}
+OPT=${FUZZ_OPT:--O1}
+KOPT=${FUZZ_KERNEL_OPT--O0}
 JOBS=${JOBS:-2}
 WORK=${FUZZ_WORK:-$(mktemp -d /tmp/attn-fuzz.XXXXXX)}
 mkdir -p "$WORK"
 
 if [ "${FUZZ_SKIP_BUILD:-0}" != 1 ] && [ "${FUZZ_SUMMARY_ONLY:-0}" != 1 ]; then
   cmake -S . -B "$B" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="$OPT -g" \
-    -DATTN_OPENMP=OFF -DATTN_FUZZ=ON -DATTN_SANITIZE="address;undefined;float-cast-overflow" >/dev/null
+    -DATTN_OPENMP=OFF -DATTN_FUZZ=ON -DATTN_SANITIZE="address;undefined;float-cast-overflow" \
+    -DATTN_FUZZ_KERNEL_OPT="$KOPT" >/dev/null
   cmake --build "$B" -j "$JOBS" --target $(printf 'fuzz_%s ' "${TARGETS[@]}") >/dev/null
 fi
 
@@ -36,7 +45,7 @@ run_one() { # target -> $WORK/<target>/{corpus,log.txt,rc}
   local t=$1 d="$WORK/$1"
   mkdir -p "$d/corpus"
   cp tests/fuzz/corpus/"$t"/* "$d/corpus/"
-  local args=(-runs="$RUNS" -timeout="${FUZZ_TIMEOUT:-60}" -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$d/"
+  local args=(-runs="$RUNS" -timeout="${FUZZ_TIMEOUT:-1500}" -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$d/"
               -max_len=512)
   [ "$RUNS" = 0 ] && args[0]=-runs=-1
   [ "$SECS" != 0 ] && args+=(-max_total_time="$SECS")
@@ -55,16 +64,21 @@ rows=""
 total_findings=0
 for t in "${TARGETS[@]}"; do
   d="$WORK/$t"
-  read -r rc secs <"$d/rc"
+  rc=running secs=?
+  [ -f "$d/rc" ] && read -r rc secs <"$d/rc"
+  [ -f "$d/log.txt" ] || { echo "fuzz_$t: not started ($d)"; continue; }
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$d/log.txt" | grep -o '[0-9]*$' || true)
   eps=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$d/log.txt" | grep -o '[0-9]*$' || true)
   last=$(grep -E '^#[0-9]+' "$d/log.txt" | tail -1 || true)
+  # a run still going (or killed) has no final stats: its last status line "#N ... exec/s: E" says how far it got
+  [ -z "$execs" ] && execs=$(echo "$last" | grep -o '^#[0-9]*' | tr -d '#' || true)
+  [ -z "$eps" ] && eps=$(echo "$last" | grep -o 'exec/s: [0-9]*' | grep -o '[0-9]*' || true)
   cov=$(echo "$last" | grep -o 'cov: [0-9]*' | grep -o '[0-9]*' || true)
   ft=$(echo "$last" | grep -o 'ft: [0-9]*' | grep -o '[0-9]*' || true)
   units=$( (ls "$d/corpus" 2>/dev/null || true) | wc -l)
   findings=$( (ls "$d"/crash-* "$d"/leak-* "$d"/timeout-* "$d"/oom-* 2>/dev/null || true) | wc -l)
   # libFuzzer exits 0 when it reached -runs / -max_total_time; anything else without an artifact is a finding too
-  [ "$rc" != 0 ] && [ "$findings" = 0 ] && findings=1
+  [ "$rc" != 0 ] && [ "$rc" != running ] && [ "$findings" = 0 ] && findings=1
   total_findings=$((total_findings + findings))
   echo "fuzz_$t: rc=$rc executions=${execs:-?} exec/s=${eps:-?} cov=${cov:-?} ft=${ft:-?} corpus=$units findings=$findings (${secs} s, $d)"
   rows+="| \`fuzz_$t\` | $(printf "%'d" "${execs:-0}") | ${eps:-?} | ${cov:-?} | ${ft:-?} | $units | $findings | $secs |"$'\n'
@@ -72,7 +86,7 @@ done
 
 if [ "${ATTN_FUZZ_DOC:-1}" = 1 ] && grep -q '<!-- fuzz-campaign:begin -->' docs/ROBUSTNESS.md; then
   table="<!-- fuzz-campaign:begin -->"$'\n'
-  table+="Last campaign: $(date -u '+%Y-%m-%d %H:%M UTC'), \`scripts/fuzz_campaign.sh $RUNS $SECS\`, clang $(clang --version | grep -o 'version [0-9.]*' | head -1 | cut -d' ' -f2), ASan + UBSan + float-cast-overflow, $OPT, OpenMP off, $JOBS targets at a time, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end (2 cores shared with other builds)."$'\n\n'
+  table+="Last campaign: $(date -u '+%Y-%m-%d %H:%M UTC'), \`scripts/fuzz_campaign.sh $RUNS $SECS\`, clang $(clang --version | grep -o 'version [0-9.]*' | head -1 | cut -d' ' -f2), ASan + UBSan + float-cast-overflow, $OPT${KOPT:+ (SIMD kernel files $KOPT)}, OpenMP off, $JOBS targets at a time, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end (2 cores shared with other builds)."$'\n\n'
   table+="| target | executions | exec/s | cov | ft | corpus | findings | seconds |"$'\n'
   table+="|---|---|---|---|---|---|---|---|"$'\n'
   table+="$rows<!-- fuzz-campaign:end -->"

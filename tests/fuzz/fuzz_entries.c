@@ -32,6 +32,57 @@ typedef struct rd {
 #define FZ_MAX_VIEW (256 << 10)
 #endif
 
+/* Work bound of a call that passes validation (issue 11's 10M-execution campaign): a call whose estimated
+ * multiply-adds exceed FZ_MAX_WORK gets its output's data NULL (the library must refuse it: the view has
+ * elements), so every argument before the output is still validated at its decoded size, huge or not, and only
+ * the compute of a large valid call is skipped. Small shapes reach every kernel path (tiles and tails, masks,
+ * GQA, dtypes, ISA tables), so the cap keeps the coverage and makes a valid call cost microseconds. */
+#ifndef FZ_MAX_WORK
+#define FZ_MAX_WORK (1 << 15)
+#endif
+
+static int64_t fz_mulsat(int64_t a, int64_t b) {
+    int64_t x;
+    if (a <= 0 || b <= 0) return 0;
+    return __builtin_mul_overflow(a, b, &x) ? INT64_MAX : x;
+}
+
+/* Elements of a view (0 when empty or malformed, saturating). */
+static int64_t fz_numel(const attn_tensor *t) {
+    if (t->ndim <= 0 || t->ndim > ATTN_MAX_DIMS) return 0;
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n = fz_mulsat(n, t->shape[i]);
+    return n;
+}
+
+/* Rows of a view: its elements over the last dimension. */
+static int64_t fz_rows(const attn_tensor *t) {
+    const int64_t n = fz_numel(t);
+    return n > 0 ? n / t->shape[t->ndim - 1] : 0;
+}
+
+/* Largest dimension of a view. */
+static int64_t fz_maxdim(const attn_tensor *t) {
+    int64_t m = 0;
+    for (int i = 0; i < t->ndim && i < ATTN_MAX_DIMS; i++) m = t->shape[i] > m ? t->shape[i] : m;
+    return m;
+}
+
+/* Applies the bound: the output of a call above FZ_MAX_WORK loses its data (if it has elements). */
+static void fz_bound(attn_tensor *out, int64_t work) {
+    if (work > FZ_MAX_WORK && fz_numel(out) > 0) out->data = NULL;
+}
+
+/* Paged work: numel(q) * (block-table columns x block size) bounds every sequence's keys. */
+static int64_t fz_paged_work(const attn_tensor *q, const attn_tensor *cache, const attn_tensor *table) {
+    const int64_t cols = table->ndim == 2 ? table->shape[1] : fz_numel(table);
+    const int64_t bs = cache->ndim == 5 ? cache->shape[2] : fz_maxdim(cache);
+    return fz_mulsat(fz_numel(q), fz_mulsat(cols, bs));
+}
+
+/* Dense-style work (q rows x head size x key rows): numel(q) * rows(k) >= batch·seq_q·heads·d·seq_k. */
+static int64_t fz_attn_work(const attn_tensor *q, const attn_tensor *k) { return fz_mulsat(fz_numel(q), fz_rows(k)); }
+
 static uint8_t rd_u8(rd *r) { return r->i < r->n ? r->p[r->i++] : 0; }
 
 /* Small values mostly; a byte >= 240 picks a special around the limits (none of them makes a valid call
@@ -56,7 +107,7 @@ static float rd_f(rd *r) {
 }
 
 /* Every buffer of one call, freed at the end; `snap` keeps a copy for the nothing-written check. */
-#define FZ_MAX_BUFS 24
+#define FZ_MAX_BUFS 40
 typedef struct fz {
     void *base[FZ_MAX_BUFS], *snap[FZ_MAX_BUFS];
     size_t size[FZ_MAX_BUFS];
@@ -133,6 +184,34 @@ static attn_tensor fz_tensor(fz *f, rd *r, int want, attn_dtype dt) {
     return t;
 }
 
+/* A contiguous view of the given shape, data allocated (filled from the input) when its extent fits FZ_MAX_VIEW. */
+static attn_tensor fz_shaped(fz *f, rd *r, attn_dtype dt, int ndim, const int64_t *shape) {
+    attn_tensor t = attn_tensor_make(NULL, dt, ndim, shape);
+    const int64_t ext = fz_extent(&t);
+    if (ext > 0) t.data = fz_alloc(f, r, (size_t)ext);
+    return t;
+}
+
+/* A workspace of exactly `bytes` (64-byte aligned), registered for the nothing-written check. */
+static void *fz_ws_exact(fz *f, size_t bytes) {
+    void *p = NULL;
+    if (f->n == FZ_MAX_BUFS || posix_memalign(&p, 64, bytes ? bytes : 64) != 0) return NULL;
+    memset(p, 0x5A, bytes);
+    f->base[f->n] = p, f->size[f->n] = bytes, f->snap[f->n] = NULL, f->n++;
+    return p;
+}
+
+/* The kv_cache of a plan-less paged call: mostly a decoded 5-d view; for a byte % 4 == 0 one that fits q
+ * [tokens, heads, d]: [2, 1..8 blocks, block size 1..8 or 16, heads or heads / 2, d], f32 or fp8. */
+static attn_tensor fz_cache_for(fz *f, rd *r, const attn_tensor *q) {
+    const uint8_t g = rd_u8(r);
+    if (g % 4 != 0 || q->ndim != 3 || q->shape[1] <= 0 || q->shape[2] <= 0) return fz_tensor(f, r, 5, ATTN_DTYPE_F32);
+    static const attn_dtype cdt[4] = {ATTN_DTYPE_F32, ATTN_DTYPE_F32, ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
+    const int64_t h = q->shape[1], hkv = (g & 4) && h % 2 == 0 ? h / 2 : h, bs = (g & 8) ? 16 : 1 + (g >> 5);
+    const int64_t shape[5] = {2, 1 + rd_u8(r) % 8, bs, hkv, q->shape[2]};
+    return fz_shaped(f, r, cdt[(g >> 4) & 1 ? 2 + ((g >> 6) & 1) : 0], 5, shape);
+}
+
 /* Optional tensor: NULL for a zero flag byte. */
 static attn_tensor *fz_opt(fz *f, rd *r, attn_tensor *slot, int want, attn_dtype dt) {
     if (rd_u8(r) % 3 == 0) return NULL;
@@ -159,6 +238,16 @@ static attn_tensor fz_index(fz *f, rd *r, int ndim, int64_t n0, int64_t n1, attn
     return t;
 }
 
+/* A [ATTN_MAX_HEADS + 1] vector: 16 decoded values repeated (x[i] = x[i % 16]), filled by doubling copies (an
+ * element loop costs 4097 traced comparisons per input). */
+static void fz_fill16(rd *r, float *x) {
+    for (int i = 0; i < 16; i++) x[i] = rd_f(r);
+    for (int have = 16; have < ATTN_MAX_HEADS + 1; have *= 2) {
+        const int n = ATTN_MAX_HEADS + 1 - have < have ? ATTN_MAX_HEADS + 1 - have : have;
+        memcpy(x + have, x, (size_t)n * sizeof *x);
+    }
+}
+
 static void fz_params(rd *r, attn_params *p, float *alibi, float *sinks, attn_tensor *mask, attn_tensor *kpm, fz *f) {
     attn_params_init(p);
     const uint8_t flags = rd_u8(r);
@@ -166,29 +255,32 @@ static void fz_params(rd *r, attn_params *p, float *alibi, float *sinks, attn_te
     if (flags & 2) p->causal = (attn_causal)(rd_u8(r) % 4);
     if (flags & 4) p->window_left = rd_i32(r), p->window_right = rd_i32(r);
     if (flags & 8) p->softcap = rd_f(r);
-    if (flags & 16) {
-        for (int i = 0; i <= ATTN_MAX_HEADS; i++) alibi[i] = i < 16 ? rd_f(r) : alibi[i % 16];
-        p->alibi_slopes = alibi;
-    }
-    if (flags & 32) {
-        for (int i = 0; i <= ATTN_MAX_HEADS; i++) sinks[i] = i < 16 ? rd_f(r) : sinks[i % 16];
-        p->sinks = sinks;
-    }
+    if (flags & 16) fz_fill16(r, alibi), p->alibi_slopes = alibi;
+    if (flags & 32) fz_fill16(r, sinks), p->sinks = sinks;
     if (flags & 64) *mask = fz_tensor(f, r, 2 + 2 * (rd_u8(r) & 1), ATTN_DTYPE_BOOL), p->mask = mask;
     if (flags & 128) *kpm = fz_tensor(f, r, 2, ATTN_DTYPE_U8), p->key_padding_mask = kpm;
 }
 
-/* The workspace: a fresh buffer of a decoded size, NULL, or a pointer into another argument (F6). */
-static void *fz_workspace(fz *f, rd *r, size_t *size) {
+/* Largest workspace the harness allocates (a larger decoded size is clamped to it): below the sanitizer
+ * allocator's 128 KiB size classes, so a workspace is not a fresh mmap (page faults) on every input. */
+#ifndef FZ_MAX_WS
+#define FZ_MAX_WS (64u << 10)
+#endif
+
+/* The workspace: a fresh buffer of a decoded size, NULL, or a pointer into another argument (F6). `used` = 0 for
+ * an entry without a workspace argument: the same bytes are read (the input keeps its meaning), nothing is
+ * allocated. */
+static void *fz_workspace(fz *f, rd *r, size_t *size, int used) {
     const uint8_t b = rd_u8(r);
     *size = b < 128 ? (size_t)b * 64 : (b < 200 ? (size_t)(b - 127) * 4096 : (size_t)rd_dim(r));
     if (b % 5 == 0) return NULL;
     if (b % 7 == 0 && f->n > 0) { /* alias an input or output */
         const int k = rd_u8(r) % f->n;
         if (*size > f->size[k]) *size = f->size[k];
-        return f->base[k];
+        return used ? f->base[k] : NULL;
     }
-    const size_t alloc = *size < (1u << 20) ? *size : (1u << 20);
+    if (!used) return NULL;
+    const size_t alloc = *size < FZ_MAX_WS ? *size : FZ_MAX_WS;
     if (*size > alloc) *size = alloc;
     void *p = NULL;
     if (posix_memalign(&p, 64, alloc ? alloc : 64) != 0 || f->n == FZ_MAX_BUFS) {
@@ -303,16 +395,23 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
     float alibi[ATTN_MAX_HEADS + 1], sinks[ATTN_MAX_HEADS + 1]; /* [num_heads] up to the limit */
     fz_params(&r, &p, alibi, sinks, &mask, &kpm, &f);
     const int64_t nb = rd_dim(&r), nb2 = rd_dim(&r);
-    attn_tensor idx1 = fz_index(&f, &r, 1, nb, 0, ATTN_DTYPE_I32), idx2 = fz_index(&f, &r, 1, nb, 0, ATTN_DTYPE_I32);
-    attn_tensor idx3 = fz_index(&f, &r, 2, nb2, rd_dim(&r) % 5, ATTN_DTYPE_I32);
+    /* Plan-less paged: query_start_loc [num_reqs + 1] (idx1), seq_lens [num_reqs] (idx2) and, mostly, block_table
+     * [num_reqs, max_blocks] (idx3), so that a call can be valid (with nb vectors both, it never was). */
+    const int paged = entry == 5 || entry == 6;
+    attn_tensor idx1 = fz_index(&f, &r, 1, nb, 0, ATTN_DTYPE_I32);
+    attn_tensor idx2 = fz_index(&f, &r, 1, paged && nb > 0 ? nb - 1 : nb, 0, ATTN_DTYPE_I32);
+    const int64_t max_blocks = rd_dim(&r) % 5;
+    attn_tensor idx3 = fz_index(&f, &r, 2, paged && nb > 0 && nb2 % 2 == 0 ? nb - 1 : nb2, max_blocks, ATTN_DTYPE_I32);
     size_t ws_size = 0;
     void *ws = NULL;
-    if (entry >= 10) ws = fz_workspace(&f, &r, &ws_size);
+    if (entry >= 10) /* (read for every entry from 10 on; allocated for those that take a workspace) */
+        ws = fz_workspace(&f, &r, &ws_size, (entry <= 13 && entry != 14) || entry == 17);
     attn_status st = ATTN_STATUS_OK;
     int writes_ws = 1; /* a failing call may not write anything, the workspace included */
     switch (entry) {
     case 0: case 1:
         fz_additive(&f, &r, &p, &am);
+        fz_bound(&out, fz_attn_work(&q, &k));
         st = CALL(entry == 0 ? attn_forward(ctx, layout, &q, &k, &v, &p, &out, lse)
                              : attn_ref_forward(layout, &q, &k, &v, &p, &out, lse));
         break;
@@ -320,6 +419,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
         if (entry != 3) q.ndim = k.ndim = v.ndim = out.ndim = 3; /* packed takes [1, rows, heads, d] */
         if (lse) lse->ndim = 2;
         fz_additive(&f, &r, &p, &am);
+        fz_bound(&out, fz_attn_work(&q, &k));
         st = CALL(entry == 2   ? attn_forward_varlen(ctx, &q, &k, &v, &idx1, &idx2, &p, &out, lse)
                   : entry == 3 ? attn_forward_packed(ctx, &q, &k, &v, &idx1, &idx2, &p, &out, lse)
                                : attn_ref_forward_varlen(&q, &k, &v, &idx1, &idx2, &p, &out, lse));
@@ -335,10 +435,11 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
         break;
     }
     case 5: case 6: {
-        a5 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32); /* kv_cache */
         q.ndim = out.ndim = 3;
+        a5 = fz_cache_for(&f, &r, &q); /* kv_cache */
         if (lse) lse->ndim = 2;
         fz_additive(&f, &r, &p, &am);
+        fz_bound(&out, fz_paged_work(&q, &a5, &idx3));
         st = CALL(entry == 5 ? attn_paged_attention(ctx, &q, &a5, &idx1, &idx2, &idx3, &p, &out, lse)
                         : attn_ref_paged_attention(&q, &a5, &idx1, &idx2, &idx3, &p, &out, lse));
         break;
@@ -361,6 +462,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
         p.key_padding_mask = NULL;
         if (!m) kpm = fz_tensor(&f, &r, 2, ATTN_DTYPE_U8), m = &kpm;
         fz_additive(&f, &r, &p, &am);
+        fz_bound(&out, fz_attn_work(&q, &k));
         st = CALL(entry == 10 ? attn_forward_padded(ctx, layout, &q, &k, &v, m, &p, &out, lse, ws, ws_size)
                          : attn_ref_forward_padded(layout, &q, &k, &v, m, &p, &out, lse, ws, ws_size));
         break;
@@ -368,6 +470,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
     case 12: {
         const int32_t s2 = rd_i32(&r);
         fz_additive(&f, &r, &p, &am);
+        fz_bound(&out, fz_attn_work(&q, &k));
         st = CALL(attn_forward_prescaled(ctx, layout, &q, &k, &v, s2, &p, &out, lse, ws, ws_size));
         break;
     }
@@ -377,6 +480,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
         qp.rotate = rd_u8(&r) % 3;
         qp.q_block_rows = rd_i32(&r), qp.kv_block_rows = rd_i32(&r);
         fz_additive(&f, &r, &p, &am);
+        fz_bound(&out, fz_attn_work(&q, &k));
         st = CALL(entry == 13 ? attn_forward_quant(ctx, layout, &q, &k, &v, &qp, &p, &out, lse, ws, ws_size)
                          : attn_ref_forward_quant(layout, &q, &k, &v, &qp, &p, &out, lse));
         writes_ws = entry == 13;
@@ -389,6 +493,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
         for (int i = 0; i < 4; i++) spans[i].start = rd_dim(&r), spans[i].end = rd_dim(&r);
         for (int i = 0; i < 3; i++) qr[i].local_start = rd_dim(&r), qr[i].local_end = rd_dim(&r), qr[i].global_start = rd_dim(&r);
         fz_additive(&f, &r, &p, &am);
+        fz_bound(&out, fz_attn_work(&q, &k));
         st = CALL(entry == 15 ? attn_forward_piecewise(ctx, layout, &q, &k, &v, ns < 0 ? NULL : spans, ns < 0 ? 1 : ns,
                                                        nr ? qr : NULL, nr, &p, &out, lse)
                               : attn_ref_forward_piecewise(layout, &q, &k, &v, ns < 0 ? NULL : spans,
@@ -398,6 +503,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
     case 16: {
         const int64_t valid = rd_dim(&r);
         fz_additive(&f, &r, &p, &am);
+        fz_bound(&out, fz_attn_work(&q, &k));
         st = CALL(attn_forward_kv_prefix(ctx, layout, &q, &k, &v, valid, &p, &out, lse));
         break;
     }
@@ -431,8 +537,25 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
             if (lse) lse->ndim = 2;
             const uint8_t kvb = rd_u8(&r); /* new rows of ENCODER_ONLY requests: none, the decoded k/v, or k twice */
             k.ndim = v.ndim = 3;
+            const uint8_t g = rd_u8(&r);
+            if (g % 4 != 0) { /* mostly: the views the plan describes (decoded ones almost never match its config) */
+                static const attn_dtype cdt[4] = {ATTN_DTYPE_F32, ATTN_DTYPE_F32, ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
+                const attn_dtype cd = cdt[(g >> 2) & 3];
+                const int64_t cs[5] = {2, cfg.num_blocks, cfg.block_size, cfg.num_kv_heads, cfg.head_size};
+                const int64_t qs[3] = {info.num_tokens, cfg.num_heads, cfg.head_size};
+                const int64_t ks[3] = {info.num_tokens, cfg.num_kv_heads, cfg.head_size};
+                a5 = fz_shaped(&f, &r, cd, 5, cs);
+                q = fz_shaped(&f, &r, ATTN_DTYPE_F32, 3, qs), out = fz_shaped(&f, &r, ATTN_DTYPE_F32, 3, qs);
+                k = fz_shaped(&f, &r, cd, 3, ks), v = fz_shaped(&f, &r, cd, 3, ks);
+                if (lse && (g & 16)) {
+                    const int64_t ls[2] = {cfg.num_heads, info.num_tokens};
+                    *lse = fz_shaped(&f, &r, ATTN_DTYPE_F32, 2, ls);
+                }
+                if ((g & 32) && info.workspace_size <= FZ_MAX_WS) ws = fz_ws_exact(&f, info.workspace_size), ws_size = info.workspace_size;
+            }
             const attn_tensor *ko = kvb % 3 == 0 ? NULL : &k, *vo = kvb % 3 == 0 ? NULL : (kvb % 3 == 1 ? &v : &k);
             fz_additive(&f, &r, &p, &am);
+            fz_bound(&out, fz_mulsat(fz_mulsat(info.num_tokens, info.max_seq_len), fz_mulsat(cfg.num_heads, cfg.head_size)));
             st = CALL(attn_forward_paged(ctx, plan, &q, ko, vo, &a5, &p, &out, lse, ws, ws_size));
             attn_plan_free(plan);
         } else if (plan != NULL) {
@@ -476,6 +599,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
         for (int i = 0; i < 4; i++) spans[i].start = rd_dim(&r), spans[i].end = rd_dim(&r);
         for (int i = 0; i < 3; i++) qr[i].local_start = rd_dim(&r), qr[i].local_end = rd_dim(&r), qr[i].global_start = rd_dim(&r);
         fz_additive(&f, &r, &p, &am);
+        fz_bound(&out, fz_paged_work(&q, &a5, &idx3));
         st = CALL(entry == 27 ? attn_forward_paged_piecewise(ctx, &q, &a5, &idx1, &idx3, ns < 0 ? NULL : spans,
                                                              ns < 0 ? 1 : ns, nr ? qr : NULL, nr, &p, &out, lse)
                               : attn_ref_forward_paged_piecewise(&q, &a5, &idx1, &idx3, ns < 0 ? NULL : spans,
@@ -530,8 +654,9 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
             st = CALL(attn_capabilities_get(mb & 8 ? NULL : (attn_capabilities *)caps, cs));
         } else {
             static const char *const names[8] = {"generic", "avx2", "avx512", "neon", "", "AVX2", "avx512x", NULL};
-            attn_ctx *c2 = NULL;
-            if (attn_ctx_create(&c2) != ATTN_STATUS_OK) break;
+            static attn_ctx *c2 = NULL; /* one context for the whole run (a fresh one per input allocated and
+                                           poisoned a thread's scratch every time); the settings carry over */
+            if (!c2 && attn_ctx_create(&c2) != ATTN_STATUS_OK) break;
             if (mb % 3 == 1) {
                 const char *name = names[rd_u8(&r) % 8];
                 st = CALL(attn_ctx_set_isa(mb & 8 ? NULL : c2, name));
@@ -541,7 +666,6 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
                 st = CALL(attn_ctx_set_num_threads(mb & 8 ? NULL : c2, nt));
                 if (st == ATTN_STATUS_OK && attn_ctx_num_threads(c2) != nt) abort();
             }
-            attn_ctx_destroy(c2);
         }
         break;
     }

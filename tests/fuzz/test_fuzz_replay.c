@@ -43,6 +43,10 @@ static int replay_select(const char *name) {
 #define ATTN_FUZZ_CORPUS "tests/fuzz/corpus"
 #endif
 
+/* Corpus files (not mutations) of the current target whose call succeeded: the harness's work bound
+ * (FZ_MAX_WORK) must leave valid calls to every target, or its kernels are no longer fuzzed. */
+static int replay_ok_files;
+
 static int replay_file(const char *path, uint64_t seed, int mutations) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return 0;
@@ -50,6 +54,11 @@ static int replay_file(const char *path, uint64_t seed, int mutations) {
     const size_t n = fread(buf, 1, sizeof buf, fp);
     fclose(fp);
     replay_one(buf, n);
+#ifndef FZ_NO_WORKLOAD
+    replay_ok_files += replay_is_workload ? fz_workload_last_rc == 0 : fz_last_status == ATTN_STATUS_OK;
+#else
+    replay_ok_files += fz_last_status == ATTN_STATUS_OK;
+#endif
     if (getenv("ATTN_FUZZ_VERBOSE") && !replay_is_workload)
         printf("%s: entry %d -> %s %s\n", path, fz_last_entry, attn_status_string(fz_last_status), fz_last_msg);
     th_rng r;
@@ -122,8 +131,10 @@ int main(int argc, char **argv) {
     }
     if (argc >= 4 && strcmp(argv[1], "--target") == 0) {
         if (!replay_select(argv[2])) return fprintf(stderr, "unknown target %s\n", argv[2]), 1;
+        replay_ok_files = 0;
         const int files = replay_dir(argv[3], mutations, &seed);
-        printf("test_fuzz_replay: %s: %d files, %d mutations each: no finding\n", argv[2], files, mutations);
+        printf("test_fuzz_replay: %s: %d files (%d succeed), %d mutations each: no finding\n", argv[2], files,
+               replay_ok_files, mutations);
         return files > 0 ? 0 : 1;
     }
     const char *root = argc > 1 ? argv[1] : ATTN_FUZZ_CORPUS;
@@ -138,9 +149,12 @@ int main(int argc, char **argv) {
         replay_select(names[i]);
         char dir[2048];
         snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
+        replay_ok_files = 0;
         const int files = replay_dir(dir, mutations, &seed);
-        printf("test_fuzz_replay: %-9s %4d corpus files, %d mutations each: no finding\n", names[i], files, mutations);
-        bad += files == 0;
+        printf("test_fuzz_replay: %-9s %4d corpus files (%3d succeed), %d mutations each: no finding\n", names[i], files,
+               replay_ok_files, mutations);
+        if (replay_ok_files == 0) fprintf(stderr, "test_fuzz_replay: %s: no corpus file reaches a successful call\n", names[i]);
+        bad += files == 0 || replay_ok_files == 0;
     }
     return bad ? 1 : 0;
 }

@@ -35,6 +35,19 @@ if(ATTN_FUZZ)
     message(FATAL_ERROR "ATTN_FUZZ=ON needs clang (libFuzzer)")
   endif()
   target_compile_options(attn_objects PRIVATE -fsanitize=fuzzer-no-link)
+  # ATTN_FUZZ_KERNEL_OPT (e.g. -O0): optimisation of the x86 SIMD kernel files alone (appended after the build's
+  # own flags). clang 14 takes tens of minutes per AVX2/AVX-512 tile file at -O1 with ASan + UBSan + coverage on a
+  # loaded 2-core machine, seconds at -O0; the fuzz inputs' valid shapes are tiny (FZ_MAX_WORK), so the kernels'
+  # share of an execution is small and the rest of the library and the harness keep the campaign's -O1.
+  set(ATTN_FUZZ_KERNEL_OPT "" CACHE STRING "Extra compile options of src/kernels/{avx2,avx512} in the fuzz build")
+  if(ATTN_FUZZ_KERNEL_OPT)
+    get_target_property(_fz_srcs attn_objects SOURCES)
+    foreach(_s IN LISTS _fz_srcs)
+      if(_s MATCHES "src/kernels/(avx2|avx512)/")
+        set_property(SOURCE ${_s} TARGET_DIRECTORY attn_objects APPEND PROPERTY COMPILE_OPTIONS ${ATTN_FUZZ_KERNEL_OPT})
+      endif()
+    endforeach()
+  endif()
   target_compile_options(attn_fuzz_cli PRIVATE -fsanitize=fuzzer-no-link)
   set(_i 0)
   foreach(t IN LISTS ATTN_FUZZ_TARGETS)
