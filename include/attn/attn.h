@@ -414,6 +414,16 @@ typedef struct attn_kv_notify {
 ATTN_API attn_status attn_reshape_and_cache_notify(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
                                                    attn_tensor *kv_cache, const attn_tensor *slot_mapping,
                                                    const attn_kv_notify *notify);
+/* attn_reshape_and_cache_scaled (fp8 caches with per-tensor k_scale / v_scale: same arguments, checks, statuses
+ * and writes), then the one notify->on_stored call of attn_reshape_and_cache_notify, under the same rules: only
+ * after a successful write, never on a validation failure (bad scales included: then nothing is written and no
+ * call is made). The event's kv_cache is the fp8 cache: a consumer moves the codes as bytes and uses the same
+ * scales. Returns INVALID_ARGUMENT, OVERFLOW. Source: the seed's is_kv_producer reshape_cache_event, with vLLM's
+ * fp8 cache write (attn_reshape_and_cache_scaled). */
+ATTN_API attn_status attn_reshape_and_cache_scaled_notify(attn_ctx *ctx, const attn_tensor *key,
+                                                          const attn_tensor *value, attn_tensor *kv_cache,
+                                                          const attn_tensor *slot_mapping, float k_scale,
+                                                          float v_scale, const attn_kv_notify *notify);
 
 /* Iterates the runs of an event in token order: start with *cursor = 0; each call fills *run and returns 1,
  * or returns 0 when none is left (and for NULL arguments). A run ends at a skipped slot (< 0), at a block

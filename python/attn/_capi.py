@@ -354,6 +354,7 @@ _SIGNATURES = {
     "attn_reshape_and_cache": (c_int, [_CTX, _T, _T, _T, _T]),
     "attn_reshape_and_cache_scaled": (c_int, [_CTX, _T, _T, _T, _T, c_float, c_float]),
     "attn_reshape_and_cache_notify": (c_int, [_CTX, _T, _T, _T, _T, POINTER(KVNotify)]),
+    "attn_reshape_and_cache_scaled_notify": (c_int, [_CTX, _T, _T, _T, _T, c_float, c_float, POINTER(KVNotify)]),
     "attn_kv_stored_next": (c_int, [POINTER(KVStored), POINTER(c_int64), POINTER(KVBlockRows)]),
     "attn_copy_blocks": (c_int, [_CTX, _T, _T]),
     "attn_swap_blocks": (c_int, [_CTX, _T, _T, _T]),

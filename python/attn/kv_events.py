@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import _arrays, _capi
-from .ops import Array, Context, _ctx
+from .ops import Array, Context, _ctx, is_fp8_cache, kv_cache_tensor, kv_scale
 from ._arrays import tensor
 
 
@@ -57,18 +57,24 @@ def _event_of(ev: Any) -> KVStored:
 
 def reshape_and_cache_notify(key: Array, value: Array, kv_cache: Array, slot_mapping: Array,
                              on_stored: Callable[[KVStored], Any], *, layer_idx: int = 0,
+                             kv_cache_dtype: Optional[str] = None, k_scale: Any = None, v_scale: Any = None,
                              ctx: Optional[Context] = None) -> None:
-    """attn.reshape_and_cache (same arguments and checks), then ``on_stored(event)`` once, synchronously,
-    after the write is complete (the event describes what was stored, see :class:`KVStored`). Not called
-    when the write is rejected (AttnInvalidArgumentError, cache untouched). An exception raised by
-    ``on_stored`` propagates from this call after the write."""
+    """attn.reshape_and_cache (same arguments and checks, fp8 caches with kv_cache_dtype / k_scale / v_scale
+    included: attn_reshape_and_cache_scaled_notify), then ``on_stored(event)`` once, synchronously, after the
+    write is complete (the event describes what was stored, see :class:`KVStored`). Not called when the write is
+    rejected (AttnInvalidArgumentError, cache untouched). An exception raised by ``on_stored`` propagates from
+    this call after the write."""
     if not callable(on_stored):
         raise _arrays._type_error(f"on_stored: expected a callable, got {type(on_stored).__name__}")
     layer = int(layer_idx)
     if not 0 <= layer < 2 ** 31:
         raise _arrays._invalid(f"layer_idx={layer}: expected 0 <= layer_idx < 2**31")
+    fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
+    ks = 1.0 if k_scale is None or not fp8 else kv_scale(k_scale, "k_scale")
+    vs = 1.0 if v_scale is None or not fp8 else kv_scale(v_scale, "v_scale")
     sm = tensor(_arrays.index_array(slot_mapping, "slot_mapping", np.int64), "slot_mapping")
-    tk, tv, tc = tensor(key, "key"), tensor(value, "value"), tensor(kv_cache, "kv_cache", True)
+    tk, tv = tensor(key, "key"), tensor(value, "value")
+    tc = kv_cache_tensor(kv_cache, "kv_cache", True, kv_cache_dtype)
     failure: list = []
 
     def trampoline(_user: Any, ev: Any) -> None:  # ctypes takes the GIL around it
@@ -79,6 +85,10 @@ def reshape_and_cache_notify(key: Array, value: Array, kv_cache: Array, slot_map
 
     cb = _capi.KV_STORED_FN(trampoline)
     nt = _capi.KVNotify(cb, None, layer)
-    _capi.call("attn_reshape_and_cache_notify", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr, ctypes.byref(nt))
+    if fp8:
+        _capi.call("attn_reshape_and_cache_scaled_notify", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr, ks, vs,
+                   ctypes.byref(nt))
+    else:
+        _capi.call("attn_reshape_and_cache_notify", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr, ctypes.byref(nt))
     if failure:
         raise failure[0]

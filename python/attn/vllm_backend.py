@@ -532,9 +532,6 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
 
     def _kv_cache_update_notify(self, layer: Any, key: torch.Tensor, value: torch.Tensor, kv: Any,
                                 slot_mapping: torch.Tensor) -> None:
-        if getattr(self, "fp8_code", None) is not None:
-            raise NotImplementedError("attn: on_kv_stored with an fp8 KV cache (the notifying cache write has no "
-                                      "scaled twin yet)")
         name = getattr(layer, "layer_name", None) or ""
         idx = next((int(p) for p in name.split(".") if p.isdigit()), 0)  # "model.layers.3.attn" -> 3
         hook, failure = self.on_kv_stored, []
@@ -547,9 +544,15 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
 
         tk, tv, ts = _tensor(key), _tensor(value), _tensor(slot_mapping)
         nt = _capi.KVNotify(_capi.KV_STORED_FN(trampoline), None, idx)
-        _check(_capi.fn("attn_reshape_and_cache_notify")(_context().handle, ctypes.byref(tk), ctypes.byref(tv),
-                                                          ctypes.byref(kv), ctypes.byref(ts), ctypes.byref(nt)),
-               "attn_reshape_and_cache_notify")
+        if getattr(self, "fp8_code", None) is not None:  # the fp8 cache write with the layer's scales
+            ks, vs = _layer_scales(layer)
+            _check(_capi.fn("attn_reshape_and_cache_scaled_notify")(
+                _context().handle, ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(kv), ctypes.byref(ts), ks, vs,
+                ctypes.byref(nt)), "attn_reshape_and_cache_scaled_notify")
+        else:
+            _check(_capi.fn("attn_reshape_and_cache_notify")(_context().handle, ctypes.byref(tk), ctypes.byref(tv),
+                                                              ctypes.byref(kv), ctypes.byref(ts), ctypes.byref(nt)),
+                   "attn_reshape_and_cache_notify")
         if failure:
             raise failure[0]
 

@@ -34,15 +34,17 @@ int attn_kv_stored_next(const attn_kv_stored *event, int64_t *cursor, attn_kv_bl
     return 1;
 }
 
-attn_status attn_reshape_and_cache_notify(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
-                                          attn_tensor *kv_cache, const attn_tensor *slot_mapping,
-                                          const attn_kv_notify *notify) {
+/* Checks notify (before anything is written). */
+static attn_status kv_events_check_notify(const attn_kv_notify *notify) {
     ATTN_CHECK(notify != NULL, ATTN_STATUS_INVALID_ARGUMENT, "notify: is NULL (use attn_reshape_and_cache)");
     ATTN_CHECK(notify->on_stored != NULL, ATTN_STATUS_INVALID_ARGUMENT, "notify: on_stored is NULL");
     ATTN_CHECK(notify->layer_idx >= 0, ATTN_STATUS_INVALID_ARGUMENT, "notify: layer_idx=%d, expected >= 0",
                (int)notify->layer_idx);
-    /* validates everything before the first write; on failure the cache is untouched and no call is made */
-    ATTN_TRY(attn_reshape_and_cache(ctx, key, value, kv_cache, slot_mapping));
+    return ATTN_STATUS_OK;
+}
+
+/* The one callback after a successful write. */
+static void kv_events_notify(attn_tensor *kv_cache, const attn_tensor *slot_mapping, const attn_kv_notify *notify) {
     attn_kv_stored ev;
     memset(&ev, 0, sizeof ev);
     ev.layer_idx = notify->layer_idx;
@@ -54,5 +56,23 @@ attn_status attn_reshape_and_cache_notify(attn_ctx *ctx, const attn_tensor *key,
     attn_kv_block_rows run;
     for (int64_t cur = 0; attn_kv_stored_next(&ev, &cur, &run);) ev.num_runs++;
     notify->on_stored(notify->user, &ev);
+}
+
+attn_status attn_reshape_and_cache_notify(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                          attn_tensor *kv_cache, const attn_tensor *slot_mapping,
+                                          const attn_kv_notify *notify) {
+    ATTN_TRY(kv_events_check_notify(notify));
+    /* validates everything before the first write; on failure the cache is untouched and no call is made */
+    ATTN_TRY(attn_reshape_and_cache(ctx, key, value, kv_cache, slot_mapping));
+    kv_events_notify(kv_cache, slot_mapping, notify);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_reshape_and_cache_scaled_notify(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                                 attn_tensor *kv_cache, const attn_tensor *slot_mapping, float k_scale,
+                                                 float v_scale, const attn_kv_notify *notify) {
+    ATTN_TRY(kv_events_check_notify(notify));
+    ATTN_TRY(attn_reshape_and_cache_scaled(ctx, key, value, kv_cache, slot_mapping, k_scale, v_scale));
+    kv_events_notify(kv_cache, slot_mapping, notify);
     return ATTN_STATUS_OK;
 }

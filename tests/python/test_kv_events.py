@@ -58,3 +58,30 @@ def test_no_call_on_rejected_write_and_errors_propagate(rng, ctx1):
     np.testing.assert_array_equal(cache[0, 0, :3], k)  # the write itself happened
     kv_events.reshape_and_cache_notify(k, k, cache, [-1, -1, -1], calls.append, ctx=ctx1)
     assert len(calls) == 1 and calls[0].num_written == 0 and calls[0].runs.shape == (0, 4)
+
+
+def test_fp8_cache_notifies_after_the_scaled_write(rng, ctx1):
+    """An fp8 cache (vLLM's uint8 cache + kv_cache_dtype, per-tensor scales): the notifying write stores what
+    attn.reshape_and_cache stores with the same scales, the event sees the stored codes; a bad scale writes
+    nothing and makes no call."""
+    cache = np.full((2, 6, 4, 2, 16), 0x5A, np.uint8)
+    ref = cache.copy()
+    k = (rng.standard_normal((5, 2, 16)) * 30).astype(np.float32)
+    v = rng.standard_normal((5, 2, 16)).astype(np.float32)
+    slots = np.array([2, 3, 4, -1, 17], np.int64)
+    seen = []
+    with pytest.raises(attn.AttnInvalidArgumentError, match="k_scale="):
+        kv_events.reshape_and_cache_notify(k, v, cache, slots, seen.append, kv_cache_dtype="fp8", k_scale=0.0,
+                                           v_scale=0.5, ctx=ctx1)
+    assert seen == [] and np.array_equal(cache, ref)
+
+    def grab(ev):
+        seen.append((ev.num_written, ev.block_ids.tolist(), cache.copy()))
+
+    kv_events.reshape_and_cache_notify(k, v, cache, slots, grab, layer_idx=1, kv_cache_dtype="fp8", k_scale=0.25,
+                                       v_scale=0.5, ctx=ctx1)
+    attn.reshape_and_cache(k, v, ref, slots, kv_cache_dtype="fp8", k_scale=0.25, v_scale=0.5, ctx=ctx1)
+    np.testing.assert_array_equal(cache, ref)
+    assert len(seen) == 1 and seen[0][0] == 4 and seen[0][1] == [0, 1, 4]
+    np.testing.assert_array_equal(seen[0][2], ref)  # the codes were all there when the callback ran
+    assert not np.array_equal(ref, np.full_like(ref, 0x5A))

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -250,8 +251,65 @@ static void test_no_call_on_failure(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* fp8 cache: the scaled notifying write stores exactly what attn_reshape_and_cache_scaled stores, then calls once;
+ * a bad scale (or slot) writes nothing and makes no call. */
+static uint8_t ks_seen[2 * KS_BLOCKS * KS_BS * KS_HK * KS_D];
+static void ks_copy_fp8(void *user, const attn_kv_stored *ev) {
+    (void)user;
+    ks_count_calls++;
+    assert_int_equal(ev->kv_cache->dtype, ATTN_DTYPE_FP8_E5M2);
+    assert_int_equal(ev->num_written, 2);
+    memcpy(ks_seen, ev->kv_cache->data, sizeof ks_seen); /* what a producer would send: the stored codes */
+}
+
+static void test_scaled_fp8(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    th_rng rng;
+    th_rng_seed(&rng, 44);
+    enum { N = 2 * KS_BLOCKS * KS_BS * KS_HK * KS_D };
+    int64_t cs[5] = {2, KS_BLOCKS, KS_BS, KS_HK, KS_D}, kvs[3] = {3, KS_HK, KS_D}, sn[1] = {3};
+    static uint8_t a[N], b[N];
+    memset(a, 0x5A, sizeof a), memset(b, 0x5A, sizeof b);
+    float *k = th_alloc_fill(&rng, ATTN_DTYPE_F32, 3 * KS_HK * KS_D, -20, 20);
+    float *v = th_alloc_fill(&rng, ATTN_DTYPE_F32, 3 * KS_HK * KS_D, -2, 2);
+    attn_tensor ta = attn_tensor_make(a, ATTN_DTYPE_FP8_E5M2, 5, cs), tb = attn_tensor_make(b, ATTN_DTYPE_FP8_E5M2, 5, cs);
+    attn_tensor tk = attn_tensor_make(k, ATTN_DTYPE_F32, 3, kvs), tv = attn_tensor_make(v, ATTN_DTYPE_F32, 3, kvs);
+    int64_t slots[3] = {3, -1, 9}, bad[3] = {3, 99999, 9};
+    attn_tensor ts = attn_tensor_make(slots, ATTN_DTYPE_I64, 1, sn), tbad = attn_tensor_make(bad, ATTN_DTYPE_I64, 1, sn);
+    attn_kv_notify nt = {ks_copy_fp8, NULL, 2};
+    ks_count_calls = 0;
+    const float bad_scales[] = {0.0f, -1.0f, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad_scales / sizeof bad_scales[0]; i++) {
+        assert_int_equal(attn_reshape_and_cache_scaled_notify(ctx, &tk, &tv, &ta, &ts, bad_scales[i], 0.5f, &nt),
+                         ATTN_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(attn_last_error(), "k_scale="));
+        assert_int_equal(attn_reshape_and_cache_scaled_notify(ctx, &tk, &tv, &ta, &ts, 0.25f, bad_scales[i], &nt),
+                         ATTN_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(attn_last_error(), "v_scale="));
+    }
+    assert_int_equal(attn_reshape_and_cache_scaled_notify(ctx, &tk, &tv, &ta, &tbad, 0.25f, 0.5f, &nt),
+                     ATTN_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(attn_reshape_and_cache_scaled_notify(ctx, &tk, &tv, &ta, &ts, 0.25f, 0.5f, NULL),
+                     ATTN_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(ks_count_calls, 0);
+    assert_memory_equal(a, b, sizeof a); /* nothing written */
+    assert_int_equal(attn_reshape_and_cache_scaled_notify(ctx, &tk, &tv, &ta, &ts, 0.25f, 0.5f, &nt), ATTN_STATUS_OK);
+    assert_int_equal(ks_count_calls, 1);
+    assert_int_equal(attn_reshape_and_cache_scaled(ctx, &tk, &tv, &tb, &ts, 0.25f, 0.5f), ATTN_STATUS_OK);
+    assert_memory_equal(a, b, sizeof a);     /* the same codes as the plain scaled write */
+    assert_memory_equal(ks_seen, a, sizeof a); /* complete when the callback ran */
+    int changed = 0;
+    for (size_t i = 0; i < sizeof a; i++) changed += a[i] != 0x5A;
+    assert_true(changed > 0);
+    free(k), free(v);
+    attn_ctx_destroy(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scaled_fp8),
         cmocka_unit_test(test_producer_f32),
         cmocka_unit_test(test_producer_bf16_threads_i32),
         cmocka_unit_test(test_no_call_on_failure),

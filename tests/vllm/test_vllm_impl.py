@@ -232,3 +232,11 @@ def test_fp8_kv_cache(kv_cache_dtype, layout, binding):
     out2 = torch.full((1, H, D), float("nan"))
     impl.forward(_Layer(ks * 2, vs), q, keys[ctx_len:], vals[ctx_len:], kv, meta, out2)
     assert (out2 - out).abs().max() > 1e-3
+    # a disaggregated-prefill producer (on_kv_stored) on the fp8 cache: the same bytes, one call per write
+    kv2, calls = torch.zeros_like(kv), []
+    impl.on_kv_stored = lambda name, ev: calls.append((name, ev.num_written, ev.block_ids.tolist()))
+    impl.do_kv_cache_update(layer, keys[:ctx_len], vals[:ctx_len], kv2, slots[:ctx_len])
+    impl.do_kv_cache_update(layer, keys[ctx_len:], vals[ctx_len:], kv2, slots[ctx_len:])
+    impl.on_kv_stored = None
+    assert torch.equal(kv2, kv)
+    assert [c[1] for c in calls] == [ctx_len, 1] and calls[0][2] == sorted(blocks)
