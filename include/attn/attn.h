@@ -15,8 +15,12 @@
  *     and nothing has been written to any output.
  *   - Tensor views carry strides in ELEMENTS; the last dimension must be contiguous (stride 1).
  *   - Inputs are const; pointer parameters named *_opt may be NULL.
- *   - Thread safety: different attn_ctx objects may be used concurrently; one attn_ctx must not be used by two
- *     threads at once (it owns per-thread scratch). The last-error message is thread-local.
+ *   - Thread safety: different attn_ctx objects may be used concurrently; one attn_ctx serves one call at a time
+ *     (it owns per-thread scratch). A compute call (or attn_ctx_set_num_threads / set_isa) made on a ctx while a
+ *     call on another thread uses it fails with INVALID_ARGUMENT ("ctx: is in use by a call on another
+ *     thread"), before anything is written, instead of sharing the scratch; the check is one atomic
+ *     compare-and-swap (no lock, no wait). The cache entries (reshape_and_cache, copy/swap_blocks, merge) use
+ *     no scratch and may share a ctx. The last-error message is thread-local.
  */
 #ifndef ATTN_ATTN_H
 #define ATTN_ATTN_H

@@ -33,9 +33,18 @@ Causal = Union[bool, str, int]
 # ------------------------------------------------------------------------------------------------
 # Context
 # ------------------------------------------------------------------------------------------------
+def _aligned_workspace(nbytes: int) -> np.ndarray:
+    """nbytes of zeros, 64-byte aligned (a plan's workspace)."""
+    ws = np.zeros(int(nbytes) + 64, dtype=np.uint8)
+    off = (-ws.ctypes.data) % 64
+    return ws[off:off + int(nbytes)]
+
+
 class Context:
-    """An attn_ctx: thread count and kernel table (ISA). One Context must not be used by two threads at
-    once; the module-level functions use a per-thread default context (:func:`default_context`)."""
+    """An attn_ctx: thread count and kernel table (ISA). One Context runs one call at a time: a call made on it
+    while another thread's call uses it raises AttnInvalidArgumentError ("ctx: is in use by a call on another
+    thread") and writes nothing. Give each thread its own Context; the module-level functions use a per-thread
+    default context (:func:`default_context`)."""
 
     def __init__(self, num_threads: Optional[int] = None, isa: Optional[str] = None):
         self._ptr = 0  # the handle as an int for attn._ext (0 = closed)
@@ -687,11 +696,12 @@ class Plan:
         self.req_order = arr(i.req_order, nr, np.int32)
         self.token_src = arr(i.token_src, nt, np.int32)
         self.identity_order = bool(np.array_equal(self.token_src, np.arange(nt)))
-        ws = np.zeros(self.workspace_size + 64, dtype=np.uint8)
-        off = (-ws.ctypes.data) % 64
-        self._workspace = ws[off:off + self.workspace_size]
+        self._workspace = _aligned_workspace(self.workspace_size)
         self._ws_ptr = self._workspace.ctypes.data if self.workspace_size else 0
         self._ws_size = int(self.workspace_size)
+        # The plan's own workspace serves one forward at a time: a forward on another thread while it is in use
+        # (several contexts over one plan, as the C API allows with one workspace each) gets a temporary one.
+        self._ws_lock = threading.Lock()
 
     def forward(self, q: Array, kv_cache: Array, *, key: Optional[Array] = None,
                 value: Optional[Array] = None, softmax_scale: Optional[float] = None,
@@ -704,16 +714,37 @@ class Plan:
         order (see token_src); kv_cache with this step's keys written (slot_mapping). key/value
         [num_tokens, num_kv_heads, head_size] only for encoder-only requests. out like q; lse float32
         [num_heads, num_tokens]. fp8 cache: kv_cache_dtype / k_scale / v_scale as paged_attention."""
+        if not self._ws_size:
+            return self._forward(None, q, kv_cache, key, value, softmax_scale, causal, window_size, softcap,
+                                 alibi_slopes, sinks, out, lse, return_lse, kv_cache_dtype, k_scale, v_scale, ctx)
+        if not self._ws_lock.acquire(blocking=False):  # another thread's forward holds the plan's workspace
+            return self._forward(_aligned_workspace(self._ws_size), q, kv_cache, key, value, softmax_scale, causal,
+                                 window_size, softcap, alibi_slopes, sinks, out, lse, return_lse, kv_cache_dtype,
+                                 k_scale, v_scale, ctx)
+        try:
+            return self._forward(self._workspace, q, kv_cache, key, value, softmax_scale, causal, window_size,
+                                 softcap, alibi_slopes, sinks, out, lse, return_lse, kv_cache_dtype, k_scale,
+                                 v_scale, ctx)
+        finally:
+            self._ws_lock.release()
+
+    def _forward(self, ws: Optional[np.ndarray], q: Array, kv_cache: Array, key: Optional[Array],
+                 value: Optional[Array], softmax_scale: Optional[float], causal: Causal, window_size: Sequence[int],
+                 softcap: float, alibi_slopes: Optional[Array], sinks: Optional[Array], out: Optional[Array],
+                 lse: Optional[Array], return_lse: bool, kv_cache_dtype: Optional[str], k_scale: Any,
+                 v_scale: Any, ctx: Optional[Context]) -> Any:
         fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
+        ws_ptr = ws.ctypes.data if ws is not None and ws.size else 0
+        ws_size = int(ws.size) if ws is not None else 0
         if _ext is not None:
             if not fp8:
                 r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,
                                        softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
-                                       lse, bool(return_lse or lse is not None), self._ws_ptr, self._ws_size)
+                                       lse, bool(return_lse or lse is not None), ws_ptr, ws_size)
             else:
                 r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,
                                        softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
-                                       lse, bool(return_lse or lse is not None), self._ws_ptr, self._ws_size,
+                                       lse, bool(return_lse or lse is not None), ws_ptr, ws_size,
                                        kv_cache_dtype_code(kv_cache_dtype),
                                        1.0 if k_scale is None else kv_scale(k_scale, "k_scale"),
                                        1.0 if v_scale is None else kv_scale(v_scale, "v_scale"))
@@ -733,9 +764,8 @@ class Plan:
         tk = None if key is None else kv_cache_tensor(key, "key", False, kv_cache_dtype)
         tv = None if value is None else kv_cache_tensor(value, "value", False, kv_cache_dtype)
         to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
-        ws = self._workspace
         _capi.call("attn_forward_paged", _ctx(ctx), self.handle, tq.ptr, ptr(tk), ptr(tv), tc.ptr,
-                   params.ptr, to.ptr, ptr(tl), ws.ctypes.data if ws.size else None, ws.size)
+                   params.ptr, to.ptr, ptr(tl), ws_ptr or None, ws_size)
         return _result(out, lse, want_lse)
 
     @property

@@ -140,8 +140,10 @@ attn_status attn_forward(attn_ctx *ctx, attn_layout layout, const attn_tensor *q
     attn_problem p;
     memset(&p, 0, sizeof p);
     ATTN_TRY(attn_dense_prepare(layout, q, k, v, params, out, lse_opt, &call, &p));
+    ATTN_TRY(attn_ctx_claim(ctx));
     attn_exec ex = attn_ctx_exec(ctx);
     attn_fwd_run(&p, &ex);
+    attn_ctx_release(ctx);
     return ATTN_STATUS_OK;
 }
 
@@ -277,8 +279,10 @@ attn_status attn_forward_varlen(attn_ctx *ctx, const attn_tensor *q, const attn_
     attn_problem p;
     memset(&p, 0, sizeof p);
     ATTN_TRY(attn_varlen_prepare(q, k, v, cu_seqlens_q, cu_seqlens_k, params, out, lse_opt, &call, &p));
+    ATTN_TRY(attn_ctx_claim(ctx));
     attn_exec ex = attn_ctx_exec(ctx);
     attn_fwd_run(&p, &ex);
+    attn_ctx_release(ctx);
     return ATTN_STATUS_OK;
 }
 

@@ -34,6 +34,7 @@ attn_status attn_ctx_create(attn_ctx **out) {
     attn_ctx *ctx = (attn_ctx *)calloc(1, sizeof *ctx);
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_OUT_OF_MEMORY, "attn_ctx_create: out of memory");
     ctx->kern = kern;
+    atomic_init(&ctx->busy, 0);
     int32_t nt = attn_parallel_default_threads(); /* OMP_NUM_THREADS may exceed the documented 1..1024 */
     attn_status st = attn_ctx_alloc_scratch(ctx, nt < 1 ? 1 : (nt > 1024 ? 1024 : nt));
     if (st != ATTN_STATUS_OK) {
@@ -55,7 +56,10 @@ attn_status attn_ctx_set_num_threads(attn_ctx *ctx, int32_t num_threads) {
     ATTN_CHECK(num_threads >= 1 && num_threads <= 1024, ATTN_STATUS_INVALID_ARGUMENT,
                "num_threads=%d is outside 1..1024", (int)num_threads);
     if (num_threads == ctx->num_threads) return ATTN_STATUS_OK;
-    return attn_ctx_alloc_scratch(ctx, num_threads);
+    ATTN_TRY(attn_ctx_claim(ctx)); /* not while a call on another thread uses the scratch */
+    const attn_status st = attn_ctx_alloc_scratch(ctx, num_threads);
+    attn_ctx_release(ctx);
+    return st;
 }
 
 int32_t attn_ctx_num_threads(const attn_ctx *ctx) { return ctx ? ctx->num_threads : 0; }
@@ -66,7 +70,9 @@ attn_status attn_ctx_set_isa(attn_ctx *ctx, const char *isa) {
     const struct attn_kernels *kern = attn_dispatch_by_name(isa);
     ATTN_CHECK(kern != NULL, ATTN_STATUS_INVALID_ARGUMENT, "isa=\"%s\": unknown or not runnable on this CPU",
                isa);
+    ATTN_TRY(attn_ctx_claim(ctx));
     ctx->kern = kern;
+    attn_ctx_release(ctx);
     return ATTN_STATUS_OK;
 }
 

@@ -212,8 +212,10 @@ attn_status attn_paged_attention(attn_ctx *ctx, const attn_tensor *q, const attn
     attn_problem p;
     memset(&p, 0, sizeof p);
     ATTN_TRY(attn_paged_prepare(q, kv_cache, query_start_loc, seq_lens, block_table, params, out, lse_opt, &call, &p));
+    ATTN_TRY(attn_ctx_claim(ctx));
     attn_exec ex = attn_ctx_exec(ctx);
     attn_fwd_run(&p, &ex);
+    attn_ctx_release(ctx);
     return ATTN_STATUS_OK;
 }
 
@@ -430,6 +432,7 @@ attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, const attn_
     p[1] = p[0];
     p[1].opts.causal = ATTN_CAUSAL_NONE; /* encoder-only and cross attention see every key */
 
+    ATTN_TRY(attn_ctx_claim(ctx));
     attn_exec ex = attn_ctx_exec(ctx);
     attn_paged_job job;
     job.plan = plan;
@@ -443,9 +446,11 @@ attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, const attn_
          * same bits as the split path), without the partial states' round trip through the workspace */
         for (int64_t i = 0; i < plan->num_direct; i++) attn_paged_direct(&job, plan->direct[i], 0);
         for (int64_t i = 0; i < plan->num_split_blocks; i++) attn_paged_direct(&job, plan->split_blocks[i], 0);
+        attn_ctx_release(ctx);
         return ATTN_STATUS_OK;
     }
     attn_parallel_for(ex.num_threads, plan->num_split_items + plan->num_direct, attn_paged_phase1, &job);
     attn_parallel_for(ex.num_threads, plan->num_split_blocks, attn_paged_phase2, &job);
+    attn_ctx_release(ctx);
     return ATTN_STATUS_OK;
 }

@@ -1,0 +1,93 @@
+"""Python threads (the GIL is released around every C call): one Context shared by several threads refuses a
+call made while another thread's call uses it (AttnInvalidArgumentError naming ctx, nothing written) instead of
+sharing the C scratch — every call that runs returns the reference bits; one Plan shared by threads with their
+own Contexts gives the reference bits (a forward that finds the plan's workspace in use takes a temporary one);
+the per-thread default contexts never collide."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import attn
+from attn import ops
+
+
+@pytest.fixture(params=["ext", "ctypes"])
+def binding(request, monkeypatch):
+    if request.param == "ctypes":
+        monkeypatch.setattr(ops, "_ext", None)
+    elif ops._ext is None:
+        pytest.skip("attn._ext is not built")
+    return request.param
+
+
+def _run(threads, fn):
+    errors = []
+
+    def wrap(i):
+        try:
+            fn(i)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=wrap, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_shared_context_refuses_instead_of_corrupting(rng, binding):
+    q = rng.standard_normal((2, 37, 8, 64), dtype=np.float32)
+    k = rng.standard_normal((2, 250, 2, 64), dtype=np.float32)
+    with attn.Context(num_threads=2) as c0:
+        ref = attn.flash_attn_func(q, k, k, causal=True, ctx=c0)
+    ctx = attn.Context(num_threads=2)
+    stats = {"ok": 0, "busy": 0}
+    lock = threading.Lock()
+
+    def work(_):
+        out = np.empty_like(ref)
+        for _ in range(150):
+            out.fill(7.0)
+            try:
+                attn.flash_attn_func(q, k, k, causal=True, ctx=ctx, out=out)
+            except attn.AttnInvalidArgumentError as e:
+                assert "ctx: is in use by a call on another thread" in str(e)
+                assert np.all(out == 7.0)  # nothing written
+                with lock:
+                    stats["busy"] += 1
+                continue
+            np.testing.assert_array_equal(out, ref)
+            with lock:
+                stats["ok"] += 1
+
+    _run(4, work)
+    assert stats["ok"] + stats["busy"] == 600 and stats["ok"] > 0
+    ctx.close()
+
+
+def test_shared_plan_own_contexts(rng, binding):
+    H, Hk, D, bs, nb = 8, 2, 64, 16, 400
+    kv = rng.standard_normal((2, nb, bs, Hk, D), dtype=np.float32)
+    plan = attn.Plan([attn.PlanRequest(2000, 1, list(range(126))), attn.PlanRequest(3000, 1, list(range(126, 314)))],
+                     num_blocks=nb, block_size=bs, num_heads=H, num_kv_heads=Hk, head_size=D, max_blocks_per_req=200)
+    assert plan.workspace_size > 0  # split-KV partial states go through the workspace
+    qs = [rng.standard_normal((2, H, D), dtype=np.float32) for _ in range(4)]
+    with attn.Context(num_threads=2) as c0:
+        refs = [plan.forward(q, kv, ctx=c0) for q in qs]
+
+    def work(t):
+        with attn.Context(num_threads=2) as c:
+            for _ in range(60):
+                np.testing.assert_array_equal(plan.forward(qs[t], kv, ctx=c), refs[t])
+
+    _run(4, work)
+
+    def work_default(t):  # the per-thread default contexts
+        for _ in range(40):
+            np.testing.assert_array_equal(plan.forward(qs[t], kv), refs[t])
+
+    _run(4, work_default)

@@ -1,0 +1,159 @@
+/*
+ * test_ctx_threads.c — one attn_ctx shared by several threads (attn.h "Thread safety"): a compute call made
+ * while another thread's call uses the ctx fails with INVALID_ARGUMENT naming ctx and writes nothing, instead
+ * of sharing the scratch (before the claim, 3 Python threads on one Context crashed or returned wrong bits).
+ * Every call that succeeds returns the bits of the single-threaded reference; thread-count changes are refused
+ * while a call runs. With one ctx per thread nothing ever fails. The collisions are racy by nature: the test
+ * asserts on every outcome it sees (it cannot pass with a corrupted result) and prints how many calls collided.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define CT_THREADS 3
+#define CT_CALLS 120
+
+typedef struct ct_shared {
+    attn_ctx *shared; /* NULL: each worker creates its own */
+    attn_tensor tq, tk, tv;
+    const float *ref;
+    size_t n;
+    attn_params p;
+} ct_shared;
+
+typedef struct ct_worker {
+    const ct_shared *sh;
+    int ok, busy, wrong, bad_message, wrote_on_failure;
+} ct_worker;
+
+static void *ct_run(void *arg) {
+    ct_worker *w = (ct_worker *)arg;
+    const ct_shared *sh = w->sh;
+    attn_ctx *own = NULL;
+    if (!sh->shared && attn_ctx_create(&own) != ATTN_STATUS_OK) return NULL;
+    attn_ctx *ctx = sh->shared ? sh->shared : own;
+    float *o = malloc(sh->n * sizeof(float));
+    attn_tensor to = attn_tensor_make(o, ATTN_DTYPE_F32, 4, sh->tq.shape);
+    for (int i = 0; i < CT_CALLS; i++) {
+        memset(o, 0x7f, sh->n * sizeof(float));
+        const attn_status st = attn_forward(ctx, ATTN_LAYOUT_BSND, &sh->tq, &sh->tk, &sh->tv, &sh->p, &to, NULL);
+        if (st == ATTN_STATUS_OK) {
+            w->ok++;
+            w->wrong += memcmp(o, sh->ref, sh->n * sizeof(float)) != 0;
+            continue;
+        }
+        w->busy++;
+        w->bad_message += st != ATTN_STATUS_INVALID_ARGUMENT || !strstr(attn_last_error(), "ctx: is in use");
+        for (size_t e = 0; e < sh->n; e++) {
+            uint32_t u;
+            memcpy(&u, &o[e], 4);
+            if (u != 0x7f7f7f7fu) {
+                w->wrote_on_failure++;
+                break;
+            }
+        }
+    }
+    free(o);
+    attn_ctx_destroy(own);
+    return NULL;
+}
+
+static void ct_case(attn_ctx *shared, int *collisions) {
+    th_rng rng;
+    th_rng_seed(&rng, 5);
+    const int64_t B = 2, Sq = 64, Sk = 700, H = 8, Hk = 2, D = 64;
+    static int64_t qs[4], ks[4];
+    qs[0] = B, qs[1] = Sq, qs[2] = H, qs[3] = D, ks[0] = B, ks[1] = Sk, ks[2] = Hk, ks[3] = D;
+    ct_shared sh;
+    memset(&sh, 0, sizeof sh);
+    sh.shared = shared;
+    sh.n = (size_t)(B * Sq * H * D);
+    float *q = th_alloc_fill(&rng, ATTN_DTYPE_F32, sh.n, -2, 2);
+    float *k = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(B * Sk * Hk * D), -2, 2);
+    float *v = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(B * Sk * Hk * D), -1, 1);
+    float *ref = malloc(sh.n * sizeof(float));
+    sh.tq = attn_tensor_make(q, ATTN_DTYPE_F32, 4, qs);
+    sh.tk = attn_tensor_make(k, ATTN_DTYPE_F32, 4, ks), sh.tv = attn_tensor_make(v, ATTN_DTYPE_F32, 4, ks);
+    attn_params_init(&sh.p);
+    sh.p.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_ctx *solo = NULL;
+    assert_int_equal(attn_ctx_create(&solo), ATTN_STATUS_OK);
+    attn_tensor tr = attn_tensor_make(ref, ATTN_DTYPE_F32, 4, qs);
+    assert_int_equal(attn_forward(solo, ATTN_LAYOUT_BSND, &sh.tq, &sh.tk, &sh.tv, &sh.p, &tr, NULL), ATTN_STATUS_OK);
+    attn_ctx_destroy(solo);
+    sh.ref = ref;
+    pthread_t t[CT_THREADS];
+    ct_worker w[CT_THREADS];
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < CT_THREADS; i++) {
+        w[i].sh = &sh;
+        assert_int_equal(pthread_create(&t[i], NULL, ct_run, &w[i]), 0);
+    }
+    for (int i = 0; i < CT_THREADS; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
+    *collisions = 0;
+    for (int i = 0; i < CT_THREADS; i++) {
+        assert_int_equal(w[i].ok + w[i].busy, CT_CALLS);
+        assert_int_equal(w[i].wrong, 0);            /* every result that came back is the reference's */
+        assert_int_equal(w[i].bad_message, 0);      /* every refusal names ctx */
+        assert_int_equal(w[i].wrote_on_failure, 0); /* and wrote nothing */
+        *collisions += w[i].busy;
+    }
+    free(q), free(k), free(v), free(ref);
+}
+
+static void test_shared_ctx_refuses_concurrent_calls(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    int collisions = 0;
+    ct_case(ctx, &collisions);
+    fprintf(stderr, "shared ctx: %d of %d calls refused (busy), the rest bitwise the reference\n", collisions,
+            CT_THREADS * CT_CALLS);
+    assert_true(collisions < CT_THREADS * CT_CALLS); /* some calls ran */
+    attn_ctx_destroy(ctx);
+}
+
+static void test_own_ctx_never_refuses(void **state) {
+    (void)state;
+    int collisions = -1;
+    ct_case(NULL, &collisions);
+    assert_int_equal(collisions, 0);
+}
+
+/* The claim is released on every path: failures before it (bad arguments) and after it leave ctx usable. */
+static void test_claim_released(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    float q[4 * 8] = {0}, o[4 * 8];
+    int64_t s4[4] = {1, 4, 1, 8}, bad[4] = {1, 4, 3, 8};
+    attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 4, s4), to = attn_tensor_make(o, ATTN_DTYPE_F32, 4, s4);
+    attn_tensor tb = attn_tensor_make(q, ATTN_DTYPE_F32, 4, bad);
+    attn_params p;
+    attn_params_init(&p);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tb, &tb, &p, &to, NULL), ATTN_STATUS_INVALID_ARGUMENT);
+        assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tq, &tq, &p, &to, NULL), ATTN_STATUS_OK);
+        assert_int_equal(attn_ctx_set_num_threads(ctx, 1 + i % 2), ATTN_STATUS_OK);
+        assert_int_equal(attn_ctx_set_isa(ctx, "generic"), ATTN_STATUS_OK);
+    }
+    attn_ctx_destroy(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_claim_released),
+        cmocka_unit_test(test_shared_ctx_refuses_concurrent_calls),
+        cmocka_unit_test(test_own_ctx_never_refuses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
