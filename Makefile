@@ -124,6 +124,12 @@ ARM64_BUILD ?= build-arm64
 test-arm64:
 	@ARM64_BUILD=$(ARM64_BUILD) JOBS=$(JOBS) bash scripts/test_arm64.sh
 
+# Executed instructions per kernel tile, neon vs avx2, counted by a qemu TCG plugin (an instruction count, not a
+# time; scripts/arm64_insn_count.sh). Needs the arm64 build of test-arm64 and the x86 build.
+.PHONY: insns-arm64
+insns-arm64:
+	@ARM64_BUILD=$(ARM64_BUILD) X86_BUILD=$(BUILD) bash scripts/arm64_insn_count.sh
+
 install: build
 	@cmake --install $(BUILD)
 

@@ -5,7 +5,9 @@
  * block sizes 16 and 128. Rows: the plan build, the decode-only step (DecodeOnly; decode GB/s = bytes of K
  * and V read / time), the chunked prefill alone (ChunkedPrefill) and the whole mixed step. The oracle
  * (attn_ref_paged_attention) checks the last check_rows query rows of every request (bottom-right
- * alignment makes that subset exact). Client of <attn/attn.h> only.
+ * alignment makes that subset exact). ATTN_TEST_SMALL=1 (the sanitizer and the qemu test tiers) divides the
+ * contexts, the prefix and the chunk by 8 (64..2048 keys: the same requests, states and code paths, the long
+ * decodes still over several partitions). Client of <attn/attn.h> only.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,17 +204,24 @@ static void sv_run_state(const attn_cli_env *env, attn_cli_report *rep, sv_world
     attn_plan_free(c.plan);
 }
 
+/* 8 under ATTN_TEST_SMALL=1 (see the file comment), else 1: the divisor of every context length. */
+static int64_t sv_scale_down(void) {
+    const char *v = getenv("ATTN_TEST_SMALL");
+    return v != NULL && strcmp(v, "1") == 0 ? 8 : 1;
+}
+
 static int sv_world_init(sv_world *w, int64_t block_size, attn_cli_rng *rng) {
     memset(w, 0, sizeof *w);
     w->block_size = block_size;
-    for (int i = 0; i < SV_NUM_DECODES; i++) { /* contexts 512 .. 16384, geometric */
-        double ctx = 512.0;
+    const int64_t div = sv_scale_down();
+    for (int i = 0; i < SV_NUM_DECODES; i++) { /* contexts 512 .. 16384 (/ div), geometric */
+        double ctx = 512.0 / (double)div;
         for (int k = 0; k < i; k++) ctx *= 1.2599210498948732; /* 32^(1/15) */
         w->computed[i] = (int64_t)(ctx + 0.5) - 1;
         w->scheduled[i] = 1;
     }
-    w->computed[SV_NUM_DECODES] = SV_PREFIX;
-    w->scheduled[SV_NUM_DECODES] = SV_CHUNK;
+    w->computed[SV_NUM_DECODES] = SV_PREFIX / div;
+    w->scheduled[SV_NUM_DECODES] = SV_CHUNK / div;
     int64_t total = 0;
     for (int i = 0; i <= SV_NUM_DECODES; i++) {
         w->first_block[i] = total;
@@ -259,7 +268,7 @@ int attn_wl_serving_run(const attn_cli_env *env) {
         cfg.num_heads = SV_NUM_HEADS;
         cfg.num_kv_heads = SV_NUM_KV_HEADS;
         cfg.head_size = SV_HEAD_SIZE;
-        cfg.max_blocks_per_req = (int32_t)((16384 + w.block_size - 1) / w.block_size);
+        cfg.max_blocks_per_req = (int32_t)((16384 / sv_scale_down() + w.block_size - 1) / w.block_size);
         /* plan build time of the whole step (count + fill + free) */
         attn_request reqs[SV_NUM_DECODES + 1];
         sv_requests(&w, 0, SV_NUM_DECODES + 1, reqs);

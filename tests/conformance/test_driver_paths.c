@@ -6,7 +6,8 @@
  * structure" reference. (b) is BITWISE: scheduling may change how tiles are fetched, never a result bit.
  * Matrix: dense BSND/BNSD, varlen, paged (plan-less and plan + split-KV), f32/bf16/f16 K/V, GQA 1/4/7,
  * causal/window/ALiBi/soft-cap/sinks/masks, decode and prefill shapes, threads 1/2, every usable ISA (only the
- * fastest usable one when ATTN_TEST_ONE_ISA is set: the sanitizer build does that to stay within its time budget;
+ * fastest usable one when ATTN_TEST_ONE_ISA is set or th_test_emulated(): the sanitizer build and the qemu tier
+ * do that to stay within their time budgets;
  * test_kernels still checks every table's kernels under the sanitizers).
  */
 #include <math.h>
@@ -424,7 +425,8 @@ static void td_run_case(attn_ctx *ctx, const td_case *c, uint64_t seed) {
     for (int32_t i = 0; i < attn_isa_count(); i++) {
         const char *isa = attn_isa_name(i);
         if (!attn_isa_available(isa)) continue;
-        if (getenv("ATTN_TEST_ONE_ISA") && strcmp(isa, td_fastest_isa()) != 0) continue; /* one table only */
+        if ((getenv("ATTN_TEST_ONE_ISA") || th_test_emulated()) && strcmp(isa, td_fastest_isa()) != 0)
+            continue; /* one table only (the sanitizer and the emulated tiers) */
         assert_int_equal(attn_ctx_set_isa(ctx, isa), ATTN_STATUS_OK);
         const struct attn_kernels *kern = attn_dispatch_by_name(isa);
         assert_non_null(kern);
@@ -518,6 +520,8 @@ static void test_prefill_dense(void **state) {
                 if (td_skip_dtype(di, mode + gi, 3)) continue;
                 td_case c = td_base(mode, gqa[gi][0], gqa[gi][1], gi == 2 ? 40 : 64, kvs[di]);
                 c.lq[0] = gi == 1 ? 100 : 70, c.lk[0] = gi == 1 ? 1100 : 600;
+                if (th_test_emulated()) /* emulated: 2 partitions instead of 3, still several query blocks */
+                    c.lq[0] = gi == 1 ? 70 : 40, c.lk[0] = gi == 1 ? 600 : 300;
                 c.causal = (di + gi) % 2 ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE;
                 td_run_case(ctx, &c, seed++);
             }
@@ -597,7 +601,11 @@ static void test_paged(void **state) {
                 c.num_seqs = 4;
                 const int64_t lq_dec[4] = {1, 1, 4, 1}, lq_mix[4] = {1, 3, 70, 200};
                 const int64_t lk[4] = {1200, 37, 600, 900};
-                for (int b = 0; b < 4; b++) c.lq[b] = shape ? lq_mix[b] : lq_dec[b], c.lk[b] = lk[b];
+                /* emulated: shorter, the first and last requests still split over partitions */
+                const int64_t lq_mix_emu[4] = {1, 3, 40, 70}, lk_emu[4] = {600, 37, 300, 530};
+                const int emu = th_test_emulated();
+                for (int b = 0; b < 4; b++)
+                    c.lq[b] = shape ? (emu ? lq_mix_emu : lq_mix)[b] : lq_dec[b], c.lk[b] = (emu ? lk_emu : lk)[b];
                 c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
                 if (gi == 1) c.sinks = 1, c.window_left = 700;
                 if (gi == 2) c.alibi = 1, c.softcap = 2.0f;
@@ -619,7 +627,7 @@ static void test_wide(void **state) {
             td_case c = td_base(mode, shapes[si][0], shapes[si][1], shapes[si][2], si % 2 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32);
             c.num_seqs = 2;
             c.lq[0] = c.lq[1] = shapes[si][3];
-            c.lk[0] = c.lk[1] = 530;
+            c.lk[0] = c.lk[1] = th_test_emulated() ? 130 : 530; /* emulated: the heads and widths, one partition */
             c.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
             td_run_case(ctx, &c, seed++);
         }

@@ -16,6 +16,11 @@ int th_test_small(void) {
     return v != NULL && strcmp(v, "1") == 0;
 }
 
+int th_test_emulated(void) {
+    const char *v = getenv("ATTN_TEST_EMULATED");
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
 uint64_t th_rng_u64(th_rng *r) {
     uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -19,6 +19,10 @@ void th_rng_seed(th_rng *r, uint64_t seed);
 /* 1 when ATTN_TEST_SMALL=1 (set by ctest on every test of a sanitizer build): the heavy suites then run the same
  * code paths on smaller shapes or fewer matrix points, so the sanitizer tier holds its time limits under load. */
 int th_test_small(void);
+/* 1 when ATTN_TEST_EMULATED=1 (set by `make test-arm64`, scripts/test_arm64.sh: every test runs under qemu-user,
+ * 10-30x slower than natively, on both CPU models): the heaviest suites shrink further than th_test_small —
+ * fewer matrix points or shorter sequences, every code path (entries, dtypes, options, partition splits) kept. */
+int th_test_emulated(void);
 uint64_t th_rng_u64(th_rng *r);
 double th_rng_uniform(th_rng *r);             /* [0, 1)   */
 double th_rng_range(th_rng *r, double lo, double hi);
