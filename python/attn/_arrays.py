@@ -304,8 +304,9 @@ def index_array(x: Any, name: str, dtype: Any = np.int32) -> np.ndarray:
 
 
 def empty(like: Any, shape: Sequence[int], dtype: np.dtype) -> Any:
-    """A new array of ``shape`` and NumPy ``dtype``; a torch tensor when ``like`` is one (so functions
-    return the caller's array type), else a NumPy array."""
+    """A new zero-filled array of ``shape`` and NumPy ``dtype`` (an output attn allocates: rows no call writes,
+    e.g. q rows past the last sequence, are 0, never leftover memory); a torch tensor when ``like`` is one (so
+    functions return the caller's array type), else a NumPy array."""
     shape = tuple(int(s) for s in shape)
     if is_torch(like):
         import torch
@@ -315,8 +316,8 @@ def empty(like: Any, shape: Sequence[int], dtype: np.dtype) -> Any:
         if tdt is None and _mld is not None and np.dtype(dtype) == np.dtype(_mld.bfloat16):
             tdt = torch.bfloat16
         if tdt is not None:
-            return torch.empty(shape, dtype=tdt, device="cpu")
-    return np.empty(shape, dtype=dtype)
+            return torch.zeros(shape, dtype=tdt, device="cpu")
+    return np.zeros(shape, dtype=dtype)
 
 
 def dtype_of(x: Any, name: str = "tensor") -> np.dtype:

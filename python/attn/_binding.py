@@ -63,8 +63,8 @@ _torch_dtypes: Optional[dict] = None
 
 
 def _alloc_like(like: Any, shape: tuple, dtype: np.dtype) -> Any:
-    """_arrays.empty with the torch dtype table cached (outputs the extension allocates): a torch tensor on
-    the CPU when ``like`` is one and torch has the dtype, else a NumPy array."""
+    """_arrays.empty with the torch dtype table cached (outputs the extension allocates): a zero-filled torch
+    tensor on the CPU when ``like`` is one and torch has the dtype, else a zero-filled NumPy array."""
     global _torch_dtypes
     if type(like).__module__.split(".")[0] == "torch":
         if _torch_dtypes is None:
@@ -74,11 +74,11 @@ def _alloc_like(like: Any, shape: tuple, dtype: np.dtype) -> Any:
                              np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64}
             if _arrays._mld is not None:
                 _torch_dtypes[np.dtype(_arrays._mld.bfloat16)] = torch.bfloat16
-            _torch_dtypes["empty"] = torch.empty
+            _torch_dtypes["empty"] = torch.zeros
         tdt = _torch_dtypes.get(dtype)
         if tdt is not None:
             return _torch_dtypes["empty"](shape, dtype=tdt, device="cpu")
-    return np.empty(shape, dtype=dtype)
+    return np.zeros(shape, dtype=dtype)
 
 
 def _init(mod: Any) -> None:
@@ -100,7 +100,9 @@ def _init(mod: Any) -> None:
             special[dt] = code
             view[code] = np.dtype(f"u{dt.itemsize}")
     np_dtypes = dict(_arrays.ATTN_TO_NP)
-    mod._init(entries, np.ndarray, np.empty, _alloc_like, _capi.make_error, np_dtypes, view, special)
+    # outputs attn allocates are zero-filled (LSE: -inf), so rows outside every sequence (q rows past
+    # query_start_loc[-1] / cu_seqlens_q[-1]) come back as out 0, lse -inf, never as leftover memory
+    mod._init(entries, np.ndarray, np.zeros, _alloc_like, _capi.make_error, np_dtypes, view, special)
 
 
 def _select() -> tuple:

@@ -694,6 +694,11 @@ static int ext_outputs(PyObject *like, PyObject *out, int ndim, const int64_t *s
         if (*lse_obj == NULL)
             return -1;
         *lse_t = &al->t;
+        /* -inf where no call writes (rows outside every sequence), as out is 0 there (ext_alloc zero-fills) */
+        int64_t n = 1;
+        for (int i = 0; i < lse_ndim; i++) n *= lse_shape[i];
+        float *d = (float *)al->t.data;
+        for (int64_t i = 0; i < n; i++) d[i] = -INFINITY;
     }
     return 0;
 }

@@ -352,7 +352,10 @@ def _out_like(q: Array, qa: np.ndarray, shape: Sequence[int]) -> Any:
 
 
 def _lse_out(q: Array, shape: Sequence[int]) -> Any:
-    return _arrays.empty(q, shape, np.float32)
+    """An LSE output attn allocates: -inf (the LSE of a row that sees no key) where no call writes."""
+    lse = _arrays.empty(q, shape, np.float32)
+    _arrays.as_numpy(lse, "lse").fill(-np.inf)
+    return lse
 
 
 def _result(out: Any, lse: Any, return_lse: bool) -> Any:

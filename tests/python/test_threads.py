@@ -91,3 +91,24 @@ def test_shared_plan_own_contexts(rng, binding):
             np.testing.assert_array_equal(plan.forward(qs[t], kv), refs[t])
 
     _run(4, work_default)
+
+
+@pytest.mark.parametrize("entry", ["varlen", "paged"])
+def test_allocated_outputs_have_no_leftover_rows(entry, rng, binding):
+    """q rows past the last sequence (query_start_loc[-1] / cu_seqlens_q[-1] < num_tokens) belong to no
+    sequence: in outputs attn allocates they are out 0, lse -inf (as flash_attn_varlen_func), never leftover
+    memory (the allocation was np.empty)."""
+    for _ in range(3):  # fresh allocations may reuse freed garbage: fill the heap with it first
+        junk = np.full((64, 4, 32), 7e37, np.float32)
+        del junk
+    q = rng.standard_normal((64, 4, 32), dtype=np.float32)
+    if entry == "varlen":
+        k = rng.standard_normal((5, 2, 32), dtype=np.float32)
+        out, lse = attn.attention_varlen(q, k, k, np.array([0, 3], np.int32), np.array([0, 5], np.int32),
+                                         return_lse=True)
+    else:
+        kv = rng.standard_normal((2, 4, 4, 2, 32), dtype=np.float32)
+        out, lse = attn.paged_attention(q, kv, np.array([0, 3], np.int32), np.array([5], np.int32),
+                                        np.array([[1, 2]], np.int32), return_lse=True)
+    assert np.all(out[3:] == 0) and np.all(np.isneginf(lse[:, 3:]))
+    assert np.all(np.isfinite(out[:3])) and np.all(np.isfinite(lse[:, :3]))
