@@ -336,6 +336,11 @@ attn_status attn_merge_attn_states(attn_ctx *ctx, const attn_tensor *out_a, cons
         ATTN_TRY(attn_tensor_check_dim(ls[i], ln[i], 0, H, "num_heads"));
         ATTN_TRY(attn_tensor_check_dim(ls[i], ln[i], 1, T, "num_tokens"));
     }
+    ATTN_CHECK(!attn_tensor_self_overlaps(out), ATTN_STATUS_INVALID_ARGUMENT,
+               "out: its elements overlap in memory (a broadcast / stride-0 or interleaved view); an output needs "
+               "one memory location per element");
+    ATTN_CHECK(!lse_out || !attn_tensor_self_overlaps(lse_out), ATTN_STATUS_INVALID_ARGUMENT,
+               "lse_out: its elements overlap in memory (a broadcast / stride-0 or interleaved view)");
     /* out may alias out_a/out_b exactly (element-wise in place); partial overlaps are rejected. */
     const attn_tensor *ins[] = {out_a, out_b, lse_a, lse_b, lse_out};
     const char *names[] = {"out_a", "out_b", "lse_a", "lse_b", "lse_out"};

@@ -110,6 +110,9 @@ attn_status attn_validate_masks(const attn_opts *opts, int64_t batch, int64_t nu
 
 attn_status attn_validate_no_overlap(const attn_tensor *out, const char *out_name, const attn_tensor *const *ins,
                                      const char *const *in_names, int n) {
+    ATTN_CHECK(!attn_tensor_self_overlaps(out), ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: its elements overlap in memory (a broadcast / stride-0 or interleaved view); an output needs "
+               "one memory location per element", out_name);
     for (int i = 0; i < n; i++)
         if (ins[i])
             ATTN_CHECK(!attn_tensor_overlap(out, ins[i]), ATTN_STATUS_INVALID_ARGUMENT,

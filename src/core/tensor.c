@@ -123,6 +123,26 @@ void attn_tensor_span(const attn_tensor *t, uintptr_t *lo, uintptr_t *hi) {
     *hi = base + (uintptr_t)(last + 1) * esize;
 }
 
+int attn_tensor_self_overlaps(const attn_tensor *t) {
+    int32_t dims[ATTN_MAX_DIMS], m = 0;
+    for (int32_t d = 0; d < t->ndim && d < ATTN_MAX_DIMS; d++) {
+        if (t->shape[d] == 0) return 0;
+        if (t->shape[d] > 1) dims[m++] = d;
+    }
+    for (int32_t i = 1; i < m; i++) /* insertion sort by stride (m <= ATTN_MAX_DIMS) */
+        for (int32_t j = i; j > 0 && t->strides[dims[j]] < t->strides[dims[j - 1]]; j--) {
+            const int32_t x = dims[j];
+            dims[j] = dims[j - 1], dims[j - 1] = x;
+        }
+    int64_t extent = 1; /* elements spanned by the dims seen so far (validated views: no overflow) */
+    for (int32_t i = 0; i < m; i++) {
+        const int32_t d = dims[i];
+        if (t->strides[d] < extent) return 1;
+        extent += t->strides[d] * (t->shape[d] - 1);
+    }
+    return 0;
+}
+
 int attn_tensor_overlap(const attn_tensor *a, const attn_tensor *b) {
     uintptr_t alo, ahi, blo, bhi;
     attn_tensor_span(a, &alo, &ahi);

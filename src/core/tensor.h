@@ -33,6 +33,12 @@ void attn_tensor_span(const attn_tensor *t, uintptr_t *lo, uintptr_t *hi);
 /* 1 if the byte spans of a and b intersect (both non-empty). */
 int attn_tensor_overlap(const attn_tensor *a, const attn_tensor *b);
 
+/* 1 unless the view's elements provably occupy distinct memory: with its size > 1 dims in ascending stride
+ * order, each stride must exceed the extent of the dims inside it (a stride-0 dim of size > 1, as from
+ * broadcast_to / expand, fails; so do exotic interleavings such as shape [3, 2] strides [2, 3], which an
+ * output never needs). 0 for empty views. Call on validated views only. */
+int attn_tensor_self_overlaps(const attn_tensor *t);
+
 /* Reads element idx (flat index into a 1-D int32/int64 view) as int64. */
 static inline int64_t attn_tensor_get_index(const attn_tensor *t, int64_t idx) {
     const char *p = (const char *)t->data;

@@ -112,3 +112,14 @@ def test_allocated_outputs_have_no_leftover_rows(entry, rng, binding):
                                         np.array([[1, 2]], np.int32), return_lse=True)
     assert np.all(out[3:] == 0) and np.all(np.isneginf(lse[:, 3:]))
     assert np.all(np.isfinite(out[:3])) and np.all(np.isfinite(lse[:, :3]))
+
+
+def test_output_that_overlaps_itself_is_refused(rng, binding):
+    """A broadcast (stride-0) out view would hold one batch's result for all of them: refused, naming out."""
+    q = rng.standard_normal((2, 5, 8, 64), dtype=np.float32)
+    k = rng.standard_normal((2, 5, 8, 64), dtype=np.float32)
+    base = np.full((1, 5, 8, 64), 3.0, np.float32)
+    out = np.lib.stride_tricks.as_strided(base, (2, 5, 8, 64), (0,) + base.strides[1:])
+    with pytest.raises(attn.AttnInvalidArgumentError, match="out: its elements overlap in memory"):
+        attn.flash_attn_func(q, k, k, out=out)
+    assert np.all(base == 3.0)

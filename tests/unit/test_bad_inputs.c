@@ -267,6 +267,9 @@ M(m_out_dtype, f->out.dtype = ATTN_DTYPE_BF16)
 M(m_out_shape, f->out.shape[2] = 3)
 M(m_out_overlaps_q, f->out.data = f->b->q)
 M(m_out_overlaps_lse, f->lse.data = (float *)f->b->out + 8)
+M(m_out_broadcast, f->out.strides[0] = 0) /* torch expand / NumPy broadcast_to: every batch row the same memory */
+M(m_merge_out_broadcast, f->mo.strides[1] = 0)
+M(m_paged_out_broadcast, f->po.strides[0] = 0)
 M(m_heads_not_multiple, { f->q.shape[2] = 3; f->out.shape[2] = 3; f->lse.shape[1] = 3; })
 M(m_head_size_big, { f->q.shape[3] = 300; f->k.shape[3] = 300; })
 M(m_heads_limit, { f->q.shape[2] = 8192; f->q.strides[2] = 0; f->out.shape[2] = 8192; f->out.strides[2] = 0;
@@ -397,6 +400,8 @@ static const row rows[] = {
     {E_FWD, "out num_heads differs", m_out_shape, ATTN_STATUS_INVALID_ARGUMENT, "out: shape[2]=3, expected num_heads=4"},
     {E_FWD, "out overlaps q", m_out_overlaps_q, ATTN_STATUS_INVALID_ARGUMENT, "out: overlaps q in memory"},
     {E_FWD, "lse overlaps out", m_out_overlaps_lse, ATTN_STATUS_INVALID_ARGUMENT, "out: overlaps lse in memory"},
+    {E_FWD, "out overlaps itself (stride-0 batch, a broadcast view)", m_out_broadcast, ATTN_STATUS_INVALID_ARGUMENT,
+     "out: its elements overlap in memory"},
     {E_FWD, "num_kv_heads does not divide num_heads", m_heads_not_multiple, ATTN_STATUS_INVALID_ARGUMENT,
      "does not divide num_heads=3"},
     {E_FWD, "head_size 300", m_head_size_big, ATTN_STATUS_INVALID_ARGUMENT, "q: head_size=300 is outside 1..256"},
@@ -444,6 +449,8 @@ static const row rows[] = {
     {E_MERGE, "lse_b dtype f16", m_merge_lse_dtype, ATTN_STATUS_INVALID_ARGUMENT, "lse_b: dtype f16, expected f32"},
     {E_MERGE, "out partially overlaps out_a", m_merge_partial_overlap, ATTN_STATUS_INVALID_ARGUMENT,
      "out: partially overlaps out_a in memory"},
+    {E_MERGE, "out overlaps itself (stride-0 heads)", m_merge_out_broadcast, ATTN_STATUS_INVALID_ARGUMENT,
+     "out: its elements overlap in memory"},
     {E_MERGE, "lse_a data NULL", m_merge_lse_null, ATTN_STATUS_INVALID_ARGUMENT, "lse_a: data is NULL"},
     /* plan-less paged */
     {E_PAGED, "valid call (control)", m_none, ATTN_STATUS_OK, ""},
@@ -466,6 +473,8 @@ static const row rows[] = {
      "block_table: strides[1]=2, the last dimension must be contiguous"},
     {E_PAGED, "out overlaps kv_cache", m_paged_out_overlaps_cache, ATTN_STATUS_INVALID_ARGUMENT,
      "out: overlaps kv_cache in memory"},
+    {E_PAGED, "out overlaps itself (stride-0 tokens)", m_paged_out_broadcast, ATTN_STATUS_INVALID_ARGUMENT,
+     "out: its elements overlap in memory"},
     {E_PAGED, "mask given (unsupported)", m_paged_mask, ATTN_STATUS_UNSUPPORTED, "params.mask"},
     {E_REF_PAGED, "oracle: valid call (control)", m_none, ATTN_STATUS_OK, ""},
     {E_REF_PAGED, "oracle: block_table id >= num_blocks", m_paged_bt_range, ATTN_STATUS_INVALID_ARGUMENT,
