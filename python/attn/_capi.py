@@ -402,12 +402,36 @@ _SIGNATURES = {
     "attn_ref_forward_quant": (c_int, [c_int, _T, _T, _T, POINTER(QuantParams), _P, _T, _T]),
 }
 
+def _checked_int(base: Any, bits: int, signed: bool) -> Any:
+    """A ctypes integer argument type that refuses a Python int outside its range (ctypes itself wraps it
+    around silently: 2**64 + 3 would reach C as 3) and a non-integer (a float would be truncated)."""
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+    class _Checked(base):  # type: ignore[misc, valid-type]
+        @classmethod
+        def from_param(cls, v: Any) -> Any:
+            if isinstance(v, ctypes._SimpleCData):  # already a C value (c_int64(...), ...)
+                return v
+            if not hasattr(v, "__index__"):
+                raise TypeError(f"expected an integer, got {type(v).__name__}")
+            i = v.__index__()
+            if not lo <= i <= hi:
+                raise OverflowError(f"{i} is outside [{lo}, {hi}] ({base.__name__})")
+            return base(i)
+
+    _Checked.__name__ = f"checked_{base.__name__}"
+    return _Checked
+
+
+_CHECKED = {c_int64: _checked_int(c_int64, 64, True), c_int32: _checked_int(c_int32, 32, True),
+            c_size_t: _checked_int(c_size_t, 8 * ctypes.sizeof(c_size_t), False)}
+
 _functions: dict = {}
 for _name, (_res, _args) in _SIGNATURES.items():
     _fn = getattr(lib, _name, None)
     if _fn is not None:
         _fn.restype = _res
-        _fn.argtypes = _args
+        _fn.argtypes = [_CHECKED.get(a, a) for a in _args]
     _functions[_name] = _fn
 
 
@@ -461,7 +485,12 @@ def call(name: str, *args: Any) -> None:
     message always belongs to this call)."""
     f = fn(name)
     fn("attn_clear_error")()
-    check(f(*args), name)
+    try:
+        status = f(*args)
+    except ctypes.ArgumentError as e:  # an integer argument out of its C range (or not an integer)
+        raise make_error(STATUS_OVERFLOW if "OverflowError" in str(e) else STATUS_INVALID_ARGUMENT,
+                         f"{name}: {e}", name) from None
+    check(status, name)
 
 
 def dtype_size(dtype: int) -> int:

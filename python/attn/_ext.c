@@ -19,6 +19,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -556,6 +557,10 @@ static int ext_params(PyObject *scale, PyObject *causal, int flash_causal, PyObj
         ext_per_head(alibi, num_heads, &keep[0], &p->alibi_slopes) ||
         ext_per_head(sinks, num_heads, &keep[1], &p->sinks))
         return EXT_FALLBACK;
+    /* softmax_scale=0.0 means a zero scale (flash-attn, SDPA): every logit 0, uniform weights over the visible
+     * keys. attn_params' 0 means "default", so the smallest positive float stands for it (ops.Params does the
+     * same): its logits are below 2^-126, exp2 of their differences is exactly 1. */
+    if (scale != Py_None && p->softmax_scale == 0.0f) p->softmax_scale = FLT_TRUE_MIN;
     return 0;
 }
 

@@ -293,4 +293,6 @@ class AttnBackend:
 
     @staticmethod
     def get_supported_block_size() -> List[int]:
+        """The block sizes the seed's API advertises as preferred: those attn is tuned and benchmarked for.
+        Every block size >= 1 works (attn_plan_config.block_size; the vLLM plugin declares MultipleOf(1))."""
         return [16, 32, 64, 128]

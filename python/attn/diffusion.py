@@ -108,7 +108,7 @@ def forward_piecewise(q: Array, k: Array, v: Array, spans: Sequence[Tuple[int, i
     query_ranges: [(local_start, local_end, global_start), ...] or None (the last seq_q positions).
     causal must stay False (the spans define causality)."""
     d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
-    sp = (_capi.Span * max(len(spans), 1))(*[_capi.Span(int(a), int(e)) for a, e in spans])
+    sp = (_capi.Span * max(len(spans), 1))(*[_capi.Span(int(a), int(e)) for a, e in _pairs(spans, "spans")])
     if query_ranges is None:
         qr, nqr = None, 0
     else:
@@ -122,6 +122,23 @@ def forward_piecewise(q: Array, k: Array, v: Array, spans: Sequence[Tuple[int, i
         _capi.call("attn_forward_piecewise", _ctx(ctx), d.layout, *d.qkv, sp, len(spans), qr, nqr,
                    d.params.ptr, *d.outs)
     return d.result()
+
+
+def _pairs(spans: Any, name: str) -> list:
+    """[(start, end), ...] from a sequence of integer pairs, or the family's TypeError naming the argument."""
+    if isinstance(spans, (str, bytes)) or not hasattr(spans, "__iter__"):
+        raise _arrays._type_error(f"{name}: expected a sequence of (start, end) integer pairs, got "
+                                  f"{type(spans).__name__}")
+    out = []
+    for i, s in enumerate(spans):
+        try:
+            a, e = s
+            if isinstance(a, (str, bytes, float)) or isinstance(e, (str, bytes, float)):
+                raise TypeError
+            out.append((int(a), int(e)))
+        except (TypeError, ValueError):
+            raise _arrays._type_error(f"{name}: entry {i} = {s!r} is not a (start, end) pair of integers") from None
+    return out
 
 
 def paged_piecewise_segments(spans: Sequence[Tuple[int, int]], query_offset: int,
@@ -174,7 +191,7 @@ def forward_paged_piecewise(q: Array, kv_cache: Array, seq_lens: Array, block_ta
     sl = tensor(sla, "seq_lens")
     bt = tensor(_arrays.index_array(block_table, "block_table"), "block_table")
     tc = tensor(kv_cache, "kv_cache")
-    sp = (_capi.Span * max(len(spans), 1))(*[_capi.Span(int(a), int(e)) for a, e in spans])
+    sp = (_capi.Span * max(len(spans), 1))(*[_capi.Span(int(a), int(e)) for a, e in _pairs(spans, "spans")])
 
     def run(qv: Any, ov: Any, lv: Any, ranges: Optional[Sequence[Tuple[int, int, int]]]) -> None:
         if ranges is None:
@@ -279,12 +296,20 @@ def _f32(x: Any) -> np.ndarray:
     return np.ascontiguousarray(_arrays.as_numpy(x), dtype=np.float32)
 
 
+def _fp8_format(format: str) -> int:
+    """The attn dtype code of an FP8 format name ("e4m3" / "e5m2")."""
+    code = _FP8.get(format) if isinstance(format, str) else None
+    if code is None:
+        raise _arrays._invalid(f"format={format!r}: expected one of {sorted(_FP8)}")
+    return code
+
+
 def quantize_fp8(x: Any, scale: float = 1.0, format: str = "e4m3") -> np.ndarray:
     """encode(x / scale) to FP8 (round-to-nearest-even, saturating). Returns uint8 codes of x's shape
     (view them as ml_dtypes.float8_e4m3fn / float8_e5m2 if wanted)."""
     src = _f32(x)
     dst = np.empty(src.shape, dtype=np.uint8)
-    _capi.call("attn_quantize_fp8", _FP8[format], src.ctypes.data, src.size, float(scale), dst.ctypes.data)
+    _capi.call("attn_quantize_fp8", _fp8_format(format), src.ctypes.data, src.size, float(scale), dst.ctypes.data)
     return dst
 
 
@@ -292,7 +317,7 @@ def dequantize_fp8(codes: Any, scale: float = 1.0, format: str = "e4m3") -> np.n
     """decode(codes) * scale as float32 (codes: uint8 or an ml_dtypes float8 array)."""
     src = np.ascontiguousarray(_arrays.as_numpy(codes)).view(np.uint8)
     dst = np.empty(src.shape, dtype=np.float32)
-    _capi.call("attn_dequantize_fp8", _FP8[format], src.ctypes.data, src.size, float(scale), dst.ctypes.data)
+    _capi.call("attn_dequantize_fp8", _fp8_format(format), src.ctypes.data, src.size, float(scale), dst.ctypes.data)
     return dst
 
 
@@ -323,11 +348,11 @@ def dequantize_mx(elements: Any, scales: Any, n: int, element_format: str = "e4m
 
 
 def fp8_from_float(x: float, format: str = "e4m3") -> int:
-    return int(_capi.fn("attn_fp8_from_float")(_FP8[format], float(x)))
+    return int(_capi.fn("attn_fp8_from_float")(_fp8_format(format), float(x)))
 
 
 def fp8_to_float(bits: int, format: str = "e4m3") -> float:
-    return float(_capi.fn("attn_fp8_to_float")(_FP8[format], int(bits)))
+    return float(_capi.fn("attn_fp8_to_float")(_fp8_format(format), int(bits)))
 
 
 def fp4_e2m1_from_float(x: float) -> int:

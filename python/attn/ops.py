@@ -140,7 +140,14 @@ def set_num_threads(num_threads: int) -> None:
     default_context().num_threads = num_threads
 
 
+def _check_ctx(ctx: Any) -> None:
+    if not isinstance(ctx, Context):
+        raise _arrays._type_error(f"ctx: expected an attn.Context or None, got {type(ctx).__name__}")
+
+
 def _ctx(ctx: Optional[Context]) -> ctypes.c_void_p:
+    if ctx is not None:
+        _check_ctx(ctx)
     return (ctx or default_context()).handle
 
 
@@ -148,6 +155,8 @@ def _ctx_ptr(ctx: Optional[Context]) -> int:
     """The context handle as an int for attn._ext (0 when closed: the fast path defers to ctypes)."""
     if ctx is None:
         ctx = getattr(_local, "ctx", None) or default_context()
+    elif type(ctx) is not Context:
+        _check_ctx(ctx)
     return ctx._ptr
 
 
@@ -230,6 +239,10 @@ class Params:
         if v_scale is not None:
             p.v_scale = kv_scale(v_scale, "v_scale")
         p.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
+        if softmax_scale is not None and p.softmax_scale == 0.0:
+            # a zero scale (flash-attn, SDPA: uniform weights); attn_params' 0 means "default", so the smallest
+            # positive float stands for it (its logits are below 2^-126: exp2 of their differences is exactly 1)
+            p.softmax_scale = _FLT_TRUE_MIN
         p.causal = _causal_value(causal)
         p.window_left, p.window_right = _window_value(window_size)
         p.softcap = 0.0 if softcap is None else float(softcap)
@@ -609,6 +622,28 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
     return _result(out, lse, want_lse)
 
 
+_FLT_TRUE_MIN = float(np.finfo(np.float32).smallest_subnormal)
+
+
+def _int64_arg(v: Any, name: str) -> int:
+    """An integer argument stored in a C int64 field: an int (or NumPy integer) inside int64, else the family's
+    TypeError / OverflowError naming it (ctypes would truncate a float and wrap 2**64 + 3 around to 3)."""
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise _arrays._type_error(f"{name}: expected an integer, got {type(v).__name__}")
+    i = v.__index__()
+    if not -(1 << 63) <= i < (1 << 63):
+        raise _capi.make_error(_capi.STATUS_OVERFLOW, f"{name}={i} does not fit int64")
+    return i
+
+
+def _int32_arg(v: Any, name: str) -> int:
+    """As _int64_arg, for a C int32 field (a plan config value)."""
+    i = _int64_arg(v, name)
+    if not -(1 << 31) <= i < (1 << 31):
+        raise _capi.make_error(_capi.STATUS_OVERFLOW, f"{name}={i} does not fit int32")
+    return i
+
+
 class PlanRequest:
     """One scheduled request of an engine step (attn_request).
 
@@ -621,14 +656,16 @@ class PlanRequest:
     def __init__(self, num_computed_tokens: int, num_scheduled_tokens: int,
                  block_ids: Sequence[int] = (), num_spec_tokens: int = 0, kind: str = "decoder",
                  encoder_len: int = 0):
-        self.num_computed_tokens = int(num_computed_tokens)
-        self.num_scheduled_tokens = int(num_scheduled_tokens)
-        self.block_ids = np.ascontiguousarray(np.asarray(block_ids, dtype=np.int32).reshape(-1))
-        self.num_spec_tokens = int(num_spec_tokens)
+        self.num_computed_tokens = _int64_arg(num_computed_tokens, "num_computed_tokens")
+        self.num_scheduled_tokens = _int64_arg(num_scheduled_tokens, "num_scheduled_tokens")
+        self.block_ids = np.ascontiguousarray(
+            _arrays.index_array(block_ids if not isinstance(block_ids, range) else list(block_ids), "block_ids",
+                                np.int32).reshape(-1))
+        self.num_spec_tokens = _int64_arg(num_spec_tokens, "num_spec_tokens")
         if kind not in self.KINDS:
             raise ValueError(f"kind={kind!r}: expected one of {sorted(self.KINDS)}")
         self.kind = kind
-        self.encoder_len = int(encoder_len)
+        self.encoder_len = _int64_arg(encoder_len, "encoder_len")
 
 
 class Plan:
@@ -649,10 +686,11 @@ class Plan:
         self._ptr = 0  # the handle as an int for attn._ext (0 = freed)
         cfg = _capi.new_plan_config()
         c = cfg.c
-        c.num_blocks, c.block_size = int(num_blocks), int(block_size)
-        c.num_heads, c.num_kv_heads, c.head_size = int(num_heads), int(num_kv_heads), int(head_size)
-        c.max_blocks_per_req = int(max_blocks_per_req)
-        c.num_speculative_tokens = int(num_speculative_tokens)
+        c.num_blocks, c.block_size = _int32_arg(num_blocks, "num_blocks"), _int32_arg(block_size, "block_size")
+        c.num_heads, c.num_kv_heads = _int32_arg(num_heads, "num_heads"), _int32_arg(num_kv_heads, "num_kv_heads")
+        c.head_size = _int32_arg(head_size, "head_size")
+        c.max_blocks_per_req = _int32_arg(max_blocks_per_req, "max_blocks_per_req")
+        c.num_speculative_tokens = _int32_arg(num_speculative_tokens, "num_speculative_tokens")
         c.chunked_prefill_enabled = int(bool(chunked_prefill_enabled))
         c.spec_method_mtp = int(bool(spec_method_mtp))
         n = len(requests)

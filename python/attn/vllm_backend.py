@@ -47,7 +47,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
 import numpy as np
-import torch
+try:
+    import torch
+except ImportError as _e:  # a hint instead of a bare ModuleNotFoundError
+    raise ImportError(f"{__name__} needs torch: pip install \".[vllm]\" from the attn checkout") from _e
 
 from vllm.config import VllmConfig
 from vllm.v1.attention.backend import (AttentionBackend, AttentionImpl, AttentionLayer,

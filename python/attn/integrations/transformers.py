@@ -40,7 +40,10 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
-import torch
+try:
+    import torch
+except ImportError as _e:  # a hint instead of a bare ModuleNotFoundError
+    raise ImportError(f"{__name__} needs torch: pip install \".[transformers]\" from the attn checkout") from _e
 
 import attn
 

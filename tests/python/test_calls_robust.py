@@ -1,8 +1,12 @@
-"""Python threads (the GIL is released around every C call): one Context shared by several threads refuses a
-call made while another thread's call uses it (AttnInvalidArgumentError naming ctx, nothing written) instead of
-sharing the C scratch — every call that runs returns the reference bits; one Plan shared by threads with their
-own Contexts gives the reference bits (a forward that finds the plan's workspace in use takes a temporary one);
-the per-thread default contexts never collide."""
+"""Robustness of the Python calls (findings of a newcomer trial, 2026-12-01).
+
+Threads (the GIL is released around every C call): one Context shared by several threads refuses a call made
+while another thread's call uses it (AttnInvalidArgumentError naming ctx, nothing written) instead of sharing
+the C scratch, and every call that runs returns the reference bits; one Plan shared by threads with their own
+Contexts gives the reference bits (a forward that finds the plan's workspace in use takes a temporary one);
+the per-thread default contexts never collide. Also: allocated outputs hold no leftover rows, self-overlapping
+outputs are refused, integers beyond the C range and non-integers are refused, softmax_scale=0.0 is a zero
+scale, bad argument types are named."""
 
 import threading
 
@@ -123,3 +127,47 @@ def test_output_that_overlaps_itself_is_refused(rng, binding):
     with pytest.raises(attn.AttnInvalidArgumentError, match="out: its elements overlap in memory"):
         attn.flash_attn_func(q, k, k, out=out)
     assert np.all(base == 3.0)
+
+
+def test_integers_beyond_c_range_are_refused(rng, binding):
+    """ctypes wraps a Python int around silently (2**64 + 3 would reach C as 3) and truncates floats: every
+    integer argument is range-checked instead (the family's OverflowError / TypeError, naming it)."""
+    with pytest.raises(OverflowError, match="num_computed_tokens"):
+        attn.PlanRequest(2 ** 64 + 3, 1, [0])
+    with pytest.raises(TypeError, match="block_ids"):
+        attn.PlanRequest(0, 3, [0.7])
+    with pytest.raises(TypeError, match="num_scheduled_tokens"):
+        attn.PlanRequest(0, 1.5, [0])
+    with pytest.raises(OverflowError, match="head_size"):
+        attn.Plan([attn.PlanRequest(0, 3, [0])], num_blocks=4, block_size=4, num_heads=2, num_kv_heads=1,
+                  head_size=2 ** 32 + 32, max_blocks_per_req=1)
+    q = rng.standard_normal((1, 4, 2, 16), dtype=np.float32)
+    for bad in (2 ** 64 + 3, 2 ** 64):
+        with pytest.raises(OverflowError):
+            attn.diffusion.forward_kv_prefix(q, q, q, bad)
+    assert np.isfinite(attn.diffusion.forward_kv_prefix(q, q, q, 3)).all()
+
+
+def test_softmax_scale_zero_is_a_zero_scale(rng, binding):
+    """flash-attn / SDPA read softmax_scale=0.0 literally: every logit 0, so each row averages the values of
+    its visible keys (None is the default 1/sqrt(d))."""
+    q = rng.standard_normal((1, 6, 2, 16), dtype=np.float32)
+    k = rng.standard_normal((1, 6, 2, 16), dtype=np.float32)
+    v = rng.standard_normal((1, 6, 2, 16), dtype=np.float32)
+    out = attn.flash_attn_func(q, k, v, softmax_scale=0.0, causal=True)
+    want = np.cumsum(v[0], axis=0) / np.arange(1, 7)[:, None, None]  # row i: mean of v[0..i]
+    np.testing.assert_allclose(out[0], want, rtol=1e-6, atol=1e-6)
+    default = attn.flash_attn_func(q, k, v, causal=True)
+    assert np.abs(default - out).max() > 1e-2
+
+
+def test_bad_argument_types_are_named(rng):
+    q = rng.standard_normal((1, 4, 2, 16), dtype=np.float32)
+    with pytest.raises(TypeError, match="ctx: expected an attn.Context"):
+        attn.flash_attn_func(q, q, q, ctx=5)
+    with pytest.raises(ValueError, match="format='e9m9'"):
+        attn.diffusion.quantize_fp8(np.ones(4, np.float32), 1.0, "e9m9")
+    with pytest.raises(TypeError, match="spans: "):
+        attn.diffusion.forward_piecewise(q, q, q, spans="ab")
+    with pytest.raises(TypeError, match=r"spans: entry 0 = \(1, 'x'\)"):
+        attn.diffusion.forward_piecewise(q, q, q, spans=[(1, "x")])
