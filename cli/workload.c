@@ -222,6 +222,32 @@ static const char *const attn_wl_case_keys[] = {
     "softmax_scale", "alibi",       "sinks", "lse",      "seed",   "repeats",   NULL};
 
 /* Applies the keys of object o (at path prefix) to c. */
+/* NULL if s is valid UTF-8 without control characters (a name or description the CLI prints, also inside JSON
+ * output), else what is wrong with it. */
+static const char *attn_wl_text_problem(const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    while (*u) {
+        const unsigned char c = *u;
+        if (c < 0x20 || c == 0x7F) return "contains a control character";
+        const int n = c < 0x80                  ? 0
+                      : (c >= 0xC2 && c <= 0xDF) ? 1
+                      : (c >= 0xE0 && c <= 0xEF) ? 2
+                      : (c >= 0xF0 && c <= 0xF4) ? 3
+                                                 : -1;
+        if (n < 0) return "is not valid UTF-8";
+        unsigned char lo = 0x80, hi = 0xBF; /* the first continuation byte's range (no overlongs, surrogates) */
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+        u++;
+        for (int i = 0; i < n; i++, u++) {
+            if (*u < (i == 0 ? lo : 0x80) || *u > (i == 0 ? hi : 0xBF)) return "is not valid UTF-8";
+        }
+    }
+    return NULL;
+}
+
 static int attn_wl_apply(attn_wl_parser *ps, const char *prefix, const cJSON *o, attn_wl_case *c, attn_wl_seqs *sq) {
     for (const cJSON *v = o->child; v; v = v->next) {
         char path[160];
@@ -233,6 +259,8 @@ static int attn_wl_apply(attn_wl_parser *ps, const char *prefix, const cJSON *o,
                 return attn_wl_fail(ps, path, "expected a string, got %s", attn_wl_type_name(v));
             if (strlen(v->valuestring) >= sizeof c->name)
                 return attn_wl_fail(ps, path, "longer than %d characters", (int)sizeof c->name - 1);
+            const char *bad = attn_wl_text_problem(v->valuestring);
+            if (bad) return attn_wl_fail(ps, path, "%s", bad);
             snprintf(c->name, sizeof c->name, "%s", v->valuestring);
         } else if (strcmp(key, "layout") == 0) {
             if (!cJSON_IsString(v))
@@ -489,6 +517,11 @@ int attn_workload_parse(const char *text, const char *where, attn_workload *wl, 
         if (strcmp(key, "name") == 0 || strcmp(key, "description") == 0) {
             if (!cJSON_IsString(v)) {
                 attn_wl_fail(&ps, key, "expected a string, got %s", attn_wl_type_name(v));
+                goto done;
+            }
+            const char *bad = attn_wl_text_problem(v->valuestring);
+            if (bad) {
+                attn_wl_fail(&ps, key, "%s", bad);
                 goto done;
             }
             if (key[0] == 'n')

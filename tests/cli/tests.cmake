@@ -99,6 +99,11 @@ attn_cli_test(json_no_cases RC 2 ARGS run --workload ${_bad}/bad_no_cases.json
   ERR "bad_no_cases.json: cases: missing")
 attn_cli_test(json_top_level RC 2 ARGS run --workload ${_bad}/bad_top.json
   ERR "bad_top.json: the top level must be an object")
+# names are printed (tables, --json): invalid UTF-8 or control characters would break the output
+attn_cli_test(json_name_control RC 2 ARGS check --workload ${_bad}/bad_name_control.json
+  ERR "bad_name_control.json: cases\\[1\\]\\.name: contains a control character")
+attn_cli_test(json_name_utf8 RC 2 ARGS check --json --workload ${_bad}/bad_name_utf8.json
+  ERR "bad_name_utf8.json: cases\\[0\\]\\.name: is not valid UTF-8")
 
 # ---- oracle checks ------------------------------------------------------------------------------------
 attn_cli_test(check_small RC 0 ARGS check --workload ${_small}
