@@ -23,7 +23,7 @@
 #define CT_CALLS 120
 /* calls per worker: CT_CALLS, a fifth of them under emulation (th_test_emulated: `make test-arm64` runs this
    under qemu-user, where 3 workers × 120 calls take minutes) */
-static int ct_calls(void) { return th_test_emulated() ? CT_CALLS / 5 : CT_CALLS; }
+static int ct_calls(void) { return th_test_emulated() ? CT_CALLS / 5 : th_test_small() ? CT_CALLS / 3 : CT_CALLS; }
 
 typedef struct ct_shared {
     attn_ctx *shared; /* NULL: each worker creates its own */
@@ -73,7 +73,8 @@ static void *ct_run(void *arg) {
 static void ct_case(attn_ctx *shared, int *collisions) {
     th_rng rng;
     th_rng_seed(&rng, 5);
-    const int64_t B = 2, Sq = 64, Sk = 700, H = 8, Hk = 2, D = 64;
+    /* sanitizer and emulator tiers (th_test_small): shorter calls, still long enough for threads to collide */
+    const int64_t B = 2, Sq = 64, Sk = th_test_small() ? 130 : 700, H = 8, Hk = 2, D = 64;
     static int64_t qs[4], ks[4];
     qs[0] = B, qs[1] = Sq, qs[2] = H, qs[3] = D, ks[0] = B, ks[1] = Sk, ks[2] = Hk, ks[3] = D;
     ct_shared sh;
