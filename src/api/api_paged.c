@@ -239,6 +239,7 @@ typedef struct attn_paged_job {
     const attn_exec *ex;
     attn_fwd_shape sh;
     float *ws;                   /* caller workspace: split blocks' partial states                    */
+    int64_t decode_run_max;      /* blocks per decode-shaped item (<= attn_fwd_multi_capacity)        */
 } attn_paged_job;
 
 static const attn_problem *attn_paged_block_problem(const attn_paged_job *job, const attn_plan_block *b) {
@@ -270,7 +271,8 @@ static int64_t attn_paged_run_len(const attn_paged_job *job, const attn_problem 
     const int64_t per_head = job->sh.head_chunks * tbs, per_req = p->num_kv_heads * per_head;
     const int64_t pos = b->kv_head * per_head + b->head_chunk * tbs + (tbs - 1 - b->token_block);
     if (q_len <= 16) { /* decode-shaped: runs of up to `cap` blocks over all kv heads */
-        const int64_t cap = attn_fwd_multi_capacity(p);
+        int64_t cap = attn_fwd_multi_capacity(p);
+        if (job->decode_run_max > 0 && job->decode_run_max < cap) cap = job->decode_run_max;
         if (pos % cap != 0) return 0;
         return per_req - pos < cap ? per_req - pos : cap;
     }
@@ -441,6 +443,15 @@ attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, const attn_
     job.ex = &ex;
     job.ws = (float *)workspace;
     attn_fwd_shape_of(&p[0], &job.sh);
+    /* fewer decode requests than threads: split each request's kv heads over several items (as attn_fwd_run's
+     * "at least one item per thread"), so a short-context decode uses every thread; which blocks share an
+     * item never changes a bit */
+    job.decode_run_max = 0;
+    if (ex.num_threads > 1 && plan->num_decodes > 0 && plan->num_decodes < ex.num_threads) {
+        const int64_t want = (ex.num_threads + plan->num_decodes - 1) / plan->num_decodes; /* items per request */
+        const int64_t per_req = (int64_t)cfg->num_kv_heads * job.sh.head_chunks;
+        job.decode_run_max = (per_req + want - 1) / want;
+    }
     if (ex.num_threads == 1) {
         /* one thread gains nothing from split-KV: every block runs as a direct item (the sequential fold, the
          * same bits as the split path), without the partial states' round trip through the workspace */
