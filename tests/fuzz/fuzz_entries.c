@@ -40,6 +40,11 @@ typedef struct rd {
 #ifndef FZ_MAX_WORK
 #define FZ_MAX_WORK (1 << 15)
 #endif
+/* The paged entries (plan-less, planned, piecewise) do more per key (block-table gather, fp8 widening, the
+ * partition fold), and with views shaped from the plan most planned inputs are valid: a lower bound. */
+#ifndef FZ_MAX_WORK_PAGED
+#define FZ_MAX_WORK_PAGED (1 << 12)
+#endif
 
 static int64_t fz_mulsat(int64_t a, int64_t b) {
     int64_t x;
@@ -68,9 +73,9 @@ static int64_t fz_maxdim(const attn_tensor *t) {
     return m;
 }
 
-/* Applies the bound: the output of a call above FZ_MAX_WORK loses its data (if it has elements). */
-static void fz_bound(attn_tensor *out, int64_t work) {
-    if (work > FZ_MAX_WORK && fz_numel(out) > 0) out->data = NULL;
+/* Applies the bound: the output of a call above `limit` loses its data (if it has elements). */
+static void fz_bound(attn_tensor *out, int64_t work, int64_t limit) {
+    if (work > limit && fz_numel(out) > 0) out->data = NULL;
 }
 
 /* Paged work: numel(q) * (block-table columns x block size) bounds every sequence's keys. */
@@ -411,7 +416,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
     switch (entry) {
     case 0: case 1:
         fz_additive(&f, &r, &p, &am);
-        fz_bound(&out, fz_attn_work(&q, &k));
+        fz_bound(&out, fz_attn_work(&q, &k), FZ_MAX_WORK);
         st = CALL(entry == 0 ? attn_forward(ctx, layout, &q, &k, &v, &p, &out, lse)
                              : attn_ref_forward(layout, &q, &k, &v, &p, &out, lse));
         break;
@@ -419,7 +424,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
         if (entry != 3) q.ndim = k.ndim = v.ndim = out.ndim = 3; /* packed takes [1, rows, heads, d] */
         if (lse) lse->ndim = 2;
         fz_additive(&f, &r, &p, &am);
-        fz_bound(&out, fz_attn_work(&q, &k));
+        fz_bound(&out, fz_attn_work(&q, &k), FZ_MAX_WORK);
         st = CALL(entry == 2   ? attn_forward_varlen(ctx, &q, &k, &v, &idx1, &idx2, &p, &out, lse)
                   : entry == 3 ? attn_forward_packed(ctx, &q, &k, &v, &idx1, &idx2, &p, &out, lse)
                                : attn_ref_forward_varlen(&q, &k, &v, &idx1, &idx2, &p, &out, lse));
@@ -439,7 +444,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
         a5 = fz_cache_for(&f, &r, &q); /* kv_cache */
         if (lse) lse->ndim = 2;
         fz_additive(&f, &r, &p, &am);
-        fz_bound(&out, fz_paged_work(&q, &a5, &idx3));
+        fz_bound(&out, fz_paged_work(&q, &a5, &idx3), FZ_MAX_WORK_PAGED);
         st = CALL(entry == 5 ? attn_paged_attention(ctx, &q, &a5, &idx1, &idx2, &idx3, &p, &out, lse)
                         : attn_ref_paged_attention(&q, &a5, &idx1, &idx2, &idx3, &p, &out, lse));
         break;
@@ -462,7 +467,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
         p.key_padding_mask = NULL;
         if (!m) kpm = fz_tensor(&f, &r, 2, ATTN_DTYPE_U8), m = &kpm;
         fz_additive(&f, &r, &p, &am);
-        fz_bound(&out, fz_attn_work(&q, &k));
+        fz_bound(&out, fz_attn_work(&q, &k), FZ_MAX_WORK);
         st = CALL(entry == 10 ? attn_forward_padded(ctx, layout, &q, &k, &v, m, &p, &out, lse, ws, ws_size)
                          : attn_ref_forward_padded(layout, &q, &k, &v, m, &p, &out, lse, ws, ws_size));
         break;
@@ -470,7 +475,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
     case 12: {
         const int32_t s2 = rd_i32(&r);
         fz_additive(&f, &r, &p, &am);
-        fz_bound(&out, fz_attn_work(&q, &k));
+        fz_bound(&out, fz_attn_work(&q, &k), FZ_MAX_WORK);
         st = CALL(attn_forward_prescaled(ctx, layout, &q, &k, &v, s2, &p, &out, lse, ws, ws_size));
         break;
     }
@@ -480,7 +485,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
         qp.rotate = rd_u8(&r) % 3;
         qp.q_block_rows = rd_i32(&r), qp.kv_block_rows = rd_i32(&r);
         fz_additive(&f, &r, &p, &am);
-        fz_bound(&out, fz_attn_work(&q, &k));
+        fz_bound(&out, fz_attn_work(&q, &k), FZ_MAX_WORK);
         st = CALL(entry == 13 ? attn_forward_quant(ctx, layout, &q, &k, &v, &qp, &p, &out, lse, ws, ws_size)
                          : attn_ref_forward_quant(layout, &q, &k, &v, &qp, &p, &out, lse));
         writes_ws = entry == 13;
@@ -493,7 +498,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
         for (int i = 0; i < 4; i++) spans[i].start = rd_dim(&r), spans[i].end = rd_dim(&r);
         for (int i = 0; i < 3; i++) qr[i].local_start = rd_dim(&r), qr[i].local_end = rd_dim(&r), qr[i].global_start = rd_dim(&r);
         fz_additive(&f, &r, &p, &am);
-        fz_bound(&out, fz_attn_work(&q, &k));
+        fz_bound(&out, fz_attn_work(&q, &k), FZ_MAX_WORK);
         st = CALL(entry == 15 ? attn_forward_piecewise(ctx, layout, &q, &k, &v, ns < 0 ? NULL : spans, ns < 0 ? 1 : ns,
                                                        nr ? qr : NULL, nr, &p, &out, lse)
                               : attn_ref_forward_piecewise(layout, &q, &k, &v, ns < 0 ? NULL : spans,
@@ -503,7 +508,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
     case 16: {
         const int64_t valid = rd_dim(&r);
         fz_additive(&f, &r, &p, &am);
-        fz_bound(&out, fz_attn_work(&q, &k));
+        fz_bound(&out, fz_attn_work(&q, &k), FZ_MAX_WORK);
         st = CALL(attn_forward_kv_prefix(ctx, layout, &q, &k, &v, valid, &p, &out, lse));
         break;
     }
@@ -555,7 +560,8 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
             }
             const attn_tensor *ko = kvb % 3 == 0 ? NULL : &k, *vo = kvb % 3 == 0 ? NULL : (kvb % 3 == 1 ? &v : &k);
             fz_additive(&f, &r, &p, &am);
-            fz_bound(&out, fz_mulsat(fz_mulsat(info.num_tokens, info.max_seq_len), fz_mulsat(cfg.num_heads, cfg.head_size)));
+            fz_bound(&out, fz_mulsat(fz_mulsat(info.num_tokens, info.max_seq_len), fz_mulsat(cfg.num_heads, cfg.head_size)),
+                     FZ_MAX_WORK_PAGED);
             st = CALL(attn_forward_paged(ctx, plan, &q, ko, vo, &a5, &p, &out, lse, ws, ws_size));
             attn_plan_free(plan);
         } else if (plan != NULL) {
@@ -599,7 +605,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
         for (int i = 0; i < 4; i++) spans[i].start = rd_dim(&r), spans[i].end = rd_dim(&r);
         for (int i = 0; i < 3; i++) qr[i].local_start = rd_dim(&r), qr[i].local_end = rd_dim(&r), qr[i].global_start = rd_dim(&r);
         fz_additive(&f, &r, &p, &am);
-        fz_bound(&out, fz_paged_work(&q, &a5, &idx3));
+        fz_bound(&out, fz_paged_work(&q, &a5, &idx3), FZ_MAX_WORK_PAGED);
         st = CALL(entry == 27 ? attn_forward_paged_piecewise(ctx, &q, &a5, &idx1, &idx3, ns < 0 ? NULL : spans,
                                                              ns < 0 ? 1 : ns, nr ? qr : NULL, nr, &p, &out, lse)
                               : attn_ref_forward_paged_piecewise(&q, &a5, &idx1, &idx3, ns < 0 ? NULL : spans,
