@@ -94,6 +94,10 @@ static void attn_quant_mat(void *arg, int64_t mat, int32_t tid) {
 
 void attn_quant_fake_tensor(float *x, int64_t num_mats, int64_t seq, int64_t width, attn_qrole role,
                             const attn_quant_params *qp, int32_t num_threads) {
+    /* Empty matrices (seq or width 0; e.g. seq_q = seq_k = 0 with a NULL workspace of size 0): nothing to
+     * quantize, and no offset may be formed from x, which can be NULL then (F11). */
+    if (num_mats <= 0 || seq <= 0 || width <= 0)
+        return;
     attn_qjob job;
     job.x = x, job.seq = seq, job.width = width, job.role = role, job.qp = qp;
     if (qp->rotate && role != ATTN_QROLE_V)

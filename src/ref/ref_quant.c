@@ -102,6 +102,8 @@ static void ref_mx_block(const ref_fmt *f, float *x, int64_t n, int64_t stride) 
 
 void attn_ref_quant_fake_tensor(float *x, int64_t num_mats, int64_t seq, int64_t width, int32_t role,
                                 const attn_quant_params *qp) {
+    if (num_mats <= 0 || seq <= 0 || width <= 0)
+        return; /* empty: x may be NULL, form no offset from it (F11) */
     ref_fmt f;
     ref_fmt_build(&f, qp->format);
     int8_t signs[256];

@@ -149,6 +149,33 @@ static void test_empty_null_views(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* ---- F11: quantized attention on empty sequences (batch and heads > 0, seq_q = seq_k = 0) with a NULL
+ * workspace of size 0 formed NULL + 0 in the fake-quantization pass (UB; found by the 10M campaign). The class:
+ * an empty matrix is never touched, in the fast path and in the oracle. Fails under the sanitizer tier's UBSan on
+ * the old code; the statuses and the untouched output are checked in every build. */
+static void test_quant_empty_seq(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    const int64_t qs[4] = {2, 0, 4, 8}, ks[4] = {2, 0, 2, 8}, ls[3] = {2, 4, 0};
+    attn_tensor q = attn_tensor_make(NULL, ATTN_DTYPE_F32, 4, qs), o = q, lse = attn_tensor_make(NULL, ATTN_DTYPE_F32, 3, ls);
+    attn_tensor k = attn_tensor_make(NULL, ATTN_DTYPE_F32, 4, ks), v = k;
+    static const attn_quant_format fmts[3] = {ATTN_QUANT_FP8_E4M3, ATTN_QUANT_FP8_E5M2, ATTN_QUANT_MXFP4};
+    for (int i = 0; i < 3; i++)
+        for (int rot = 0; rot < 2; rot++) {
+            attn_quant_params qp;
+            attn_quant_params_init(&qp, fmts[i]);
+            qp.rotate = rot;
+            size_t need = 1;
+            assert_int_equal(attn_forward_quant_workspace_size(ATTN_LAYOUT_BSND, &q, &k, &v, &need), ATTN_STATUS_OK);
+            assert_int_equal(need, 0);
+            assert_int_equal(attn_forward_quant(ctx, ATTN_LAYOUT_BSND, &q, &k, &v, &qp, NULL, &o, &lse, NULL, 0),
+                             ATTN_STATUS_OK);
+            assert_int_equal(attn_ref_forward_quant(ATTN_LAYOUT_BSND, &q, &k, &v, &qp, NULL, &o, &lse), ATTN_STATUS_OK);
+        }
+    attn_ctx_destroy(ctx);
+}
+
 /* ---- F5 / F7: oversized plans are refused quickly, before any allocation ------------------------------ */
 static void test_plan_limits_fast(void **state) {
     (void)state;
@@ -352,7 +379,7 @@ int main(void) {
         cmocka_unit_test(test_exp2_nan),          cmocka_unit_test(test_nan_query_generic),
         cmocka_unit_test(test_empty_null_views),  cmocka_unit_test(test_plan_limits_fast),
         cmocka_unit_test(test_plan_count_matches_fill), cmocka_unit_test(test_paged_workspace_overlap),
-        cmocka_unit_test(test_huge_views_fast),
+        cmocka_unit_test(test_huge_views_fast),   cmocka_unit_test(test_quant_empty_seq),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
