@@ -140,11 +140,7 @@ attn_status attn_forward(attn_ctx *ctx, attn_layout layout, const attn_tensor *q
     attn_problem p;
     memset(&p, 0, sizeof p);
     ATTN_TRY(attn_dense_prepare(layout, q, k, v, params, out, lse_opt, &call, &p));
-    ATTN_TRY(attn_ctx_claim(ctx));
-    attn_exec ex = attn_ctx_exec(ctx);
-    attn_fwd_run(&p, &ex);
-    attn_ctx_release(ctx);
-    return ATTN_STATUS_OK;
+    return attn_ctx_run(ctx, &p);
 }
 
 attn_status attn_ref_forward(attn_layout layout, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
@@ -279,11 +275,7 @@ attn_status attn_forward_varlen(attn_ctx *ctx, const attn_tensor *q, const attn_
     attn_problem p;
     memset(&p, 0, sizeof p);
     ATTN_TRY(attn_varlen_prepare(q, k, v, cu_seqlens_q, cu_seqlens_k, params, out, lse_opt, &call, &p));
-    ATTN_TRY(attn_ctx_claim(ctx));
-    attn_exec ex = attn_ctx_exec(ctx);
-    attn_fwd_run(&p, &ex);
-    attn_ctx_release(ctx);
-    return ATTN_STATUS_OK;
+    return attn_ctx_run(ctx, &p);
 }
 
 attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
@@ -336,11 +328,8 @@ attn_status attn_merge_attn_states(attn_ctx *ctx, const attn_tensor *out_a, cons
         ATTN_TRY(attn_tensor_check_dim(ls[i], ln[i], 0, H, "num_heads"));
         ATTN_TRY(attn_tensor_check_dim(ls[i], ln[i], 1, T, "num_tokens"));
     }
-    ATTN_CHECK(!attn_tensor_self_overlaps(out), ATTN_STATUS_INVALID_ARGUMENT,
-               "out: its elements overlap in memory (a broadcast / stride-0 or interleaved view); an output needs "
-               "one memory location per element");
-    ATTN_CHECK(!lse_out || !attn_tensor_self_overlaps(lse_out), ATTN_STATUS_INVALID_ARGUMENT,
-               "lse_out: its elements overlap in memory (a broadcast / stride-0 or interleaved view)");
+    ATTN_TRY(attn_validate_distinct_elements(out, "out"));
+    if (lse_out) ATTN_TRY(attn_validate_distinct_elements(lse_out, "lse_out"));
     /* out may alias out_a/out_b exactly (element-wise in place); partial overlaps are rejected. */
     const attn_tensor *ins[] = {out_a, out_b, lse_a, lse_b, lse_out};
     const char *names[] = {"out_a", "out_b", "lse_a", "lse_b", "lse_out"};

@@ -201,11 +201,7 @@ static attn_status diff_prepare(attn_layout layout, const attn_tensor *q, const 
 static attn_status diff_run(attn_ctx *ctx, const attn_problem *p) {
     if (!ctx)
         return attn_ref_run(p);
-    ATTN_TRY(attn_ctx_claim(ctx));
-    attn_exec ex = attn_ctx_exec(ctx);
-    attn_fwd_run(p, &ex);
-    attn_ctx_release(ctx);
-    return ATTN_STATUS_OK;
+    return attn_ctx_run(ctx, p);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -212,11 +212,7 @@ attn_status attn_paged_attention(attn_ctx *ctx, const attn_tensor *q, const attn
     attn_problem p;
     memset(&p, 0, sizeof p);
     ATTN_TRY(attn_paged_prepare(q, kv_cache, query_start_loc, seq_lens, block_table, params, out, lse_opt, &call, &p));
-    ATTN_TRY(attn_ctx_claim(ctx));
-    attn_exec ex = attn_ctx_exec(ctx);
-    attn_fwd_run(&p, &ex);
-    attn_ctx_release(ctx);
-    return ATTN_STATUS_OK;
+    return attn_ctx_run(ctx, &p);
 }
 
 attn_status attn_ref_paged_attention(const attn_tensor *q, const attn_tensor *kv_cache,

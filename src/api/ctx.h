@@ -41,4 +41,13 @@ static inline attn_exec attn_ctx_exec(const attn_ctx *ctx) {
     return ex;
 }
 
+/* Runs a validated problem on ctx's kernels, threads and scratch between a claim and its release. */
+static inline attn_status attn_ctx_run(attn_ctx *ctx, const attn_problem *p) {
+    ATTN_TRY(attn_ctx_claim(ctx));
+    const attn_exec ex = attn_ctx_exec(ctx);
+    attn_fwd_run(p, &ex);
+    attn_ctx_release(ctx);
+    return ATTN_STATUS_OK;
+}
+
 #endif

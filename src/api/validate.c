@@ -108,11 +108,16 @@ attn_status attn_validate_masks(const attn_opts *opts, int64_t batch, int64_t nu
     return ATTN_STATUS_OK;
 }
 
-attn_status attn_validate_no_overlap(const attn_tensor *out, const char *out_name, const attn_tensor *const *ins,
-                                     const char *const *in_names, int n) {
+attn_status attn_validate_distinct_elements(const attn_tensor *out, const char *name) {
     ATTN_CHECK(!attn_tensor_self_overlaps(out), ATTN_STATUS_INVALID_ARGUMENT,
                "%s: its elements overlap in memory (a broadcast / stride-0 or interleaved view); an output needs "
-               "one memory location per element", out_name);
+               "one memory location per element", name);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_validate_no_overlap(const attn_tensor *out, const char *out_name, const attn_tensor *const *ins,
+                                     const char *const *in_names, int n) {
+    ATTN_TRY(attn_validate_distinct_elements(out, out_name));
     for (int i = 0; i < n; i++)
         if (ins[i])
             ATTN_CHECK(!attn_tensor_overlap(out, ins[i]), ATTN_STATUS_INVALID_ARGUMENT,

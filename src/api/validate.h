@@ -17,7 +17,10 @@ attn_status attn_opts_resolve(const attn_params *params, int64_t num_heads, int6
 attn_status attn_validate_masks(const attn_opts *opts, int64_t batch, int64_t num_heads, int64_t seq_q,
                                 int64_t seq_k);
 
-/* `out` (named) must not overlap any of the inputs (NULL entries ignored). */
+/* An output view must give each element its own memory (attn_tensor_self_overlaps): INVALID_ARGUMENT naming it. */
+attn_status attn_validate_distinct_elements(const attn_tensor *out, const char *name);
+
+/* `out` (named) must give each element its own memory and overlap none of the inputs (NULL entries ignored). */
 attn_status attn_validate_no_overlap(const attn_tensor *out, const char *out_name, const attn_tensor *const *ins,
                                      const char *const *in_names, int n);
 
