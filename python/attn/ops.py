@@ -755,28 +755,22 @@ class Plan:
         order (see token_src); kv_cache with this step's keys written (slot_mapping). key/value
         [num_tokens, num_kv_heads, head_size] only for encoder-only requests. out like q; lse float32
         [num_heads, num_tokens]. fp8 cache: kv_cache_dtype / k_scale / v_scale as paged_attention."""
-        if not self._ws_size:
-            return self._forward(None, q, kv_cache, key, value, softmax_scale, causal, window_size, softcap,
-                                 alibi_slopes, sinks, out, lse, return_lse, kv_cache_dtype, k_scale, v_scale, ctx)
-        if not self._ws_lock.acquire(blocking=False):  # another thread's forward holds the plan's workspace
-            return self._forward(_aligned_workspace(self._ws_size), q, kv_cache, key, value, softmax_scale, causal,
-                                 window_size, softcap, alibi_slopes, sinks, out, lse, return_lse, kv_cache_dtype,
-                                 k_scale, v_scale, ctx)
+        own = self._ws_lock.acquire(blocking=False)  # False: another thread's forward holds the plan's workspace
         try:
-            return self._forward(self._workspace, q, kv_cache, key, value, softmax_scale, causal, window_size,
-                                 softcap, alibi_slopes, sinks, out, lse, return_lse, kv_cache_dtype, k_scale,
-                                 v_scale, ctx)
+            ws = self._workspace if own else _aligned_workspace(self._ws_size)
+            return self._forward(ws, q, kv_cache, key, value, softmax_scale, causal, window_size, softcap,
+                                 alibi_slopes, sinks, out, lse, return_lse, kv_cache_dtype, k_scale, v_scale, ctx)
         finally:
-            self._ws_lock.release()
+            if own:
+                self._ws_lock.release()
 
-    def _forward(self, ws: Optional[np.ndarray], q: Array, kv_cache: Array, key: Optional[Array],
+    def _forward(self, ws: np.ndarray, q: Array, kv_cache: Array, key: Optional[Array],
                  value: Optional[Array], softmax_scale: Optional[float], causal: Causal, window_size: Sequence[int],
                  softcap: float, alibi_slopes: Optional[Array], sinks: Optional[Array], out: Optional[Array],
                  lse: Optional[Array], return_lse: bool, kv_cache_dtype: Optional[str], k_scale: Any,
                  v_scale: Any, ctx: Optional[Context]) -> Any:
         fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
-        ws_ptr = ws.ctypes.data if ws is not None and ws.size else 0
-        ws_size = int(ws.size) if ws is not None else 0
+        ws_ptr, ws_size = (ws.ctypes.data if ws.size else 0), int(ws.size)
         if _ext is not None:
             if not fp8:
                 r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,

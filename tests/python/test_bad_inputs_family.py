@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import attn
-from attn import _binding, diffusion, flash, ops, vllm_ops
+from attn import _binding, diffusion
+from conftest import set_ext
 
 EXT = _binding.ext
 D = 16
@@ -25,11 +26,6 @@ D = 16
 # .field parts (C's style: "q: ...", "params.mask: ...", "block_table: entry [0][1] = 9 ...",
 # "valid_kv_length=8 is outside 0..seq_k=7").
 MESSAGE_STYLE = re.compile(r"^[A-Za-z_][\w.\[\]]*(: |=)\S")
-
-
-def _set_ext(monkeypatch, value):
-    for mod in (ops, flash, vllm_ops):
-        monkeypatch.setattr(mod, "_ext", value)
 
 
 def _qkv(b=1, sq=5, sk=7, h=2, hkv=2, d=D, dtype=np.float32):
@@ -147,14 +143,14 @@ BINDINGS = ["ctypes"] + (["ext"] if EXT is not None else [])
 
 def _run(monkeypatch, name, binding):
     make, call, exc, msg = CASES[name]
-    _set_ext(monkeypatch, EXT if binding == "ext" else None)
+    set_ext(monkeypatch, EXT if binding == "ext" else None)
     watched = make()
     before = {key: np.array(a, copy=True) for key, a in watched.items()}
     try:
         with pytest.raises(attn.AttnError) as info:
             call(watched)
     finally:
-        _set_ext(monkeypatch, EXT)
+        set_ext(monkeypatch, EXT)
     e = info.value
     assert isinstance(e, attn.AttnInvalidArgumentError) and isinstance(e, exc), (binding, type(e), e)
     assert e.status_name == "ATTN_STATUS_INVALID_ARGUMENT"

@@ -14,16 +14,6 @@ import numpy as np
 import pytest
 
 import attn
-from attn import ops
-
-
-@pytest.fixture(params=["ext", "ctypes"])
-def binding(request, monkeypatch):
-    if request.param == "ctypes":
-        monkeypatch.setattr(ops, "_ext", None)
-    elif ops._ext is None:
-        pytest.skip("attn._ext is not built")
-    return request.param
 
 
 def _run(threads, fn):

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import attn
-from attn import _binding, flash, ops, vllm_ops
-from conftest import HAVE_ML_DTYPES, HAVE_TORCH, ROOT
+from attn import _binding, vllm_ops
+from conftest import HAVE_ML_DTYPES, HAVE_TORCH, ROOT, set_ext
 
 EXT = _binding.ext
 needs_ext = pytest.mark.skipif(EXT is None, reason=f"attn._ext not loaded ({_binding.reason})")
@@ -107,20 +107,15 @@ class _Spy:
         return wrapped
 
 
-def _set_ext(monkeypatch, value):
-    for mod in (ops, flash, vllm_ops):
-        monkeypatch.setattr(mod, "_ext", value)
-
-
 def _both(monkeypatch, make_call):
     """Runs make_call() (which builds fresh inputs and returns (result, arrays to compare)) through the
     extension and through ctypes. Returns (ext_arrays, ctypes_arrays, spy)."""
     spy = _Spy(EXT)
-    _set_ext(monkeypatch, spy)
+    set_ext(monkeypatch, spy)
     got_ext = make_call()
-    _set_ext(monkeypatch, None)
+    set_ext(monkeypatch, None)
     got_ct = make_call()
-    _set_ext(monkeypatch, EXT)
+    set_ext(monkeypatch, EXT)
     return got_ext, got_ct, spy
 
 
@@ -323,7 +318,7 @@ def test_dlpack_capsules_take_the_fast_path(monkeypatch, ctx1):
     x = _decode_inputs(np.float32, keys=20)
     want = attn.paged_attention(x["q"], x["kv"], x["qsl"], x["sl"], x["bt"], ctx=ctx1)
     spy = _Spy(EXT)
-    _set_ext(monkeypatch, spy)
+    set_ext(monkeypatch, spy)
     out = np.zeros_like(x["q"])
     r = attn.paged_attention(_DLPackOnly(x["q"]), _DLPackOnly(x["kv"]), _DLPackOnly(x["qsl"]),
                              _DLPackOnly(x["sl"]), _DLPackOnly(x["bt"]), out=_DLPackOnly(out), ctx=ctx1)
@@ -367,7 +362,7 @@ def test_torch_requires_grad_defers_to_the_warning_path(monkeypatch, ctx1):
 
     monkeypatch.setattr(attn._arrays, "_grad_warned", False)
     spy = _Spy(EXT)
-    _set_ext(monkeypatch, spy)
+    set_ext(monkeypatch, spy)
     q = torch.randn(1, 3, 2, 16, requires_grad=True)
     with pytest.warns(UserWarning, match="no gradients are tracked"):
         out = attn.flash_attn_func(q, q, q, ctx=ctx1)
@@ -460,11 +455,11 @@ def test_bad_inputs_raise_the_same(monkeypatch, ctx1, case):
     results = []
     spy = _Spy(EXT)
     for ext in (spy, None):
-        _set_ext(monkeypatch, ext)
+        set_ext(monkeypatch, ext)
         with pytest.raises(Exception) as info:
             fn(ctx1)
         results.append((type(info.value), str(info.value), getattr(info.value, "message", None)))
-    _set_ext(monkeypatch, EXT)
+    set_ext(monkeypatch, EXT)
     assert results[0] == results[1]
     assert spy.calls, "the extension was not consulted"
     if case.endswith("_C"):  # libattn found it: raised by the extension itself, an AttnError

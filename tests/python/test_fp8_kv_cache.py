@@ -16,7 +16,7 @@ import pytest
 import attn
 from attn import ops, vllm_ops
 
-from conftest import HAVE_TORCH, np_attend
+from conftest import HAVE_TORCH, np_attend, set_ext
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -36,16 +36,6 @@ def _codes(x, scale, name):
 
 def _deq(codes, scale, name):
     return codes.view(FMT[name]).astype(np.float64) * float(scale)
-
-
-@pytest.fixture(params=["ext", "ctypes"])
-def binding(request, monkeypatch):
-    if request.param == "ctypes":
-        monkeypatch.setattr(ops, "_ext", None)
-        monkeypatch.setattr(vllm_ops, "_ext", None)
-    elif ops._ext is None:
-        pytest.skip("attn._ext is not built")
-    return request.param
 
 
 @pytest.mark.parametrize("name", ["fp8", "fp8_e4m3", "fp8_e5m2"])
@@ -179,8 +169,7 @@ def test_bindings_give_the_same_bits(rng, monkeypatch):
     cache, q, qsl, seq_lens, bt, _, _, _, _ = _step(rng, "fp8_e4m3", 0.03, 0.01)
     res = []
     for ext in (ops._ext, None):
-        monkeypatch.setattr(ops, "_ext", ext)
-        monkeypatch.setattr(vllm_ops, "_ext", ext)
+        set_ext(monkeypatch, ext)
         c = cache.copy()
         k = np.linspace(-5, 5, 2 * HK * D, dtype=np.float32).reshape(2, HK, D)
         vllm_ops.reshape_and_cache(k, k, c[0], c[1], np.array([23, 20]), "fp8_e4m3", 0.03, 0.01)
