@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import _arrays, _capi
-from .ops import Array, Context, _ctx, is_fp8_cache, kv_cache_tensor, kv_scale
+from .ops import Array, Context, _ctx, cache_write_scales, kv_cache_tensor
 from ._arrays import tensor
 
 
@@ -69,9 +69,7 @@ def reshape_and_cache_notify(key: Array, value: Array, kv_cache: Array, slot_map
     layer = int(layer_idx)
     if not 0 <= layer < 2 ** 31:
         raise _arrays._invalid(f"layer_idx={layer}: expected 0 <= layer_idx < 2**31")
-    fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
-    ks = 1.0 if k_scale is None or not fp8 else kv_scale(k_scale, "k_scale")
-    vs = 1.0 if v_scale is None or not fp8 else kv_scale(v_scale, "v_scale")
+    fp8, ks, vs = cache_write_scales(kv_cache, kv_cache_dtype, k_scale, v_scale)
     sm = tensor(_arrays.index_array(slot_mapping, "slot_mapping", np.int64), "slot_mapping")
     tk, tv = tensor(key, "key"), tensor(value, "value")
     tc = kv_cache_tensor(kv_cache, "kv_cache", True, kv_cache_dtype)

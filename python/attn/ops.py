@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import operator
 import threading
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -520,6 +520,16 @@ def merge_attn_states(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array, *,
 # ------------------------------------------------------------------------------------------------
 # Serving: paged KV cache
 # ------------------------------------------------------------------------------------------------
+def cache_write_scales(kv_cache: Array, kv_cache_dtype: Optional[str], k_scale: Any,
+                       v_scale: Any) -> Tuple[bool, float, float]:
+    """(is the cache fp8, k_scale, v_scale) of a cache write: the scales are read only for an fp8 cache (default
+    1; a float cache ignores them, as vLLM does for "auto")."""
+    fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
+    ks = 1.0 if k_scale is None or not fp8 else kv_scale(k_scale, "k_scale")
+    vs = 1.0 if v_scale is None or not fp8 else kv_scale(v_scale, "v_scale")
+    return fp8, ks, vs
+
+
 def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: Array, *,
                       kv_cache_dtype: Optional[str] = None, k_scale: Any = None, v_scale: Any = None,
                       ctx: Optional[Context] = None) -> None:
@@ -531,9 +541,7 @@ def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: A
     fp8 cache (kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2" on a uint8 cache, or an ml_dtypes / torch
     float8 cache): stored = fp8(x / k_scale) (values: v_scale), saturating (attn_reshape_and_cache_scaled);
     scales default 1. For a float cache the scales are ignored, as vLLM ignores them for "auto"."""
-    fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
-    ks = 1.0 if k_scale is None or not fp8 else kv_scale(k_scale, "k_scale")
-    vs = 1.0 if v_scale is None or not fp8 else kv_scale(v_scale, "v_scale")
+    fp8, ks, vs = cache_write_scales(kv_cache, kv_cache_dtype, k_scale, v_scale)
     code = kv_cache_dtype_code(kv_cache_dtype)
     if _ext is not None:
         r = (_ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping) if not fp8 else
