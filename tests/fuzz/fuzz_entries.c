@@ -206,15 +206,60 @@ static void *fz_ws_exact(fz *f, size_t bytes) {
     return p;
 }
 
-/* The kv_cache of a plan-less paged call: mostly a decoded 5-d view; for a byte % 4 == 0 one that fits q
- * [tokens, heads, d]: [2, 1..8 blocks, block size 1..8 or 16, heads or heads / 2, d], f32 or fp8. */
-static attn_tensor fz_cache_for(fz *f, rd *r, const attn_tensor *q) {
+/* The kv_cache of a paged call: mostly a decoded 5-d view; for a byte % 4 == 0 one that fits q, whose heads are
+ * dimension `axis` and head size the last (q [tokens, heads, d] of the plan-less entry: axis 1; q [rows,
+ * query_len, heads, d] of the piecewise one: axis 2): [2, 1..8 blocks, block size 1..8 or 16, heads or heads / 2,
+ * d], f32 or fp8 (*fits = 1; else 0). */
+static attn_tensor fz_cache_for(fz *f, rd *r, const attn_tensor *q, int axis, int *fits) {
     const uint8_t g = rd_u8(r);
-    if (g % 4 != 0 || q->ndim != 3 || q->shape[1] <= 0 || q->shape[2] <= 0) return fz_tensor(f, r, 5, ATTN_DTYPE_F32);
+    *fits = 0;
+    if (g % 4 != 0 || q->ndim != axis + 2 || q->shape[axis] <= 0 || q->shape[axis + 1] <= 0)
+        return fz_tensor(f, r, 5, ATTN_DTYPE_F32);
+    *fits = 1;
     static const attn_dtype cdt[4] = {ATTN_DTYPE_F32, ATTN_DTYPE_F32, ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
-    const int64_t h = q->shape[1], hkv = (g & 4) && h % 2 == 0 ? h / 2 : h, bs = (g & 8) ? 16 : 1 + (g >> 5);
-    const int64_t shape[5] = {2, 1 + rd_u8(r) % 8, bs, hkv, q->shape[2]};
+    const int64_t h = q->shape[axis], hkv = (g & 4) && h % 2 == 0 ? h / 2 : h, bs = (g & 8) ? 16 : 1 + (g >> 5);
+    const int64_t shape[5] = {2, 1 + rd_u8(r) % 8, bs, hkv, q->shape[axis + 1]};
     return fz_shaped(f, r, cdt[(g >> 4) & 1 ? 2 + ((g >> 6) & 1) : 0], 5, shape);
+}
+
+/* The seq_lens [rows] and block_table [rows, cols] of a piecewise paged call that fit its cache (block size bs,
+ * nblk blocks): each length in [query_len, cols·bs] (the keys the table holds, the default row model's
+ * minimum; query_len itself when it exceeds them), block ids in [0, nblk); int32, contiguous, registered for
+ * the nothing-written check. */
+static void fz_seq_table(fz *f, rd *r, int64_t rows, int64_t cols, int64_t bs, int64_t nblk, int64_t query_len,
+                         attn_tensor *seq_lens, attn_tensor *table) {
+    const int64_t ss[1] = {rows}, ts[2] = {rows, cols}, keys = cols * bs;
+    int32_t *sl = (int32_t *)fz_alloc(f, r, (size_t)rows * sizeof(int32_t));
+    int32_t *bt = (int32_t *)fz_alloc(f, r, (size_t)(rows * cols) * sizeof(int32_t));
+    for (int64_t i = 0; sl != NULL && i < rows; i++)
+        sl[i] = (int32_t)(keys >= query_len ? query_len + rd_u8(r) % (keys - query_len + 1) : query_len);
+    for (int64_t i = 0; bt != NULL && i < rows * cols; i++) bt[i] = (int32_t)(rd_u8(r) % nblk);
+    *seq_lens = attn_tensor_make(sl, ATTN_DTYPE_I32, 1, ss);
+    *table = attn_tensor_make(bt, ATTN_DTYPE_I32, 2, ts);
+}
+
+/* The key, value, kv_cache and slot_mapping of a cache write (entries 25, 26, 29) that can be valid: key and value
+ * [1..8 tokens, 1..4 heads, head size 1..8] f32 (value bf16 for a set bit: a dtype mismatch), kv_cache [2, 1..8
+ * blocks, block size 1..8 or 16, heads, head size] of dtype cd, slot_mapping [tokens] int32 or int64 with
+ * slots in [-1, num_blocks·block_size) (-1: skipped; repeats allowed). */
+static void fz_kv_write(fz *f, rd *r, attn_dtype cd, attn_tensor *key, attn_tensor *value, attn_tensor *cache,
+                        attn_tensor *slots) {
+    const uint8_t b = rd_u8(r);
+    const int64_t tokens = 1 + b % 8, heads = 1 + (b >> 3) % 4, d = 1 + rd_u8(r) % 8, blocks = 1 + rd_u8(r) % 8;
+    const int64_t bs = (b & 0x40) ? 16 : 1 + rd_u8(r) % 8; /* (one read per declarator: a fixed byte order) */
+    const int64_t ks[3] = {tokens, heads, d}, cs[5] = {2, blocks, bs, heads, d};
+    *key = fz_shaped(f, r, ATTN_DTYPE_F32, 3, ks);
+    *value = fz_shaped(f, r, (b & 0x80) ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32, 3, ks);
+    *cache = fz_shaped(f, r, cd, 5, cs);
+    const int64_t num_slots = cs[1] * cs[2], n[1] = {tokens};
+    const int wide = rd_u8(r) & 1;
+    void *p = fz_alloc(f, r, (size_t)tokens * (wide ? 8 : 4));
+    for (int64_t i = 0; p != NULL && i < tokens; i++) {
+        const int64_t slot = (int64_t)(rd_u8(r) % (num_slots + 1)) - 1;
+        if (wide) ((int64_t *)p)[i] = slot;
+        else ((int32_t *)p)[i] = (int32_t)slot;
+    }
+    *slots = attn_tensor_make(p, wide ? ATTN_DTYPE_I64 : ATTN_DTYPE_I32, 1, n);
 }
 
 /* Optional tensor: NULL for a zero flag byte. */
@@ -241,6 +286,15 @@ static attn_tensor fz_index(fz *f, rd *r, int ndim, int64_t n0, int64_t n1, attn
     }
     if (rd_u8(r) == 255) t = fz_tensor(f, r, ndim, dt); /* occasionally any shape and stride */
     return t;
+}
+
+/* The slot_mapping / block_mapping of the cache entries: fz_index with a decoded length (first) and int64 or int32
+ * (a byte, second). The reads are statements of their own: as arguments of one call their order would be
+ * unspecified (gcc and clang differ), and an input would mean different calls in the two builds. */
+static attn_tensor fz_index_of(fz *f, rd *r, int ndim, int64_t n1) {
+    const int64_t n0 = rd_dim(r);
+    const attn_dtype dt = rd_u8(r) & 1 ? ATTN_DTYPE_I64 : ATTN_DTYPE_I32;
+    return fz_index(f, r, ndim, n0, n1, dt);
 }
 
 /* A [ATTN_MAX_HEADS + 1] vector: 16 decoded values repeated (x[i] = x[i % 16]), filled by doubling copies (an
@@ -333,7 +387,10 @@ typedef struct fz_target {
  * 21 attn_ref_forward_piecewise, 22 attn_dequantize_fp8 / attn_quantize_mx / attn_dequantize_mx,
  * 23 attn_hadamard_signs / attn_hadamard_rotate, 24 attn_capabilities_get / attn_ctx_set_isa /
  * attn_ctx_set_num_threads, 25 attn_reshape_and_cache_scaled, 26 attn_reshape_and_cache_notify +
- * attn_kv_stored_next, 27 attn_forward_paged_piecewise, 28 attn_ref_forward_paged_piecewise. */
+ * attn_kv_stored_next, 27 attn_forward_paged_piecewise, 28 attn_ref_forward_paged_piecewise, 29
+ * attn_reshape_and_cache_scaled_notify + attn_kv_stored_next (reached through entry 25: a byte after the scales
+ * picks it, so the cache target's entry choice, the first byte modulo 5, keeps its meaning; fz_last_entry
+ * reports 29). */
 static const fz_target fz_targets[] = {
     {"dense", {0, 1}, 2},
     {"varlen", {2, 3, 20}, 3},
@@ -372,6 +429,16 @@ static void fz_on_stored(void *user, const attn_kv_stored *ev) {
     if (runs != ev->num_runs || rows != ev->num_written || attn_kv_stored_next(NULL, &cursor, &run) != 0) abort();
 }
 
+/* The notification of entries 26 and 29: NULL (a byte % 11 == 0), a NULL callback (% 7 == 0) or fz_on_stored, with
+ * a decoded layer_idx (negative ones are refused). */
+static const attn_kv_notify *fz_notify_of(rd *r, fz_notify_state *ns, attn_kv_notify *nt) {
+    const uint8_t nb8 = rd_u8(r);
+    ns->calls = 0, ns->layer_idx = rd_i32(r);
+    memset(nt, 0, sizeof *nt);
+    nt->on_stored = nb8 % 7 == 0 ? NULL : fz_on_stored, nt->user = ns, nt->layer_idx = ns->layer_idx;
+    return nb8 % 11 == 0 ? NULL : nt;
+}
+
 /* One input against one target's entries. */
 static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
     static attn_ctx *ctx = NULL;
@@ -387,7 +454,7 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
     rd r = {data, size, 0};
     fz f;
     memset(&f, 0, sizeof f);
-    const uint8_t entry = tg->entries[rd_u8(&r) % tg->num_entries];
+    uint8_t entry = tg->entries[rd_u8(&r) % tg->num_entries]; /* (29 after the call: see case 25) */
     const attn_layout layout = (attn_layout)(rd_u8(&r) % 3);
     attn_tensor q = fz_tensor(&f, &r, 4, ATTN_DTYPE_F32), k = fz_tensor(&f, &r, 4, ATTN_DTYPE_F32);
     attn_tensor v = fz_tensor(&f, &r, 4, ATTN_DTYPE_F32), out = fz_tensor(&f, &r, 4, ATTN_DTYPE_F32);
@@ -441,7 +508,8 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
     }
     case 5: case 6: {
         q.ndim = out.ndim = 3;
-        a5 = fz_cache_for(&f, &r, &q); /* kv_cache */
+        int fits;
+        a5 = fz_cache_for(&f, &r, &q, 1, &fits); /* kv_cache */
         if (lse) lse->ndim = 2;
         fz_additive(&f, &r, &p, &am);
         fz_bound(&out, fz_paged_work(&q, &a5, &idx3), FZ_MAX_WORK_PAGED);
@@ -451,14 +519,14 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
     }
     case 7: {
         a5 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32);
-        attn_tensor sl = fz_index(&f, &r, 1, rd_dim(&r), 0, rd_u8(&r) & 1 ? ATTN_DTYPE_I64 : ATTN_DTYPE_I32);
+        attn_tensor sl = fz_index_of(&f, &r, 1, 0);
         k.ndim = v.ndim = 3;
         st = CALL(attn_reshape_and_cache(ctx, &k, &v, &a5, &sl));
         break;
     }
     case 8: case 9: {
         a5 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32), a4 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32);
-        attn_tensor m = fz_index(&f, &r, 2, rd_dim(&r), 2, rd_u8(&r) & 1 ? ATTN_DTYPE_I64 : ATTN_DTYPE_I32);
+        attn_tensor m = fz_index_of(&f, &r, 2, 2);
         st = CALL(entry == 8 ? attn_copy_blocks(ctx, &a5, &m) : attn_swap_blocks(ctx, &a5, &a4, &m));
         break;
     }
@@ -580,35 +648,65 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
     case 25: case 26: { /* scaled (fp8 caches) and notifying cache writes */
         static const attn_dtype cdt[5] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_FP8_E4M3,
                                           ATTN_DTYPE_FP8_E5M2};
-        a5 = fz_tensor(&f, &r, 5, cdt[rd_u8(&r) % 5]);
-        attn_tensor sl = fz_index(&f, &r, 1, rd_dim(&r), 0, rd_u8(&r) & 1 ? ATTN_DTYPE_I64 : ATTN_DTYPE_I32);
-        k.ndim = v.ndim = 3;
+        const uint8_t cb = rd_u8(&r);
+        attn_tensor sl;
+        if ((cb >> 4) & 1) { /* half the inputs: a write that can be valid (fz_kv_write), else the decoded views */
+            fz_kv_write(&f, &r, cdt[cb % 5], &k, &v, &a5, &sl);
+        } else {
+            a5 = fz_tensor(&f, &r, 5, cdt[cb % 5]);
+            sl = fz_index_of(&f, &r, 1, 0);
+            k.ndim = v.ndim = 3;
+        }
         if (entry == 25) {
             const float ks = rd_f(&r), vs = rd_f(&r);
-            st = CALL(attn_reshape_and_cache_scaled(ctx, &k, &v, &a5, &sl, ks, vs));
+            if (rd_u8(&r) & 1) { /* the scaled write with its notification (fz_last_entry 29, see below) */
+                fz_notify_state ns;
+                attn_kv_notify nt;
+                const attn_kv_notify *ntp = fz_notify_of(&r, &ns, &nt);
+                st = CALL(attn_reshape_and_cache_scaled_notify(ctx, &k, &v, &a5, &sl, ks, vs, ntp));
+                if (ns.calls != (st == ATTN_STATUS_OK ? 1 : 0)) abort(); /* exactly one callback on success, none else */
+                entry = 29;
+            } else {
+                st = CALL(attn_reshape_and_cache_scaled(ctx, &k, &v, &a5, &sl, ks, vs));
+            }
         } else {
-            const uint8_t nb8 = rd_u8(&r);
-            fz_notify_state ns = {0, rd_i32(&r)};
+            fz_notify_state ns;
             attn_kv_notify nt;
-            memset(&nt, 0, sizeof nt);
-            nt.on_stored = nb8 % 7 == 0 ? NULL : fz_on_stored, nt.user = &ns, nt.layer_idx = ns.layer_idx;
-            st = CALL(attn_reshape_and_cache_notify(ctx, &k, &v, &a5, &sl, nb8 % 11 == 0 ? NULL : &nt));
+            const attn_kv_notify *ntp = fz_notify_of(&r, &ns, &nt);
+            st = CALL(attn_reshape_and_cache_notify(ctx, &k, &v, &a5, &sl, ntp));
             if (ns.calls != (st == ATTN_STATUS_OK ? 1 : 0)) abort(); /* exactly one callback on success, none else */
         }
         break;
     }
     case 27: case 28: { /* piecewise spans over the paged cache */
-        a5 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32);
+        /* With fz_cache_for's cache that fits q (its byte % 4 == 0, as for the plan-less entry) and a small q
+         * [rows <= 8, query_len <= 8, heads, d], mostly (a byte % 4 != 0) a call that can be valid: seq_lens and
+         * block_table fit the cache (fz_seq_table), out has q's shape and dtype and, for a set bit, lse is
+         * [rows, heads, query_len]; else the decoded views (idx1 as seq_lens, idx3 as block_table, out, lse).
+         * The spans and query ranges are decoded either way. */
+        attn_tensor *sl = &idx1, *bt = &idx3;
+        int fits;
+        a5 = fz_cache_for(&f, &r, &q, 2, &fits);
+        const uint8_t g = rd_u8(&r);
+        if (fits && q.shape[0] >= 1 && q.shape[0] <= 8 && q.shape[1] >= 0 && q.shape[1] <= 8 && g % 4 != 0) {
+            fz_seq_table(&f, &r, q.shape[0], 1 + (g >> 2) % 4, a5.shape[2], a5.shape[1], q.shape[1], &a1, &a2);
+            sl = &a1, bt = &a2;
+            out = fz_shaped(&f, &r, q.dtype, 4, q.shape);
+            if (lse && (g & 64)) {
+                const int64_t ls[3] = {q.shape[0], q.shape[2], q.shape[1]};
+                *lse = fz_shaped(&f, &r, ATTN_DTYPE_F32, 3, ls);
+            }
+        }
         attn_span spans[4];
         attn_query_range qr[3];
         const int64_t ns = rd_u8(&r) % 5 - 1, nr = rd_u8(&r) % 4;
         for (int i = 0; i < 4; i++) spans[i].start = rd_dim(&r), spans[i].end = rd_dim(&r);
         for (int i = 0; i < 3; i++) qr[i].local_start = rd_dim(&r), qr[i].local_end = rd_dim(&r), qr[i].global_start = rd_dim(&r);
         fz_additive(&f, &r, &p, &am);
-        fz_bound(&out, fz_paged_work(&q, &a5, &idx3), FZ_MAX_WORK_PAGED);
-        st = CALL(entry == 27 ? attn_forward_paged_piecewise(ctx, &q, &a5, &idx1, &idx3, ns < 0 ? NULL : spans,
+        fz_bound(&out, fz_paged_work(&q, &a5, bt), FZ_MAX_WORK_PAGED);
+        st = CALL(entry == 27 ? attn_forward_paged_piecewise(ctx, &q, &a5, sl, bt, ns < 0 ? NULL : spans,
                                                              ns < 0 ? 1 : ns, nr ? qr : NULL, nr, &p, &out, lse)
-                              : attn_ref_forward_paged_piecewise(&q, &a5, &idx1, &idx3, ns < 0 ? NULL : spans,
+                              : attn_ref_forward_paged_piecewise(&q, &a5, sl, bt, ns < 0 ? NULL : spans,
                                                                  ns < 0 ? 1 : ns, nr ? qr : NULL, nr, &p, &out, lse));
         break;
     }

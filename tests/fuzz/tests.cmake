@@ -35,6 +35,15 @@ if(ATTN_FUZZ)
     message(FATAL_ERROR "ATTN_FUZZ=ON needs clang (libFuzzer)")
   endif()
   target_compile_options(attn_objects PRIVATE -fsanitize=fuzzer-no-link)
+  # The coverage callbacks of that instrumentation live in a sanitizer runtime: without ATTN_SANITIZE nothing
+  # would link one, and every program over the library (the replay ctest first) failed to link
+  # (undefined __sanitizer_cov_*). The same flag at link time makes clang link its UBSan runtime, which has them.
+  if(NOT ATTN_SANITIZE)
+    target_link_options(attn_static INTERFACE -fsanitize=fuzzer-no-link)
+    if(TARGET attn)
+      target_link_options(attn PUBLIC -fsanitize=fuzzer-no-link)
+    endif()
+  endif()
   # ATTN_FUZZ_KERNEL_OPT (e.g. -O0): optimisation of the x86 SIMD kernel files alone (appended after the build's
   # own flags). clang 14 takes tens of minutes per AVX2/AVX-512 tile file at -O1 with ASan + UBSan + coverage on a
   # loaded 2-core machine, seconds at -O0; the fuzz inputs' valid shapes are tiny (FZ_MAX_WORK), so the kernels'
