@@ -66,6 +66,13 @@ int attn_cmd_info(int argc, char **argv) {
             cJSON_AddBoolToObject(e, "usable", attn_isa_available(attn_isa_name(i)) != 0);
             cJSON_AddItemToArray(isas, e);
         }
+        cJSON *opt = cJSON_AddArrayToObject(o, "opt_in_isas"); /* by name only: docs/SEMANTICS.md §7 */
+        for (int32_t i = 0; attn_isa_opt_in_name(i); i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "name", attn_isa_opt_in_name(i));
+            cJSON_AddBoolToObject(e, "usable", attn_isa_available(attn_isa_opt_in_name(i)) != 0);
+            cJSON_AddItemToArray(opt, e);
+        }
         cJSON_AddStringToObject(o, "isa", attn_ctx_isa(env.ctx));
         cJSON_AddNumberToObject(o, "threads", env.num_threads);
         cJSON_AddNumberToObject(o, "max_threads", ATTN_CLI_MAX_THREADS);
@@ -87,6 +94,13 @@ int attn_cmd_info(int argc, char **argv) {
         for (int32_t i = 0; i < attn_isa_count(); i++)
             printf(" %s (%s)%s", attn_isa_name(i), attn_isa_available(attn_isa_name(i)) ? "usable" : "not usable",
                    i + 1 < attn_isa_count() ? "," : "");
+        if (attn_isa_opt_in_name(0)) { /* never chosen by default; selected by name (docs/SEMANTICS.md §7) */
+            printf("\nopt-in tables:");
+            for (int32_t i = 0; attn_isa_opt_in_name(i); i++)
+                printf(" %s (%s)%s", attn_isa_opt_in_name(i),
+                       attn_isa_available(attn_isa_opt_in_name(i)) ? "usable" : "not usable",
+                       attn_isa_opt_in_name(i + 1) ? "," : "");
+        }
         if (opts.isa)
             printf("\nchosen kernels: %s (--isa)\n", attn_ctx_isa(env.ctx));
         else if (env_isa && *env_isa)

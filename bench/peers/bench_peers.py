@@ -49,11 +49,13 @@ except ImportError:  # pragma: no cover
 
 TORCH_DT = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 ELSIZE = {"f32": 4, "bf16": 2, "f16": 2}
-SYSTEMS = ["attn", "attn-planless", "attn-dense", "vllm", "torch-sdpa", "numpy"]
-LABEL = {"attn": "attn (plan)", "attn-planless": "attn paged_attention (no plan)",
+SYSTEMS = ["attn", "attn-bf16dot", "attn-planless", "attn-dense", "vllm", "torch-sdpa", "numpy"]
+LABEL = {"attn": "attn (plan)", "attn-bf16dot": "attn (plan, opt-in avx512bf16 table)",
+         "attn-planless": "attn paged_attention (no plan)",
          "attn-dense": "attn flash_attn_func", "vllm": "vLLM CPU cpu_attention_with_kv_cache",
          "torch-sdpa": "torch SDPA", "numpy": "NumPy unfused"}
-COLOR = {"attn": "#1f77b4", "attn-planless": "#9ecae1", "attn-dense": "#6baed6", "vllm": "#d62728",
+COLOR = {"attn": "#1f77b4", "attn-bf16dot": "#08306b", "attn-planless": "#9ecae1", "attn-dense": "#6baed6",
+         "vllm": "#d62728",
          "torch-sdpa": "#ff7f0e", "numpy": "#7f7f7f"}
 
 
@@ -128,7 +130,9 @@ class Shape:
 
 def build_cases(quick: bool) -> List[Shape]:
     cases: List[Shape] = []
-    dec = ["attn", "attn-planless", "vllm", "torch-sdpa", "numpy"]
+    # attn-bf16dot: the opt-in avx512bf16 table (VDPBF16PS decode kernels; docs/SEMANTICS.md §7) where this CPU
+    # has AVX512-BF16, bf16 KV only (dropped elsewhere in Problem.__init__)
+    dec = ["attn", "attn-bf16dot", "attn-planless", "vllm", "torch-sdpa", "numpy"]
     if quick:
         for b, L, dt in ((1, 4096, "f32"), (8, 4096, "bf16")):
             cases.append(Shape("decode", b, L, 32, 8, 128, dt, dec))
@@ -256,7 +260,9 @@ class Prepared:
             self.systems.remove("torch-sdpa")
         if vl.error:
             self.systems = [s for s in self.systems if s != "vllm"]
-        need_attn_cache = any(s in self.systems for s in ("attn", "attn-planless"))
+        if "attn-bf16dot" in self.systems and (sh.dtype != "bf16" or not attn.isa_available("avx512bf16")):
+            self.systems.remove("attn-bf16dot")
+        need_attn_cache = any(s in self.systems for s in ("attn", "attn-bf16dot", "attn-planless"))
         need_vllm = "vllm" in self.systems
         if sh.kind == "cache-write":
             self._prepare_cache_write(g)
@@ -286,7 +292,7 @@ class Prepared:
                                                           self.vllm_isa, 1.0, 1.0, "auto")
         # attn plans (one per copy, as an engine builds one per step and reuses it for every layer).
         self.plans = []
-        if "attn" in self.systems:
+        if "attn" in self.systems or "attn-bf16dot" in self.systems:
             for c in range(C):
                 reqs = [attn.PlanRequest(L - self.q_len, self.q_len,
                                          self.tables[c][b].numpy()) for b in range(B)]
@@ -339,6 +345,8 @@ class Prepared:
     def set_threads(self, n: int) -> None:
         torch.set_num_threads(n)
         self.ctx = attn.Context(num_threads=n)
+        if "attn-bf16dot" in self.systems:
+            self.ctx_bf16dot = attn.Context(num_threads=n, isa="avx512bf16")
         if "vllm" in self.systems and self.sh.kind != "cache-write":
             # The scheduler metadata splits work over omp_get_max_threads(): built after set_num_threads,
             # once per step like vLLM's metadata builder (outside the timed call).
@@ -359,6 +367,8 @@ class Prepared:
         out = self.out[system]
         if system == "attn":
             self.plans[copy].forward(self.q, self.attn_kv, softmax_scale=self.scale, out=out, ctx=self.ctx)
+        elif system == "attn-bf16dot":
+            self.plans[copy].forward(self.q, self.attn_kv, softmax_scale=self.scale, out=out, ctx=self.ctx_bf16dot)
         elif system == "attn-planless":
             attn.paged_attention(self.q, self.attn_kv, self.qsl, self.seq_lens, self.tables[copy],
                                  softmax_scale=self.scale, out=out, ctx=self.ctx)
@@ -550,10 +560,9 @@ def summary_table(rows: List[dict]) -> List[str]:
     for r in rows:
         by.setdefault((r["case"], r["threads"]), {})[r["system"]] = r
     head = ("| case | threads | attn | vLLM CPU | torch SDPA | NumPy | attn ÷ vLLM | attn ÷ SDPA | "
-            "attn % of ceiling | vLLM % of ceiling |")
-    out = [head, "|---|---|---|---|---|---|---|---|---|---|"]
+            "attn % of ceiling | vLLM % of ceiling | attn opt-in avx512bf16 | opt-in ÷ vLLM |")
+    out = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (case, th), d in by.items():
-        a = d.get("attn")
 
         def t(s: str) -> str:
             r = d.get(s)
@@ -561,18 +570,19 @@ def summary_table(rows: List[dict]) -> List[str]:
                 return "–"
             return fmt_ms(r["min_ms"]) if r["status"] == "ok" else r["status"]
 
-        def ratio(s: str) -> str:
-            r = d.get(s)
-            if a is None or r is None or r["status"] != "ok" or a["status"] != "ok":
+        def ratio(s: str, num: str = "attn") -> str:
+            r, n = d.get(s), d.get(num)
+            if n is None or r is None or r["status"] != "ok" or n["status"] != "ok":
                 return "–"
-            return fmt_ratio(a["min_ms"] / r["min_ms"])
+            return fmt_ratio(n["min_ms"] / r["min_ms"])
 
         def pct(s: str) -> str:
             r = d.get(s)
             return fmt_pct(r["frac_ceiling_min"]) if r and r.get("ceiling") and r["status"] == "ok" else "–"
 
         out.append(f"| {case} | {th} | {t('attn')} | {t('vllm')} | {t('torch-sdpa')} | {t('numpy')} | "
-                   f"{ratio('vllm')} | {ratio('torch-sdpa')} | {pct('attn')} | {pct('vllm')} |")
+                   f"{ratio('vllm')} | {ratio('torch-sdpa')} | {pct('attn')} | {pct('vllm')} | "
+                   f"{t('attn-bf16dot')} | {ratio('vllm', 'attn-bf16dot')} |")
     return out
 
 

@@ -168,7 +168,8 @@ ATTN_API void attn_ctx_destroy(attn_ctx *ctx);
 ATTN_API attn_status attn_ctx_set_num_threads(attn_ctx *ctx, int32_t num_threads);
 ATTN_API int32_t attn_ctx_num_threads(const attn_ctx *ctx);
 /* Selects the kernel table by name: "generic", "avx2", "avx512" (x86-64) or "neon" (aarch64; see
- * attn_isa_available). Results may differ between ISAs in the last bits (FMA contraction, vector width) but
+ * attn_isa_available), or an opt-in table (attn_isa_opt_in_name: "avx512bf16", whose results differ by more:
+ * see there). Results may differ between ISAs in the last bits (FMA contraction, vector width) but
  * are bitwise stable for one ISA (today avx2, avx512 and neon agree bit for bit, generic differs from them:
  * tests/kernels/test_kernel_bits.c).
  * Returns INVALID_ARGUMENT for an unknown name or one this CPU/OS cannot run. */
@@ -180,6 +181,17 @@ ATTN_API const char *attn_ctx_isa(const attn_ctx *ctx);
  * The order is from most portable to fastest: "generic" first. */
 ATTN_API int32_t attn_isa_count(void);
 ATTN_API const char *attn_isa_name(int32_t index);
+/* Name of the i-th opt-in kernel table compiled in (static storage; NULL if out of range): tables that are never
+ * chosen by default (neither by attn_ctx_create nor listed by attn_isa_name) and are selected by name only
+ * (attn_ctx_set_isa, ATTN_ISA), because their arithmetic is not the pinned chains of the default tables. Today
+ * "avx512bf16" (x86-64 with AVX512-BF16, issue 8): the avx512 table except that blocks of <= 16 query rows
+ * (decode, speculative decode, a prefill's last short block) over bf16 K/V use VDPBF16PS, which rounds the
+ * scaled query and the probabilities P to bf16 (round to nearest even) and adds two products per step;
+ * f32/f16/fp8 K/V and bigger blocks give the avx512 bits. Results are within the tolerance stated in
+ * docs/SEMANTICS.md §7 of the oracle (2e-2 of max|V| + 2e-2 relative; LSE 2e-2), bitwise identical for every
+ * thread count and batch composition, not the default tables' bits, and a chunked prefill may differ from the
+ * whole call in the last bits. attn_isa_available reports whether this CPU runs it. */
+ATTN_API const char *attn_isa_opt_in_name(int32_t index);
 /* 1 if this CPU and OS can run the named kernel table (CPUID plus XGETBV for AVX state on x86-64,
  * getauxval(AT_HWCAP) on aarch64 Linux), else 0. */
 ATTN_API int attn_isa_available(const char *isa);

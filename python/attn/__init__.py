@@ -25,6 +25,7 @@ from ._capi import (  # noqa: F401
     has,
     isa_available,
     isa_names,
+    isa_opt_in_names,
     last_error,
     library_path,
 )
@@ -67,7 +68,8 @@ __all__ = [
     "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "flash_attn_qkvpacked_func",
     "flash_attn_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func",
     "default_context",
-    "set_num_threads", "info", "library_version", "library_path", "has", "isa_names", "isa_available",
+    "set_num_threads", "info", "library_version", "library_path", "has", "isa_names", "isa_opt_in_names",
+    "isa_available",
     "cpu_features", "last_error", "__version__", "backend", "diffusion", "vllm_ops",
 ]
 __all__ += ["kv_events", "KVStored", "reshape_and_cache_notify"]

@@ -341,6 +341,7 @@ _SIGNATURES = {
     "attn_ctx_isa": (c_char_p, [_CTX]),
     "attn_isa_count": (c_int32, []),
     "attn_isa_name": (c_char_p, [c_int32]),
+    "attn_isa_opt_in_name": (c_char_p, [c_int32]),
     "attn_isa_available": (c_int, [c_char_p]),
     "attn_cpu_features": (c_char_p, []),
     "attn_params_init": (None, [_P]),
@@ -513,6 +514,16 @@ def version_number() -> int:
 def isa_names() -> list:
     """Kernel tables compiled into the library, most portable first."""
     return [_s(fn("attn_isa_name")(i)) for i in range(int(fn("attn_isa_count")()))]
+
+
+def isa_opt_in_names() -> list:
+    """Opt-in kernel tables compiled in (e.g. "avx512bf16"): never chosen by default, selected by name
+    (``attn.Context(isa=...)`` or ATTN_ISA); their arithmetic differs from the default tables' within the
+    tolerance in docs/SEMANTICS.md §7."""
+    out, f = [], fn("attn_isa_opt_in_name")
+    while f(len(out)):
+        out.append(_s(f(len(out))))
+    return out
 
 
 def isa_available(name: str) -> bool:

@@ -148,6 +148,19 @@ static void attn_fx_softmax_raw(const attn_problem *p, const struct attn_kernels
     }
 }
 
+/* pv_rows_kv of the keys [a, a + nk) (absolute key positions; P rows p, V rows v_rows) in calls that start at even
+ * key positions: an odd a gets its first key alone. A table that pairs consecutive keys (avx512bf16's VDPBF16PS)
+ * then pairs keys (2i, 2i + 1) whatever the schedule or the chunk boundaries, so its bits do not depend on the
+ * thread count; for every exact table a split changes no bit (the P·V chain carries o_d through memory). */
+static void attn_fx_pv_rows(const struct attn_kernels *kern, int64_t a, const float *p, int64_t nk, int64_t num_rows,
+                            const void *const *v_rows, attn_dtype dtype, int64_t dv, float *o_d) {
+    if ((a & 1) && nk > 1) {
+        kern->pv_rows_kv(p, 1, num_rows, v_rows, dtype, dv, o_d);
+        p += ATTN_QB, v_rows += 1, nk -= 1;
+    }
+    kern->pv_rows_kv(p, nk, num_rows, v_rows, dtype, dv, o_d);
+}
+
 /* 1 if the few-row block's tile [a, b) needs the row-by-row P·V (attn_fwd_pv_safe's rule): the tile hides
  * some key from some row and a V row (v_raw[0] is key a) is not finite. */
 static int attn_fx_needs_safe_pv(const attn_problem *p, const attn_fwd_block *blk, const void *const *v_raw,
@@ -164,7 +177,7 @@ static void attn_fx_pv_raw_safe(const attn_problem *p, const struct attn_kernels
     memset(sc->zero_row, 0, (ATTN_HEAD_SIZE_MAX + 16) * sizeof(float));
     for (int32_t r = 0; r < blk->num_rows; r++) {
         for (int64_t k = 0; k < nk; k++) sc->v_safe[k] = s[k * ATTN_QB + r] == 0.0f ? sc->zero_row : v_raw[k];
-        kern->pv_rows_kv(s + r, nk, 1, sc->v_safe, attn_fx_raw_dtype(p), dv, st->o_d + r * dv);
+        attn_fx_pv_rows(kern, a, s + r, nk, 1, sc->v_safe, attn_fx_raw_dtype(p), dv, st->o_d + r * dv);
     }
 }
 
@@ -178,7 +191,7 @@ static void attn_fx_tile_raw(const attn_problem *p, const struct attn_kernels *k
     kern->qk_tile_kv(st->q_t, blk->num_rows, p->head_size, k_raw, attn_fx_raw_dtype(p), b - a, s);
     attn_fx_softmax_raw(p, kern, blk, st, s, a, b);
     if (attn_fx_needs_safe_pv(p, blk, v_raw, a, b)) attn_fx_pv_raw_safe(p, kern, blk, sc, st, s, v_raw, a, b);
-    else kern->pv_rows_kv(s, b - a, blk->num_rows, v_raw, attn_fx_raw_dtype(p), p->head_size_v, st->o_d);
+    else attn_fx_pv_rows(kern, a, s, b - a, blk->num_rows, v_raw, attn_fx_raw_dtype(p), p->head_size_v, st->o_d);
 }
 
 /* Prefetch of `bytes` from `ptr`, one request per cache line (no effect on results). */
@@ -267,8 +280,8 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                             kern->qk_tile_kv(st.q_t, s->blk.num_rows, p->head_size, sc->k_raw + (a - ka_all),
                                              attn_fx_raw_dtype(p), b - a, st.s + (a - sa) * ATTN_QB);
                         else if (!s->safe_pv)
-                            kern->pv_rows_kv(st.s + (a - sa) * ATTN_QB, b - a, s->blk.num_rows,
-                                             sc->v_raw + (a - ka_all), attn_fx_raw_dtype(p), p->head_size_v, st.o_d);
+                            attn_fx_pv_rows(kern, a, st.s + (a - sa) * ATTN_QB, b - a, s->blk.num_rows,
+                                            sc->v_raw + (a - ka_all), attn_fx_raw_dtype(p), p->head_size_v, st.o_d);
                     }
                 }
             }
@@ -312,6 +325,8 @@ void attn_fwd_multi_begin(const attn_problem *p, const struct attn_kernels *kern
         attn_fwd_scratch tmp = *sc;
         tmp.q_t = st.q_t;
         attn_fwd_pack_q(p, kern, &sl[i].blk, &tmp);
+        if (kern->qk_prep_kv && attn_fx_raw(p, &sl[i].blk)) /* an opt-in table's q form (kernels.h) */
+            kern->qk_prep_kv(st.q_t, sl[i].blk.num_rows, p->head_size, attn_fx_raw_dtype(p));
         /* empty folded state; its o is written by the first fold (a copy: bitwise what folding into zeros
          * gives, 0·0 + 1·o = o) and never read while l = 0, so it is not cleared here */
         attn_fwd_ml_reset(st.m_acc, st.l_acc);

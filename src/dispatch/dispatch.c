@@ -28,6 +28,9 @@ static int attn_usable_avx512(const attn_cpu_feature_set *f) {
     return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->f16c && f->fma;
 }
 #endif
+#if defined(ATTN_HAVE_AVX512BF16)
+static int attn_usable_avx512bf16(const attn_cpu_feature_set *f) { return attn_usable_avx512(f) && f->avx512bf16; }
+#endif
 #if defined(ATTN_HAVE_NEON)
 /* Advanced SIMD and FP as reported by HWCAP (the kernel enables them; always present on Linux arm64). */
 static int attn_usable_neon(const attn_cpu_feature_set *f) { return f->neon; }
@@ -57,6 +60,21 @@ static const attn_isa_entry attn_isas[] = {
 };
 #define ATTN_NUM_ISAS ((int32_t)(sizeof attn_isas / sizeof attn_isas[0]))
 
+/* Opt-in tables: reached by name only (never by attn_dispatch_default's scan), not on the pinned chains (their
+ * tolerance is stated in docs/SEMANTICS.md). The NULL entry ends the list (C has no empty arrays). */
+static const attn_isa_entry attn_opt_in_isas[] = {
+#if defined(ATTN_HAVE_AVX512BF16)
+    {"avx512bf16", &attn_kernels_avx512bf16, attn_usable_avx512bf16},
+#endif
+    {NULL, NULL, NULL},
+};
+#define ATTN_NUM_OPT_IN_ISAS ((int32_t)(sizeof attn_opt_in_isas / sizeof attn_opt_in_isas[0]) - 1)
+
+const char *attn_isa_opt_in_name(int32_t index) {
+    if (index < 0 || index >= ATTN_NUM_OPT_IN_ISAS) return NULL;
+    return attn_opt_in_isas[index].name;
+}
+
 int32_t attn_isa_count(void) { return ATTN_NUM_ISAS; }
 
 const char *attn_isa_name(int32_t index) {
@@ -72,6 +90,9 @@ const struct attn_kernels *attn_dispatch_by_name(const char *name) {
         if (strcmp(attn_isas[i].name, name) == 0)
             return attn_isas[i].usable(attn_cpu_detect()) ? attn_isa_table(attn_isas[i].table, attn_cpu_detect())
                                                           : NULL;
+    for (int32_t i = 0; i < ATTN_NUM_OPT_IN_ISAS; i++)
+        if (strcmp(attn_opt_in_isas[i].name, name) == 0)
+            return attn_opt_in_isas[i].usable(attn_cpu_detect()) ? attn_opt_in_isas[i].table : NULL;
     return NULL;
 }
 

@@ -35,6 +35,12 @@ struct attn_kernels {
 #define ATTN_X_FIELD(ret, name, args) ret(*name) args;
     ATTN_KERNEL_LIST(ATTN_X_FIELD)
 #undef ATTN_X_FIELD
+    /* Optional, NULL in every exact table: rewrites in place the packed q_t of a block of num_rows rows into the
+     * form this table's qk_tile_kv reads for kv_dtype K; the driver calls it once per few-row block, after
+     * packing q_t and before the block's first qk_tile_kv. avx512bf16, bf16 K: q_t[j][r] becomes the 32-bit
+     * bf16 pair (q_t[2j][r], q_t[2j+1][r]) (low half first), j < ceil(head_size / 2), r < 32 (16 lanes when
+     * num_rows <= 16). Other dtypes: unchanged. */
+    void (*qk_prep_kv)(float *q_t, int64_t num_rows, int64_t head_size, attn_dtype kv_dtype);
 };
 
 #define ATTN_X_PROTO(isa)
@@ -53,6 +59,16 @@ extern const struct attn_kernels attn_kernels_avx2;
 #endif
 #if defined(ATTN_HAVE_AVX512)
 extern const struct attn_kernels attn_kernels_avx512;
+#endif
+#if defined(ATTN_HAVE_AVX512BF16)
+/* the opt-in avx512bf16 table (issue 8): avx512 with the bf16 decode entries on VDPBF16PS, not on the pinned
+   chains (kernels_avx512bf16.c); reached by name only */
+void attn_k_qk_tile_kv_avx512bf16(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                                  attn_dtype kv_dtype, int64_t num_keys, float *s);
+void attn_k_pv_rows_kv_avx512bf16(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
+                                  attn_dtype kv_dtype, int64_t head_size_v, float *o_d);
+void attn_k_qk_prep_kv_avx512bf16(float *q_t, int64_t num_rows, int64_t head_size, attn_dtype kv_dtype);
+extern const struct attn_kernels attn_kernels_avx512bf16;
 #endif
 #if defined(ATTN_HAVE_NEON)
 extern const struct attn_kernels attn_kernels_neon;

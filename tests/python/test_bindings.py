@@ -2,6 +2,8 @@
 parity with attn's oracle and with an independent NumPy float64 reference, for every dtype and option,
 strided views, out=/lse= buffers, and errors that carry the C message and write nothing."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -328,6 +330,30 @@ def test_context_threads_isa_and_determinism(rng):
             c.isa = "no-such-isa"
         with pytest.raises(attn.AttnInvalidArgumentError, match="num_threads"):
             c.num_threads = 0
+
+
+@needs_ml_dtypes
+def test_opt_in_isa_avx512bf16(rng):
+    """The opt-in avx512bf16 table (docs/SEMANTICS.md §7): listed apart, never the default, reachable by name;
+    bf16 decode within its stated tolerance of float64 and bitwise the same for 1 and 2 threads."""
+    names = attn.isa_opt_in_names()
+    assert not set(names) & set(attn.isa_names())
+    if not os.environ.get("ATTN_ISA"):
+        assert attn.Context().isa not in names
+    if "avx512bf16" not in names or not attn.isa_available("avx512bf16"):
+        pytest.skip("avx512bf16: not compiled into this build, or this CPU lacks AVX512-BF16")
+    q, k, v = _qkv(rng, 2, 1, 900, 8, 2, 128, dtype="bfloat16")  # decode: 1 token x GQA 4
+    outs = []
+    for n in (1, 2):
+        with attn.Context(num_threads=n, isa="avx512bf16") as c:
+            assert c.isa == "avx512bf16"
+            outs.append(attn.attention(q, k, v, causal=True, ctx=c))
+    np.testing.assert_array_equal(outs[0].view(np.uint16), outs[1].view(np.uint16))
+    for b in range(2):
+        ref, _ = np_attend(q[b], k[b], v[b], causal=True)
+        vmax = np.max(np.abs(v[b].astype(np.float64)))
+        err = np.abs(outs[0][b].astype(np.float64) - ref)
+        assert np.all(err <= 2e-2 * vmax + 2e-2 * np.abs(ref)), float(err.max())
 
 
 def test_info():
