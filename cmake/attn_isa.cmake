@@ -7,7 +7,9 @@ set(_ATTN_ISA_FLAGS_avx512 "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mfma;-mf
 # avx512bf16: the opt-in table (issue 8) = avx512 + VDPBF16PS decode entries; needs the avx512 table (it calls
 # its entries), so it is added only after avx512 was.
 set(_ATTN_ISA_FLAGS_avx512bf16 "${_ATTN_ISA_FLAGS_avx512};-mavx512bf16")
-set(_ATTN_KNOWN_ISAS avx2 avx512 avx512bf16)
+# amx: the opt-in table for bf16 prefill on AMX tiles (issue 8) = avx512bf16 + TDPBF16PS qk/pv tiles.
+set(_ATTN_ISA_FLAGS_amx "${_ATTN_ISA_FLAGS_avx512bf16};-mamx-tile;-mamx-bf16")
+set(_ATTN_KNOWN_ISAS avx2 avx512 avx512bf16 amx)
 # aarch64 (issue 13): Advanced SIMD is part of the base Armv8-A ISA, f16 <-> f32 vector conversions included.
 set(_ATTN_ISA_FLAGS_neon "-march=armv8-a+simd")
 set(_ATTN_KNOWN_ISAS_aarch64 neon)
@@ -33,6 +35,10 @@ function(attn_add_isas target)
     string(TOUPPER ${isa} ISA)
     if(isa STREQUAL "avx512bf16" AND NOT "avx512" IN_LIST _attn_added)
       message(STATUS "attn: the avx512bf16 table needs the avx512 one; skipped")
+      continue()
+    endif()
+    if(isa STREQUAL "amx" AND NOT "avx512bf16" IN_LIST _attn_added)
+      message(STATUS "attn: the amx table needs the avx512bf16 one; skipped")
       continue()
     endif()
     set(flags ${_ATTN_ISA_FLAGS_${isa}})

@@ -168,8 +168,8 @@ ATTN_API void attn_ctx_destroy(attn_ctx *ctx);
 ATTN_API attn_status attn_ctx_set_num_threads(attn_ctx *ctx, int32_t num_threads);
 ATTN_API int32_t attn_ctx_num_threads(const attn_ctx *ctx);
 /* Selects the kernel table by name: "generic", "avx2", "avx512" (x86-64) or "neon" (aarch64; see
- * attn_isa_available), or an opt-in table (attn_isa_opt_in_name: "avx512bf16", whose results differ by more:
- * see there). Results may differ between ISAs in the last bits (FMA contraction, vector width) but
+ * attn_isa_available), or an opt-in table (attn_isa_opt_in_name: "avx512bf16", "amx"; their results differ by
+ * more: see there). Results may differ between ISAs in the last bits (FMA contraction, vector width) but
  * are bitwise stable for one ISA (today avx2, avx512 and neon agree bit for bit, generic differs from them:
  * tests/kernels/test_kernel_bits.c).
  * Returns INVALID_ARGUMENT for an unknown name or one this CPU/OS cannot run. */
@@ -190,7 +190,9 @@ ATTN_API const char *attn_isa_name(int32_t index);
  * f32/f16/fp8 K/V and bigger blocks give the avx512 bits. Results are within the tolerance stated in
  * docs/SEMANTICS.md §7 of the oracle (2e-2 of max|V| + 2e-2 relative; LSE 2e-2), bitwise identical for every
  * thread count and batch composition, not the default tables' bits, and a chunked prefill may differ from the
- * whole call in the last bits. attn_isa_available reports whether this CPU runs it. */
+ * whole call in the last bits. And "amx" (AMX-TILE + AMX-BF16, tile state in XCR0 and the Linux tile-data
+ * permission, requested once): avx512bf16 plus the prefill (> 16 rows) Q·Kᵀ and P·V on AMX tiles for kv tiles
+ * whose K / V rows are bf16 values, same contract. attn_isa_available reports whether this CPU runs a table. */
 ATTN_API const char *attn_isa_opt_in_name(int32_t index);
 /* 1 if this CPU and OS can run the named kernel table (CPUID plus XGETBV for AVX state on x86-64,
  * getauxval(AT_HWCAP) on aarch64 Linux), else 0. */

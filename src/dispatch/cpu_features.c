@@ -4,6 +4,7 @@
  * The OS-support check matters: a CPU may report AVX-512 while the OS does not save ZMM state
  * (STYLE.md R6, unlike ggml's scorer).
  */
+#define _DEFAULT_SOURCE /* syscall() in <unistd.h> under -std=c11 */
 #include "dispatch/cpu_features.h"
 
 #include <string.h>
@@ -38,12 +39,14 @@ static void attn_cpu_fill(attn_cpu_feature_set *f) {
         f->avx512bw = (b >> 30) & 1;
         f->avx512vl = (b >> 31) & 1;
         f->avx512fp16 = (d >> 23) & 1;
-        f->amx = (d >> 24) & 1;
+        const int amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
+        /* XCR0 bits 17 (XTILECFG) and 18 (XTILEDATA): the OS saves the tile state */
+        f->amx = amx_bf16 && amx_tile && osxsave && (attn_xgetbv0() & 0x60000ull) == 0x60000ull;
         __cpuid_count(7, 1, a, b, c, d);
         f->avx512bf16 = (a >> 5) & 1;
     }
     if (!f->os_ymm) f->avx2 = f->fma = f->f16c = 0;
-    if (!f->os_zmm) f->avx512f = f->avx512bw = f->avx512vl = f->avx512dq = f->avx512bf16 = f->avx512fp16 = 0;
+    if (!f->os_zmm) f->avx512f = f->avx512bw = f->avx512vl = f->avx512dq = f->avx512bf16 = f->avx512fp16 = f->amx = 0;
 }
 #elif defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
@@ -92,3 +95,32 @@ const attn_cpu_feature_set *attn_cpu_detect(void) {
     }
     return &attn_cpu_cached;
 }
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define ATTN_ARCH_GET_XCOMP_PERM 0x1022 /* Linux uapi asm/prctl.h, spelled here for old headers */
+#define ATTN_ARCH_REQ_XCOMP_PERM 0x1023
+#define ATTN_XFEATURE_XTILEDATA 18
+
+static int attn_amx_perm_state; /* 0: not asked yet, 1: granted, 2: refused (atomic) */
+
+int attn_amx_permitted(void) {
+    int st = __atomic_load_n(&attn_amx_perm_state, __ATOMIC_ACQUIRE);
+    if (st == 0) {
+        int ok = 0;
+        if (attn_cpu_detect()->amx) {
+            /* a repeated request is harmless: the kernel keeps the permission for the whole process */
+            unsigned long long mask = 0;
+            ok = syscall(SYS_arch_prctl, ATTN_ARCH_REQ_XCOMP_PERM, ATTN_XFEATURE_XTILEDATA) == 0 &&
+                 syscall(SYS_arch_prctl, ATTN_ARCH_GET_XCOMP_PERM, &mask) == 0 &&
+                 ((mask >> ATTN_XFEATURE_XTILEDATA) & 1);
+        }
+        st = ok ? 1 : 2;
+        __atomic_store_n(&attn_amx_perm_state, st, __ATOMIC_RELEASE);
+    }
+    return st == 1;
+}
+#else
+int attn_amx_permitted(void) { return 0; }
+#endif

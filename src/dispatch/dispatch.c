@@ -31,6 +31,13 @@ static int attn_usable_avx512(const attn_cpu_feature_set *f) {
 #if defined(ATTN_HAVE_AVX512BF16)
 static int attn_usable_avx512bf16(const attn_cpu_feature_set *f) { return attn_usable_avx512(f) && f->avx512bf16; }
 #endif
+#if defined(ATTN_HAVE_AMX)
+/* AMX-TILE + AMX-BF16 with the OS tile state (cpu_features.c) and the Linux tile-data permission, on top of the
+ * avx512bf16 table whose entries it uses. */
+static int attn_usable_amx(const attn_cpu_feature_set *f) {
+    return attn_usable_avx512bf16(f) && f->amx && attn_amx_permitted();
+}
+#endif
 #if defined(ATTN_HAVE_NEON)
 /* Advanced SIMD and FP as reported by HWCAP (the kernel enables them; always present on Linux arm64). */
 static int attn_usable_neon(const attn_cpu_feature_set *f) { return f->neon; }
@@ -65,6 +72,9 @@ static const attn_isa_entry attn_isas[] = {
 static const attn_isa_entry attn_opt_in_isas[] = {
 #if defined(ATTN_HAVE_AVX512BF16)
     {"avx512bf16", &attn_kernels_avx512bf16, attn_usable_avx512bf16},
+#endif
+#if defined(ATTN_HAVE_AMX)
+    {"amx", &attn_kernels_amx, attn_usable_amx},
 #endif
     {NULL, NULL, NULL},
 };

@@ -70,6 +70,14 @@ void attn_k_pv_rows_kv_avx512bf16(const float *p, int64_t num_keys, int64_t num_
 void attn_k_qk_prep_kv_avx512bf16(float *q_t, int64_t num_rows, int64_t head_size, attn_dtype kv_dtype);
 extern const struct attn_kernels attn_kernels_avx512bf16;
 #endif
+#if defined(ATTN_HAVE_AMX)
+/* the opt-in amx table (issue 8): avx512bf16 plus AMX prefill kernels for bf16 K/V (tile_amx.c) */
+void attn_k_qk_tile_amx(const float *q_t, int64_t num_rows, int64_t head_size, const float *const *k_rows,
+                        int64_t num_keys, float *s);
+void attn_k_pv_tile_amx(const float *p, int64_t num_keys, int64_t num_rows, const float *const *v_rows,
+                        int64_t head_size_v, float *o_t);
+extern const struct attn_kernels attn_kernels_amx;
+#endif
 #if defined(ATTN_HAVE_NEON)
 extern const struct attn_kernels attn_kernels_neon;
 #endif

@@ -48,11 +48,11 @@ if(ATTN_FUZZ)
   # own flags). clang 14 takes tens of minutes per AVX2/AVX-512 tile file at -O1 with ASan + UBSan + coverage on a
   # loaded 2-core machine, seconds at -O0; the fuzz inputs' valid shapes are tiny (FZ_MAX_WORK), so the kernels'
   # share of an execution is small and the rest of the library and the harness keep the campaign's -O1.
-  set(ATTN_FUZZ_KERNEL_OPT "" CACHE STRING "Extra compile options of src/kernels/{avx2,avx512} in the fuzz build")
+  set(ATTN_FUZZ_KERNEL_OPT "" CACHE STRING "Extra compile options of the x86 SIMD kernel folders in the fuzz build")
   if(ATTN_FUZZ_KERNEL_OPT)
     get_target_property(_fz_srcs attn_objects SOURCES)
     foreach(_s IN LISTS _fz_srcs)
-      if(_s MATCHES "src/kernels/(avx2|avx512|avx512bf16)/")
+      if(_s MATCHES "src/kernels/(avx2|avx512|avx512bf16|amx)/")
         set_property(SOURCE ${_s} TARGET_DIRECTORY attn_objects APPEND PROPERTY COMPILE_OPTIONS ${ATTN_FUZZ_KERNEL_OPT})
       endif()
     endforeach()

@@ -1,5 +1,5 @@
 /*
- * test_opt_in_tables.c — the opt-in kernel tables (attn_isa_opt_in_name; today "avx512bf16", issue 8), which are
+ * test_opt_in_tables.c — the opt-in kernel tables (attn_isa_opt_in_name; "avx512bf16" and "amx", issue 8), which are
  * not on the pinned chains and so are left out of the suites that iterate attn_isa_name:
  *  - listing: reachable by name only, never the default, not in attn_isa_name's list; a CPU without the
  *    feature refuses the name (INVALID_ARGUMENT) and the test prints why it skipped the rest;
@@ -104,11 +104,19 @@ static void model_pv(const float *p, int64_t num_keys, int64_t num_rows, const v
 /* ---------------------------------------------------------------------------------------------
  * Listing
  * --------------------------------------------------------------------------------------------- */
-static const struct attn_kernels *bf16_table(void) {
-    const struct attn_kernels *kt = attn_dispatch_by_name("avx512bf16");
-    if (!kt) fprintf(stderr, "test_opt_in_tables: avx512bf16 not run: %s\n",
-                     attn_isa_opt_in_name(0) ? "this CPU/OS does not report AVX512-BF16 (with AVX-512 F/BW/VL/DQ)"
-                                             : "not compiled into this build (x86-64 with a compiler taking -mavx512bf16)");
+/* The opt-in tables this file knows: avx512bf16 (VDPBF16PS decode kernels) and amx (those plus AMX prefill tiles). */
+static const char *const opt_tables[] = {"avx512bf16", "amx"};
+
+static const struct attn_kernels *opt_table(const char *name) {
+    const struct attn_kernels *kt = attn_dispatch_by_name(name);
+    int compiled = 0;
+    for (int32_t i = 0; attn_isa_opt_in_name(i); i++) compiled |= strcmp(attn_isa_opt_in_name(i), name) == 0;
+    if (!kt)
+        fprintf(stderr, "test_opt_in_tables: %s not run: %s\n", name,
+                !compiled ? "not compiled into this build (x86-64 with a compiler taking its flags)"
+                : strcmp(name, "amx") == 0
+                    ? "this CPU/OS does not offer AMX-TILE + AMX-BF16 with tile state and the Linux permission"
+                    : "this CPU/OS does not report AVX512-BF16 (with AVX-512 F/BW/VL/DQ)");
     return kt;
 }
 
@@ -163,10 +171,7 @@ static void kbuf_fill(kbuf *b, th_rng *r) {
     }
 }
 
-static void test_kernels_model(void **state) {
-    (void)state;
-    const struct attn_kernels *kt = bf16_table();
-    if (!kt) return;
+static void kernels_model(const struct attn_kernels *kt) {
     const struct attn_kernels *k512 = attn_dispatch_by_name("avx512");
     assert_non_null(k512);
     static const int64_t rows[] = {1, 2, 3, 4, 5, 8, 12, 13, 16, 17, 24, 32};
@@ -228,6 +233,14 @@ static void test_kernels_model(void **state) {
     assert_int_equal(fails, 0);
 }
 
+static void test_kernels_model(void **state) {
+    (void)state;
+    for (size_t t = 0; t < NELEM(opt_tables); t++) {
+        const struct attn_kernels *kt = opt_table(opt_tables[t]);
+        if (kt) kernels_model(kt);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------
  * End to end
  * --------------------------------------------------------------------------------------------- */
@@ -246,7 +259,8 @@ static double max_abs(const void *buf, attn_dtype dt, size_t n) {
 
 /* Runs one dense case on `isa` with 1, 2, 3 threads (bitwise equal), compares with the oracle (stated tolerance
  * when the few-row bf16 kernels run, else the bits of the avx512 table); returns the failures. */
-static int run_dense(const dcase *c, attn_dtype q_dtype, attn_dtype kv_dtype, uint64_t seed, double *worst) {
+static int run_dense(const char *isa, const dcase *c, attn_dtype q_dtype, attn_dtype kv_dtype, uint64_t seed,
+                     double *worst) {
     th_rng rng;
     th_rng_seed(&rng, seed);
     const int64_t B = c->batch, Sq = c->seq_q, Sk = c->seq_k, H = c->num_heads, G = c->num_kv_heads, D = c->head_size;
@@ -267,10 +281,10 @@ static int run_dense(const dcase *c, attn_dtype q_dtype, attn_dtype kv_dtype, ui
     attn_ctx *ctx = NULL;
     assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
     int fails = 0;
-    for (int i = 0; i < 4; i++) { /* 0..2: avx512bf16 on 1, 2, 3 threads; 3: avx512 on 2 threads */
+    for (int i = 0; i < 4; i++) { /* 0..2: the opt-in table on 1, 2, 3 threads; 3: avx512 on 2 threads */
         o[i] = th_alloc_nan(q_dtype, nq), l[i] = (float *)th_alloc_nan(ATTN_DTYPE_F32, nl);
         attn_tensor to = attn_tensor_make(o[i], q_dtype, 4, qs), tl = attn_tensor_make(l[i], ATTN_DTYPE_F32, 3, ls);
-        assert_int_equal(attn_ctx_set_isa(ctx, i < 3 ? "avx512bf16" : "avx512"), ATTN_STATUS_OK);
+        assert_int_equal(attn_ctx_set_isa(ctx, i < 3 ? isa : "avx512"), ATTN_STATUS_OK);
         assert_int_equal(attn_ctx_set_num_threads(ctx, i < 3 ? i + 1 : 2), ATTN_STATUS_OK);
         attn_status st = attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, &prm, &to, &tl);
         if (st != ATTN_STATUS_OK) fprintf(stderr, "attn_forward: %s\n", attn_last_error());
@@ -282,10 +296,11 @@ static int run_dense(const dcase *c, attn_dtype q_dtype, attn_dtype kv_dtype, ui
     }
     attn_tensor to = attn_tensor_make(o[0], q_dtype, 4, qs), tl = attn_tensor_make(l[0], ATTN_DTYPE_F32, 3, ls);
     attn_tensor tr = attn_tensor_make(oref, q_dtype, 4, qs), tlr = attn_tensor_make(lref, ATTN_DTYPE_F32, 3, ls);
-    if (kv_dtype != ATTN_DTYPE_BF16) { /* the avx512 bits (bf16: blocks of <= 16 rows take the VDPBF16PS kernels) */
+    if (kv_dtype != ATTN_DTYPE_BF16) { /* the avx512 bits (bf16: blocks of <= 16 rows take the VDPBF16PS kernels,
+                                          and amx's bigger ones the tiles) */
         if (memcmp(o[0], o[3], nq * attn_dtype_size(q_dtype)) || memcmp(l[0], l[3], nl * 4)) {
-            fprintf(stderr, "REPRO dense seed=%llu kv=%s Sq=%lld: not the avx512 bits\n", (unsigned long long)seed,
-                    attn_dtype_name(kv_dtype), (long long)Sq);
+            fprintf(stderr, "REPRO dense %s seed=%llu kv=%s Sq=%lld: not the avx512 bits\n", isa,
+                    (unsigned long long)seed, attn_dtype_name(kv_dtype), (long long)Sq);
             fails++;
         }
     }
@@ -298,8 +313,9 @@ static int run_dense(const dcase *c, attn_dtype q_dtype, attn_dtype kv_dtype, ui
     th_compare_lse(&tl, &tlr, tol, &bad_l);
     if (err > *worst) *worst = err;
     if (bad || bad_l) {
-        fprintf(stderr, "REPRO dense seed=%llu q=%s kv=%s B=%lld Sq=%lld Sk=%lld H=%lld/%lld D=%lld: %zu outputs, %zu "
-                        "lse outside the tolerance (max err %.3g)\n", (unsigned long long)seed, attn_dtype_name(q_dtype),
+        fprintf(stderr, "REPRO dense %s seed=%llu q=%s kv=%s B=%lld Sq=%lld Sk=%lld H=%lld/%lld D=%lld: %zu outputs, "
+                        "%zu lse outside the tolerance (max err %.3g)\n", isa, (unsigned long long)seed,
+                attn_dtype_name(q_dtype),
                 attn_dtype_name(kv_dtype), (long long)B, (long long)Sq, (long long)Sk, (long long)H, (long long)G,
                 (long long)D, bad, bad_l, err);
         fails++;
@@ -310,9 +326,7 @@ static int run_dense(const dcase *c, attn_dtype q_dtype, attn_dtype kv_dtype, ui
     return fails;
 }
 
-static void test_dense_decode(void **state) {
-    (void)state;
-    if (!bf16_table()) return;
+static void dense_cases(const char *isa) {
     const int small = th_test_small();
     const dcase cases[] = {
         {3, 1, 700, 8, 2, 128, 1, -1, 0, 0},     {2, 1, 1500, 32, 8, 128, 1, -1, 0, 0},
@@ -321,6 +335,7 @@ static void test_dense_decode(void **state) {
         {2, 1, 640, 8, 4, 33, 1, -1, 0, 1},      {1, 1, 1, 4, 1, 64, 1, -1, 0, 0},
         {1, 16, 200, 4, 4, 128, 1, -1, 0, 0},    {1, 40, 300, 4, 2, 64, 1, -1, 0, 0}, /* prefill blocks */
         {1, 40, 1100, 4, 2, 64, 1, 301, 0, 0},   {2, 7, 2000, 8, 4, 64, 1, 1001, 0, 0}, /* odd window starts */
+        {1, 130, 300, 8, 2, 128, 1, -1, 0, 0},   {2, 70, 70, 4, 4, 96, 0, -1, 0, 1},    /* prefill (amx tiles) */
     };
     const attn_dtype qd[] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16};
     const attn_dtype kd[] = {ATTN_DTYPE_BF16, ATTN_DTYPE_F32, ATTN_DTYPE_F16};
@@ -331,16 +346,22 @@ static void test_dense_decode(void **state) {
             for (size_t b = 0; b < NELEM(kd); b++) {
                 if (small && (b > 0 || i % 2)) continue;
                 if (qd[a] != kd[b] && kd[b] != ATTN_DTYPE_BF16 && qd[a] != ATTN_DTYPE_F32) continue;
-                fails += run_dense(&cases[i], qd[a], kd[b], 1000 + i * 10 + a * 3 + b, &worst);
+                fails += run_dense(isa, &cases[i], qd[a], kd[b], 1000 + i * 10 + a * 3 + b, &worst);
             }
-    fprintf(stderr, "test_opt_in_tables: dense: max |out - oracle| = %.3g (units of max|V|; tolerance %.3g)\n", worst,
-            OPT_BF16_ATOL);
+    fprintf(stderr, "test_opt_in_tables: %s dense: max |out - oracle| = %.3g (units of max|V|; tolerance %.3g)\n",
+            isa, worst, OPT_BF16_ATOL);
     assert_int_equal(fails, 0);
+}
+
+static void test_dense(void **state) {
+    (void)state;
+    for (size_t t = 0; t < NELEM(opt_tables); t++)
+        if (opt_table(opt_tables[t])) dense_cases(opt_tables[t]);
 }
 
 /* Plan-less paged decode over a bf16 cache: thread counts and batch composition bitwise, the oracle within the
  * tolerance. Requests: seq_lens odd and even, one long enough for several split-KV partitions. */
-static void run_paged(int64_t window_left) {
+static void run_paged(const char *isa, int64_t window_left) {
     th_rng rng;
     th_rng_seed(&rng, 77);
     const int64_t R = 5, H = 16, G = 4, D = 128, BS = 16;
@@ -370,7 +391,7 @@ static void run_paged(int64_t window_left) {
     prm.window_left = (int32_t)window_left;
     attn_ctx *ctx = NULL;
     assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
-    assert_int_equal(attn_ctx_set_isa(ctx, "avx512bf16"), ATTN_STATUS_OK);
+    assert_int_equal(attn_ctx_set_isa(ctx, isa), ATTN_STATUS_OK);
     float *o[3], *l[3];
     int fails = 0;
     for (int t = 0; t < 3; t++) {
@@ -427,7 +448,8 @@ static void run_paged(int64_t window_left) {
     size_t bad = 0, bad_l = 0;
     const double err = th_compare(&to, &tr, tol, 1.5, &bad);
     th_compare_lse(&tl, &tlr, tol, &bad_l);
-    fprintf(stderr, "test_opt_in_tables: paged: max |out - oracle| = %.3g (tolerance %.3g)\n", err, OPT_BF16_ATOL * 1.5);
+    fprintf(stderr, "test_opt_in_tables: %s paged: max |out - oracle| = %.3g (tolerance %.3g)\n", isa, err,
+            OPT_BF16_ATOL * 1.5);
     if (bad || bad_l) fprintf(stderr, "REPRO paged: %zu outputs, %zu lse outside the tolerance\n", bad, bad_l), fails++;
     for (int t = 0; t < 3; t++) free(o[t]), free(l[t]);
     free(oref), free(lref), free(q), free(cache), free(bt);
@@ -437,16 +459,18 @@ static void run_paged(int64_t window_left) {
 
 static void test_paged_decode(void **state) {
     (void)state;
-    if (!bf16_table()) return;
-    run_paged(-1);
-    run_paged(332); /* odd first visible keys (seq_len − 1 − 332 for the long requests) */
+    for (size_t t = 0; t < NELEM(opt_tables); t++) {
+        if (!opt_table(opt_tables[t])) continue;
+        run_paged(opt_tables[t], -1);
+        run_paged(opt_tables[t], 332); /* odd first visible keys (seq_len − 1 − 332 for the long requests) */
+    }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_listing),
         cmocka_unit_test(test_kernels_model),
-        cmocka_unit_test(test_dense_decode),
+        cmocka_unit_test(test_dense),
         cmocka_unit_test(test_paged_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,22 @@
+/*
+ * kernels_amx.c — the opt-in "amx" kernel table (issue 8): avx512bf16 (its VDPBF16PS decode entries) plus the
+ * prefill kernels qk_tile / pv_tile on AMX tiles (tile_amx.c) for bf16 K/V. Selected by name only (ATTN_ISA=amx,
+ * attn_ctx_set_isa), usable where CPUID reports AMX-TILE and AMX-BF16, XCR0 enables the tile state and Linux
+ * grants the tile-data permission (arch_prctl ARCH_REQ_XCOMP_PERM; src/dispatch/cpu_features.c).
+ */
+#if !defined(__AMX_TILE__) || !defined(__AMX_BF16__) || !defined(__AVX512BF16__)
+#error "kernels_amx.c must be compiled with -mamx-tile -mamx-bf16 -mavx512bf16"
+#endif
+#include "kernels/kernels.h"
+
+const struct attn_kernels attn_kernels_amx = {
+    .name = "amx",
+    .cvt_to_f32 = attn_k_cvt_to_f32_avx512,
+    .cvt_from_f32 = attn_k_cvt_from_f32_avx512,
+    .qk_tile = attn_k_qk_tile_amx,
+    .softmax_tile = attn_k_softmax_tile_avx512,
+    .pv_tile = attn_k_pv_tile_amx,
+    .qk_tile_kv = attn_k_qk_tile_kv_avx512bf16,
+    .pv_rows_kv = attn_k_pv_rows_kv_avx512bf16,
+    .qk_prep_kv = attn_k_qk_prep_kv_avx512bf16,
+};

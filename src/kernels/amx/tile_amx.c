@@ -1,0 +1,193 @@
+/*
+ * tile_amx.c — qk_tile / pv_tile of the opt-in "amx" table (issue 8: AMX tiles for bf16 prefill): the many-row
+ * (prefill) kernels on TDPBF16PS where the tile's K (or V) rows are all bf16 values — a bf16 cache or bf16 K/V,
+ * which the driver widens exactly to f32 — and the avx512 kernels otherwise (f32/f16 values keep their bits).
+ * q and P are rounded to bf16 (round to nearest even); TDPBF16PS adds two bf16 products per step into f32
+ * (SDM: even element first, each an FMA with round to nearest even, denormals flushed). Not the pinned chains:
+ * tolerance and contract in docs/SEMANTICS.md §7.
+ *
+ * Layout (palette 1, every tile 16 rows × 64 bytes):
+ *  qk: C[key][row] (s rows, 16 keys × 16 query rows, stored with the s row stride) += A[key][dims] · B[dim
+ *      pair][row]: A = 16 K rows × 32 head dimensions in bf16 (the rows narrowed, exact), B = the bf16 pairs
+ *      (q_t[2j][r], q_t[2j+1][r]) — the VNNI layout TDPBF16PS wants, 16 pairs × 16 rows. Per 32 keys: 4 C
+ *      tiles (2 key groups × 2 row groups), 2 A, 2 B.
+ *  pv: C[row][dim] (16 query rows × 16 head dimensions) += A[row][keys] · B[key pair][dim]: A = Pᵀ in bf16
+ *      (transposed in registers), B = the pairs (v[2i][d], v[2i+1][d]) of consecutive V rows. C starts at zero
+ *      per call and is added, transposed, into o_t (o_t[d][r] += C[r][d]).
+ * Compiled twice: into the library with -mamx-tile -mamx-bf16, and with ATTN_AMX_EMULATE (amx_ops.h's scalar
+ * model of the tile instructions) into tests/kernels/test_amx_emulated.c, under other names.
+ */
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__) || \
+    !defined(__AVX512BF16__)
+#error "tile_amx.c must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16"
+#endif
+#if !defined(ATTN_AMX_EMULATE) && (!defined(__AMX_TILE__) || !defined(__AMX_BF16__))
+#error "tile_amx.c must be compiled with -mamx-tile -mamx-bf16 (or ATTN_AMX_EMULATE for the test model)"
+#endif
+#include <immintrin.h>
+
+#include "kernels/amx/amx_ops.h"
+#include "kernels/avx512/transpose_avx512.h"
+#include "kernels/kernels.h"
+
+#if defined(ATTN_AMX_EMULATE)
+#define KAMX_NAME(k) attn_k_##k##_amx_emulated
+#else
+#define KAMX_NAME(k) attn_k_##k##_amx
+#endif
+
+#define KAMX_ALIGN __attribute__((aligned(64)))
+
+/* One configuration for every call: 8 tiles of 16 rows × 64 bytes. */
+static inline void kamx_config(void) {
+    kamx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette_id = 1;
+    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    KAMX_LOADCFG(&cfg);
+}
+
+/* 1 if every element of rows[0..n) (width w) is a bf16 value (low 16 bits zero): then narrowing is exact. */
+static inline int kamx_rows_bf16(const float *const *rows, int64_t n, int64_t w) {
+    const __m512i low = _mm512_set1_epi32(0xFFFF);
+    __m512i acc = _mm512_setzero_si512();
+    for (int64_t k = 0; k < n; k++) {
+        int64_t d = 0;
+        for (; d + 16 <= w; d += 16) acc = _mm512_or_si512(acc, _mm512_loadu_si512((const void *)(rows[k] + d)));
+        if (d < w) acc = _mm512_or_si512(acc, _mm512_maskz_loadu_epi32((__mmask16)((1u << (w - d)) - 1u), rows[k] + d));
+    }
+    return _mm512_test_epi32_mask(acc, low) == 0;
+}
+
+/* 16 f32 → bf16 (round to nearest even) in the low halves of 32-bit lanes; pairs lane i = lo[i] | hi[i] << 16. */
+static inline __m512i kamx_pairs(__m512 lo, __m512 hi) {
+    const __m512i l = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(lo));
+    const __m512i h = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(hi));
+    return _mm512_or_si512(l, _mm512_slli_epi32(h, 16));
+}
+
+/* 16 floats of a row from d (masked to w), or zeros past the row. */
+static inline __m512 kamx_load16(const float *row, int64_t d, int64_t w) {
+    if (d >= w) return _mm512_setzero_ps();
+    if (d + 16 <= w) return _mm512_loadu_ps(row + d);
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << (w - d)) - 1u), row + d);
+}
+
+/* s rows [k0, k0 + valid) of C tile t (16 keys × 16 rows from lane l0): straight when all 16 keys are valid,
+ * else through a scratch tile (rows past num_keys are never written). */
+#define KAMX_STORE_S(t, k0, l0, valid)                                                                         \
+    do {                                                                                                       \
+        if ((valid) >= 16) {                                                                                   \
+            KAMX_STORE(t, s + (k0) * ATTN_QB + (l0), ATTN_QB * 4);                                             \
+        } else {                                                                                               \
+            KAMX_STORE(t, tmp, 64);                                                                            \
+            for (int64_t i_ = 0; i_ < (valid); i_++) memcpy(s + ((k0) + i_) * ATTN_QB + (l0), tmp[i_], 64);   \
+        }                                                                                                      \
+    } while (0)
+
+void KAMX_NAME(qk_tile)(const float *q_t, int64_t num_rows, int64_t head_size, const float *const *k_rows,
+                        int64_t num_keys, float *s) {
+    if (num_rows <= 0 || num_keys <= 0 || head_size <= 0 || num_keys > ATTN_KV_TILE ||
+        !kamx_rows_bf16(k_rows, num_keys, head_size)) {
+        attn_k_qk_tile_avx512(q_t, num_rows, head_size, k_rows, num_keys, s);
+        return;
+    }
+    const int64_t dpad = (head_size + 31) & ~(int64_t)31, kpad = (num_keys + 15) & ~(int64_t)15;
+    const int halves = num_rows > 16 ? 2 : 1;
+    uint16_t kb[ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX] KAMX_ALIGN;
+    uint32_t qp[ATTN_HEAD_SIZE_MAX / 2][ATTN_QB] KAMX_ALIGN;
+    float tmp[16][16] KAMX_ALIGN;
+    for (int64_t k = 0; k < kpad; k++) /* K narrowed to bf16 (exact), zero rows and columns as padding */
+        for (int64_t d0 = 0; d0 < dpad; d0 += 32) {
+            const __m512 lo = k < num_keys ? kamx_load16(k_rows[k], d0, head_size) : _mm512_setzero_ps();
+            const __m512 hi = k < num_keys ? kamx_load16(k_rows[k], d0 + 16, head_size) : _mm512_setzero_ps();
+            _mm512_store_si512((void *)(kb[k] + d0), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+    for (int64_t j = 0; j < dpad / 2; j++) /* q as bf16 pairs; zero past head_size */
+        for (int h = 0; h < halves; h++) {
+            const __m512 lo = 2 * j < head_size ? _mm512_loadu_ps(q_t + 2 * j * ATTN_QB + 16 * h) : _mm512_setzero_ps();
+            const __m512 hi =
+                2 * j + 1 < head_size ? _mm512_loadu_ps(q_t + (2 * j + 1) * ATTN_QB + 16 * h) : _mm512_setzero_ps();
+            _mm512_store_si512((void *)(qp[j] + 16 * h), kamx_pairs(lo, hi));
+        }
+    kamx_config();
+    for (int64_t k0 = 0; k0 < kpad; k0 += 32) {
+        const int two = k0 + 16 < kpad;
+        KAMX_ZERO(0);
+        KAMX_ZERO(1);
+        KAMX_ZERO(2);
+        KAMX_ZERO(3);
+        for (int64_t d0 = 0; d0 < dpad; d0 += 32) {
+            KAMX_LOAD(4, kb[k0] + d0, ATTN_HEAD_SIZE_MAX * 2);
+            KAMX_LOAD(6, qp[d0 / 2], ATTN_QB * 4);
+            KAMX_DP(0, 4, 6);
+            if (halves == 2) {
+                KAMX_LOAD(7, qp[d0 / 2] + 16, ATTN_QB * 4);
+                KAMX_DP(1, 4, 7);
+            }
+            if (two) {
+                KAMX_LOAD(5, kb[k0 + 16] + d0, ATTN_HEAD_SIZE_MAX * 2);
+                KAMX_DP(2, 5, 6);
+                if (halves == 2) KAMX_DP(3, 5, 7);
+            }
+        }
+        const int64_t v0 = num_keys - k0, v1 = num_keys - k0 - 16;
+        KAMX_STORE_S(0, k0, 0, v0);
+        if (halves == 2) KAMX_STORE_S(1, k0, 16, v0);
+        if (two) {
+            KAMX_STORE_S(2, k0 + 16, 0, v1);
+            if (halves == 2) KAMX_STORE_S(3, k0 + 16, 16, v1);
+        }
+    }
+    KAMX_RELEASE();
+}
+
+void KAMX_NAME(pv_tile)(const float *p, int64_t num_keys, int64_t num_rows, const float *const *v_rows,
+                        int64_t head_size_v, float *o_t) {
+    if (num_rows <= 0 || num_keys <= 0 || head_size_v <= 0 || num_keys > ATTN_KV_TILE ||
+        !kamx_rows_bf16(v_rows, num_keys, head_size_v)) {
+        attn_k_pv_tile_avx512(p, num_keys, num_rows, v_rows, head_size_v, o_t);
+        return;
+    }
+    const int64_t kpad = (num_keys + 31) & ~(int64_t)31, dvpad = (head_size_v + 15) & ~(int64_t)15;
+    const int halves = num_rows > 16 ? 2 : 1;
+    uint16_t pt[ATTN_QB][ATTN_KV_TILE] KAMX_ALIGN;
+    uint32_t vp[ATTN_KV_TILE / 2][ATTN_HEAD_SIZE_MAX] KAMX_ALIGN;
+    float tmp[16][16] KAMX_ALIGN;
+    __m512 x[16];
+    for (int64_t k0 = 0; k0 < kpad; k0 += 16) /* Pᵀ in bf16: pt[r][k] = bf16(p[k][r]), zero past num_keys */
+        for (int h = 0; h < halves; h++) {
+            for (int b = 0; b < 16; b++)
+                x[b] = k0 + b < num_keys ? _mm512_loadu_ps(p + (k0 + b) * ATTN_QB + 16 * h) : _mm512_setzero_ps();
+            k512_transpose16(x); /* x[r] lane b = p[k0 + b][16h + r] */
+            for (int r = 0; r < 16; r++)
+                _mm256_store_si256((__m256i *)(pt[16 * h + r] + k0), (__m256i)_mm512_cvtneps_pbh(x[r]));
+        }
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xFFFF0000u);
+    for (int64_t i = 0; i < kpad / 2; i++) /* V pairs (v[2i][d], v[2i+1][d]): bf16 values, so bits move exactly */
+        for (int64_t d0 = 0; d0 < dvpad; d0 += 16) {
+            const __m512 lo = 2 * i < num_keys ? kamx_load16(v_rows[2 * i], d0, head_size_v) : _mm512_setzero_ps();
+            const __m512 hi = 2 * i + 1 < num_keys ? kamx_load16(v_rows[2 * i + 1], d0, head_size_v) : _mm512_setzero_ps();
+            _mm512_store_si512((void *)(vp[i] + d0),
+                               _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(lo), 16),
+                                               _mm512_and_si512(_mm512_castps_si512(hi), hi_mask)));
+        }
+    kamx_config();
+    for (int h = 0; h < halves; h++)
+        for (int64_t d0 = 0; d0 < dvpad; d0 += 16) {
+            KAMX_ZERO(0);
+            for (int64_t k0 = 0; k0 < kpad; k0 += 32) {
+                KAMX_LOAD(1, pt[16 * h] + k0, ATTN_KV_TILE * 2);
+                KAMX_LOAD(2, vp[k0 / 2] + d0, ATTN_HEAD_SIZE_MAX * 4);
+                KAMX_DP(0, 1, 2);
+            }
+            KAMX_STORE(0, tmp, 64); /* tmp[r][d − d0] */
+            for (int r = 0; r < 16; r++) x[r] = _mm512_load_ps(tmp[r]);
+            k512_transpose16(x); /* x[d] lane r */
+            for (int d = 0; d < 16 && d0 + d < head_size_v; d++) {
+                float *o = o_t + (d0 + d) * ATTN_QB + 16 * h;
+                _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), x[d]));
+            }
+        }
+    KAMX_RELEASE();
+}

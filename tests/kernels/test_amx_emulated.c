@@ -1,0 +1,178 @@
+/*
+ * test_amx_emulated.c — the amx table's prefill kernels (src/kernels/amx/tile_amx.c, issue 8) on a machine with
+ * or without AMX. The kernel source is compiled here a second time with ATTN_AMX_EMULATE: amx_ops.h then runs
+ * a scalar model of LDTILECFG / TILELOADD / TILESTORED / TILEZERO / TDPBF16PS (Intel SDM pseudo-code, tile shapes
+ * checked: a bad shape aborts), so the data layout — bf16 narrowing of K and V, q and Pᵀ pairs, tile strides,
+ * padding of odd key / head counts, the partial stores and the transposed accumulation into o_t — is checked
+ * against float64 on every x86-64 machine with AVX512-BF16. Where the CPU runs the real "amx" table, the same
+ * checks run on it too; elsewhere the test prints why not.
+ * Expected values: q and P rounded to bf16 (round to nearest even), products summed in float64; tolerance
+ * 2^-21 of Σ|terms| (f32 accumulation over <= 256 terms). Rows that are not all bf16 values must give the avx512
+ * kernels' bits (the amx kernels fall back), and nothing outside s[0..num_keys) / o_t[0..head_size_v) is written.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dispatch/dispatch.h"
+#include "harness.h"
+#include "kernels/kernels.h"
+
+#if defined(ATTN_TEST_AMX_EMULATED)
+#define ATTN_AMX_EMULATE 1
+#include "kernels/amx/tile_amx.c"
+#endif
+
+#define QB ATTN_QB
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+typedef void (*qk_fn)(const float *, int64_t, int64_t, const float *const *, int64_t, float *);
+typedef void (*pv_fn)(const float *, int64_t, int64_t, const float *const *, int64_t, float *);
+
+static float bf16_round(float x) { /* round to nearest even (finite inputs) */
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    u &= 0xFFFF0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+#define CANARY 12345.5f
+typedef struct buf {
+    float q_t[ATTN_HEAD_SIZE_MAX * QB], p[ATTN_KV_TILE * QB];
+    float s[(ATTN_KV_TILE + 1) * QB], s2[(ATTN_KV_TILE + 1) * QB];
+    float o[(ATTN_HEAD_SIZE_MAX + 1) * QB], o2[(ATTN_HEAD_SIZE_MAX + 1) * QB], o0[(ATTN_HEAD_SIZE_MAX + 1) * QB];
+    float rows[ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX];
+    const float *ptr[ATTN_KV_TILE];
+} buf;
+
+static int check_table(const char *name, qk_fn qk, pv_fn pv) {
+    static const int64_t rows[] = {1, 5, 16, 17, 32};
+    static const int64_t keys[] = {1, 15, 16, 17, 31, 32, 33, 48, 64};
+    static const int64_t dims[] = {1, 16, 31, 32, 33, 64, 100, 128, 256};
+    buf *b = (buf *)calloc(1, sizeof *b);
+    th_rng rng;
+    th_rng_seed(&rng, 0xA3C);
+    int fails = 0;
+    double worst = 0;
+    for (size_t i = 0; i < NELEM(b->q_t); i++) b->q_t[i] = (float)th_rng_range(&rng, -2, 2);
+    for (size_t i = 0; i < NELEM(b->p); i++) b->p[i] = (float)th_rng_uniform(&rng);
+    for (int pass = 0; pass < 2; pass++) /* 0: bf16 values (AMX path), 1: f32 values (falls back) */
+        for (size_t ri = 0; ri < NELEM(rows); ri++)
+            for (size_t ki = 0; ki < NELEM(keys); ki++)
+                for (size_t di = 0; di < NELEM(dims); di++) {
+                    const int64_t R = rows[ri], K = keys[ki], D = dims[di];
+                    for (int64_t k = 0; k < K; k++) {
+                        for (int64_t d = 0; d < D; d++) {
+                            const float x = (float)th_rng_range(&rng, -1.5, 1.5);
+                            b->rows[k][d] = pass == 0 ? bf16_round(x) : x;
+                        }
+                        b->ptr[k] = b->rows[k];
+                    }
+                    /* qk */
+                    for (size_t i = 0; i < NELEM(b->s); i++) b->s[i] = b->s2[i] = CANARY;
+                    qk(b->q_t, R, D, b->ptr, K, b->s);
+                    if (pass == 1) attn_k_qk_tile_avx512(b->q_t, R, D, b->ptr, K, b->s2);
+                    for (int64_t k = 0; k <= K; k++)
+                        for (int64_t r = 0; r < R; r++) {
+                            const float got = b->s[k * QB + r];
+                            if (k == K) { /* the row past num_keys is untouched */
+                                if (got != CANARY && fails++ < 5)
+                                    fprintf(stderr, "REPRO %s qk R=%lld K=%lld D=%lld wrote s[%lld]\n", name,
+                                            (long long)R, (long long)K, (long long)D, (long long)k);
+                                continue;
+                            }
+                            if (pass == 1) {
+                                if (memcmp(&got, &b->s2[k * QB + r], 4) && fails++ < 5)
+                                    fprintf(stderr, "REPRO %s qk f32 R=%lld K=%lld D=%lld: not the avx512 bits\n",
+                                            name, (long long)R, (long long)K, (long long)D);
+                                continue;
+                            }
+                            double ref = 0, mag = 0;
+                            for (int64_t d = 0; d < D; d++) {
+                                const double t = (double)bf16_round(b->q_t[d * QB + r]) * b->rows[k][d];
+                                ref += t, mag += fabs(t);
+                            }
+                            const double err = fabs(got - ref) / (mag + 1e-30);
+                            if (err > worst) worst = err;
+                            if (!(err <= 0x1p-21) && fails++ < 5)
+                                fprintf(stderr, "REPRO %s qk R=%lld K=%lld D=%lld s[%lld][%lld] = %.9g, expected %.9g\n",
+                                        name, (long long)R, (long long)K, (long long)D, (long long)k, (long long)r,
+                                        got, ref);
+                        }
+                    /* pv: o_t starts from a random accumulator; the row past head_size_v is untouched */
+                    for (size_t i = 0; i < NELEM(b->o); i++)
+                        b->o[i] = b->o2[i] = b->o0[i] = i < (size_t)(D * QB) ? (float)th_rng_range(&rng, -1, 1) : CANARY;
+                    pv(b->p, K, R, b->ptr, D, b->o);
+                    if (pass == 1) attn_k_pv_tile_avx512(b->p, K, R, b->ptr, D, b->o2);
+                    for (int64_t d = 0; d <= D; d++)
+                        for (int64_t r = 0; r < R; r++) {
+                            const float got = b->o[d * QB + r];
+                            if (d == D) {
+                                if (got != CANARY && fails++ < 5)
+                                    fprintf(stderr, "REPRO %s pv R=%lld K=%lld D=%lld wrote o_t[%lld]\n", name,
+                                            (long long)R, (long long)K, (long long)D, (long long)d);
+                                continue;
+                            }
+                            if (pass == 1) {
+                                if (memcmp(&got, &b->o2[d * QB + r], 4) && fails++ < 5)
+                                    fprintf(stderr, "REPRO %s pv f32 R=%lld K=%lld D=%lld: not the avx512 bits\n",
+                                            name, (long long)R, (long long)K, (long long)D);
+                                continue;
+                            }
+                            double ref = b->o0[d * QB + r], mag = fabs(ref);
+                            for (int64_t k = 0; k < K; k++) {
+                                const double t = (double)bf16_round(b->p[k * QB + r]) * b->rows[k][d];
+                                ref += t, mag += fabs(t);
+                            }
+                            const double err = fabs(got - ref) / (mag + 1e-30);
+                            if (err > worst) worst = err;
+                            if (!(err <= 0x1p-21) && fails++ < 5)
+                                fprintf(stderr, "REPRO %s pv R=%lld K=%lld D=%lld o_t[%lld][%lld] = %.9g, expected %.9g\n",
+                                        name, (long long)R, (long long)K, (long long)D, (long long)d, (long long)r,
+                                        got, ref);
+                        }
+                }
+    fprintf(stderr, "test_amx_emulated: %s: max relative error %.3g of sum|terms| (bound 2^-21 = %.3g), %d failures\n",
+            name, worst, 0x1p-21, fails);
+    free(b);
+    return fails;
+}
+
+static void test_amx_kernels(void **state) {
+    (void)state;
+    int fails = 0;
+#if defined(ATTN_TEST_AMX_EMULATED)
+    if (attn_isa_available("avx512bf16"))
+        fails += check_table("amx (emulated tiles)", attn_k_qk_tile_amx_emulated, attn_k_pv_tile_amx_emulated);
+    else
+        fprintf(stderr, "test_amx_emulated: emulated tiles not run: this CPU lacks AVX512-BF16 (the kernels' "
+                        "data preparation uses it)\n");
+#else
+    fprintf(stderr, "test_amx_emulated: emulated tiles not run: not an x86-64 build with -mavx512bf16\n");
+#endif
+    int compiled = 0;
+    for (int32_t i = 0; attn_isa_opt_in_name(i); i++) compiled |= strcmp(attn_isa_opt_in_name(i), "amx") == 0;
+    const struct attn_kernels *kt = attn_dispatch_by_name("amx");
+    if (kt)
+        fails += check_table("amx (hardware)", kt->qk_tile, kt->pv_tile);
+    else
+        fprintf(stderr, "test_amx_emulated: amx hardware table not run: %s\n",
+                compiled ? "this CPU/OS does not offer AMX-TILE + AMX-BF16 with the tile state enabled and the Linux "
+                           "tile-data permission"
+                         : "not compiled into this build");
+    assert_int_equal(fails, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_amx_kernels)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
