@@ -765,20 +765,23 @@ class Plan:
         [num_heads, num_tokens]. fp8 cache: kv_cache_dtype / k_scale / v_scale as paged_attention."""
         own = self._ws_lock.acquire(blocking=False)  # False: another thread's forward holds the plan's workspace
         try:
-            ws = self._workspace if own else _aligned_workspace(self._ws_size)
-            return self._forward(ws, q, kv_cache, key, value, softmax_scale, causal, window_size, softcap,
+            if own:  # the plan's workspace: its address was taken once (ndarray.ctypes costs ~1 us a call)
+                ws_ptr, ws_size = self._ws_ptr, self._ws_size
+            else:  # a temporary one, alive in `ws` until the call returns
+                ws = _aligned_workspace(self._ws_size)
+                ws_ptr, ws_size = (ws.ctypes.data if ws.size else 0), int(ws.size)
+            return self._forward(ws_ptr, ws_size, q, kv_cache, key, value, softmax_scale, causal, window_size, softcap,
                                  alibi_slopes, sinks, out, lse, return_lse, kv_cache_dtype, k_scale, v_scale, ctx)
         finally:
             if own:
                 self._ws_lock.release()
 
-    def _forward(self, ws: np.ndarray, q: Array, kv_cache: Array, key: Optional[Array],
+    def _forward(self, ws_ptr: int, ws_size: int, q: Array, kv_cache: Array, key: Optional[Array],
                  value: Optional[Array], softmax_scale: Optional[float], causal: Causal, window_size: Sequence[int],
                  softcap: float, alibi_slopes: Optional[Array], sinks: Optional[Array], out: Optional[Array],
                  lse: Optional[Array], return_lse: bool, kv_cache_dtype: Optional[str], k_scale: Any,
                  v_scale: Any, ctx: Optional[Context]) -> Any:
         fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
-        ws_ptr, ws_size = (ws.ctypes.data if ws.size else 0), int(ws.size)
         if _ext is not None:
             if not fp8:
                 r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,
