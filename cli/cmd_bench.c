@@ -16,7 +16,7 @@ static const char attn_cmd_bench_help[] =
     "Options:\n"
     "  --workload NAME|FILE  built-in workload or JSON file (default: default)\n"
     "  --threads N           threads (default: OMP_NUM_THREADS or all cores)\n"
-    "  --isa NAME            kernel table: generic, avx2, avx512, neon (see `attn info`)\n"
+    "  --isa NAME            kernel table: generic, avx2, avx512, neon; opt-in: avx512bf16, amx\n"
     "  --repeats N           timed calls per case (1..4096)\n"
     "  --json                print one JSON document instead of the table\n"
     "  --force               run cases above the size limits (2000 GFLOP per call)\n"

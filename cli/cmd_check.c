@@ -16,7 +16,7 @@ static const char attn_cmd_check_help[] =
     "Options:\n"
     "  --workload NAME|FILE  built-in workload or JSON file (default: check)\n"
     "  --threads N           threads (default: OMP_NUM_THREADS or all cores)\n"
-    "  --isa NAME            kernel table: generic, avx2, avx512, neon (see `attn info`)\n"
+    "  --isa NAME            kernel table: generic, avx2, avx512, neon; opt-in: avx512bf16, amx\n"
     "  --check-rows R|all    compare only the last R query rows of each sequence (default: all)\n"
     "  --json                print one JSON document instead of the table\n"
     "  --force               run cases above the size limits (2000 GFLOP per call, 200 GFLOP of oracle work)\n"

@@ -17,7 +17,7 @@ static const char attn_cmd_run_help[] =
     "Options:\n"
     "  --workload NAME|FILE  built-in workload or JSON file (default: default)\n"
     "  --threads N           threads (default: OMP_NUM_THREADS or all cores)\n"
-    "  --isa NAME            kernel table: generic, avx2, avx512, neon (see `attn info`)\n"
+    "  --isa NAME            kernel table: generic, avx2, avx512, neon; opt-in: avx512bf16, amx\n"
     "  --repeats N           timed calls per case (1..4096)\n"
     "  --check-rows R|all    query rows per sequence compared with the oracle (0 = none)\n"
     "  --json                print one JSON document instead of the table\n"

@@ -138,6 +138,9 @@ size_t attn_cli_usable_isas(char *buf, size_t size) {
     for (int32_t i = 0; i < attn_isa_count(); i++)
         if (attn_isa_available(attn_isa_name(i)) && len < size)
             len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "", attn_isa_name(i));
+    for (int32_t i = 0; attn_isa_opt_in_name(i); i++) /* by name only: docs/SEMANTICS.md §7 */
+        if (attn_isa_available(attn_isa_opt_in_name(i)) && len < size)
+            len += (size_t)snprintf(buf + len, size - len, "%s%s (opt-in)", len ? ", " : "", attn_isa_opt_in_name(i));
     return len;
 }
 
