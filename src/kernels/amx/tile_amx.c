@@ -21,7 +21,9 @@
     !defined(__AVX512BF16__)
 #error "tile_amx.c must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16"
 #endif
-#if !defined(ATTN_AMX_EMULATE) && (!defined(__AMX_TILE__) || !defined(__AMX_BF16__))
+/* GCC spells the feature macros __AMX_TILE__ / __AMX_BF16__, clang __AMXTILE__ / __AMXBF16__ */
+#if !defined(ATTN_AMX_EMULATE) && \
+    (!(defined(__AMX_TILE__) || defined(__AMXTILE__)) || !(defined(__AMX_BF16__) || defined(__AMXBF16__)))
 #error "tile_amx.c must be compiled with -mamx-tile -mamx-bf16 (or ATTN_AMX_EMULATE for the test model)"
 #endif
 #include <immintrin.h>
