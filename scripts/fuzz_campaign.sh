@@ -19,7 +19,8 @@
 # with the sanitizers clang 14 takes tens of minutes per tile file on a loaded machine; empty: FUZZ_OPT), JOBS (parallel targets, default 2), FUZZ_WORK (scratch dir, default a mktemp dir; the
 # per-target logs, grown corpora and any crash-*/leak-*/timeout-*/oom-* artifacts stay there), FUZZ_SKIP_BUILD=1
 # (use the binaries in FUZZ_BUILD as they are), FUZZ_SUMMARY_ONLY=1 (only summarise the runs in FUZZ_WORK, also
-# partial ones: a target still running or stopped reads its last status line).
+# partial ones: a target still running or stopped reads its last status line; one stopped with SIGINT / SIGTERM reads
+# rc=stopped, no finding).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-10000000}
@@ -77,8 +78,11 @@ for t in "${TARGETS[@]}"; do
   ft=$(echo "$last" | grep -o 'ft: [0-9]*' | grep -o '[0-9]*' || true)
   units=$( (ls "$d/corpus" 2>/dev/null || true) | wc -l)
   findings=$( (ls "$d"/crash-* "$d"/leak-* "$d"/timeout-* "$d"/oom-* 2>/dev/null || true) | wc -l)
+  # a run stopped on purpose (SIGINT / SIGTERM: libFuzzer prints its final stats, "run interrupted", and exits 72)
+  # is no finding; it reads as rc=stopped with the executions it reached
+  [ "$rc" = 72 ] && grep -q 'libFuzzer: run interrupted' "$d/log.txt" && rc=stopped
   # libFuzzer exits 0 when it reached -runs / -max_total_time; anything else without an artifact is a finding too
-  [ "$rc" != 0 ] && [ "$rc" != running ] && [ "$findings" = 0 ] && findings=1
+  [ "$rc" != 0 ] && [ "$rc" != running ] && [ "$rc" != stopped ] && [ "$findings" = 0 ] && findings=1
   total_findings=$((total_findings + findings))
   echo "fuzz_$t: rc=$rc executions=${execs:-?} exec/s=${eps:-?} cov=${cov:-?} ft=${ft:-?} corpus=$units findings=$findings (${secs} s, $d)"
   rows+="| \`fuzz_$t\` | $(printf "%'d" "${execs:-0}") | ${eps:-?} | ${cov:-?} | ${ft:-?} | $units | $findings | $secs |"$'\n'
