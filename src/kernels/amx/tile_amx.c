@@ -30,6 +30,7 @@
 
 #include "kernels/amx/amx_ops.h"
 #include "kernels/avx512/transpose_avx512.h"
+#include "kernels/avx512bf16/bf16_pairs_avx512.h"
 #include "kernels/kernels.h"
 
 #if defined(ATTN_AMX_EMULATE)
@@ -59,13 +60,6 @@ static inline int kamx_rows_bf16(const float *const *rows, int64_t n, int64_t w)
         if (d < w) acc = _mm512_or_si512(acc, _mm512_maskz_loadu_epi32((__mmask16)((1u << (w - d)) - 1u), rows[k] + d));
     }
     return _mm512_test_epi32_mask(acc, low) == 0;
-}
-
-/* 16 f32 → bf16 (round to nearest even) in the low halves of 32-bit lanes; pairs lane i = lo[i] | hi[i] << 16. */
-static inline __m512i kamx_pairs(__m512 lo, __m512 hi) {
-    const __m512i l = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(lo));
-    const __m512i h = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(hi));
-    return _mm512_or_si512(l, _mm512_slli_epi32(h, 16));
 }
 
 /* 16 floats of a row from d (masked to w), or zeros past the row. */
@@ -106,12 +100,8 @@ void KAMX_NAME(qk_tile)(const float *q_t, int64_t num_rows, int64_t head_size, c
             _mm512_store_si512((void *)(kb[k] + d0), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
         }
     for (int64_t j = 0; j < dpad / 2; j++) /* q as bf16 pairs; zero past head_size */
-        for (int h = 0; h < halves; h++) {
-            const __m512 lo = 2 * j < head_size ? _mm512_loadu_ps(q_t + 2 * j * ATTN_QB + 16 * h) : _mm512_setzero_ps();
-            const __m512 hi =
-                2 * j + 1 < head_size ? _mm512_loadu_ps(q_t + (2 * j + 1) * ATTN_QB + 16 * h) : _mm512_setzero_ps();
-            _mm512_store_si512((void *)(qp[j] + 16 * h), kamx_pairs(lo, hi));
-        }
+        for (int h = 0; h < halves; h++)
+            _mm512_store_si512((void *)(qp[j] + 16 * h), kbf_row_pair(q_t, j, h, head_size));
     kamx_config();
     for (int64_t k0 = 0; k0 < kpad; k0 += 32) {
         const int two = k0 + 16 < kpad;

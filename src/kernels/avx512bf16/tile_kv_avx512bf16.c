@@ -25,19 +25,10 @@
 #include <immintrin.h>
 
 #include "kernels/avx512/transpose_avx512.h"
+#include "kernels/avx512bf16/bf16_pairs_avx512.h"
 #include "kernels/kernels.h"
 
 #define KBF_QK_ROWS 12 /* query rows per pass of the qk kernel (accumulators held in registers) */
-
-/* 16 f32 → 16 bf16 (round to nearest even) zero-extended into the low halves of 32-bit lanes. */
-static inline __attribute__((always_inline)) __m512i kbf_round_lo(__m512 x) {
-    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
-}
-
-/* The bf16 pairs of 16 lanes: lane i = bf16(lo[i]) | bf16(hi[i]) << 16. */
-static inline __attribute__((always_inline)) __m512i kbf_pairs(__m512 lo, __m512 hi) {
-    return _mm512_or_si512(kbf_round_lo(lo), _mm512_slli_epi32(kbf_round_lo(hi), 16));
-}
 
 static inline __attribute__((always_inline)) __m512 kbf_dot(__m512 acc, __m512i a, uint32_t b) {
     return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)_mm512_set1_epi32((int)b));
@@ -96,12 +87,8 @@ void attn_k_qk_prep_kv_avx512bf16(float *q_t, int64_t num_rows, int64_t head_siz
     const int64_t npairs = (head_size + 1) / 2;
     const int halves = num_rows > 16 ? 2 : 1;
     for (int64_t j = 0; j < npairs; j++)
-        for (int h = 0; h < halves; h++) {
-            const __m512 lo = _mm512_loadu_ps(q_t + 2 * j * ATTN_QB + 16 * h);
-            const __m512 hi = 2 * j + 1 < head_size ? _mm512_loadu_ps(q_t + (2 * j + 1) * ATTN_QB + 16 * h)
-                                                    : _mm512_setzero_ps();
-            _mm512_storeu_si512((void *)(q_t + j * ATTN_QB + 16 * h), kbf_pairs(lo, hi));
-        }
+        for (int h = 0; h < halves; h++)
+            _mm512_storeu_si512((void *)(q_t + j * ATTN_QB + 16 * h), kbf_row_pair(q_t, j, h, head_size));
 }
 
 /* bf16 K: q_t holds the bf16 pairs written by attn_k_qk_prep_kv_avx512bf16 (kernels.h). */
@@ -222,11 +209,8 @@ void attn_k_pv_rows_kv_avx512bf16(const float *p, int64_t num_keys, int64_t num_
         uint32_t pp[ATTN_KV_TILE / 2][ATTN_QB];
         const int halves = num_rows > 16 ? 2 : 1;
         for (int64_t k = 0; k < nk; k += 2)
-            for (int h = 0; h < halves; h++) {
-                const __m512 lo = _mm512_loadu_ps(pc + k * ATTN_QB + 16 * h);
-                const __m512 hi = k + 1 < nk ? _mm512_loadu_ps(pc + (k + 1) * ATTN_QB + 16 * h) : _mm512_setzero_ps();
-                _mm512_storeu_si512((void *)(pp[k / 2] + 16 * h), kbf_pairs(lo, hi));
-            }
+            for (int h = 0; h < halves; h++)
+                _mm512_storeu_si512((void *)(pp[k / 2] + 16 * h), kbf_row_pair(pc, k / 2, h, nk));
         int64_t r0 = 0;
         for (; r0 + 4 <= num_rows; r0 += 4) kbf_pv_group(pp, nk, vc, r0, head_size_v, o_d, 4);
         switch (num_rows - r0) {
