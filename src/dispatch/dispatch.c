@@ -94,16 +94,19 @@ const char *attn_isa_name(int32_t index) {
 
 int attn_isa_available(const char *isa) { return attn_dispatch_by_name(isa) != NULL; }
 
-const struct attn_kernels *attn_dispatch_by_name(const char *name) {
-    if (!name) return NULL;
+/* The entry named `name` in the default list, else in the opt-in list; NULL if neither has it. */
+static const attn_isa_entry *attn_isa_entry_named(const char *name) {
     for (int32_t i = 0; i < ATTN_NUM_ISAS; i++)
-        if (strcmp(attn_isas[i].name, name) == 0)
-            return attn_isas[i].usable(attn_cpu_detect()) ? attn_isa_table(attn_isas[i].table, attn_cpu_detect())
-                                                          : NULL;
+        if (strcmp(attn_isas[i].name, name) == 0) return &attn_isas[i];
     for (int32_t i = 0; i < ATTN_NUM_OPT_IN_ISAS; i++)
-        if (strcmp(attn_opt_in_isas[i].name, name) == 0)
-            return attn_opt_in_isas[i].usable(attn_cpu_detect()) ? attn_opt_in_isas[i].table : NULL;
+        if (strcmp(attn_opt_in_isas[i].name, name) == 0) return &attn_opt_in_isas[i];
     return NULL;
+}
+
+const struct attn_kernels *attn_dispatch_by_name(const char *name) {
+    const attn_isa_entry *e = name ? attn_isa_entry_named(name) : NULL;
+    if (!e || !e->usable(attn_cpu_detect())) return NULL;
+    return attn_isa_table(e->table, attn_cpu_detect());
 }
 
 const char *attn_dispatch_variant_name(const struct attn_kernels *table) {
