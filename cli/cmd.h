@@ -43,7 +43,10 @@ int attn_cli_env_open(const char *command, attn_cli_mode mode, const attn_cli_op
 void attn_cli_env_close(attn_cli_env *env);
 /* Resolves env->workload (a built-in name or a JSON file) and runs it. Returns the exit code. */
 int attn_cli_run_workload(const attn_cli_env *env);
-/* Writes the usable kernel tables, comma-separated ("generic, avx2, avx512"), to buf; returns the length. */
+/* A kernel-table list: attn_isa_name (the default tables) or attn_isa_opt_in_name, each NULL past its end. */
+typedef const char *(*attn_isa_name_fn)(int32_t index);
+/* Writes the usable kernel tables, comma-separated, the opt-in ones marked ("generic, avx2, avx512,
+ * avx512bf16 (opt-in)"), to buf; returns the length. */
 size_t attn_cli_usable_isas(char *buf, size_t size);
 /* The value of ATTN_ISA if it is set, non-empty and names no usable table; else NULL. */
 const char *attn_cli_bad_env_isa(void);

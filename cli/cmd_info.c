@@ -24,6 +24,24 @@ static const char attn_cmd_info_help[] =
     "  --json        print one JSON object\n"
     "  --help        this text\n";
 
+/* One JSON array of {name, usable} and one text list "name (usable), ..." per table list (attn_isa_name_fn). */
+
+static void attn_info_isa_array(cJSON *o, const char *key, attn_isa_name_fn name_at) {
+    cJSON *arr = cJSON_AddArrayToObject(o, key);
+    for (int32_t i = 0; name_at(i); i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", name_at(i));
+        cJSON_AddBoolToObject(e, "usable", attn_isa_available(name_at(i)) != 0);
+        cJSON_AddItemToArray(arr, e);
+    }
+}
+
+static void attn_info_isa_list(attn_isa_name_fn name_at) {
+    for (int32_t i = 0; name_at(i); i++)
+        printf(" %s (%s)%s", name_at(i), attn_isa_available(name_at(i)) ? "usable" : "not usable",
+               name_at(i + 1) ? "," : "");
+}
+
 int attn_cmd_info(int argc, char **argv) {
     attn_cli_opts opts;
     const int prc = attn_cli_parse("info", argc, argv, ATTN_CLI_OPT_THREADS | ATTN_CLI_OPT_ISA | ATTN_CLI_OPT_JSON,
@@ -59,20 +77,8 @@ int attn_cmd_info(int argc, char **argv) {
         cJSON_AddStringToObject(o, "header_version", ATTN_VERSION_STRING);
         cJSON_AddNumberToObject(o, "version_number", v);
         cJSON_AddStringToObject(o, "cpu_features", attn_cpu_features());
-        cJSON *isas = cJSON_AddArrayToObject(o, "isas");
-        for (int32_t i = 0; i < attn_isa_count(); i++) {
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "name", attn_isa_name(i));
-            cJSON_AddBoolToObject(e, "usable", attn_isa_available(attn_isa_name(i)) != 0);
-            cJSON_AddItemToArray(isas, e);
-        }
-        cJSON *opt = cJSON_AddArrayToObject(o, "opt_in_isas"); /* by name only: docs/SEMANTICS.md §7 */
-        for (int32_t i = 0; attn_isa_opt_in_name(i); i++) {
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "name", attn_isa_opt_in_name(i));
-            cJSON_AddBoolToObject(e, "usable", attn_isa_available(attn_isa_opt_in_name(i)) != 0);
-            cJSON_AddItemToArray(opt, e);
-        }
+        attn_info_isa_array(o, "isas", attn_isa_name);
+        attn_info_isa_array(o, "opt_in_isas", attn_isa_opt_in_name); /* by name only: docs/SEMANTICS.md §7 */
         cJSON_AddStringToObject(o, "isa", attn_ctx_isa(env.ctx));
         cJSON_AddNumberToObject(o, "threads", env.num_threads);
         cJSON_AddNumberToObject(o, "max_threads", ATTN_CLI_MAX_THREADS);
@@ -91,15 +97,10 @@ int attn_cmd_info(int argc, char **argv) {
                ATTN_VERSION_STRING);
         printf("cpu features:  %s\n", attn_cpu_features());
         printf("kernel tables:");
-        for (int32_t i = 0; i < attn_isa_count(); i++)
-            printf(" %s (%s)%s", attn_isa_name(i), attn_isa_available(attn_isa_name(i)) ? "usable" : "not usable",
-                   i + 1 < attn_isa_count() ? "," : "");
+        attn_info_isa_list(attn_isa_name);
         if (attn_isa_opt_in_name(0)) { /* never chosen by default; selected by name (docs/SEMANTICS.md §7) */
             printf("\nopt-in tables:");
-            for (int32_t i = 0; attn_isa_opt_in_name(i); i++)
-                printf(" %s (%s)%s", attn_isa_opt_in_name(i),
-                       attn_isa_available(attn_isa_opt_in_name(i)) ? "usable" : "not usable",
-                       attn_isa_opt_in_name(i + 1) ? "," : "");
+            attn_info_isa_list(attn_isa_opt_in_name);
         }
         if (opts.isa)
             printf("\nchosen kernels: %s (--isa)\n", attn_ctx_isa(env.ctx));

@@ -132,16 +132,18 @@ int attn_cli_parse(const char *command, int argc, char **argv, unsigned allowed,
 /* ---------------------------------------------------------------------------------------------
  * Environment
  * --------------------------------------------------------------------------------------------- */
-size_t attn_cli_usable_isas(char *buf, size_t size) {
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int32_t i = 0; i < attn_isa_count(); i++)
-        if (attn_isa_available(attn_isa_name(i)) && len < size)
-            len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "", attn_isa_name(i));
-    for (int32_t i = 0; attn_isa_opt_in_name(i); i++) /* by name only: docs/SEMANTICS.md §7 */
-        if (attn_isa_available(attn_isa_opt_in_name(i)) && len < size)
-            len += (size_t)snprintf(buf + len, size - len, "%s%s (opt-in)", len ? ", " : "", attn_isa_opt_in_name(i));
+/* Appends ", name<suffix>" for every table of the list that this CPU/OS can run; returns the new length. */
+static size_t attn_cli_append_usable(char *buf, size_t size, size_t len, attn_isa_name_fn name_at, const char *suffix) {
+    for (int32_t i = 0; name_at(i); i++)
+        if (attn_isa_available(name_at(i)) && len < size)
+            len += (size_t)snprintf(buf + len, size - len, "%s%s%s", len ? ", " : "", name_at(i), suffix);
     return len;
+}
+
+size_t attn_cli_usable_isas(char *buf, size_t size) {
+    buf[0] = '\0';
+    const size_t len = attn_cli_append_usable(buf, size, 0, attn_isa_name, "");
+    return attn_cli_append_usable(buf, size, len, attn_isa_opt_in_name, " (opt-in)"); /* docs/SEMANTICS.md §7 */
 }
 
 const char *attn_cli_bad_env_isa(void) {
