@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "core/dtype.h"
 #include "dispatch/dispatch.h"
 #include "harness.h"
 #include "kernels/kernels.h"
@@ -30,20 +31,15 @@
 #include "kernels/amx/tile_amx.c"
 #endif
 
-#define QB ATTN_QB
+#define QB       ATTN_QB
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 typedef void (*qk_fn)(const float *, int64_t, int64_t, const float *const *, int64_t, float *);
 typedef void (*pv_fn)(const float *, int64_t, int64_t, const float *const *, int64_t, float *);
 
-static float bf16_round(float x) { /* round to nearest even (finite inputs) */
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    u &= 0xFFFF0000u;
-    memcpy(&x, &u, 4);
-    return x;
-}
+static float bf16_round(float x) {
+    return attn_bf16_to_f32(attn_f32_to_bf16(x));
+} /* round to nearest even */
 
 #define CANARY 12345.5f
 typedef struct buf {
@@ -53,6 +49,60 @@ typedef struct buf {
     float rows[ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX];
     const float *ptr[ATTN_KV_TILE];
 } buf;
+
+/* Checks one kernel's output tile got[0..n][QB] (rows past n must still hold CANARY): on pass 1 (f32 values, the
+ * kernels fall back) bitwise equal to the avx512 table's `bits`; on pass 0 within 2^-21 of Σ|terms| of
+ * expect(b, i, r, &mag). Returns the failures; *worst takes the largest relative error. */
+typedef double (*expect_fn)(const buf *b, int64_t i, int64_t r, int64_t n_terms, double *mag);
+
+static double expect_qk(const buf *b, int64_t k, int64_t r, int64_t D, double *mag) {
+    double ref = 0;
+    *mag = 0;
+    for (int64_t d = 0; d < D; d++) {
+        const double t = (double)bf16_round(b->q_t[d * QB + r]) * b->rows[k][d];
+        ref += t, *mag += fabs(t);
+    }
+    return ref;
+}
+
+static double expect_pv(const buf *b, int64_t d, int64_t r, int64_t K, double *mag) {
+    double ref = b->o0[d * QB + r];
+    *mag = fabs(ref);
+    for (int64_t k = 0; k < K; k++) {
+        const double t = (double)bf16_round(b->p[k * QB + r]) * b->rows[k][d];
+        ref += t, *mag += fabs(t);
+    }
+    return ref;
+}
+
+static int check_tile(const char *name, const char *what, const buf *b, const float *got, const float *bits, int64_t n,
+                      int64_t n_terms, int64_t R, int64_t K, int64_t D, int pass, expect_fn expect, double *worst) {
+    int fails = 0;
+    for (int64_t i = 0; i <= n; i++)
+        for (int64_t r = 0; r < R; r++) {
+            const float g = got[i * QB + r];
+            if (i == n) { /* the row past the output is untouched */
+                if (g != CANARY && fails++ < 5)
+                    fprintf(stderr, "REPRO %s %s R=%lld K=%lld D=%lld wrote row %lld\n", name, what, (long long)R,
+                            (long long)K, (long long)D, (long long)i);
+                continue;
+            }
+            if (pass == 1) {
+                if (memcmp(&g, &bits[i * QB + r], 4) && fails++ < 5)
+                    fprintf(stderr, "REPRO %s %s f32 R=%lld K=%lld D=%lld: not the avx512 bits\n", name, what,
+                            (long long)R, (long long)K, (long long)D);
+                continue;
+            }
+            double mag;
+            const double ref = expect(b, i, r, n_terms, &mag), err = fabs(g - ref) / (mag + 1e-30);
+            if (err > *worst)
+                *worst = err;
+            if (!(err <= 0x1p-21) && fails++ < 5)
+                fprintf(stderr, "REPRO %s %s R=%lld K=%lld D=%lld [%lld][%lld] = %.9g, expected %.9g\n", name, what,
+                        (long long)R, (long long)K, (long long)D, (long long)i, (long long)r, g, ref);
+        }
+    return fails;
+}
 
 static int check_table(const char *name, qk_fn qk, pv_fn pv) {
     static const int64_t rows[] = {1, 5, 16, 17, 32};
@@ -69,8 +119,10 @@ static int check_table(const char *name, qk_fn qk, pv_fn pv) {
     th_rng_seed(&rng, 0xA3C);
     int fails = 0;
     double worst = 0;
-    for (size_t i = 0; i < NELEM(b->q_t); i++) b->q_t[i] = (float)th_rng_range(&rng, -2, 2);
-    for (size_t i = 0; i < NELEM(b->p); i++) b->p[i] = (float)th_rng_uniform(&rng);
+    for (size_t i = 0; i < NELEM(b->q_t); i++)
+        b->q_t[i] = (float)th_rng_range(&rng, -2, 2);
+    for (size_t i = 0; i < NELEM(b->p); i++)
+        b->p[i] = (float)th_rng_uniform(&rng);
     for (int pass = 0; pass < 2; pass++) /* 0: bf16 values (AMX path), 1: f32 values (falls back) */
         for (size_t ri = 0; ri < NELEM(rows); ri++)
             for (size_t ki = 0; ki < NELEM(keys); ki++)
@@ -84,68 +136,20 @@ static int check_table(const char *name, qk_fn qk, pv_fn pv) {
                         b->ptr[k] = b->rows[k];
                     }
                     /* qk */
-                    for (size_t i = 0; i < NELEM(b->s); i++) b->s[i] = b->s2[i] = CANARY;
+                    for (size_t i = 0; i < NELEM(b->s); i++)
+                        b->s[i] = b->s2[i] = CANARY;
                     qk(b->q_t, R, D, b->ptr, K, b->s);
-                    if (pass == 1) k512->qk_tile(b->q_t, R, D, b->ptr, K, b->s2);
-                    for (int64_t k = 0; k <= K; k++)
-                        for (int64_t r = 0; r < R; r++) {
-                            const float got = b->s[k * QB + r];
-                            if (k == K) { /* the row past num_keys is untouched */
-                                if (got != CANARY && fails++ < 5)
-                                    fprintf(stderr, "REPRO %s qk R=%lld K=%lld D=%lld wrote s[%lld]\n", name,
-                                            (long long)R, (long long)K, (long long)D, (long long)k);
-                                continue;
-                            }
-                            if (pass == 1) {
-                                if (memcmp(&got, &b->s2[k * QB + r], 4) && fails++ < 5)
-                                    fprintf(stderr, "REPRO %s qk f32 R=%lld K=%lld D=%lld: not the avx512 bits\n",
-                                            name, (long long)R, (long long)K, (long long)D);
-                                continue;
-                            }
-                            double ref = 0, mag = 0;
-                            for (int64_t d = 0; d < D; d++) {
-                                const double t = (double)bf16_round(b->q_t[d * QB + r]) * b->rows[k][d];
-                                ref += t, mag += fabs(t);
-                            }
-                            const double err = fabs(got - ref) / (mag + 1e-30);
-                            if (err > worst) worst = err;
-                            if (!(err <= 0x1p-21) && fails++ < 5)
-                                fprintf(stderr, "REPRO %s qk R=%lld K=%lld D=%lld s[%lld][%lld] = %.9g, expected %.9g\n",
-                                        name, (long long)R, (long long)K, (long long)D, (long long)k, (long long)r,
-                                        got, ref);
-                        }
+                    if (pass == 1)
+                        k512->qk_tile(b->q_t, R, D, b->ptr, K, b->s2);
+                    fails += check_tile(name, "qk", b, b->s, b->s2, K, D, R, K, D, pass, expect_qk, &worst);
                     /* pv: o_t starts from a random accumulator; the row past head_size_v is untouched */
                     for (size_t i = 0; i < NELEM(b->o); i++)
-                        b->o[i] = b->o2[i] = b->o0[i] = i < (size_t)(D * QB) ? (float)th_rng_range(&rng, -1, 1) : CANARY;
+                        b->o[i] = b->o2[i] = b->o0[i] =
+                            i < (size_t)(D * QB) ? (float)th_rng_range(&rng, -1, 1) : CANARY;
                     pv(b->p, K, R, b->ptr, D, b->o);
-                    if (pass == 1) k512->pv_tile(b->p, K, R, b->ptr, D, b->o2);
-                    for (int64_t d = 0; d <= D; d++)
-                        for (int64_t r = 0; r < R; r++) {
-                            const float got = b->o[d * QB + r];
-                            if (d == D) {
-                                if (got != CANARY && fails++ < 5)
-                                    fprintf(stderr, "REPRO %s pv R=%lld K=%lld D=%lld wrote o_t[%lld]\n", name,
-                                            (long long)R, (long long)K, (long long)D, (long long)d);
-                                continue;
-                            }
-                            if (pass == 1) {
-                                if (memcmp(&got, &b->o2[d * QB + r], 4) && fails++ < 5)
-                                    fprintf(stderr, "REPRO %s pv f32 R=%lld K=%lld D=%lld: not the avx512 bits\n",
-                                            name, (long long)R, (long long)K, (long long)D);
-                                continue;
-                            }
-                            double ref = b->o0[d * QB + r], mag = fabs(ref);
-                            for (int64_t k = 0; k < K; k++) {
-                                const double t = (double)bf16_round(b->p[k * QB + r]) * b->rows[k][d];
-                                ref += t, mag += fabs(t);
-                            }
-                            const double err = fabs(got - ref) / (mag + 1e-30);
-                            if (err > worst) worst = err;
-                            if (!(err <= 0x1p-21) && fails++ < 5)
-                                fprintf(stderr, "REPRO %s pv R=%lld K=%lld D=%lld o_t[%lld][%lld] = %.9g, expected %.9g\n",
-                                        name, (long long)R, (long long)K, (long long)D, (long long)d, (long long)r,
-                                        got, ref);
-                        }
+                    if (pass == 1)
+                        k512->pv_tile(b->p, K, R, b->ptr, D, b->o2);
+                    fails += check_tile(name, "pv", b, b->o, b->o2, D, K, R, K, D, pass, expect_pv, &worst);
                 }
     fprintf(stderr, "test_amx_emulated: %s: max relative error %.3g of sum|terms| (bound 2^-21 = %.3g), %d failures\n",
             name, worst, 0x1p-21, fails);
@@ -163,10 +167,12 @@ static void test_amx_kernels(void **state) {
         fprintf(stderr, "test_amx_emulated: emulated tiles not run: this CPU lacks AVX512-BF16 (the kernels' "
                         "data preparation uses it)\n");
 #else
-    fprintf(stderr, "test_amx_emulated: emulated tiles not run: not an x86-64 build with the avx512 table and -mavx512bf16\n");
+    fprintf(stderr,
+            "test_amx_emulated: emulated tiles not run: not an x86-64 build with the avx512 table and -mavx512bf16\n");
 #endif
     int compiled = 0;
-    for (int32_t i = 0; attn_isa_opt_in_name(i); i++) compiled |= strcmp(attn_isa_opt_in_name(i), "amx") == 0;
+    for (int32_t i = 0; attn_isa_opt_in_name(i); i++)
+        compiled |= strcmp(attn_isa_opt_in_name(i), "amx") == 0;
     const struct attn_kernels *kt = attn_dispatch_by_name("amx");
     if (kt)
         fails += check_table("amx (hardware)", kt->qk_tile, kt->pv_tile);

@@ -28,65 +28,57 @@
 #include "harness.h"
 #include "kernels/kernels.h"
 
-#define QB ATTN_QB
+#define QB       ATTN_QB
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The stated tolerance of the opt-in bf16 table against the oracle (docs/SEMANTICS.md §7), for outputs in units of
  * max|V| plus a relative part, and for the LSE (natural log, absolute). q and P carry a bf16 rounding (2^-9
  * relative) each: scores move by ~2^-9 of Σ|q_d·k_d|, weights by that times ln 2, outputs by 2^-9 of |V|. */
-#define OPT_BF16_ATOL 2e-2
-#define OPT_BF16_RTOL 2e-2
+#define OPT_BF16_ATOL     2e-2
+#define OPT_BF16_RTOL     2e-2
 #define OPT_BF16_LSE_ATOL 2e-2
 
 /* ---------------------------------------------------------------------------------------------
  * The scalar model of the avx512bf16 table
  * --------------------------------------------------------------------------------------------- */
-static uint32_t f_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-static float bits_f(uint32_t u) {
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-/* f32 → bf16 bits as VCVTNEPS2BF16: round to nearest even, a denormal input gives a signed zero, NaN quiet. */
+/* f32 → bf16 bits as VCVTNEPS2BF16: attn_f32_to_bf16's round to nearest even (NaN quieted), but a denormal
+ * input gives a signed zero. */
 static uint16_t m_bf16(float x) {
-    uint32_t u = f_bits(x);
-    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu)) return (uint16_t)((u >> 16) | 0x40);
-    if ((u & 0x7F800000u) == 0) return (uint16_t)((u >> 16) & 0x8000);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+    const uint32_t u = attn_f32_bits(x);
+    return (u & 0x7F800000u) == 0 ? (uint16_t)((u >> 16) & 0x8000u) : attn_f32_to_bf16(x);
 }
 static float m_wide(uint16_t h) { /* bf16 → f32, a denormal read as a signed zero (DAZ) */
-    if ((h & 0x7F80u) == 0) h &= 0x8000u;
-    return bits_f((uint32_t)h << 16);
+    return attn_bf16_to_f32((h & 0x7F80u) ? h : (uint16_t)(h & 0x8000u));
 }
-static float m_ftz(float x) { return fabsf(x) < 1.17549435e-38f ? copysignf(0.0f, x) : x; }
+static float m_ftz(float x) {
+    return fabsf(x) < 1.17549435e-38f ? copysignf(0.0f, x) : x;
+}
 /* one VDPBF16PS lane: acc += a_hi·b_hi, then acc += a_lo·b_lo (each an FMA; the bf16 products are exact) */
 static float m_dot(float acc, uint16_t a_lo, uint16_t a_hi, uint16_t b_lo, uint16_t b_hi) {
     acc = m_ftz(fmaf(m_wide(a_hi), m_wide(b_hi), acc));
     return m_ftz(fmaf(m_wide(a_lo), m_wide(b_lo), acc));
 }
 
-static uint16_t row_h(const void *row, int64_t d, int64_t n) { return d < n ? ((const uint16_t *)row)[d] : 0; }
+static uint16_t row_h(const void *row, int64_t d, int64_t n) {
+    return d < n ? ((const uint16_t *)row)[d] : 0;
+}
 
-static void model_qk(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
-                     int64_t num_keys, float *s) {
+static void model_qk(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows, int64_t num_keys,
+                     float *s) {
     for (int64_t b = 0; b < num_keys; b++)
         for (int64_t r = 0; r < num_rows; r++) {
             float acc = 0.0f;
             for (int64_t d = 0; d < head_size; d += 2) {
-                const uint16_t qlo = m_bf16(q_t[d * QB + r]), qhi = d + 1 < head_size ? m_bf16(q_t[(d + 1) * QB + r]) : 0;
+                const uint16_t qlo = m_bf16(q_t[d * QB + r]),
+                               qhi = d + 1 < head_size ? m_bf16(q_t[(d + 1) * QB + r]) : 0;
                 acc = m_dot(acc, row_h(k_rows[b], d, head_size), row_h(k_rows[b], d + 1, head_size), qlo, qhi);
             }
             s[b * QB + r] = acc;
         }
 }
 
-static void model_pv(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
-                     int64_t head_size_v, float *o_d) {
+static void model_pv(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows, int64_t head_size_v,
+                     float *o_d) {
     for (int64_t r = 0; r < num_rows; r++)
         for (int64_t d = 0; d < head_size_v; d++) {
             float *o = o_d + r * head_size_v + attn_rows_kv_col(d, head_size_v, ATTN_DTYPE_BF16);
@@ -110,7 +102,8 @@ static const char *const opt_tables[] = {"avx512bf16", "amx"};
 static const struct attn_kernels *opt_table(const char *name) {
     const struct attn_kernels *kt = attn_dispatch_by_name(name);
     int compiled = 0;
-    for (int32_t i = 0; attn_isa_opt_in_name(i); i++) compiled |= strcmp(attn_isa_opt_in_name(i), name) == 0;
+    for (int32_t i = 0; attn_isa_opt_in_name(i); i++)
+        compiled |= strcmp(attn_isa_opt_in_name(i), name) == 0;
     if (!kt)
         fprintf(stderr, "test_opt_in_tables: %s not run: %s\n", name,
                 !compiled ? "not compiled into this build (x86-64 with a compiler taking its flags)"
@@ -124,7 +117,8 @@ static void test_listing(void **state) {
     (void)state;
     assert_null(attn_isa_opt_in_name(-1));
     int32_t n = 0;
-    while (attn_isa_opt_in_name(n)) n++;
+    while (attn_isa_opt_in_name(n))
+        n++;
     attn_ctx *ctx = NULL;
     assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
     const char *env = getenv("ATTN_ISA");
@@ -132,8 +126,10 @@ static void test_listing(void **state) {
         const char *name = attn_isa_opt_in_name(i);
         fprintf(stderr, "test_opt_in_tables: opt-in table %s: %s\n", name,
                 attn_isa_available(name) ? "available" : "not runnable on this CPU");
-        for (int32_t j = 0; j < attn_isa_count(); j++) assert_string_not_equal(attn_isa_name(j), name);
-        if (!env || !*env) assert_string_not_equal(attn_ctx_isa(ctx), name); /* never the default */
+        for (int32_t j = 0; j < attn_isa_count(); j++)
+            assert_string_not_equal(attn_isa_name(j), name);
+        if (!env || !*env)
+            assert_string_not_equal(attn_ctx_isa(ctx), name); /* never the default */
         if (attn_isa_available(name)) {
             assert_int_equal(attn_ctx_set_isa(ctx, name), ATTN_STATUS_OK);
             assert_string_equal(attn_ctx_isa(ctx), name);
@@ -160,8 +156,10 @@ typedef struct kbuf {
 } kbuf;
 
 static void kbuf_fill(kbuf *b, th_rng *r) {
-    for (size_t i = 0; i < NELEM(b->q_t); i++) b->q_t[i] = (float)th_rng_range(r, -2, 2);
-    for (size_t i = 0; i < NELEM(b->p); i++) b->p[i] = (float)th_rng_uniform(r);
+    for (size_t i = 0; i < NELEM(b->q_t); i++)
+        b->q_t[i] = (float)th_rng_range(r, -2, 2);
+    for (size_t i = 0; i < NELEM(b->p); i++)
+        b->p[i] = (float)th_rng_uniform(r);
     for (int k = 0; k < MAXK; k++) {
         for (int d = 0; d < ATTN_HEAD_SIZE_MAX; d++) {
             b->rows[k][d] = m_bf16((float)th_rng_range(r, -1.5, 1.5));
@@ -190,12 +188,13 @@ static void kernels_model(const struct attn_kernels *kt) {
                 if (K <= ATTN_KV_TILE) {
                     memset(b->s, 0, sizeof b->s), memset(b->s_ref, 0, sizeof b->s_ref);
                     memcpy(b->q_prep, b->q_t, sizeof b->q_t);
-                    if (kt->qk_prep_kv) kt->qk_prep_kv(b->q_prep, R, D, ATTN_DTYPE_BF16);
+                    if (kt->qk_prep_kv)
+                        kt->qk_prep_kv(b->q_prep, R, D, ATTN_DTYPE_BF16);
                     kt->qk_tile_kv(b->q_prep, R, D, b->ptr, ATTN_DTYPE_BF16, K, b->s);
                     model_qk(b->q_t, R, D, b->ptr, K, b->s_ref);
                     for (int64_t k = 0; k < K; k++)
                         for (int64_t r = 0; r < R; r++)
-                            if (f_bits(b->s[k * QB + r]) != f_bits(b->s_ref[k * QB + r])) {
+                            if (attn_f32_bits(b->s[k * QB + r]) != attn_f32_bits(b->s_ref[k * QB + r])) {
                                 if (fails++ < 5)
                                     fprintf(stderr, "REPRO qk R=%lld K=%lld D=%lld s[%lld][%lld] %a vs model %a\n",
                                             (long long)R, (long long)K, (long long)D, (long long)k, (long long)r,
@@ -203,29 +202,32 @@ static void kernels_model(const struct attn_kernels *kt) {
                             }
                     /* f32 rows: the avx512 table's bits (qk_prep_kv leaves q_t alone for them) */
                     memcpy(b->q_prep, b->q_t, sizeof b->q_t);
-                    if (kt->qk_prep_kv) kt->qk_prep_kv(b->q_prep, R, D, ATTN_DTYPE_F32);
+                    if (kt->qk_prep_kv)
+                        kt->qk_prep_kv(b->q_prep, R, D, ATTN_DTYPE_F32);
                     assert_memory_equal(b->q_prep, b->q_t, sizeof b->q_t);
                     kt->qk_tile_kv(b->q_t, R, D, b->ptr32, ATTN_DTYPE_F32, K, b->s);
                     k512->qk_tile_kv(b->q_t, R, D, b->ptr32, ATTN_DTYPE_F32, K, b->s_ref);
                     for (int64_t k = 0; k < K; k++)
                         for (int64_t r = 0; r < R; r++)
-                            if (f_bits(b->s[k * QB + r]) != f_bits(b->s_ref[k * QB + r]) && fails++ < 5)
+                            if (attn_f32_bits(b->s[k * QB + r]) != attn_f32_bits(b->s_ref[k * QB + r]) && fails++ < 5)
                                 fprintf(stderr, "REPRO qk f32 R=%lld K=%lld D=%lld differs from avx512\n", (long long)R,
                                         (long long)K, (long long)D);
                 }
                 /* pv: o_d starts from a random accumulator */
-                for (int64_t i = 0; i < R * D; i++) b->o[i] = b->o_ref[i] = (float)th_rng_range(&rng, -1, 1);
+                for (int64_t i = 0; i < R * D; i++)
+                    b->o[i] = b->o_ref[i] = (float)th_rng_range(&rng, -1, 1);
                 kt->pv_rows_kv(b->p, K, R, b->ptr, ATTN_DTYPE_BF16, D, b->o);
                 model_pv(b->p, K, R, b->ptr, D, b->o_ref);
                 for (int64_t i = 0; i < R * D; i++)
-                    if (f_bits(b->o[i]) != f_bits(b->o_ref[i]) && fails++ < 5)
+                    if (attn_f32_bits(b->o[i]) != attn_f32_bits(b->o_ref[i]) && fails++ < 5)
                         fprintf(stderr, "REPRO pv R=%lld K=%lld D=%lld o[%lld] %a vs model %a\n", (long long)R,
                                 (long long)K, (long long)D, (long long)i, b->o[i], b->o_ref[i]);
-                for (int64_t i = 0; i < R * D; i++) b->o[i] = b->o_ref[i] = (float)th_rng_range(&rng, -1, 1);
+                for (int64_t i = 0; i < R * D; i++)
+                    b->o[i] = b->o_ref[i] = (float)th_rng_range(&rng, -1, 1);
                 kt->pv_rows_kv(b->p, K, R, b->ptr32, ATTN_DTYPE_F32, D, b->o);
                 k512->pv_rows_kv(b->p, K, R, b->ptr32, ATTN_DTYPE_F32, D, b->o_ref);
                 for (int64_t i = 0; i < R * D; i++)
-                    if (f_bits(b->o[i]) != f_bits(b->o_ref[i]) && fails++ < 5)
+                    if (attn_f32_bits(b->o[i]) != attn_f32_bits(b->o_ref[i]) && fails++ < 5)
                         fprintf(stderr, "REPRO pv f32 R=%lld K=%lld D=%lld differs from avx512\n", (long long)R,
                                 (long long)K, (long long)D);
             }
@@ -237,7 +239,8 @@ static void test_kernels_model(void **state) {
     (void)state;
     for (size_t t = 0; t < NELEM(opt_tables); t++) {
         const struct attn_kernels *kt = opt_table(opt_tables[t]);
-        if (kt) kernels_model(kt);
+        if (kt)
+            kernels_model(kt);
     }
 }
 
@@ -253,7 +256,8 @@ typedef struct dcase {
 
 static double max_abs(const void *buf, attn_dtype dt, size_t n) {
     double m = 0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)th_get(buf, dt, i)));
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)th_get(buf, dt, i)));
     return m;
 }
 
@@ -273,11 +277,13 @@ static int run_dense(const char *isa, const dcase *c, attn_dtype q_dtype, attn_d
     attn_tensor tq = attn_tensor_make(q, q_dtype, 4, qs), tk = attn_tensor_make(k, kv_dtype, 4, ks);
     attn_tensor tv = attn_tensor_make(v, kv_dtype, 4, ks);
     float slopes[64];
-    for (int64_t h = 0; h < H; h++) slopes[h] = 0.05f * (float)(h + 1);
+    for (int64_t h = 0; h < H; h++)
+        slopes[h] = 0.05f * (float)(h + 1);
     attn_params prm;
     attn_params_init(&prm);
     prm.causal = c->causal, prm.window_left = c->window_left, prm.softcap = c->softcap;
-    if (c->alibi) prm.alibi_slopes = slopes;
+    if (c->alibi)
+        prm.alibi_slopes = slopes;
     attn_ctx *ctx = NULL;
     assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
     int fails = 0;
@@ -287,10 +293,12 @@ static int run_dense(const char *isa, const dcase *c, attn_dtype q_dtype, attn_d
         assert_int_equal(attn_ctx_set_isa(ctx, i < 3 ? isa : "avx512"), ATTN_STATUS_OK);
         assert_int_equal(attn_ctx_set_num_threads(ctx, i < 3 ? i + 1 : 2), ATTN_STATUS_OK);
         attn_status st = attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, &prm, &to, &tl);
-        if (st != ATTN_STATUS_OK) fprintf(stderr, "attn_forward: %s\n", attn_last_error());
+        if (st != ATTN_STATUS_OK)
+            fprintf(stderr, "attn_forward: %s\n", attn_last_error());
         assert_int_equal(st, ATTN_STATUS_OK);
         if (i > 0 && i < 3 && (memcmp(o[i], o[0], nq * attn_dtype_size(q_dtype)) || memcmp(l[i], l[0], nl * 4))) {
-            fprintf(stderr, "REPRO dense seed=%llu threads=%d differs from 1 thread\n", (unsigned long long)seed, i + 1);
+            fprintf(stderr, "REPRO dense seed=%llu threads=%d differs from 1 thread\n", (unsigned long long)seed,
+                    i + 1);
             fails++;
         }
     }
@@ -306,21 +314,25 @@ static int run_dense(const char *isa, const dcase *c, attn_dtype q_dtype, attn_d
     }
     assert_int_equal(attn_ref_forward(ATTN_LAYOUT_BSND, &tq, &tk, &tv, &prm, &tr, &tlr), ATTN_STATUS_OK);
     th_tol tol = th_tol_for(q_dtype);
-    if (tol.atol < OPT_BF16_ATOL) tol.atol = OPT_BF16_ATOL, tol.rtol = OPT_BF16_RTOL;
-    if (tol.lse_atol < OPT_BF16_LSE_ATOL) tol.lse_atol = OPT_BF16_LSE_ATOL;
+    if (tol.atol < OPT_BF16_ATOL)
+        tol.atol = OPT_BF16_ATOL, tol.rtol = OPT_BF16_RTOL;
+    if (tol.lse_atol < OPT_BF16_LSE_ATOL)
+        tol.lse_atol = OPT_BF16_LSE_ATOL;
     size_t bad = 0, bad_l = 0;
     const double err = th_compare(&to, &tr, tol, max_abs(v, kv_dtype, nk), &bad);
     th_compare_lse(&tl, &tlr, tol, &bad_l);
-    if (err > *worst) *worst = err;
+    if (err > *worst)
+        *worst = err;
     if (bad || bad_l) {
-        fprintf(stderr, "REPRO dense %s seed=%llu q=%s kv=%s B=%lld Sq=%lld Sk=%lld H=%lld/%lld D=%lld: %zu outputs, "
-                        "%zu lse outside the tolerance (max err %.3g)\n", isa, (unsigned long long)seed,
-                attn_dtype_name(q_dtype),
-                attn_dtype_name(kv_dtype), (long long)B, (long long)Sq, (long long)Sk, (long long)H, (long long)G,
-                (long long)D, bad, bad_l, err);
+        fprintf(stderr,
+                "REPRO dense %s seed=%llu q=%s kv=%s B=%lld Sq=%lld Sk=%lld H=%lld/%lld D=%lld: %zu outputs, "
+                "%zu lse outside the tolerance (max err %.3g)\n",
+                isa, (unsigned long long)seed, attn_dtype_name(q_dtype), attn_dtype_name(kv_dtype), (long long)B,
+                (long long)Sq, (long long)Sk, (long long)H, (long long)G, (long long)D, bad, bad_l, err);
         fails++;
     }
-    for (int i = 0; i < 4; i++) free(o[i]), free(l[i]);
+    for (int i = 0; i < 4; i++)
+        free(o[i]), free(l[i]);
     free(q), free(k), free(v), free(oref), free(lref);
     attn_ctx_destroy(ctx);
     return fails;
@@ -329,13 +341,13 @@ static int run_dense(const char *isa, const dcase *c, attn_dtype q_dtype, attn_d
 static void dense_cases(const char *isa) {
     const int small = th_test_small();
     const dcase cases[] = {
-        {3, 1, 700, 8, 2, 128, 1, -1, 0, 0},     {2, 1, 1500, 32, 8, 128, 1, -1, 0, 0},
-        {2, 3, 300, 8, 2, 64, 1, -1, 0, 0},      {1, 4, 1100, 4, 1, 96, 1, 301, 0, 0},
-        {2, 1, 513, 6, 6, 256, 0, 127, 0, 0},    {1, 2, 257, 16, 1, 80, 1, -1, 30.0f, 0},
-        {2, 1, 640, 8, 4, 33, 1, -1, 0, 1},      {1, 1, 1, 4, 1, 64, 1, -1, 0, 0},
-        {1, 16, 200, 4, 4, 128, 1, -1, 0, 0},    {1, 40, 300, 4, 2, 64, 1, -1, 0, 0}, /* prefill blocks */
-        {1, 40, 1100, 4, 2, 64, 1, 301, 0, 0},   {2, 7, 2000, 8, 4, 64, 1, 1001, 0, 0}, /* odd window starts */
-        {1, 130, 300, 8, 2, 128, 1, -1, 0, 0},   {2, 70, 70, 4, 4, 96, 0, -1, 0, 1},    /* prefill (amx tiles) */
+        {3, 1, 700, 8, 2, 128, 1, -1, 0, 0},   {2, 1, 1500, 32, 8, 128, 1, -1, 0, 0},
+        {2, 3, 300, 8, 2, 64, 1, -1, 0, 0},    {1, 4, 1100, 4, 1, 96, 1, 301, 0, 0},
+        {2, 1, 513, 6, 6, 256, 0, 127, 0, 0},  {1, 2, 257, 16, 1, 80, 1, -1, 30.0f, 0},
+        {2, 1, 640, 8, 4, 33, 1, -1, 0, 1},    {1, 1, 1, 4, 1, 64, 1, -1, 0, 0},
+        {1, 16, 200, 4, 4, 128, 1, -1, 0, 0},  {1, 40, 300, 4, 2, 64, 1, -1, 0, 0},   /* prefill blocks */
+        {1, 40, 1100, 4, 2, 64, 1, 301, 0, 0}, {2, 7, 2000, 8, 4, 64, 1, 1001, 0, 0}, /* odd window starts */
+        {1, 130, 300, 8, 2, 128, 1, -1, 0, 0}, {2, 70, 70, 4, 4, 96, 0, -1, 0, 1},    /* prefill (amx tiles) */
     };
     const attn_dtype qd[] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16};
     const attn_dtype kd[] = {ATTN_DTYPE_BF16, ATTN_DTYPE_F32, ATTN_DTYPE_F16};
@@ -344,19 +356,22 @@ static void dense_cases(const char *isa) {
     for (size_t i = 0; i < NELEM(cases); i++)
         for (size_t a = 0; a < NELEM(qd); a++)
             for (size_t b = 0; b < NELEM(kd); b++) {
-                if (small && (b > 0 || i % 2)) continue;
-                if (qd[a] != kd[b] && kd[b] != ATTN_DTYPE_BF16 && qd[a] != ATTN_DTYPE_F32) continue;
+                if (small && (b > 0 || i % 2))
+                    continue;
+                if (qd[a] != kd[b] && kd[b] != ATTN_DTYPE_BF16 && qd[a] != ATTN_DTYPE_F32)
+                    continue;
                 fails += run_dense(isa, &cases[i], qd[a], kd[b], 1000 + i * 10 + a * 3 + b, &worst);
             }
-    fprintf(stderr, "test_opt_in_tables: %s dense: max |out - oracle| = %.3g (units of max|V|; tolerance %.3g)\n",
-            isa, worst, OPT_BF16_ATOL);
+    fprintf(stderr, "test_opt_in_tables: %s dense: max |out - oracle| = %.3g (units of max|V|; tolerance %.3g)\n", isa,
+            worst, OPT_BF16_ATOL);
     assert_int_equal(fails, 0);
 }
 
 static void test_dense(void **state) {
     (void)state;
     for (size_t t = 0; t < NELEM(opt_tables); t++)
-        if (opt_table(opt_tables[t])) dense_cases(opt_tables[t]);
+        if (opt_table(opt_tables[t]))
+            dense_cases(opt_tables[t]);
 }
 
 /* Plan-less paged decode over a bf16 cache: thread counts and batch composition bitwise, the oracle within the
@@ -370,11 +385,13 @@ static void run_paged(const char *isa, int64_t window_left) {
     for (int64_t r = 0; r < R; r++) {
         const int64_t nb = (seq_lens[r] + BS - 1) / BS;
         nblocks += nb;
-        if (nb > maxb) maxb = nb;
+        if (nb > maxb)
+            maxb = nb;
     }
     int32_t *bt = (int32_t *)calloc((size_t)(R * maxb), sizeof(int32_t));
     for (int64_t r = 0, next = 0; r < R; r++)
-        for (int64_t b = 0; b < (seq_lens[r] + BS - 1) / BS; b++) bt[r * maxb + b] = (int32_t)(nblocks - 1 - next++);
+        for (int64_t b = 0; b < (seq_lens[r] + BS - 1) / BS; b++)
+            bt[r * maxb + b] = (int32_t)(nblocks - 1 - next++);
     const size_t ncache = (size_t)(2 * nblocks * BS * G * D);
     void *cache = th_alloc_fill(&rng, ATTN_DTYPE_BF16, ncache, -1.5, 1.5);
     const size_t nq = (size_t)(R * H * D);
@@ -383,7 +400,8 @@ static void run_paged(const char *isa, int64_t window_left) {
     int64_t cs[5] = {2, nblocks, BS, G, D}, qs[3] = {R, H, D}, one[1] = {R + 1}, rs[1] = {R}, bs2[2] = {R, maxb};
     int64_t ls[2] = {H, R};
     attn_tensor tc = attn_tensor_make(cache, ATTN_DTYPE_BF16, 5, cs), tq = attn_tensor_make(q, ATTN_DTYPE_F32, 3, qs);
-    attn_tensor tqsl = attn_tensor_make(qsl, ATTN_DTYPE_I32, 1, one), tsl = attn_tensor_make((void *)seq_lens, ATTN_DTYPE_I32, 1, rs);
+    attn_tensor tqsl = attn_tensor_make(qsl, ATTN_DTYPE_I32, 1, one),
+                tsl = attn_tensor_make((void *)seq_lens, ATTN_DTYPE_I32, 1, rs);
     attn_tensor tbt = attn_tensor_make(bt, ATTN_DTYPE_I32, 2, bs2);
     attn_params prm;
     attn_params_init(&prm);
@@ -396,7 +414,8 @@ static void run_paged(const char *isa, int64_t window_left) {
     int fails = 0;
     for (int t = 0; t < 3; t++) {
         o[t] = (float *)th_alloc_nan(ATTN_DTYPE_F32, nq), l[t] = (float *)th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * R));
-        attn_tensor to = attn_tensor_make(o[t], ATTN_DTYPE_F32, 3, qs), tl = attn_tensor_make(l[t], ATTN_DTYPE_F32, 2, ls);
+        attn_tensor to = attn_tensor_make(o[t], ATTN_DTYPE_F32, 3, qs),
+                    tl = attn_tensor_make(l[t], ATTN_DTYPE_F32, 2, ls);
         assert_int_equal(attn_ctx_set_num_threads(ctx, t + 1), ATTN_STATUS_OK);
         assert_int_equal(attn_paged_attention(ctx, &tq, &tc, &tqsl, &tsl, &tbt, &prm, &to, &tl), ATTN_STATUS_OK);
         if (t > 0 && (memcmp(o[t], o[0], nq * 4) || memcmp(l[t], l[0], (size_t)(H * R) * 4))) {
@@ -409,14 +428,17 @@ static void run_paged(const char *isa, int64_t window_left) {
         int32_t qsl1[2] = {0, 1};
         int64_t qs1[3] = {1, H, D}, two[1] = {2}, r1[1] = {1}, bs1[2] = {1, maxb}, ls1[2] = {H, 1};
         float o1[16 * 128], l1[16];
-        attn_tensor tq1 = attn_tensor_make(q + r * H * D, ATTN_DTYPE_F32, 3, qs1), to1 = attn_tensor_make(o1, ATTN_DTYPE_F32, 3, qs1);
-        attn_tensor tl1 = attn_tensor_make(l1, ATTN_DTYPE_F32, 2, ls1), tq1sl = attn_tensor_make(qsl1, ATTN_DTYPE_I32, 1, two);
+        attn_tensor tq1 = attn_tensor_make(q + r * H * D, ATTN_DTYPE_F32, 3, qs1),
+                    to1 = attn_tensor_make(o1, ATTN_DTYPE_F32, 3, qs1);
+        attn_tensor tl1 = attn_tensor_make(l1, ATTN_DTYPE_F32, 2, ls1),
+                    tq1sl = attn_tensor_make(qsl1, ATTN_DTYPE_I32, 1, two);
         attn_tensor ts1 = attn_tensor_make((void *)(seq_lens + r), ATTN_DTYPE_I32, 1, r1);
         attn_tensor tb1 = attn_tensor_make(bt + r * maxb, ATTN_DTYPE_I32, 2, bs1);
         assert_int_equal(attn_ctx_set_num_threads(ctx, 2), ATTN_STATUS_OK);
         assert_int_equal(attn_paged_attention(ctx, &tq1, &tc, &tq1sl, &ts1, &tb1, &prm, &to1, &tl1), ATTN_STATUS_OK);
         int diff = memcmp(o1, o[0] + r * H * D, (size_t)(H * D) * 4) != 0;
-        for (int64_t h = 0; h < H; h++) diff |= f_bits(l1[h]) != f_bits(l[0][h * R + r]);
+        for (int64_t h = 0; h < H; h++)
+            diff |= attn_f32_bits(l1[h]) != attn_f32_bits(l[0][h * R + r]);
         /* the dense entry on the request's keys gathered from the cache: the same bits (another schedule) */
         const int64_t L = seq_lens[r];
         uint16_t *kg = (uint16_t *)malloc((size_t)(2 * L * G * D) * 2), *vg = kg + L * G * D;
@@ -427,12 +449,15 @@ static void run_paged(const char *isa, int64_t window_left) {
         }
         int64_t dq[4] = {1, 1, H, D}, dk[4] = {1, L, G, D}, dl[3] = {1, H, 1};
         float o2[16 * 128], l2[16];
-        attn_tensor tdq = attn_tensor_make(q + r * H * D, ATTN_DTYPE_F32, 4, dq), tdo = attn_tensor_make(o2, ATTN_DTYPE_F32, 4, dq);
-        attn_tensor tdk = attn_tensor_make(kg, ATTN_DTYPE_BF16, 4, dk), tdv = attn_tensor_make(vg, ATTN_DTYPE_BF16, 4, dk);
+        attn_tensor tdq = attn_tensor_make(q + r * H * D, ATTN_DTYPE_F32, 4, dq),
+                    tdo = attn_tensor_make(o2, ATTN_DTYPE_F32, 4, dq);
+        attn_tensor tdk = attn_tensor_make(kg, ATTN_DTYPE_BF16, 4, dk),
+                    tdv = attn_tensor_make(vg, ATTN_DTYPE_BF16, 4, dk);
         attn_tensor tdl = attn_tensor_make(l2, ATTN_DTYPE_F32, 3, dl);
         assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tdq, &tdk, &tdv, &prm, &tdo, &tdl), ATTN_STATUS_OK);
         diff |= (memcmp(o2, o1, sizeof o2) != 0) << 1;
-        for (int64_t h = 0; h < H; h++) diff |= (f_bits(l1[h]) != f_bits(l2[h])) << 1;
+        for (int64_t h = 0; h < H; h++)
+            diff |= (attn_f32_bits(l1[h]) != attn_f32_bits(l2[h])) << 1;
         free(kg);
         if (diff) {
             fprintf(stderr, "REPRO paged: request %lld %s\n", (long long)r,
@@ -440,7 +465,8 @@ static void run_paged(const char *isa, int64_t window_left) {
             fails++;
         }
     }
-    float *oref = (float *)th_alloc_nan(ATTN_DTYPE_F32, nq), *lref = (float *)th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * R));
+    float *oref = (float *)th_alloc_nan(ATTN_DTYPE_F32, nq),
+          *lref = (float *)th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * R));
     attn_tensor tr = attn_tensor_make(oref, ATTN_DTYPE_F32, 3, qs), tlr = attn_tensor_make(lref, ATTN_DTYPE_F32, 2, ls);
     attn_tensor to = attn_tensor_make(o[0], ATTN_DTYPE_F32, 3, qs), tl = attn_tensor_make(l[0], ATTN_DTYPE_F32, 2, ls);
     assert_int_equal(attn_ref_paged_attention(&tq, &tc, &tqsl, &tsl, &tbt, &prm, &tr, &tlr), ATTN_STATUS_OK);
@@ -450,8 +476,10 @@ static void run_paged(const char *isa, int64_t window_left) {
     th_compare_lse(&tl, &tlr, tol, &bad_l);
     fprintf(stderr, "test_opt_in_tables: %s paged: max |out - oracle| = %.3g (tolerance %.3g)\n", isa, err,
             OPT_BF16_ATOL * 1.5);
-    if (bad || bad_l) fprintf(stderr, "REPRO paged: %zu outputs, %zu lse outside the tolerance\n", bad, bad_l), fails++;
-    for (int t = 0; t < 3; t++) free(o[t]), free(l[t]);
+    if (bad || bad_l)
+        fprintf(stderr, "REPRO paged: %zu outputs, %zu lse outside the tolerance\n", bad, bad_l), fails++;
+    for (int t = 0; t < 3; t++)
+        free(o[t]), free(l[t]);
     free(oref), free(lref), free(q), free(cache), free(bt);
     attn_ctx_destroy(ctx);
     assert_int_equal(fails, 0);
@@ -460,7 +488,8 @@ static void run_paged(const char *isa, int64_t window_left) {
 static void test_paged_decode(void **state) {
     (void)state;
     for (size_t t = 0; t < NELEM(opt_tables); t++) {
-        if (!opt_table(opt_tables[t])) continue;
+        if (!opt_table(opt_tables[t]))
+            continue;
         run_paged(opt_tables[t], -1);
         run_paged(opt_tables[t], 332); /* odd first visible keys (seq_len − 1 − 332 for the long requests) */
     }
