@@ -159,7 +159,8 @@ void KAMX_NAME(pv_tile)(const float *p, int64_t num_keys, int64_t num_rows, cons
     for (int64_t i = 0; i < kpad / 2; i++) /* V pairs (v[2i][d], v[2i+1][d]): bf16 values, so bits move exactly */
         for (int64_t d0 = 0; d0 < dvpad; d0 += 16) {
             const __m512 lo = 2 * i < num_keys ? kamx_load16(v_rows[2 * i], d0, head_size_v) : _mm512_setzero_ps();
-            const __m512 hi = 2 * i + 1 < num_keys ? kamx_load16(v_rows[2 * i + 1], d0, head_size_v) : _mm512_setzero_ps();
+            const __m512 hi =
+                2 * i + 1 < num_keys ? kamx_load16(v_rows[2 * i + 1], d0, head_size_v) : _mm512_setzero_ps();
             _mm512_store_si512((void *)(vp[i] + d0),
                                _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(lo), 16),
                                                _mm512_and_si512(_mm512_castps_si512(hi), hi_mask)));
