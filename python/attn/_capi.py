@@ -521,8 +521,8 @@ def isa_opt_in_names() -> list:
     (``attn.Context(isa=...)`` or ATTN_ISA); their arithmetic differs from the default tables' within the
     tolerance in docs/SEMANTICS.md §7."""
     out, f = [], fn("attn_isa_opt_in_name")
-    while f(len(out)):
-        out.append(_s(f(len(out))))
+    while (name := f(len(out))) is not None:  # NULL past the end
+        out.append(_s(name))
     return out
 
 
