@@ -244,8 +244,8 @@ typedef struct attn_params {
      * the key exactly like a false keep-mask entry (a row with only hidden keys gives out = 0, LSE = −inf; a
      * hidden key's K/V never reach the row). Finite values, however large and negative (−1e30,
      * torch.finfo(float32).min), stay finite logits and never give NaN: a row whose keys all carry the same
-     * huge negative value averages them, as SDPA does. The driver works in log2 units, so values below
-     * −FLT_MAX·ln 2 ≈ −2.36e38 saturate there (out unchanged; such a row's LSE reads ≈ −2.36e38). NaN and
+     * huge negative value averages them, as SDPA does. A logit plus the value that overflows float32 saturates
+     * at −FLT_MAX (out unchanged: the same average; such a row's LSE reads ≈ −3.4e38). NaN and
      * +inf entries make their row NaN, as in SDPA. Same entries and statuses as `mask`; dtype errors say
      * "params.additive_mask: dtype u8, expected f32, f16 or bf16". NULL = none. Semantics: PyTorch
      * scaled_dot_product_attention (attn_mask of a floating dtype). */

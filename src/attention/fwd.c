@@ -11,8 +11,6 @@
 #include "attention/mask.h"
 #include "core/dtype.h"
 
-#define ATTN_LOG2E 1.4426950408889634
-#define ATTN_LN2 0.6931471805599453
 
 /* ---------------------------------------------------------------------------------------------
  * Scratch
@@ -98,16 +96,19 @@ void attn_fwd_block_init(const attn_problem *p, const attn_fwd_shape *sh, const 
     }
 }
 
-static int attn_fwd_fold_log2e(const attn_problem *p) { return p->opts.softcap <= 0.0f; }
+/* The factor of q·k in a logit: softmax_scale, times k_scale for fp8 keys (decode(k)·k_scale:
+ * scale·q·(k·k_scale) = (scale·k_scale)·q·k). It is applied to the finished dot product
+ * (attn_fwd_tile_logits_mask), not folded into q: q_t holds q's own values, exact in a table's operand
+ * format (bf16 q stays exact when a table rounds q_t to bf16), and a logit carries one rounding of the
+ * scale instead of one per term (docs/SEMANTICS.md §4). */
+static float attn_fwd_logit_scale(const attn_problem *p) {
+    if (attn_dtype_is_fp8(p->kv_dtype)) return (float)((double)p->opts.softmax_scale * (double)p->opts.k_scale);
+    return p->opts.softmax_scale;
+}
 
 void attn_fwd_pack_q(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                      attn_fwd_scratch *sc) {
     const int64_t D = p->head_size;
-    float qscale =
-        attn_fwd_fold_log2e(p) ? (float)((double)p->opts.softmax_scale * ATTN_LOG2E) : p->opts.softmax_scale;
-    if (attn_dtype_is_fp8(p->kv_dtype)) /* fp8 keys mean decode(k)·k_scale: scale·q·(k·k_scale) = (scale·k_scale)·q·k */
-        qscale = (float)((double)p->opts.softmax_scale * (double)p->opts.k_scale *
-                         (attn_fwd_fold_log2e(p) ? ATTN_LOG2E : 1.0));
     /* lanes the kernels read: 16 for blocks of ≤ 16 rows (one zmm / two ymm / generic W = 16), else 32 */
     const int64_t lanes = blk->num_rows <= 16 ? 16 : ATTN_QB;
     if (lanes == ATTN_QB) memset(sc->q_t, 0, (size_t)D * ATTN_QB * sizeof(float));
@@ -118,7 +119,7 @@ void attn_fwd_pack_q(const attn_problem *p, const struct attn_kernels *kern, con
         const char *src = blk->seq.q + row * blk->seq.q_row_stride +
                           blk->row_head[r] * blk->seq.q_head_stride;
         kern->cvt_to_f32(src, p->q_dtype, sc->row_tmp, D);
-        for (int64_t d = 0; d < D; d++) sc->q_t[d * ATTN_QB + r] = sc->row_tmp[d] * qscale;
+        for (int64_t d = 0; d < D; d++) sc->q_t[d * ATTN_QB + r] = sc->row_tmp[d];
     }
 }
 
@@ -143,24 +144,21 @@ void attn_fwd_state_reset(int64_t head_size_v, float *m, float *l, float *o) {
     memset(o, 0, (size_t)head_size_v * ATTN_QB * sizeof(float));
 }
 
-/* Soft-cap and ALiBi on a score tile of keys [a, b); scores arrive as scale·q·k (soft-cap) or in log2
- * units (no soft-cap) and leave in log2 units. */
+/* Soft-cap and ALiBi on a score tile of keys [a, b) of logits scale·q·k (natural units). */
 static void attn_fwd_logits(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, float *s) {
     const float cap = p->opts.softcap;
     const float *slopes = p->opts.alibi_slopes;
     if (cap > 0.0f) {
         const float inv_cap = 1.0f / cap;
-        const float cap_log2e = (float)((double)cap * ATTN_LOG2E);
         for (int64_t k = 0; k < b - a; k++)
-            for (int32_t r = 0; r < blk->num_rows; r++)
-                s[k * ATTN_QB + r] = cap_log2e * tanhf(s[k * ATTN_QB + r] * inv_cap);
+            for (int32_t r = 0; r < blk->num_rows; r++) s[k * ATTN_QB + r] = cap * tanhf(s[k * ATTN_QB + r] * inv_cap);
     }
     if (slopes) {
         for (int32_t r = 0; r < blk->num_rows; r++) {
-            const float slope_log2e = (float)((double)slopes[blk->row_head[r]] * ATTN_LOG2E);
+            const float slope = slopes[blk->row_head[r]];
             for (int64_t j = a; j < b; j++) {
                 const int64_t dist = blk->row_pos[r] > j ? blk->row_pos[r] - j : j - blk->row_pos[r];
-                s[(j - a) * ATTN_QB + r] -= slope_log2e * (float)dist;
+                s[(j - a) * ATTN_QB + r] -= slope * (float)dist;
             }
         }
     }
@@ -219,8 +217,13 @@ void attn_fwd_partition(const attn_problem *p, const struct attn_kernels *kern, 
     }
 }
 
-/* Soft-cap, ALiBi and the mask on a score tile of keys [a, b) (the steps between Q·Kᵀ and the softmax). */
+/* The logit scale, soft-cap, ALiBi and the mask on a score tile of keys [a, b) (the steps between Q·Kᵀ and the
+ * softmax): s = scale·(q·k) on the block's lanes, then the options. */
 void attn_fwd_tile_logits_mask(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, float *s) {
+    const float scale = attn_fwd_logit_scale(p);
+    const int32_t nr = blk->num_rows;
+    for (int64_t k = 0; k < b - a; k++)
+        for (int32_t r = 0; r < nr; r++) s[k * ATTN_QB + r] *= scale;
     if (p->opts.softcap > 0.0f || p->opts.alibi_slopes != NULL) attn_fwd_logits(p, blk, a, b, s);
     if (!attn_mask_tile_is_full(p, blk, a, b)) attn_mask_apply(p, blk, a, b, s);
 }
@@ -294,8 +297,8 @@ void attn_fwd_fold(int64_t num_rows, int64_t head_size_v, float *m_acc, float *l
             wb[r] = 0.0f;
             continue;
         }
-        wa[r] = m_acc[r] == -INFINITY ? 0.0f : exp2f(m_acc[r] - mm);
-        wb[r] = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - mm);
+        wa[r] = m_acc[r] == -INFINITY ? 0.0f : expf(m_acc[r] - mm);
+        wb[r] = m[r] == -INFINITY ? 0.0f : expf(m[r] - mm);
         m_acc[r] = mm;
         l_acc[r] = wa[r] * l_acc[r] + wb[r] * l[r];
     }
@@ -311,21 +314,21 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
         const int64_t h = blk->row_head[r];
         double mm = m[r], ll = l[r];
         if (p->opts.sinks) { /* the sink is one more logit in the denominator, without a value row */
-            const double sink = (double)p->opts.sinks[h] * ATTN_LOG2E;
+            const double sink = (double)p->opts.sinks[h];
             const double top = mm > sink ? mm : sink;
-            ll = (ll > 0.0 ? ll * exp2(mm - top) : 0.0) + exp2(sink - top);
+            ll = (ll > 0.0 ? ll * exp(mm - top) : 0.0) + exp(sink - top);
             mm = top;
         }
         /* empty row (nothing visible, no sink): l = 0 exactly; a NaN l (a visible NaN logit) propagates */
         /* fp8 values mean decode(v)·v_scale: Σ p·(v·v_scale) / l = (Σ p·v)·(v_scale / l) */
         const double vs = attn_dtype_is_fp8(p->kv_dtype) ? (double)p->opts.v_scale : 1.0;
-        const float inv = ll != 0.0 ? (float)(exp2((double)m[r] - mm) / ll * vs) : 0.0f;
+        const float inv = ll != 0.0 ? (float)(exp((double)m[r] - mm) / ll * vs) : 0.0f;
         for (int64_t d = 0; d < Dv; d++) sc->row_tmp[d] = l[r] != 0.0f ? o[d * ATTN_QB + r] * inv : 0.0f;
         const int64_t row = attn_seq_q_row(&blk->seq, blk->row_token[r]);
         char *dst = blk->seq.out + row * blk->seq.out_row_stride + h * blk->seq.out_head_stride;
         kern->cvt_from_f32(sc->row_tmp, p->out_dtype, dst, Dv);
         if (blk->seq.lse) {
-            const float lse = ll != 0.0 ? (float)((mm + log2(ll)) * ATTN_LN2) : -INFINITY;
+            const float lse = ll != 0.0 ? (float)(mm + log(ll)) : -INFINITY; /* natural log, no fold of mm */
             blk->seq.lse[row * blk->seq.lse_row_stride + h * blk->seq.lse_head_stride] = lse;
         }
     }

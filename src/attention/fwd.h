@@ -135,7 +135,7 @@ void attn_fwd_ml_reset(float *m, float *l);
 /* Resets a state to empty (m = −inf, l = 0, o = 0). */
 void attn_fwd_state_reset(int64_t head_size_v, float *m, float *l, float *o);
 
-/* acc ← fold(acc, part): the fixed merge rule of two unnormalised states (log2 units). */
+/* acc ← fold(acc, part): the fixed merge rule of two unnormalised states (natural units: weights e^(m − max)). */
 void attn_fwd_fold(int64_t num_rows, int64_t head_size_v, float *m_acc, float *l_acc, float *o_acc,
                    const float *m, const float *l, const float *o);
 

@@ -10,7 +10,6 @@
 
 #include "core/dtype.h"
 
-#define ATTN_MASK_LOG2E 1.44269504088896341f /* log2(e): scores are in log2 units here (fwd.c) */
 
 int64_t attn_mask_piecewise_pos(const attn_opts *o, int64_t i) {
     int64_t lo = 0, hi = o->num_query_ranges; /* last range with local_start <= i */
@@ -63,12 +62,10 @@ static void attn_mask_row_base(const attn_tensor *t, const attn_fwd_block *blk, 
     *key_step = t->shape[t->ndim - 1] == 1 ? 0 : t->strides[t->ndim - 1];
 }
 
-/* score (log2 units) + bias (natural units): bias·log2(e) saturates at −FLT_MAX and so does the sum, so a
- * finite bias never hides a key (only −inf does, handled by the caller); NaN and +inf propagate. */
+/* score + bias (both natural units): a sum that overflows to −inf saturates at −FLT_MAX, so a finite bias
+ * never hides a key (only −inf does, handled by the caller); NaN and +inf propagate. */
 static float attn_mask_add_bias(float score, float bias) {
-    float add = bias * ATTN_MASK_LOG2E;
-    if (add == -INFINITY) add = -FLT_MAX;
-    float x = score + add;
+    float x = score + bias;
     if (x == -INFINITY && score != -INFINITY) x = -FLT_MAX;
     return x;
 }

@@ -44,9 +44,9 @@ static inline int64_t attn_mask_offset(const attn_tensor *t, int64_t b, int64_t 
     return off;
 }
 
-/* The mask step of the logits (after soft-cap and ALiBi, scores in log2 units), for keys [a, b):
+/* The mask step of the logits (after soft-cap and ALiBi, logits in natural units), for keys [a, b):
  * s[k][r] = −inf for every (row r, key a + k) hidden by causal/window, key padding or the keep-mask, or by an
- * additive-mask value of −inf; every other score gains additive·log2(e) (finite values saturate at −FLT_MAX,
+ * additive-mask value of −inf; every other score gains the additive value (a sum that overflows saturates at −FLT_MAX,
  * never −inf, so a large negative bias stays a finite logit). */
 void attn_mask_apply(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, float *s);
 

@@ -5,9 +5,9 @@
  *
  * Tile layouts (lanes = query rows, cpu-kernel-design.md §2.1), lane stride ATTN_QB:
  *   q_t  [head_size][ATTN_QB]   query block transposed, pre-scaled by the driver
- *   s    [num_keys][ATTN_QB]    scores (log2 units); −inf marks an invisible key; P in place after softmax
+ *   s    [num_keys][ATTN_QB]    scores scale·q·k (natural units); −inf marks an invisible key; P in place after softmax
  *   o_t  [head_size_v][ATTN_QB] unnormalised output accumulator
- *   m, l [ATTN_QB]              running max (log2 units) and running sum of exp2(s − m)
+ *   m, l [ATTN_QB]              running max (natural units) and running sum of exp2((s − m)·log2 e)
  * k_rows / v_rows are num_keys pointers to float32 rows (in place in the caller's tensor or a converted
  * copy). Only lanes [0, num_rows) are meaningful; kernels may compute other lanes on whatever is there.
  */
@@ -22,8 +22,8 @@
     /* s[k][r] = Σ_d k_rows[k][d]·q_t[d][r], d ascending, for k < num_keys, r < num_rows */              \
     X(void, qk_tile, (const float *q_t, int64_t num_rows, int64_t head_size, const float *const *k_rows, \
                       int64_t num_keys, float *s))                                                       \
-    /* online-softmax update of one kv tile: per lane tile max, lazy rescale (threshold 8 in log2),      \
-       s ← P = exp2(s − m) (exact 0 where s = −inf), l ← α·l + Σ P, o_t ← α·o_t */                      \
+    /* online-softmax update of one kv tile: per lane tile max, lazy rescale (ATTN_RESCALE_THRESHOLD),  \
+       s ← P = exp2((s − m)·ATTN_LOG2E_F) (exact 0 where s = −inf), l ← α·l + Σ P, o_t ← α·o_t */       \
     X(void, softmax_tile, (float *s, int64_t num_keys, int64_t num_rows, float *m, float *l, float *o_t, \
                            int64_t head_size_v))                                                         \
     /* o_t[d][r] += Σ_k p[k][r]·v_rows[k][d], k ascending */                                            \

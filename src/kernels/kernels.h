@@ -19,7 +19,12 @@
 #define ATTN_KV_TILE 64       /* keys per kv tile                                     */
 #define ATTN_KV_PARTITION 512 /* keys per split-KV partition (multiple of the tile)   */
 #define ATTN_HEAD_SIZE_MAX 256
-#define ATTN_RESCALE_THRESHOLD 8.0f /* lazy rescale: keep m unless the max grew by more (log2) */
+/* Scores, running maxima and the LSE are in natural units (scale·q·k); the softmax kernels take
+ * P = exp2((s − m)·ATTN_LOG2E_F): the log2(e) factor applies to differences from the running max, never to
+ * a score or a max itself, so the rounding of the fold is relative to |s − m| (small wherever P matters) and
+ * the LSE (m + ln l) carries no error proportional to |m| (docs/SEMANTICS.md §4). */
+#define ATTN_LOG2E_F 1.44269504088896341f
+#define ATTN_RESCALE_THRESHOLD 5.54517744f /* lazy rescale: keep m unless the max grew by more (8·ln 2: P <= 2^8) */
 
 /* Where head dimension d sits in a row of pv_rows_kv's accumulator o_d (part of that kernel's contract, the
  * same for every table): for bf16 V, inside each full 32-column block the even columns come first, then the

@@ -28,8 +28,8 @@
 #include "dispatch/dispatch.h"
 #include "kernels/kernels.h"
 
-#define ATTN_BITS_GENERIC 0x8c3224e951cfd318ull
-#define ATTN_BITS_FMA 0xe8a4e694dd625cf6ull
+#define ATTN_BITS_GENERIC 0xd3a86c4787f75c0bull
+#define ATTN_BITS_FMA 0x71d4e46a6a5fbeecull
 #define QB ATTN_QB
 #define NK 64
 

@@ -113,6 +113,37 @@ static const struct attn_kernels *opt_table(const char *name) {
     return kt;
 }
 
+/* bf16 queries are exact in the tables' bf16 operands and softmax_scale multiplies the finished dot product, so
+ * the LSE keeps its bound at any logit magnitude: one key, head size 64, scale 1, q = 1 and k = c give the logit
+ * 64·c exactly (rounding a log2 e-scaled query to bf16 gave 16.029 for 16 and 64.116 for 64). */
+static void test_lse_bf16_queries(void **state) {
+    (void)state;
+    for (size_t t = 0; t < sizeof opt_tables / sizeof opt_tables[0]; t++) {
+        if (!opt_table(opt_tables[t])) continue;
+        attn_ctx *ctx = NULL;
+        assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+        assert_int_equal(attn_ctx_set_isa(ctx, opt_tables[t]), ATTN_STATUS_OK);
+        const float cs[4] = {0.25f, 1.0f, 8.0f, 64.0f};
+        for (int ci = 0; ci < 4; ci++) {
+            uint16_t q[64], k[64], v[64], o[64];
+            for (int d = 0; d < 64; d++) q[d] = attn_f32_to_bf16(1.0f), k[d] = attn_f32_to_bf16(cs[ci]), v[d] = q[d];
+            float lse = 0.0f;
+            const int64_t s4[4] = {1, 1, 1, 64}, ls[3] = {1, 1, 1};
+            attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_BF16, 4, s4), tk = attn_tensor_make(k, ATTN_DTYPE_BF16, 4, s4);
+            attn_tensor tv = attn_tensor_make(v, ATTN_DTYPE_BF16, 4, s4), to = attn_tensor_make(o, ATTN_DTYPE_BF16, 4, s4);
+            attn_tensor tl = attn_tensor_make(&lse, ATTN_DTYPE_F32, 3, ls);
+            attn_params p;
+            attn_params_init(&p);
+            p.softmax_scale = 1.0f;
+            assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, &p, &to, &tl), ATTN_STATUS_OK);
+            const double want = 64.0 * (double)cs[ci];
+            fprintf(stderr, "test_opt_in_tables: %s bf16 LSE of the logit %g: %.9g\n", opt_tables[t], want, (double)lse);
+            assert_true(fabs((double)lse - want) <= OPT_BF16_LSE_ATOL + 2.0 * 5.9604644775390625e-8 * want);
+        }
+        attn_ctx_destroy(ctx);
+    }
+}
+
 static void test_listing(void **state) {
     (void)state;
     assert_null(attn_isa_opt_in_name(-1));
@@ -501,6 +532,7 @@ int main(void) {
         cmocka_unit_test(test_kernels_model),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_paged_decode),
+        cmocka_unit_test(test_lse_bf16_queries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

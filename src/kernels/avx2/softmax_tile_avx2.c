@@ -1,7 +1,7 @@
 /*
  * softmax_tile_avx2.c — the online-softmax update of one kv tile, one ymm per 8 query rows
  * (cpu-kernel-design.md §2.4). Lane for lane the rule of k_softmax_w in generic/tile_kernels.h (see
- * softmax_tile_avx512.c for the statement): lazy rescale with threshold 8 (log2 units), α = 1 when m is
+ * softmax_tile_avx512.c for the statement): lazy rescale with threshold 8·ln 2 (natural units; the log2 e factor on s − m), α = 1 when m is
  * kept or was −inf, P exactly +0 where s = −inf, l = α·l + Σ_k P (k ascending), Oᵀ *= α when some α ≠ 1.
  * An all-masked tile leaves m, l and Oᵀ bitwise unchanged. ≤ 4 rows pack two keys per vector
  * (k256_softmax_rows4): the same per-lane operations on fewer vectors.
@@ -33,22 +33,22 @@ static void k256_softmax_rows4(float *s, int64_t num_keys, float *m, float *l, f
     const __m128 grow = _mm_cmp_ps(tmax, _mm_add_ps(m_old, _mm_set1_ps(ATTN_RESCALE_THRESHOLD)), _CMP_GT_OQ);
     const __m128 m_new = _mm_blendv_ps(m_old, tmax, _mm_or_ps(grow, empty));
     const __m128 keep = _mm_or_ps(_mm_cmp_ps(m_new, m_old, _CMP_EQ_OQ), empty);
-    const __m128 e = _mm256_castps256_ps128(k256_exp2(_mm256_castps128_ps256(_mm_sub_ps(m_old, m_new))));
+    const __m128 e = _mm256_castps256_ps128(k256_exp2(_mm256_castps128_ps256(_mm_mul_ps(_mm_sub_ps(m_old, m_new), _mm_set1_ps(ATTN_LOG2E_F)))));
     const __m128 alpha = _mm_blendv_ps(e, one4, keep);
     const int rescale = _mm_movemask_ps(_mm_cmp_ps(alpha, one4, _CMP_NEQ_UQ)) != 0;
     _mm_storeu_ps(m, m_new);
 
-    const __m256 m2 = _mm256_set_m128(m_new, m_new);
+    const __m256 m2 = _mm256_set_m128(m_new, m_new), log2e = _mm256_set1_ps(ATTN_LOG2E_F);
     for (k = 0; k + 2 <= num_keys; k += 2) {
         const __m256 x = _mm256_loadu2_m128(s + (k + 1) * ATTN_QB, s + k * ATTN_QB);
         const __m256 dead = _mm256_cmp_ps(x, neg_inf, _CMP_EQ_OQ);
-        const __m256 pe = _mm256_andnot_ps(dead, k256_exp2(_mm256_sub_ps(x, m2)));
+        const __m256 pe = _mm256_andnot_ps(dead, k256_exp2(_mm256_mul_ps(_mm256_sub_ps(x, m2), log2e)));
         _mm256_storeu2_m128(s + (k + 1) * ATTN_QB, s + k * ATTN_QB, pe);
     }
     for (; k < num_keys; k++) {
         const __m256 x = _mm256_castps128_ps256(_mm_loadu_ps(s + k * ATTN_QB));
         const __m256 dead = _mm256_cmp_ps(x, neg_inf, _CMP_EQ_OQ);
-        const __m256 pe = _mm256_andnot_ps(dead, k256_exp2(_mm256_sub_ps(x, m2)));
+        const __m256 pe = _mm256_andnot_ps(dead, k256_exp2(_mm256_mul_ps(_mm256_sub_ps(x, m2), log2e)));
         _mm_storeu_ps(s + k * ATTN_QB, _mm256_castps256_ps128(pe));
     }
     __m128 sum = _mm_setzero_ps();
@@ -67,7 +67,7 @@ void attn_k_softmax_tile_avx2(float *s, int64_t num_keys, int64_t num_rows, floa
     }
     const int nv = (int)((num_rows + 7) / 8);
     const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
-    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 one = _mm256_set1_ps(1.0f), log2e = _mm256_set1_ps(ATTN_LOG2E_F);
     __m256 alpha[ATTN_QB / 8];
     int rescale = 0;
     for (int v = 0; v < nv; v++) {
@@ -80,7 +80,7 @@ void attn_k_softmax_tile_avx2(float *s, int64_t num_keys, int64_t num_rows, floa
             _mm256_cmp_ps(tmax, _mm256_add_ps(m_old, _mm256_set1_ps(ATTN_RESCALE_THRESHOLD)), _CMP_GT_OQ);
         const __m256 m_new = _mm256_blendv_ps(m_old, tmax, _mm256_or_ps(grow, empty));
         const __m256 keep = _mm256_or_ps(_mm256_cmp_ps(m_new, m_old, _CMP_EQ_OQ), empty);
-        alpha[v] = _mm256_blendv_ps(k256_exp2(_mm256_sub_ps(m_old, m_new)), one, keep);
+        alpha[v] = _mm256_blendv_ps(k256_exp2(_mm256_mul_ps(_mm256_sub_ps(m_old, m_new), log2e)), one, keep);
         if (_mm256_movemask_ps(_mm256_cmp_ps(alpha[v], one, _CMP_NEQ_UQ))) rescale = 1;
         _mm256_storeu_ps(m + 8 * v, m_new);
 
@@ -88,7 +88,7 @@ void attn_k_softmax_tile_avx2(float *s, int64_t num_keys, int64_t num_rows, floa
         for (int64_t k = 0; k < num_keys; k++) {
             const __m256 x = _mm256_loadu_ps(sv + k * ATTN_QB);
             const __m256 dead = _mm256_cmp_ps(x, neg_inf, _CMP_EQ_OQ);
-            const __m256 pe = _mm256_andnot_ps(dead, k256_exp2(_mm256_sub_ps(x, m_new)));
+            const __m256 pe = _mm256_andnot_ps(dead, k256_exp2(_mm256_mul_ps(_mm256_sub_ps(x, m_new), log2e)));
             _mm256_storeu_ps(sv + k * ATTN_QB, pe);
             sum = _mm256_add_ps(sum, pe);
         }

@@ -2,9 +2,9 @@
  * softmax_tile_avx512.c — the online-softmax update of one kv tile, one zmm per 16 query rows
  * (cpu-kernel-design.md §2.4). Lane for lane the same rule as k_softmax_w in generic/tile_kernels.h:
  *   tmax = max_k s (−inf start; NaN scores ignored as by `s > tmax ? s : tmax`);
- *   m_new = tmax if tmax > m_old + 8 or m_old = −inf, else m_old (lazy rescale, log2 units);
- *   α = 1 if m_new = m_old or m_old = −inf, else exp2(m_old − m_new);
- *   P = exp2(s − m_new), exactly 0 where s = −inf; l = α·l + Σ_k P (k ascending); Oᵀ *= α when some α ≠ 1.
+ *   m_new = tmax if tmax > m_old + 8·ln 2 or m_old = −inf, else m_old (lazy rescale; natural units);
+ *   α = 1 if m_new = m_old or m_old = −inf, else exp2((m_old − m_new)·log2 e);
+ *   P = exp2((s − m_new)·log2 e), exactly 0 where s = −inf; l = α·l + Σ_k P (k ascending); Oᵀ *= α when some α ≠ 1.
  * An all-masked tile therefore leaves m, l and Oᵀ bitwise unchanged. Does not handle masks itself.
  * ≤ 4 rows pack four keys per vector (k512_softmax_rows4): the same per-lane operations on fewer vectors.
  */
@@ -45,16 +45,16 @@ static void k512_softmax_rows4(float *s, int64_t num_keys, float *m, float *l, f
     const __mmask8 grow = _mm_cmp_ps_mask(tmax, _mm_add_ps(m_old, _mm_set1_ps(ATTN_RESCALE_THRESHOLD)), _CMP_GT_OQ);
     const __m128 m_new = _mm_mask_mov_ps(m_old, (__mmask8)(grow | empty), tmax);
     const __mmask8 keep = (__mmask8)(_mm_cmp_ps_mask(m_new, m_old, _CMP_EQ_OQ) | empty);
-    const __m128 e = _mm512_castps512_ps128(k512_exp2(_mm512_castps128_ps512(_mm_sub_ps(m_old, m_new))));
+    const __m128 e = _mm512_castps512_ps128(k512_exp2(_mm512_castps128_ps512(_mm_mul_ps(_mm_sub_ps(m_old, m_new), _mm_set1_ps(ATTN_LOG2E_F)))));
     const __m128 alpha = _mm_mask_mov_ps(e, keep, one4);
     const int rescale = (_mm_cmp_ps_mask(alpha, one4, _CMP_NEQ_UQ) & 0xF) != 0;
     _mm_storeu_ps(m, m_new);
 
-    const __m512 m4 = _mm512_broadcast_f32x4(m_new);
+    const __m512 m4 = _mm512_broadcast_f32x4(m_new), log2e = _mm512_set1_ps(ATTN_LOG2E_F);
     for (k = 0; k + 4 <= num_keys; k += 4) {
         const __m512 x = k512_pack4(s, k);
         /* s = −inf gives exactly +0 even when m_new = −inf too (t would be NaN there) */
-        const __m512 pe = k512_exp2_masked(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_UQ), _mm512_sub_ps(x, m4));
+        const __m512 pe = k512_exp2_masked(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_UQ), _mm512_mul_ps(_mm512_sub_ps(x, m4), log2e));
         _mm_storeu_ps(s + k * ATTN_QB, _mm512_castps512_ps128(pe));
         _mm_storeu_ps(s + (k + 1) * ATTN_QB, _mm512_extractf32x4_ps(pe, 1));
         _mm_storeu_ps(s + (k + 2) * ATTN_QB, _mm512_extractf32x4_ps(pe, 2));
@@ -62,7 +62,7 @@ static void k512_softmax_rows4(float *s, int64_t num_keys, float *m, float *l, f
     }
     for (; k < num_keys; k++) {
         const __m512 x = _mm512_castps128_ps512(_mm_loadu_ps(s + k * ATTN_QB));
-        const __m512 pe = k512_exp2_masked(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_UQ) & 0xF, _mm512_sub_ps(x, m4));
+        const __m512 pe = k512_exp2_masked(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_UQ) & 0xF, _mm512_mul_ps(_mm512_sub_ps(x, m4), log2e));
         _mm_storeu_ps(s + k * ATTN_QB, _mm512_castps512_ps128(pe));
     }
     __m128 sum = _mm_setzero_ps();
@@ -81,7 +81,7 @@ void attn_k_softmax_tile_avx512(float *s, int64_t num_keys, int64_t num_rows, fl
     }
     const int nv = num_rows > 16 ? 2 : 1;
     const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 one = _mm512_set1_ps(1.0f), log2e = _mm512_set1_ps(ATTN_LOG2E_F);
     __m512 alpha[2];
     int rescale = 0;
     for (int v = 0; v < nv; v++) {
@@ -94,7 +94,7 @@ void attn_k_softmax_tile_avx512(float *s, int64_t num_keys, int64_t num_rows, fl
             _mm512_cmp_ps_mask(tmax, _mm512_add_ps(m_old, _mm512_set1_ps(ATTN_RESCALE_THRESHOLD)), _CMP_GT_OQ);
         const __m512 m_new = _mm512_mask_mov_ps(m_old, (__mmask16)(grow | empty), tmax);
         const __mmask16 keep = (__mmask16)(_mm512_cmp_ps_mask(m_new, m_old, _CMP_EQ_OQ) | empty);
-        alpha[v] = _mm512_mask_mov_ps(k512_exp2(_mm512_sub_ps(m_old, m_new)), keep, one);
+        alpha[v] = _mm512_mask_mov_ps(k512_exp2(_mm512_mul_ps(_mm512_sub_ps(m_old, m_new), log2e)), keep, one);
         if (_mm512_cmp_ps_mask(alpha[v], one, _CMP_NEQ_UQ)) rescale = 1;
         _mm512_storeu_ps(m + 16 * v, m_new);
 
@@ -102,7 +102,7 @@ void attn_k_softmax_tile_avx512(float *s, int64_t num_keys, int64_t num_rows, fl
         for (int64_t k = 0; k < num_keys; k++) {
             const __m512 x = _mm512_loadu_ps(sv + k * ATTN_QB);
             /* s = −inf gives exactly +0 even when m_new = −inf too (t would be NaN there) */
-            const __m512 pe = k512_exp2_masked(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_UQ), _mm512_sub_ps(x, m_new));
+            const __m512 pe = k512_exp2_masked(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_UQ), _mm512_mul_ps(_mm512_sub_ps(x, m_new), log2e));
             _mm512_storeu_ps(sv + k * ATTN_QB, pe);
             sum = _mm512_add_ps(sum, pe);
         }

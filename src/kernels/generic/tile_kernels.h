@@ -163,7 +163,7 @@ static inline void k_softmax_w(float *restrict s, int64_t num_keys, float *restr
         float m_new = m_old;
         if (tmax[r] > m_old + ATTN_RESCALE_THRESHOLD || m_old == -INFINITY) m_new = tmax[r];
         /* m_old = −inf: nothing accumulated yet, α is irrelevant (l = 0, o = 0); use 1 to avoid NaN */
-        alpha[r] = (m_new == m_old || m_old == -INFINITY) ? 1.0f : k_exp2(m_old - m_new);
+        alpha[r] = (m_new == m_old || m_old == -INFINITY) ? 1.0f : k_exp2((m_old - m_new) * ATTN_LOG2E_F);
         if (alpha[r] != 1.0f) rescale = 1;
         m[r] = m_new;
         sum[r] = 0.0f;
@@ -172,7 +172,7 @@ static inline void k_softmax_w(float *restrict s, int64_t num_keys, float *restr
         float *row = s + k * ATTN_QB;
         for (int r = 0; r < W; r++) {
             const float x = row[r];
-            const float p = x == -INFINITY ? 0.0f : k_exp2(x - m[r]);
+            const float p = x == -INFINITY ? 0.0f : k_exp2((x - m[r]) * ATTN_LOG2E_F);
             row[r] = p;
             sum[r] += p;
         }
