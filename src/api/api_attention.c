@@ -354,7 +354,8 @@ attn_status attn_merge_attn_states(attn_ctx *ctx, const attn_tensor *out_a, cons
             /* +inf marks an empty state (FA2's LSE of a row with no keys): treat it as −inf, as vLLM does */
             if (la == INFINITY) la = -INFINITY;
             if (lb == INFINITY) lb = -INFINITY;
-            const float mx = la > lb ? la : lb;
+            /* a NaN state makes the result NaN whichever side it is on (IEEE: NaN propagates) */
+            const float mx = isnan(la) || isnan(lb) ? NAN : la > lb ? la : lb;
             float wa = 0.0f, wb = 0.0f, lse;
             if (mx == -INFINITY) {
                 lse = -INFINITY;

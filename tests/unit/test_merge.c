@@ -23,6 +23,30 @@ static attn_ctx *new_ctx(void) {
     return ctx;
 }
 
+/* A NaN LSE on either side makes the merged row NaN (LSE and every out value), whatever the other side holds:
+ * −inf, +inf (empty) or a finite value. The result must not depend on the argument order. */
+static void test_nan_state_either_side(void **state) {
+    (void)state;
+    attn_ctx *ctx = new_ctx();
+    const float others[3] = {-INFINITY, INFINITY, 2.5f};
+    const int64_t D = 4;
+    int64_t os[3] = {1, 1, D}, ls[2] = {1, 1};
+    for (int i = 0; i < 3; i++)
+        for (int swap = 0; swap < 2; swap++) {
+            float oa[4] = {1, 2, 3, 4}, ob[4] = {5, 6, 7, 8}, out[4] = {0, 0, 0, 0};
+            float la = swap ? others[i] : NAN, lb = swap ? NAN : others[i], lo = 0.0f;
+            attn_tensor ta = attn_tensor_make(oa, ATTN_DTYPE_F32, 3, os), tb = attn_tensor_make(ob, ATTN_DTYPE_F32, 3, os);
+            attn_tensor to = attn_tensor_make(out, ATTN_DTYPE_F32, 3, os);
+            attn_tensor tla = attn_tensor_make(&la, ATTN_DTYPE_F32, 2, ls), tlb = attn_tensor_make(&lb, ATTN_DTYPE_F32, 2, ls);
+            attn_tensor tlo = attn_tensor_make(&lo, ATTN_DTYPE_F32, 2, ls);
+            assert_int_equal(attn_merge_attn_states(ctx, &ta, &tla, &tb, &tlb, &to, &tlo), ATTN_STATUS_OK);
+            if (!isnan(lo)) printf("REPRO merge: lse_a=%g lse_b=%g gave lse %g, expected NaN\n", (double)la, (double)lb, (double)lo);
+            assert_true(isnan(lo));
+            for (int64_t d = 0; d < D; d++) assert_true(isnan(out[d]));
+        }
+    attn_ctx_destroy(ctx);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The formula, −inf, aliasing
  * --------------------------------------------------------------------------------------------- */
@@ -211,6 +235,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formula),
         cmocka_unit_test(test_positive_inf_is_empty),
+        cmocka_unit_test(test_nan_state_either_side),
         cmocka_unit_test(test_split_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
