@@ -734,7 +734,9 @@ ATTN_API attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_t
  *                seq_lens[r] − query_len) (the seed's row model: kv_start_pos = seq_len − query_len; needs
  *                query_len <= seq_lens[r]); or ranges as attn_forward_piecewise, the same for every row and
  *                inside [0, seq_lens[r]) of each
- *   params:      causal NONE, masks NULL; window, soft-cap, ALiBi (global positions) and sinks apply
+ *   params:      causal NONE, masks NULL; window, soft-cap, ALiBi (global positions) and sinks apply;
+ *                k_scale / v_scale dequantize an fp8 cache (finite and > 0, INVALID_ARGUMENT otherwise), as in
+ *                attn_paged_attention; float caches ignore them
  *   out:         [rows, query_len, num_heads, head_size], q's dtype, any strides, no overlap with inputs
  *   lse_opt:     float32 [rows, num_heads, query_len] (natural log) or NULL
  * Exactness: bitwise equal to attn_forward_piecewise on the same keys gathered into a dense

@@ -522,6 +522,7 @@ static attn_status diff_paged_piecewise(attn_ctx *ctx, const attn_tensor *q, con
         ATTN_TRY(attn_tensor_check_dim(lse, "lse", 2, query_len, "query_len"));
     }
     ATTN_TRY(attn_opts_resolve(params, num_heads, c.cache.head_size, 0, &p.opts));
+    ATTN_TRY(attn_opts_resolve_kv_scales(params, c.cache.dtype, &p.opts));
     ATTN_TRY(diff_check_i32(seq_lens, "seq_lens", 1));
     ATTN_TRY(attn_tensor_check_dim(seq_lens, "seq_lens", 0, rows, "rows"));
     ATTN_TRY(diff_check_i32(bt, "block_table", 2));

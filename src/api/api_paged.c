@@ -104,18 +104,7 @@ static attn_status attn_paged_check_qo(const attn_tensor *q, const attn_kv_layou
         ATTN_TRY(attn_tensor_check_dim(lse, "lse", 1, num_tokens, "num_tokens"));
     }
     ATTN_TRY(attn_opts_resolve(params, num_heads, cache->head_size, 0, &p->opts));
-    if (attn_dtype_is_fp8(cache->dtype)) { /* dequantization scales (float caches ignore them, as vLLM) */
-        attn_params def;
-        attn_params_init(&def);
-        const attn_params *pp = params ? params : &def;
-        ATTN_CHECK(isfinite(pp->k_scale) && pp->k_scale > 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
-                   "params.k_scale=%g: expected a finite value > 0 for the %s kv_cache", (double)pp->k_scale,
-                   attn_dtype_name(cache->dtype));
-        ATTN_CHECK(isfinite(pp->v_scale) && pp->v_scale > 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
-                   "params.v_scale=%g: expected a finite value > 0 for the %s kv_cache", (double)pp->v_scale,
-                   attn_dtype_name(cache->dtype));
-        p->opts.k_scale = pp->k_scale, p->opts.v_scale = pp->v_scale;
-    }
+    ATTN_TRY(attn_opts_resolve_kv_scales(params, cache->dtype, &p->opts));
     p->num_heads = num_heads;
     p->num_kv_heads = cache->num_kv_heads;
     p->head_size = p->head_size_v = cache->head_size;

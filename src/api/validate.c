@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "core/checked_math.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -50,6 +51,21 @@ attn_status attn_opts_resolve(const attn_params *params, int64_t num_heads, int6
     opts->key_padding_mask = params->key_padding_mask;
     opts->additive_mask = params->additive_mask;
     opts->k_scale = opts->v_scale = 1.0f; /* the paged entries set an fp8 cache's scales */
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_opts_resolve_kv_scales(const attn_params *params, attn_dtype cache_dtype, attn_opts *opts) {
+    if (!attn_dtype_is_fp8(cache_dtype)) return ATTN_STATUS_OK;
+    attn_params def;
+    attn_params_init(&def);
+    const attn_params *pp = params ? params : &def;
+    ATTN_CHECK(isfinite(pp->k_scale) && pp->k_scale > 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
+               "params.k_scale=%g: expected a finite value > 0 for the %s kv_cache", (double)pp->k_scale,
+               attn_dtype_name(cache_dtype));
+    ATTN_CHECK(isfinite(pp->v_scale) && pp->v_scale > 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
+               "params.v_scale=%g: expected a finite value > 0 for the %s kv_cache", (double)pp->v_scale,
+               attn_dtype_name(cache_dtype));
+    opts->k_scale = pp->k_scale, opts->v_scale = pp->v_scale;
     return ATTN_STATUS_OK;
 }
 

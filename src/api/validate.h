@@ -13,6 +13,11 @@
 attn_status attn_opts_resolve(const attn_params *params, int64_t num_heads, int64_t head_size, int allow_masks,
                               attn_opts *opts);
 
+/* The dequantization scales of a KV cache read (every paged entry): for an fp8 cache, params->k_scale and
+ * params->v_scale (NULL params: the defaults, 1) must be finite and > 0 (INVALID_ARGUMENT naming the field) and
+ * are copied into opts; float caches ignore them, as vLLM does (opts keeps 1). */
+attn_status attn_opts_resolve_kv_scales(const attn_params *params, attn_dtype cache_dtype, attn_opts *opts);
+
 /* params->mask: bool/u8, 4-D [B|1, H|1, Sq, Sk] or 2-D [Sq, Sk]; key_padding_mask: bool/u8 [B, Sk]. */
 attn_status attn_validate_masks(const attn_opts *opts, int64_t batch, int64_t num_heads, int64_t seq_q,
                                 int64_t seq_k);

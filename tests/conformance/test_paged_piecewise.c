@@ -319,6 +319,95 @@ static void test_query_range_shard(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* An fp8 cache: params.k_scale / v_scale dequantize it (element = decode(bits)·scale), in the fast entry and in
+ * its oracle twin, as in attn_paged_attention; a scale that is not finite and > 0 is rejected, nothing written.
+ * The expectation is independent of both: the dense oracle on the decoded, scaled keys and values. */
+static void test_fp8_scales(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    th_rng rng;
+    th_rng_seed(&rng, 105);
+    const attn_dtype fmts[2] = {ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
+    const int64_t S = 19, Lq = 6, H = 2, Hk = 1, D = 64, bs = 4, nb = 6;
+    const float scales[3][2] = {{4.0f, 4.0f}, {0.5f, 3.0f}, {1.0f, 1.0f}};
+    for (int fi = 0; fi < 2; fi++)
+        for (int si = 0; si < 3; si++) {
+            const attn_dtype fmt = fmts[fi];
+            const float ks = scales[si][0], vs = scales[si][1];
+            float *q = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(Lq * H * D), -1, 1);
+            float *kd = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(S * Hk * D), -2, 2);
+            float *vd = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(S * Hk * D), -1, 1);
+            uint8_t *cache = calloc((size_t)(2 * nb * bs * Hk * D), 1);
+            int32_t seq[1] = {(int32_t)S}, bt[5] = {3, 0, 5, 1, 4}; /* 19 keys in 5 blocks of 4 */
+            int64_t slots[19];
+            for (int64_t j = 0; j < S; j++) slots[j] = (int64_t)bt[j / bs] * bs + j % bs;
+            int64_t qs[4] = {1, Lq, H, D}, kvs[3] = {S, Hk, D}, k4[4] = {1, S, Hk, D}, cs[5] = {2, nb, bs, Hk, D};
+            int64_t ss[1] = {1}, bts[2] = {1, 5}, sls[1] = {S}, ls[3] = {1, H, Lq};
+            attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 4, qs);
+            attn_tensor tk = attn_tensor_make(kd, ATTN_DTYPE_F32, 3, kvs), tv = attn_tensor_make(vd, ATTN_DTYPE_F32, 3, kvs);
+            attn_tensor tc = attn_tensor_make(cache, fmt, 5, cs), tsl = attn_tensor_make(slots, ATTN_DTYPE_I64, 1, sls);
+            attn_tensor tseq = attn_tensor_make(seq, ATTN_DTYPE_I32, 1, ss), tbt = attn_tensor_make(bt, ATTN_DTYPE_I32, 2, bts);
+            assert_int_equal(attn_reshape_and_cache(ctx, &tk, &tv, &tc, &tsl), ATTN_STATUS_OK);
+            /* the decoded, scaled keys and values in a dense [1, S, Hk, D] tensor */
+            float *kx = malloc(sizeof(float) * (size_t)(S * Hk * D)), *vx = malloc(sizeof(float) * (size_t)(S * Hk * D));
+            for (int64_t j = 0; j < S; j++)
+                for (int64_t d = 0; d < Hk * D; d++) {
+                    const int64_t off = slots[j] * Hk * D + d;
+                    kx[j * Hk * D + d] = attn_fp8_to_float(fmt, cache[off]) * ks;
+                    vx[j * Hk * D + d] = attn_fp8_to_float(fmt, cache[(int64_t)nb * bs * Hk * D + off]) * vs;
+                }
+            attn_tensor tkx = attn_tensor_make(kx, ATTN_DTYPE_F32, 4, k4), tvx = attn_tensor_make(vx, ATTN_DTYPE_F32, 4, k4);
+            const attn_span sp[1] = {{2, 5}};
+            attn_query_range def = {0, Lq, S - Lq};
+            float *oe = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(Lq * H * D)), *le = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * Lq));
+            float *o = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(Lq * H * D)), *l = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * Lq));
+            attn_tensor toe = attn_tensor_make(oe, ATTN_DTYPE_F32, 4, qs), tle = attn_tensor_make(le, ATTN_DTYPE_F32, 3, ls);
+            attn_tensor to = attn_tensor_make(o, ATTN_DTYPE_F32, 4, qs), tl = attn_tensor_make(l, ATTN_DTYPE_F32, 3, ls);
+            assert_int_equal(attn_ref_forward_piecewise(ATTN_LAYOUT_BSND, &tq, &tkx, &tvx, sp, 1, &def, 1, NULL, &toe, &tle),
+                             ATTN_STATUS_OK);
+            attn_params p;
+            attn_params_init(&p);
+            p.k_scale = ks, p.v_scale = vs;
+            for (int twin = 0; twin < 2; twin++) {
+                const attn_status st =
+                    twin ? attn_ref_forward_paged_piecewise(&tq, &tc, &tseq, &tbt, sp, 1, NULL, 0, &p, &to, &tl)
+                         : attn_forward_paged_piecewise(ctx, &tq, &tc, &tseq, &tbt, sp, 1, NULL, 0, &p, &to, &tl);
+                assert_int_equal(st, ATTN_STATUS_OK);
+                size_t bad = 0, bad_l = 0;
+                const double err = th_compare(&to, &toe, th_tol_for(ATTN_DTYPE_F32), 2.0 * vs, &bad);
+                const double err_l = th_compare_lse(&tl, &tle, th_tol_for(ATTN_DTYPE_F32), &bad_l);
+                if (bad || bad_l)
+                    print_error("REPRO paged piecewise %s %s k_scale=%g v_scale=%g: %zu/%zu values off (err %g / %g)\n",
+                                twin ? "oracle twin" : "fast", attn_dtype_name(fmt), (double)ks, (double)vs, bad, bad_l,
+                                err, err_l);
+                assert_int_equal(bad, 0);
+                assert_int_equal(bad_l, 0);
+            }
+            /* invalid scales: INVALID_ARGUMENT naming the field, out and lse untouched */
+            const float badv[3] = {-1.0f, 0.0f, NAN};
+            for (int bi = 0; bi < 3; bi++)
+                for (int which = 0; which < 2; which++) {
+                    attn_params pb = p;
+                    if (which) pb.v_scale = badv[bi];
+                    else pb.k_scale = badv[bi];
+                    float *ob = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(Lq * H * D));
+                    attn_tensor tob = attn_tensor_make(ob, ATTN_DTYPE_F32, 4, qs);
+                    for (int twin = 0; twin < 2; twin++) {
+                        const attn_status st =
+                            twin ? attn_ref_forward_paged_piecewise(&tq, &tc, &tseq, &tbt, sp, 1, NULL, 0, &pb, &tob, NULL)
+                                 : attn_forward_paged_piecewise(ctx, &tq, &tc, &tseq, &tbt, sp, 1, NULL, 0, &pb, &tob, NULL);
+                        assert_int_equal(st, ATTN_STATUS_INVALID_ARGUMENT);
+                        assert_non_null(strstr(attn_last_error(), which ? "v_scale" : "k_scale"));
+                        for (int64_t i = 0; i < Lq * H * D; i++) assert_true(isnan(ob[i]));
+                    }
+                    free(ob);
+                }
+            free(q), free(kd), free(vd), free(cache), free(kx), free(vx), free(oe), free(le), free(o), free(l);
+        }
+    attn_ctx_destroy(ctx);
+}
+
 static void test_errors(void **state) {
     (void)state;
     attn_ctx *ctx = NULL;
@@ -436,6 +525,7 @@ int main(void) {
         cmocka_unit_test(test_random_batches),
         cmocka_unit_test(test_query_range_shard),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_fp8_scales),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
