@@ -191,6 +191,7 @@ int attn_cli_env_open(const char *command, attn_cli_mode mode, const attn_cli_op
         return ATTN_CLI_EXIT_USAGE;
     }
     env->ctx = ctx;
+    attn_cli_use_isa_tolerance(attn_ctx_isa(ctx)); /* an opt-in table is checked with its own tolerance */
     env->mode = mode;
     env->command = command;
     env->workload = opts->workload;

@@ -136,8 +136,14 @@ typedef struct attn_cli_tol {
 } attn_cli_tol;
 
 /* Tolerance for outputs in `dtype` (the query dtype): f32 2e−5·max|V| + 1e−5·|ref|; f16 2e−3 (both);
- * bf16 1e−2 (both). LSE: 2e−5 (f32), 1e−3 otherwise. Mirrors th_tol_for() of the test harness. */
+ * bf16 1e−2 (both). LSE: 2e−5 (f32), 1e−3 otherwise. Mirrors th_tol_for() of the test harness. When the run's
+ * context uses an opt-in table (attn_cli_use_isa_tolerance), bf16 takes that table's stated tolerance, 2e−2 for
+ * out (both) and LSE (docs/SEMANTICS.md §7); f32/f16 operands run the default tables' arithmetic there. */
 attn_cli_tol attn_cli_tol_for(attn_dtype dtype);
+/* Selects the tolerances of the kernel table `isa` (a context's attn_ctx_isa) for attn_cli_tol_for. */
+void attn_cli_use_isa_tolerance(const char *isa);
+/* The opt-in table selected by attn_cli_use_isa_tolerance, or NULL. */
+const char *attn_cli_opt_in_table(void);
 
 typedef struct attn_cli_cmp {
     double max_abs_err;  /* max |got − expected| over compared elements (inf if any NaN)          */

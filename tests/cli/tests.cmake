@@ -7,6 +7,16 @@ endif()
 set(_cli_dir ${CMAKE_CURRENT_LIST_DIR})
 set(_small ${PROJECT_SOURCE_DIR}/cli/examples/small.json)
 
+# The tolerances the CLI checks with (cli/util.c), per kernel table: a unit test on the CLI's own code.
+find_library(ATTN_CLI_TEST_CJSON cjson)
+if(ATTN_CLI_TEST_CJSON)
+  add_executable(test_cli_tolerance ${_cli_dir}/cli_tolerance.c ${PROJECT_SOURCE_DIR}/cli/util.c)
+  target_include_directories(test_cli_tolerance PRIVATE ${PROJECT_SOURCE_DIR}/cli)
+  target_link_libraries(test_cli_tolerance PRIVATE attn_test_harness ${ATTN_CLI_TEST_CJSON})
+  add_test(NAME cli.test_cli_tolerance COMMAND test_cli_tolerance)
+  set_tests_properties(cli.test_cli_tolerance PROPERTIES LABELS cli)
+endif()
+
 # attn_cli_test(<name> RC <code> ARGS <a;b> [ENV <k=v;..>] [OUT <re;..>] [ERR <re;..>] [LACKS <re>]
 #               [GOLDEN <file>] [JSON_FAILED <n>] [ERR_EMPTY])
 function(attn_cli_test name)
