@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""attn against its peers, in one process window (issue 8): vLLM CPU's cpu_attention_with_kv_cache, torch
+"""attn against its peers, in one process window: vLLM CPU's cpu_attention_with_kv_cache, torch
 scaled_dot_product_attention and an unfused NumPy baseline.
 
 Run through bench/peers/run.sh (it installs the peers' venv on demand, builds attn and the ceilings helper

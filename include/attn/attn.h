@@ -184,7 +184,7 @@ ATTN_API const char *attn_isa_name(int32_t index);
 /* Name of the i-th opt-in kernel table compiled in (static storage; NULL if out of range): tables that are never
  * chosen by default (neither by attn_ctx_create nor listed by attn_isa_name) and are selected by name only
  * (attn_ctx_set_isa, ATTN_ISA), because their arithmetic is not the pinned chains of the default tables. Today
- * "avx512bf16" (x86-64 with AVX512-BF16, issue 8): the avx512 table except that blocks of <= 16 query rows
+ * "avx512bf16" (x86-64 with AVX512-BF16): the avx512 table except that blocks of <= 16 query rows
  * (decode, speculative decode, a prefill's last short block) over bf16 K/V use VDPBF16PS, which rounds the
  * scaled query and the probabilities P to bf16 (round to nearest even) and adds two products per step;
  * f32/f16/fp8 K/V and bigger blocks give the avx512 bits. Results are within the tolerance stated in
@@ -228,7 +228,7 @@ typedef struct attn_params {
     float softcap;               /* > 0: s = softcap·tanh(s/softcap); 0 = off                              */
     const float *alibi_slopes;   /* [num_heads] float32 or NULL: s += −slope[h]·|p_i − j|                  */
     const float *sinks;          /* [num_heads] float32 or NULL: per-head logit added to the denominator    */
-    /* Diffusion masks (issue 4), boolean keep-masks (true = attend), combined with causal/window by AND.
+    /* Diffusion masks, boolean keep-masks (true = attend), combined with causal/window by AND.
      * mask:     bool/u8 view broadcast to [batch, num_heads, seq_q, seq_k] as torch SDPA / NumPy do: ndim 1..4,
      *           right-aligned to those dimensions ([seq_q, seq_k] is ndim 2, [batch, 1, 1, seq_k] the usual
      *           padding mask), each dimension 1 (broadcast) or the full size. NULL = none.
@@ -238,7 +238,7 @@ typedef struct attn_params {
      * broadcast)"), UNSUPPORTED on every other entry. */
     const attn_tensor *mask;
     const attn_tensor *key_padding_mask;
-    /* Additive float mask (issue 10; torch SDPA's float attn_mask, diffusers' attention_mask): f32/f16/bf16
+    /* Additive float mask (torch SDPA's float attn_mask, diffusers' attention_mask): f32/f16/bf16
      * view broadcast like `mask`, added to the logits in natural units after ALiBi (SDPA adds it to the scaled
      * q·k; soft-cap, which SDPA lacks, comes first, as in Gemma-2's eager attention). A value of −inf hides
      * the key exactly like a false keep-mask entry (a row with only hidden keys gives out = 0, LSE = −inf; a
@@ -250,7 +250,7 @@ typedef struct attn_params {
      * "params.additive_mask: dtype u8, expected f32, f16 or bf16". NULL = none. Semantics: PyTorch
      * scaled_dot_product_attention (attn_mask of a floating dtype). */
     const attn_tensor *additive_mask;
-    /* fp8 KV cache dequantization scales (issue 9; vLLM's per-tensor layer._k_scale_float / _v_scale_float):
+    /* fp8 KV cache dequantization scales (vLLM's per-tensor layer._k_scale_float / _v_scale_float):
      * an element of an FP8_E4M3 / FP8_E5M2 kv_cache (and of key_opt / value_opt of attn_forward_paged) means
      * decode(bits)·k_scale for keys and decode(bits)·v_scale for values, as vLLM dequantizes ("Dequant(FP8) ·
      * scale => HP"). Read only by the paged entries on an fp8 cache, where each must be finite and > 0
@@ -324,7 +324,7 @@ ATTN_API attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_te
                                              attn_tensor *out, attn_tensor *lse_opt);
 
 /* ================================================================================================
- * LLM serving: paged KV cache, cache ops, metadata builder and plan, paged attention (issue 3)
+ * LLM serving: paged KV cache, cache ops, metadata builder and plan, paged attention
  * ================================================================================================ */
 
 /* Source of semantics for this section: vllm-ascend attention_v1.py (AscendAttentionBackend,
@@ -384,7 +384,7 @@ ATTN_API attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, cons
 ATTN_API attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cache, attn_tensor *dst_cache,
                                       const attn_tensor *block_mapping);
 
-/* ---- Disaggregated prefill: per-layer "KV stored" notification (issue 10) ------------------------------
+/* ---- Disaggregated prefill: per-layer "KV stored" notification ------------------------------
  * A KV producer (prefill instance of a disaggregated deployment) starts sending a layer's KV as soon as that
  * layer's cache write is done instead of after the whole forward (seed: AscendAttentionBackendImpl
  * reshape_and_cache records `reshape_cache_event` when is_kv_producer, for the KV connector to wait on before
@@ -628,7 +628,7 @@ typedef struct attn_capabilities {
 ATTN_API attn_status attn_capabilities_get(attn_capabilities *caps, size_t caps_size);
 
 /* ================================================================================================
- * Diffusion: piecewise spans, pre-scaling, quantized attention (issue 4)
+ * Diffusion: piecewise spans, pre-scaling, quantized attention
  * ================================================================================================ */
 
 /* Semantics: shared/spec/diffusion.md (vllm-omni diffusion FlashAttentionImpl and MindIE-SD), summarised with
@@ -712,7 +712,7 @@ ATTN_API attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_t
                                                 int64_t num_query_ranges, const attn_params *params,
                                                 attn_tensor *out, attn_tensor *lse_opt);
 
-/* ---- Piecewise spans over a paged KV cache (issue 10; vllm-omni run_paged_piecewise_plan, diffusion.md
+/* ---- Piecewise spans over a paged KV cache (vllm-omni run_paged_piecewise_plan, diffusion.md
  * A.14 and B.6) ------------------------------------------------------------------------------------------
  * attn_forward_piecewise where batch row r's keys/values are the first seq_lens[r] tokens of its pages
  * (kv_cache[·][block_table[r][j / block_size]][j % block_size], written beforehand, e.g. by

@@ -1,5 +1,5 @@
 /*
- * attn_mpi.h — context parallelism for libattn across processes on MPI (issue 12): libattn_mpi.
+ * attn_mpi.h — context parallelism for libattn across processes on MPI: libattn_mpi.
  *
  * A separate library over the public libattn API (include/attn/attn.h); libattn itself has no MPI
  * dependency. Three schemes, each a plan made once (buffers sized and allocated there) and a run per layer

@@ -1,4 +1,4 @@
-"""attn.distributed — context parallelism across processes on MPI (issue 12), over libattn_mpi.
+"""attn.distributed — context parallelism across processes on MPI, over libattn_mpi.
 
 The same operations as include/attn/attn_mpi.h on NumPy arrays and torch tensors (DLPack, no copies of the
 inputs), with communicators from mpi4py (the optional ``distributed`` extra: ``pip install .[distributed]``):

@@ -1,9 +1,9 @@
 /*
- * api_diffusion.c — diffusion entry points (issue 4, shared/spec/diffusion.md): self-attention with a key
+ * api_diffusion.c — diffusion entry points (shared/spec/diffusion.md): self-attention with a key
  * padding mask (unpad → packed → pad through index lists, no copies, no Sq×Sk mask), packed batch-1
  * documents, piecewise causal/full spans (a per-row key range, never a mask), prefix K/V slicing,
  * power-of-two input pre-scaling and quantized attention (fp8 / MX emulated by fake quantization), and the
- * piecewise spans over a paged KV cache (issue 10: the same driver, K/V through block-table rows).
+ * piecewise spans over a paged KV cache (the same driver, K/V through block-table rows).
  * Each entry validates everything first; compute runs in the shared driver (or the oracle).
  */
 #include <math.h>
@@ -88,7 +88,7 @@ static void diff_get_seq(const attn_problem *p, int64_t b, attn_seq_view *s) {
         const int32_t *rows = c->valid_rows + b * c->seq_len;
         s->seq_q = s->seq_k = c->valid_counts[b];
         s->q_rows = rows;
-        s->k_tokens = rows; /* explicit/additive masks are indexed by token (issue 10) */
+        s->k_tokens = rows; /* explicit/additive masks are indexed by token */
         s->block_table = rows;
         s->block_size = 1;
         s->k_block_stride = c->k.seq_stride;
@@ -437,7 +437,7 @@ attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_tensor *q,
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Piecewise spans over a paged KV cache (issue 10; diffusion.md A.14, B.6): the rows of the seed's
+ * Piecewise spans over a paged KV cache (diffusion.md A.14, B.6): the rows of the seed's
  * homogeneous batch read K/V through their block-table rows; queries through a strided 4-D view
  * --------------------------------------------------------------------------------------------- */
 typedef struct diff_paged_call {

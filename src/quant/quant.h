@@ -1,5 +1,5 @@
 /*
- * quant.h — internal low-precision formats for issue 4: the small-float description shared by FP8 E4M3,
+ * quant.h — internal low-precision formats of quantized diffusion attention: the small-float description shared by FP8 E4M3,
  * FP8 E5M2 and FP4 E2M1, saturating round-to-nearest-even encoding, exact decoding, MX (E8M0) shared
  * exponents, and the Hadamard sign vector. The public wrappers are in attn.h ("Diffusion" section).
  */

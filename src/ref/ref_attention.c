@@ -96,7 +96,7 @@ attn_status attn_ref_run(const attn_problem *p) {
     }
     const int64_t group = p->num_heads / p->num_kv_heads;
     const attn_opts *o = &p->opts;
-    /* fp8 K/V (issue 9): element = decode(bits)·scale, the dequantized value, in double */
+    /* fp8 K/V: element = decode(bits)·scale, the dequantized value, in double */
     const int fp8 = attn_dtype_is_fp8(p->kv_dtype);
     const double k_scale = fp8 ? (double)o->k_scale : 1.0, v_scale = fp8 ? (double)o->v_scale : 1.0;
     for (int64_t b = 0; b < p->num_seqs; b++) {

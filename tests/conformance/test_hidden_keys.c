@@ -1,6 +1,6 @@
 /*
  * test_hidden_keys.c — a key hidden from a row never influences it, whatever its K and V rows hold
- * (docs/SEMANTICS.md §3, issue 10): NaN, +Inf and −Inf planted in the K and V rows of a key that a causal
+ * (docs/SEMANTICS.md §3): NaN, +Inf and −Inf planted in the K and V rows of a key that a causal
  * diagonal, a window edge, an explicit mask, a key-padding mask or a piecewise span hides from some rows
  * leave those rows' outputs and LSE bitwise equal to a clean run, on the dense (prefill and decode-shaped),
  * piecewise, packed and paged entries, every K/V dtype. (The quantized entry supports no hiding rule but

@@ -1,5 +1,5 @@
 /*
- * test_paged_piecewise.c — piecewise causal/full spans over a paged KV cache (issue 10, vllm-omni
+ * test_paged_piecewise.c — piecewise causal/full spans over a paged KV cache (vllm-omni
  * run_paged_piecewise_plan; diffusion.md A.14, B.6): attn_forward_paged_piecewise against the dense
  * piecewise path on the same keys (bitwise: same driver), against its oracle twin and the oracle with the
  * explicit §B.2 mask (per-dtype tolerance); the CFG batch run as one call per piece on strided slices of q /

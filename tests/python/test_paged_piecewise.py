@@ -1,4 +1,4 @@
-"""Piecewise spans over a paged KV cache (attn.diffusion.forward_paged_piecewise, issue 10; vllm-omni
+"""Piecewise spans over a paged KV cache (attn.diffusion.forward_paged_piecewise, vllm-omni
 run_paged_piecewise_plan): bitwise equal to the dense piecewise path on the same keys, the homogeneous CFG
 batch run one call per piece on strided slices (bitwise equal to the single call), rows with different
 cached prefixes, and the float64 reference with the literal span mask."""

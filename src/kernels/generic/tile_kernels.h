@@ -2,7 +2,7 @@
  * tile_kernels.h — portable C bodies of every kernel in kernel_list.h, written so compilers vectorise them
  * with query rows in SIMD lanes (cpu-kernel-design.md §2.1). Only `static inline` functions (STYLE.md R6):
  * each ISA folder includes this file and compiles its own copy with its own flags, so an AVX-512 copy never
- * leaks into generic code. Hand-written intrinsic kernels replace these per kernel and per ISA (issue 6).
+ * leaks into generic code. Hand-written intrinsic kernels replace these per kernel and per ISA.
  *
  * Numerical contract (what keeps results independent of blocking): every lane's arithmetic is the same
  * sequence of operations whatever the lane count W and whichever key group a key falls in — dot products
