@@ -5,7 +5,7 @@ scaled_dot_product_attention and an unfused NumPy baseline.
 Run through bench/peers/run.sh (it installs the peers' venv on demand, builds attn and the ceilings helper
 in build-peers/, and unsets OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for this process only).
 
-Method (shared/spec/peer-measurements.md §0: the machine is noisy):
+Method (the machine is noisy; bench/peers/README.md):
   * ceilings (fp32 FMA peak, DRAM read bandwidth; 1 and 2 threads) are measured at the start AND at the end
     of the window; fractions use the higher of the two (the conservative choice);
   * a case (shape, dtype, thread count) runs every system round-robin, round by round (the first system

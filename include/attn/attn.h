@@ -1,9 +1,9 @@
 /*
  * attn.h — the public C API of libattn: exact, fast attention for LLM serving and diffusion on CPUs.
  *
- * This header is the contract (STYLE.md R1). Every entry point documents tensor shapes, layouts, dtypes,
+ * This header is the contract (docs/CONTRIBUTING.md §2). Every entry point documents tensor shapes, layouts, dtypes,
  * units, the statuses it returns and the source of its semantics. Semantics follow
- * shared/spec/CONVENTIONS.md (summarised in docs/SEMANTICS.md):
+ * docs/SEMANTICS.md (conventions and their sources):
  *   logits  s = softmax_scale·(q·k) → soft-cap → + ALiBi → + additive mask → keep-masks → softmax (+ sink
  *           in the denominator)
  *   causal  bottom-right: query row i of a sequence with Sq queries and Sk keys sits at absolute position
@@ -218,7 +218,7 @@ typedef enum attn_layout {
 } attn_layout;
 
 /* Options shared by every attention entry. Initialise with attn_params_init(), then set fields.
- * Order of application (CONVENTIONS.md "Logits, in order", docs/SEMANTICS.md §1): scale → soft-cap → ALiBi →
+ * Order of application (docs/SEMANTICS.md §1): scale → soft-cap → ALiBi →
  * additive mask → keep-masks (causal, window, key padding, mask) → softmax. */
 typedef struct attn_params {
     float softmax_scale;         /* multiplier of q·k; 0 = default 1/sqrt(head_size)                       */
@@ -279,7 +279,7 @@ ATTN_API void attn_params_init(attn_params *params);
  * dimension contiguous; out must not overlap q/k/v.
  * Returns INVALID_ARGUMENT (message names the argument), OVERFLOW, UNSUPPORTED (e.g. an option this entry
  * does not implement). Nothing is written unless OK.
- * Semantics: FlashAttention-2 (Dao, 2023) forward; CONVENTIONS.md; diffusion seed dense path. */
+ * Semantics: FlashAttention-2 (Dao, 2023) forward; docs/SEMANTICS.md §1-§3; vllm-omni dense path. */
 ATTN_API attn_status attn_forward(attn_ctx *ctx, attn_layout layout, const attn_tensor *q,
                                   const attn_tensor *k, const attn_tensor *v, const attn_params *params,
                                   attn_tensor *out, attn_tensor *lse_opt);
@@ -328,7 +328,7 @@ ATTN_API attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_te
  * ================================================================================================ */
 
 /* Source of semantics for this section: vllm-ascend attention_v1.py (AscendAttentionBackend,
- * AscendAttentionMetadataBuilder, AscendAttentionBackendImpl), shared/spec/llm-serving.md (A, C8-C16),
+ * AscendAttentionMetadataBuilder, AscendAttentionBackendImpl), docs/SERVING.md,
  * vLLM paged_attention_v2 (flash-decoding) and FlashInfer plan/run. Walk-through: docs/SERVING.md.
  *
  * KV cache tensor (all entries): kv_cache [2, num_blocks, block_size, num_kv_heads, head_size], index 0 =
@@ -363,7 +363,7 @@ ATTN_API attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *ke
  *   k_scale, v_scale: fp8 cache: finite and > 0, else INVALID_ARGUMENT ("k_scale=0: expected a finite value
  *   > 0 for the fp8_e4m3 kv_cache"), checked before anything is written.
  * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM csrc/cache_kernels.cu reshape_and_cache_flash_kernel and
- * quantization/fp8/nvidia/quant_utils.cuh (llm-serving.md: "Quantize(HP / scale) => FP8"). */
+ * quantization/fp8/nvidia/quant_utils.cuh (stored code = fp8(value / scale)). */
 ATTN_API attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
                                                    attn_tensor *kv_cache, const attn_tensor *slot_mapping,
                                                    float k_scale, float v_scale);
@@ -499,7 +499,7 @@ ATTN_API void attn_plan_config_init(attn_plan_config *config);
 typedef struct attn_plan attn_plan;
 
 /* Builds the plan of one engine step (FlashInfer plan(); seed AscendAttentionMetadataBuilder.build):
- *   - orders requests decode-first (llm-serving.md C11, stable): decodes (1 <= q_len <= decode_threshold
+ *   - orders requests decode-first (stable; docs/SERVING.md "Metadata builder"): decodes (1 <= q_len <= decode_threshold
  *     with cached context, or a CROSS request with q_len <= threshold), then prefills over a cached prefix
  *     (partial prefills), then fresh prefills (num_computed_tokens == 0);
  *   - fills query_start_loc, seq_lens, slot_mapping, block_table in that order, the counts, and the batch
@@ -631,12 +631,12 @@ ATTN_API attn_status attn_capabilities_get(attn_capabilities *caps, size_t caps_
  * Diffusion: piecewise spans, pre-scaling, quantized attention
  * ================================================================================================ */
 
-/* Semantics: shared/spec/diffusion.md (vllm-omni diffusion FlashAttentionImpl and MindIE-SD), summarised with
+/* Semantics: vllm-omni diffusion FlashAttentionImpl and MindIE-SD, summarised with
  * measured accuracy in docs/DIFFUSION.md. Masks (keep-mask and additive mask broadcast to [B, H, Sq, Sk], key
  * padding [B, Sk]) are the attn_params fields above and work with attn_forward / attn_ref_forward
  * (cross-attention semantics for a key padding mask: it removes keys only and every query row is computed). */
 
-/* ---- Self-attention with a key-padding mask: unpad → packed → pad (diffusion.md A.3) -------------------
+/* ---- Self-attention with a key-padding mask: unpad → packed → pad (docs/DIFFUSION.md §1) ------------
  * The valid tokens (key_padding_mask[b][s] != 0) of batch row b form ONE compacted sequence (holes anywhere,
  * not only suffix padding): Q, K and V are gathered with the same indices and attention runs in compacted
  * index space (causal and window apply there), then rows are scattered back. Padded query rows output
@@ -664,7 +664,7 @@ ATTN_API attn_status attn_ref_forward_padded(attn_layout layout, const attn_tens
                                              const attn_params *params, attn_tensor *out, attn_tensor *lse_opt,
                                              void *workspace, size_t workspace_size);
 
-/* ---- Packed documents, batch 1 (diffusion.md A.2) ------------------------------------------------------
+/* ---- Packed documents, batch 1 (flash-attn varlen, one row) ---------------------------------------------
  * q [1, total_q, num_heads, head_size], k [1, total_k, num_kv_heads, head_size], v [1, total_k, num_kv_heads,
  * head_size_v], out [1, total_q, num_heads, head_size_v]; lse_opt float32 [num_heads, total_q] or NULL.
  * cu_seqlens_q/k int32 [num_docs+1] as attn_forward_varlen (any number of documents, zero-length legal, no
@@ -676,7 +676,7 @@ ATTN_API attn_status attn_forward_packed(attn_ctx *ctx, const attn_tensor *q, co
                                          const attn_tensor *cu_seqlens_k, const attn_params *params,
                                          attn_tensor *out, attn_tensor *lse_opt);
 
-/* ---- Piecewise mixed causal/full attention (full_attn_spans + query_ranges, diffusion.md §B) ----------- */
+/* ---- Piecewise mixed causal/full attention (full_attn_spans + query_ranges, docs/DIFFUSION.md §2) --- */
 typedef struct attn_span {
     int64_t start; /* first global position of the span              */
     int64_t end;   /* one past the last (half-open [start, end))      */
@@ -712,8 +712,7 @@ ATTN_API attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_t
                                                 int64_t num_query_ranges, const attn_params *params,
                                                 attn_tensor *out, attn_tensor *lse_opt);
 
-/* ---- Piecewise spans over a paged KV cache (vllm-omni run_paged_piecewise_plan, diffusion.md
- * A.14 and B.6) ------------------------------------------------------------------------------------------
+/* ---- Piecewise spans over a paged KV cache (vllm-omni run_paged_piecewise_plan, docs/DIFFUSION.md §3) -------
  * attn_forward_piecewise where batch row r's keys/values are the first seq_lens[r] tokens of its pages
  * (kv_cache[·][block_table[r][j / block_size]][j % block_size], written beforehand, e.g. by
  * attn_reshape_and_cache) instead of a dense K/V: the same span predicate, options and statuses. The rows
@@ -755,7 +754,7 @@ ATTN_API attn_status attn_ref_forward_paged_piecewise(const attn_tensor *q, cons
                                                       int64_t num_query_ranges, const attn_params *params,
                                                       attn_tensor *out, attn_tensor *lse_opt);
 
-/* ---- Prefix K/V slicing (diffusion.md A.11, D.3) -------------------------------------------------------
+/* ---- Prefix K/V slicing (docs/DIFFUSION.md §4) ---------------------------------------------------------
  * When the padding of K/V is a strict suffix, attention over K[:, :valid_kv_length], V[:, :valid_kv_length]
  * (zero-copy views) equals masking the suffix; Q keeps its full length. 0 <= valid_kv_length <= seq_k.
  * Arguments as attn_forward. causal must be NONE (slicing moves the bottom-right diagonal: UNSUPPORTED) and
@@ -765,7 +764,7 @@ ATTN_API attn_status attn_forward_kv_prefix(attn_ctx *ctx, attn_layout layout, c
                                             int64_t valid_kv_length, const attn_params *params,
                                             attn_tensor *out, attn_tensor *lse_opt);
 
-/* ---- Power-of-two input pre-scaling (diffusion.md D.6, seed laser_input_scale) ------------------------
+/* ---- Power-of-two input pre-scaling (docs/DIFFUSION.md §4, LaserAttention laser_input_scale) ---
  * With c = 2^input_scale_log2: q, k, v are divided by c (copied, in their own dtype, into the workspace), the
  * softmax scale is multiplied by c² and the output by c:
  *     softmax((c²·scale)·(q/c)(k/c)ᵀ)·(v/c)·c = softmax(scale·q·kᵀ)·v.
@@ -814,7 +813,7 @@ ATTN_API attn_status attn_quantize_mx(attn_dtype element_format, const float *sr
 ATTN_API attn_status attn_dequantize_mx(attn_dtype element_format, const uint8_t *elements,
                                         const uint8_t *scales, int64_t n, float *dst);
 
-/* ---- Deterministic Hadamard rotation of Q and K (diffusion.md C.4, vllm-omni get_quant_attention_rotation)
+/* ---- Deterministic Hadamard rotation of Q and K (docs/DIFFUSION.md §5, vllm-omni get_quant_attention_rotation)
  * R = diag(s)·H_d/sqrt(d), H Sylvester, s_i = 2·(w_i mod 2) − 1 with w_i the i-th 32-bit output of MT19937
  * seeded with `seed` (the seed's torch.Generator().manual_seed(425500); ATTN_HADAMARD_SEED). Rows are
  * rotated as row vectors x' = x·R; R is orthogonal so q'·k' = q·k. Computed as sign flip, fast
@@ -827,7 +826,7 @@ ATTN_API attn_status attn_hadamard_signs(int64_t head_size, uint32_t seed, int8_
 ATTN_API attn_status attn_hadamard_rotate(const float *src, int64_t num_rows, int64_t head_size, uint32_t seed,
                                           float *dst);
 
-/* ---- Quantized attention (diffusion.md A.13, C.3; MindIE-SD quant_attention emulated on the CPU) -------- */
+/* ---- Quantized attention (docs/DIFFUSION.md §5; MindIE-SD quant_attention emulated on the CPU) -- */
 typedef enum attn_quant_format {
     ATTN_QUANT_FP8_E4M3 = 0, /* block FP8: scale amax/448 per (batch, head, block of rows)            */
     ATTN_QUANT_FP8_E5M2 = 1, /* block FP8: scale amax/57344 per (batch, head, block of rows)          */

@@ -22,8 +22,8 @@
  * ATTN_STATUS_INTERNAL with the MPI error string (the communicator's error handler is set to return).
  * Messages are thread-local and read with attn_mpi_last_error() (libattn's own message is copied into it
  * when a libattn call fails).
- * Semantics: CONVENTIONS.md (the LSE merge rule); DCP sharding: vllm-ascend worker/block_table.py and
- * get_dcp_local_seq_lens (shared/spec/llm-serving.md C16); ring attention: Liu et al. 2023 ("Ring Attention
+ * Semantics: docs/SEMANTICS.md §4 (the LSE merge rule); DCP sharding: vllm-ascend worker/block_table.py and
+ * get_dcp_local_seq_lens (docs/CONTEXT_PARALLEL.md); ring attention: Liu et al. 2023 ("Ring Attention
  * with Blockwise Transformers"), zig-zag load balancing as in zhuzilin/ring-flash-attention; Ulysses:
  * Jacobs et al. 2023 (DeepSpeed-Ulysses); USP: Fang & Zhao 2024 (yunchang / xDiT).
  */

@@ -143,7 +143,7 @@ def _pairs(spans: Any, name: str) -> list:
 
 def paged_piecewise_segments(spans: Sequence[Tuple[int, int]], query_offset: int,
                              query_len: int) -> list:
-    """The pieces of one row (diffusion.md B.3, vllm-omni build_segments): [(start, end, kv_end, mode)]
+    """The pieces of one row (docs/DIFFUSION.md §2, vllm-omni build_segments): [(start, end, kv_end, mode)]
     in global positions, mode "causal" or "full", covering [query_offset, query_offset + query_len)."""
     qs, qe = int(query_offset), int(query_offset) + int(query_len)
     cur, segs = qs, []

@@ -1,5 +1,5 @@
 /*
- * fwd.h — the ISA-independent attention driver (the BLIS "framework" layer, STYLE.md R5): query blocks,
+ * fwd.h — the ISA-independent attention driver (the BLIS "framework" layer, docs/CONTRIBUTING.md §6): query blocks,
  * GQA head stacking, kv tiles and fixed split-KV partitions, mask/soft-cap/ALiBi application, the
  * fixed-order fold of partition states, and the final normalisation. Kernels are reached only through
  * the table in attn_exec. Dense, packed and paged calls all run through attn_fwd_run (or the block-level

@@ -1,5 +1,5 @@
 /*
- * fwd_exec.c — the driver's schedules of multi-block work items (cpu-kernel-design.md §2.5, §3.2):
+ * fwd_exec.c — the driver's schedules of multi-block work items (docs/KERNELS.md §5, §6):
  *   - prefill: a GQA super-block = (sequence, kv head, up to 4 query blocks); each kv tile is fetched
  *     (converted, or copied into a padded-stride tile when f32 rows are a multiple of 1 KiB apart) once
  *     and every block of the item runs on it;

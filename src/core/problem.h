@@ -25,7 +25,7 @@ typedef struct attn_opts {
     const attn_tensor *key_padding_mask; /* validated [B, Sk] or NULL                           */
     const attn_tensor *additive_mask;    /* validated f32/f16/bf16 bias added to the logits (natural
                                             units), broadcast like `mask`; NULL = none */
-    /* Piecewise attention (diffusion.md §B): num_spans >= 0 turns it on when piecewise != 0.
+    /* Piecewise attention (docs/DIFFUSION.md §2): num_spans >= 0 turns it on when piecewise != 0.
      * A query at global position p sees keys j < e if p lies in a span [a, e), else j <= p. */
     int32_t piecewise;                   /* 0 = off                                              */
     const attn_span *spans;              /* [num_spans] sorted, non-overlapping, validated       */

@@ -5,7 +5,7 @@
  * The tile constants are part of the numerical contract: the kv tile and partition boundaries sit at
  * absolute key positions that are multiples of ATTN_KV_TILE / ATTN_KV_PARTITION, for every entry (dense,
  * packed, paged, decode, prefill), so a row's bits never depend on the thread count or the batch
- * (STYLE.md R8, cpu-kernel-design.md §4.3).
+ * (docs/CONTRIBUTING.md §9, docs/KERNELS.md §7).
  */
 #ifndef ATTN_KERNELS_H
 #define ATTN_KERNELS_H

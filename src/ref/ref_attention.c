@@ -55,7 +55,7 @@ int attn_ref_visible(const attn_problem *p, const attn_seq_view *s, int64_t h, i
     if (o->causal != ATTN_CAUSAL_NONE && j > pos) return 0;
     if (o->window_left >= 0 && j < pos - o->window_left) return 0;
     if (o->window_right >= 0 && j > pos + o->window_right) return 0;
-    if (o->piecewise) { /* diffusion.md §B.2: inside a span [a, e) keep j < e, elsewhere keep j <= p */
+    if (o->piecewise) { /* docs/DIFFUSION.md §2: inside a span [a, e) keep j < e, elsewhere keep j <= p */
         int in_span = 0;
         for (int64_t t = 0; t < o->num_spans; t++)
             if (pos >= o->spans[t].start && pos < o->spans[t].end) {

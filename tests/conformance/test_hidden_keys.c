@@ -30,7 +30,7 @@ typedef struct hk_case {
     int64_t seq_q, seq_k, num_heads, num_kv_heads, head_size;
 } hk_case;
 
-/* Visibility of key j to query row i (head h) under the case's rule (CONVENTIONS.md: bottom-right). */
+/* Visibility of key j to query row i (head h) under the case's rule (docs/SEMANTICS.md §2: bottom-right). */
 static int hk_visible(const hk_case *c, const attn_params *prm, const uint8_t *mask, const uint8_t *kpm, int64_t i,
                       int64_t h, int64_t j) {
     const int64_t pos = c->seq_k - c->seq_q + i;

@@ -1,6 +1,6 @@
 /*
  * test_metadata.c — the metadata builder and plan: attn_state and decode-first ordering against a
- * table of hand-made schedules (llm-serving.md C11, C12), the C11 and C8 worked examples, query_start_loc /
+ * table of hand-made schedules (docs/SERVING.md "Metadata builder"), its worked examples, query_start_loc /
  * seq_lens / slot_mapping / block_table / token permutation values, the work partition and workspace size,
  * and validation messages of bad requests.
  */
