@@ -1,4 +1,9 @@
 # Thin wrapper over CMake for the README's two commands and CI. Everything real lives in CMakeLists.txt.
+
+# `cmake --build` runs make again below this make. A sub-make prints "make[N]: Entering/Leaving directory" for
+# every recursion level (GNU make turns -w on when MAKELEVEL > 0), about a hundred lines per build; the flag
+# travels to every sub-make through MAKEFLAGS and silences them.
+MAKEFLAGS += --no-print-directory
 BUILD ?= build
 SAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -43,14 +48,14 @@ test-c: build
 
 test-python: build
 	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
-	  ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python python3 -m pytest -q tests/python; \
+	  ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python python3 -m pytest -q -rs tests/python; \
 	fi
 
 # The Python suite again through the ctypes binding only (the compiled attn._ext switched off). The default
 # run already compares both bindings entry by entry (tests/python/test_ext_binding.py).
 test-python-ctypes: build
 	@ATTN_PY_BACKEND=ctypes ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
-	  python3 -m pytest -q tests/python
+	  python3 -m pytest -q -rs tests/python
 
 # Every test: C suites (ctest) and the Python suite (pytest; attn._ext is found next to libattn.so).
 test: test-c test-python
@@ -95,7 +100,7 @@ run-vllm: build
 
 test-vllm: build
 	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
-	  $$PY -m pytest -q -s -p no:cacheprovider tests/vllm
+	  $$PY -m pytest -q -rs -s -p no:cacheprovider tests/vllm
 
 # attn inside Hugging Face transformers and diffusers: scripts/integrations_env.sh adds diffusers to
 # the vLLM venv above (torch pinned; a no-op once done); tests/integrations compares SmolLM2 / MiniLM with
@@ -104,7 +109,7 @@ test-vllm: build
 .PHONY: test-integrations
 test-integrations: build
 	@PY=$$(bash scripts/integrations_env.sh | tail -n 1) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so \
-	  PYTHONPATH=$(CURDIR)/python $$PY -m pytest -q -p no:cacheprovider tests/integrations
+	  PYTHONPATH=$(CURDIR)/python $$PY -m pytest -q -rs -p no:cacheprovider tests/integrations
 
 # Context parallelism over MPI (docs/CONTEXT_PARALLEL.md): scripts/mpi_env.sh installs Open MPI and
 # mpi4py on demand (a no-op when present); libattn_mpi and tests/mpi are built in $(MPI_BUILD) and run under
