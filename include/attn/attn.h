@@ -349,7 +349,7 @@ ATTN_API attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_te
  * Every slot is checked before anything is written: a slot >= num_blocks·block_size is INVALID_ARGUMENT
  * ("slot_mapping: entry 5 = 9001 >= num_blocks·block_size = 4096") and the cache is untouched. Duplicate
  * slots: the later token wins. The cache must not overlap key/value/slot_mapping.
- * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM reshape_and_cache(_flash), seed reshape_and_cache. */
+ * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM reshape_and_cache(_flash), vllm-ascend reshape_and_cache. */
 ATTN_API attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
                                             attn_tensor *kv_cache, const attn_tensor *slot_mapping);
 
@@ -372,7 +372,7 @@ ATTN_API attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_ten
  * kv_cache[:, dst] = kv_cache[:, src] with (src, dst) = block_mapping[i] (keys and values).
  *   block_mapping: int64 or int32 [num_pairs, 2]; every id must be in [0, num_blocks) (checked first).
  * Pairs are applied in order (a later pair sees earlier copies). Returns INVALID_ARGUMENT, OVERFLOW.
- * Source: seed AscendAttentionBackend.copy_blocks. */
+ * Source: vllm-ascend's AscendAttentionBackend.copy_blocks. */
 ATTN_API attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, const attn_tensor *block_mapping);
 
 /* Copies whole blocks between two caches (e.g. to/from a host offload pool): dst_cache[:, dst] =
@@ -380,13 +380,13 @@ ATTN_API attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, cons
  * num_kv_heads and head_size (num_blocks may differ) and must not overlap; src ids are checked against
  * src_cache and dst ids against dst_cache before anything is written.
  *   block_mapping: int64 or int32 [num_pairs, 2]. Returns INVALID_ARGUMENT, OVERFLOW.
- * Source: seed AscendAttentionBackend.swap_blocks. */
+ * Source: vllm-ascend's AscendAttentionBackend.swap_blocks. */
 ATTN_API attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cache, attn_tensor *dst_cache,
                                       const attn_tensor *block_mapping);
 
 /* ---- Disaggregated prefill: per-layer "KV stored" notification ------------------------------
  * A KV producer (prefill instance of a disaggregated deployment) starts sending a layer's KV as soon as that
- * layer's cache write is done instead of after the whole forward (seed: AscendAttentionBackendImpl
+ * layer's cache write is done instead of after the whole forward (vllm-ascend: AscendAttentionBackendImpl
  * reshape_and_cache records `reshape_cache_event` when is_kv_producer, for the KV connector to wait on before
  * sending the layer). attn_reshape_and_cache_notify is attn_reshape_and_cache followed by one synchronous call of
  * notify->on_stored describing what was written. Walk-through: docs/SERVING.md "Disaggregated prefill". */
@@ -436,7 +436,7 @@ ATTN_API attn_status attn_reshape_and_cache_notify(attn_ctx *ctx, const attn_ten
  * and writes), then the one notify->on_stored call of attn_reshape_and_cache_notify, under the same rules: only
  * after a successful write, never on a validation failure (bad scales included: then nothing is written and no
  * call is made). The event's kv_cache is the fp8 cache: a consumer moves the codes as bytes and uses the same
- * scales. Returns INVALID_ARGUMENT, OVERFLOW. Source: the seed's is_kv_producer reshape_cache_event, with vLLM's
+ * scales. Returns INVALID_ARGUMENT, OVERFLOW. Source: vllm-ascend's is_kv_producer reshape_cache_event, with vLLM's
  * fp8 cache write (attn_reshape_and_cache_scaled). */
 ATTN_API attn_status attn_reshape_and_cache_scaled_notify(attn_ctx *ctx, const attn_tensor *key,
                                                           const attn_tensor *value, attn_tensor *kv_cache,
@@ -450,7 +450,7 @@ ATTN_API attn_status attn_reshape_and_cache_scaled_notify(attn_ctx *ctx, const a
  * over the whole iteration. */
 ATTN_API int attn_kv_stored_next(const attn_kv_stored *event, int64_t *cursor, attn_kv_block_rows *run);
 
-/* Batch attention state, one per engine step (values pinned to the seed's AscendAttentionState). */
+/* Batch attention state, one per engine step (values pinned to vllm-ascend's AscendAttentionState). */
 typedef enum attn_state {
     ATTN_STATE_PREFILL_NO_CACHE = 0,  /* every request has num_computed_tokens == 0                    */
     ATTN_STATE_PREFILL_CACHE_HIT = 1, /* prefill over cached prefixes, chunked prefill disabled        */
@@ -498,10 +498,10 @@ ATTN_API void attn_plan_config_init(attn_plan_config *config);
 /* The step's metadata and work plan, built once per engine step and reused by every layer. Opaque. */
 typedef struct attn_plan attn_plan;
 
-/* Builds the plan of one engine step (FlashInfer plan(); seed AscendAttentionMetadataBuilder.build):
- *   - orders requests decode-first (stable; docs/SERVING.md "Metadata builder"): decodes (1 <= q_len <= decode_threshold
- *     with cached context, or a CROSS request with q_len <= threshold), then prefills over a cached prefix
- *     (partial prefills), then fresh prefills (num_computed_tokens == 0);
+/* Builds the plan of one engine step (FlashInfer plan(); vllm-ascend's AscendAttentionMetadataBuilder.build):
+ *   - orders requests decode-first (stable; docs/SERVING.md "Metadata builder"): decodes (1 <= q_len <=
+ *     decode_threshold with cached context, or a CROSS request with q_len <= threshold), then prefills over a
+ *     cached prefix (partial prefills), then fresh prefills (num_computed_tokens == 0);
  *   - fills query_start_loc, seq_lens, slot_mapping, block_table in that order, the counts, and the batch
  *     attn_state (C12: no cached token anywhere → PREFILL_NO_CACHE; all q_len 1 → DECODE_ONLY or
  *     SPEC_DECODING for mtp; all q_len − num_spec_tokens == 1 → SPEC_DECODING (mtp) else CHUNKED_PREFILL;
@@ -690,7 +690,7 @@ typedef struct attn_query_range {
 
 /* A query at global position p sees key j iff j < e when p lies in a span [a, e) (the whole prefix and
  * the whole span), else iff j <= p (causal). Keys are global positions [0, seq_k). The same spans apply to
- * every batch row (the seed's homogeneous batch). Equals the oracle with the equivalent explicit mask
+ * every batch row (vllm-omni's homogeneous batch). Equals the oracle with the equivalent explicit mask
  * (tril + mask[a:e, :e] = true, rows of the query ranges) but never builds it: each row is a key range.
  *   q/k/v/out/lse_opt: as attn_forward (BSND or BNSD).
  *   spans: [num_spans] sorted by start, non-overlapping, 0 <= start < end <= seq_k; num_spans 0 = causal.
@@ -716,13 +716,13 @@ ATTN_API attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_t
  * attn_forward_piecewise where batch row r's keys/values are the first seq_lens[r] tokens of its pages
  * (kv_cache[·][block_table[r][j / block_size]][j % block_size], written beforehand, e.g. by
  * attn_reshape_and_cache) instead of a dense K/V: the same span predicate, options and statuses. The rows
- * are the seed's homogeneous batch (e.g. the CFG rows of one prompt): one query length for all rows, q a
+ * are vllm-omni's homogeneous batch (e.g. the CFG rows of one prompt): one query length for all rows, q a
  * [rows, query_len, ...] view with any strides, so each piece of a piecewise plan can also be run as its
  * own call on the strided slice q[:, s:e] / out[:, s:e] (query_ranges = {(0, e − s, offset + s)}); the
  * rows' bits are the same as those of the one whole call.
  *   q:           [rows, query_len, num_heads, head_size] f32/f16/bf16 (BSND; last dim contiguous)
  *   kv_cache:    [2, num_blocks, block_size, num_kv_heads, head_size] as attn_reshape_and_cache;
- *                head_size equals q's (no separate head_size_v, as in the seed's paged adapter)
+ *                head_size equals q's (no separate head_size_v, as in vllm-omni's paged adapter)
  *   seq_lens:    int32 [rows], keys of each row (cached prefix + this step's tokens), 0 .. ATTN_MAX_SEQ_LEN
  *   block_table: int32 [rows, max_blocks] (last dim contiguous); entries [r][0, ceil(seq_lens[r] /
  *                block_size)) are read and must lie in [0, num_blocks); the rest are ignored
@@ -730,7 +730,7 @@ ATTN_API attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_t
  *                for every row (the same spans for every row, as the dense entry; rows whose span lists
  *                differ are separate calls)
  *   query_ranges: NULL with num_query_ranges 0 = per row the last query_len positions, (0, query_len,
- *                seq_lens[r] − query_len) (the seed's row model: kv_start_pos = seq_len − query_len; needs
+ *                seq_lens[r] − query_len) (vllm-omni's row model: kv_start_pos = seq_len − query_len; needs
  *                query_len <= seq_lens[r]); or ranges as attn_forward_piecewise, the same for every row and
  *                inside [0, seq_lens[r]) of each
  *   params:      causal NONE, masks NULL; window, soft-cap, ALiBi (global positions) and sinks apply
@@ -815,7 +815,7 @@ ATTN_API attn_status attn_dequantize_mx(attn_dtype element_format, const uint8_t
 
 /* ---- Deterministic Hadamard rotation of Q and K (docs/DIFFUSION.md §5, vllm-omni get_quant_attention_rotation)
  * R = diag(s)·H_d/sqrt(d), H Sylvester, s_i = 2·(w_i mod 2) − 1 with w_i the i-th 32-bit output of MT19937
- * seeded with `seed` (the seed's torch.Generator().manual_seed(425500); ATTN_HADAMARD_SEED). Rows are
+ * seeded with `seed` (vllm-omni's torch.Generator().manual_seed(425500); ATTN_HADAMARD_SEED). Rows are
  * rotated as row vectors x' = x·R; R is orthogonal so q'·k' = q·k. Computed as sign flip, fast
  * Walsh-Hadamard transform and 1/sqrt(d) in double, rounded once to float.
  *   signs: int8 [head_size] of ±1. src, dst: float32 [num_rows, head_size] contiguous; dst may equal src.
@@ -854,7 +854,8 @@ ATTN_API void attn_quant_params_init(attn_quant_params *qp, attn_quant_format fo
  *   aligned recommended.
  * Unsupported combinations return ATTN_STATUS_UNSUPPORTED naming the reason, never a silent fallback:
  * causal, window, params.mask, params.key_padding_mask, params.additive_mask, and rotation with a head_size
- * that is not a power of two (96, 192). Packed and piecewise inputs have no quantized entry (the seed refuses them too).
+ * that is not a power of two (96, 192). Packed and piecewise inputs have no quantized entry (vllm-omni refuses them
+ * too).
  * MindIE's zero-padding of keys to a multiple of 512 inside the MXFP4 softmax is NOT reproduced.
  * Returns INVALID_ARGUMENT, UNSUPPORTED, WORKSPACE_TOO_SMALL, OVERFLOW. */
 ATTN_API attn_status attn_forward_quant_workspace_size(attn_layout layout, const attn_tensor *q,

@@ -437,7 +437,7 @@ attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_tensor *q,
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Piecewise spans over a paged KV cache (docs/DIFFUSION.md §3): the rows of the seed's
+ * Piecewise spans over a paged KV cache (docs/DIFFUSION.md §3): the rows of vllm-omni's
  * homogeneous batch read K/V through their block-table rows; queries through a strided 4-D view
  * --------------------------------------------------------------------------------------------- */
 typedef struct diff_paged_call {
@@ -557,7 +557,7 @@ static attn_status diff_paged_piecewise(attn_ctx *ctx, const attn_tensor *q, con
             ATTN_CHECK(spans[t].end <= seq_len, ATTN_STATUS_INVALID_ARGUMENT,
                        "spans[%lld]=(%lld,%lld): expected 0 <= start < end <= seq_lens[%lld]=%lld", (long long)t,
                        (long long)spans[t].start, (long long)spans[t].end, (long long)r, (long long)seq_len);
-        if (ranges == NULL && num_ranges == 0) /* the seed's row model: kv_start_pos = seq_len − query_len */
+        if (ranges == NULL && num_ranges == 0) /* vllm-omni's row model: kv_start_pos = seq_len − query_len */
             ATTN_CHECK(query_len <= seq_len, ATTN_STATUS_INVALID_ARGUMENT,
                        "seq_lens: entry %lld = %lld < query_len=%lld without query_ranges: the row's queries are its "
                        "last query_len positions",

@@ -1,5 +1,5 @@
 /*
- * metadata.c — the metadata builder of one engine step (seed AscendAttentionMetadataBuilder.build and
+ * metadata.c — the metadata builder of one engine step (vllm-ascend's AscendAttentionMetadataBuilder.build and
  * NPUModelRunner._build_attn_state): request validation, decode-first classification and ordering
  * (docs/SERVING.md "Metadata builder"), query_start_loc / seq_lens / slot_mapping / block_table, the batch
  * attn_state and the token permutation. It computes no attention and touches no cache.
@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "plan/plan.h"
 
-#define ATTN_MAX_DECODE_THRESHOLD 16 /* FIA TND decode limit kept by the seed builder */
+#define ATTN_MAX_DECODE_THRESHOLD 16 /* FIA TND decode limit kept by vllm-ascend's builder */
 
 attn_status attn_meta_validate(const attn_plan_config *cfg, const attn_request *reqs, int64_t num_reqs) {
     ATTN_CHECK(cfg->block_size >= 1, ATTN_STATUS_INVALID_ARGUMENT, "config.block_size=%d, expected >= 1",

@@ -196,7 +196,7 @@ static int64_t pp_segments(const attn_span *sp, int64_t ns, int64_t qs, int64_t 
     return k;
 }
 
-/* The homogeneous CFG batch run as the seed does: one call per piece on the strided slices q[:, s:e],
+/* The homogeneous CFG batch run as vllm-omni does: one call per piece on the strided slices q[:, s:e],
  * out[:, s:e], lse[:, :, s:e]; equals the one whole call bitwise. */
 static void pp_check_pieces(attn_ctx *ctx, pp_fix *f, const attn_span *sp, int64_t ns) {
     const attn_dtype dt = f->dt;

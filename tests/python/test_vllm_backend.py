@@ -1,4 +1,4 @@
-"""vLLM-style ops (attn.vllm_ops) and the seed-shaped backend (attn.backend)."""
+"""vLLM-style ops (attn.vllm_ops) and the vllm-ascend-shaped backend (attn.backend)."""
 
 import math
 

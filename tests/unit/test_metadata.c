@@ -100,7 +100,7 @@ static void test_state_and_order_table(void **state) {
     }
 }
 
-/* C8 worked example: B = 16, block row [7, 3], position 17 → slot 3·16 + 1 = 49; and the seed's comment:
+/* Worked example: B = 16, block row [7, 3], position 17 → slot 3·16 + 1 = 49; and vllm-ascend's comment:
  * slots [35, 2, 17] with B = 16. */
 static void test_slot_mapping_examples(void **state) {
     (void)state;
