@@ -59,6 +59,15 @@ COLOR = {"attn": "#1f77b4", "attn-bf16dot": "#08306b", "attn-planless": "#9ecae1
          "torch-sdpa": "#ff7f0e", "numpy": "#7f7f7f"}
 
 
+
+def _repo_relative(arg: str) -> str:
+    """An absolute path inside the checkout, written relative to it (the generated page must not name the
+    machine's directories)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.isabs(arg) and os.path.commonpath([root, arg]) == root:
+        return os.path.relpath(arg, root)
+    return arg
+
 def log(*a: object) -> None:
     print(*a, flush=True)
 
@@ -817,7 +826,7 @@ def main() -> int:
     meta = dict(
         date=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
         cpu=cpu_desc, rounds=rounds,
-        cmdline=(" " + " ".join(sys.argv[1:])) if sys.argv[1:] else "",
+        cmdline=(" " + " ".join(_repo_relative(a) for a in sys.argv[1:])) if sys.argv[1:] else "",
         ceilings=[x.replace(" (start / end of the window)", "") + " (start / end)"
                   for x in ceil.describe(threads)],
         facts=[f"CPU: {cpu_desc}; load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
