@@ -79,7 +79,7 @@ ATTN_API attn_status attn_mpi_dcp_slot_mapping(int32_t rank, int32_t world, int3
                                                int64_t *slots);
 
 typedef struct attn_mpi_dcp_config {
-    int32_t interleave_size;     /* I >= 1 (vllm-ascend's cp_kv_cache_interleave_size)                        */
+    int32_t interleave_size;     /* I >= 1 (vllm-ascend's cp_kv_cache_interleave_size)               */
     int32_t num_heads;           /* query heads (all of them: queries are replicated on every rank)  */
     int32_t head_size;           /* key = value head size, 1..256                                    */
     int32_t max_tokens;          /* most decode query rows of one call (>= 1)                        */
