@@ -1,4 +1,9 @@
 # Thin wrapper over CMake for the README's two commands and CI. Everything real lives in CMakeLists.txt.
+
+# `cmake --build` runs make again below this make. A sub-make prints "make[N]: Entering/Leaving directory" for
+# every recursion level (GNU make turns -w on when MAKELEVEL > 0), about a hundred lines per build; the flag
+# travels to every sub-make through MAKEFLAGS and silences them.
+MAKEFLAGS += --no-print-directory
 BUILD ?= build
 SAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -43,14 +48,14 @@ test-c: build
 
 test-python: build
 	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
-	  ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python python3 -m pytest -q tests/python; \
+	  ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python python3 -m pytest -q -rs tests/python; \
 	fi
 
 # The Python suite again through the ctypes binding only (the compiled attn._ext switched off). The default
 # run already compares both bindings entry by entry (tests/python/test_ext_binding.py).
 test-python-ctypes: build
 	@ATTN_PY_BACKEND=ctypes ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
-	  python3 -m pytest -q tests/python
+	  python3 -m pytest -q -rs tests/python
 
 # Every test: C suites (ctest) and the Python suite (pytest; attn._ext is found next to libattn.so).
 test: test-c test-python
@@ -61,7 +66,7 @@ test-sanitize: deps
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
 	@cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -LE slow
 
-# The C suites under ThreadSanitizer (issue 11): clang -fsanitize=thread with LLVM's libomp, run with Archer
+# The C suites under ThreadSanitizer: clang -fsanitize=thread with LLVM's libomp, run with Archer
 # (OMP_TOOL_LIBRARIES: OpenMP's barriers and reductions made visible to TSan) on the small shapes of the
 # sanitizer tier (ATTN_TEST_SMALL), -LE slow. Any report fails its test (halt_on_error, exitcode 66).
 # scripts/tsan_env.sh installs clang-14, libclang-rt-14-dev and libomp-14-dev when missing.
@@ -77,14 +82,14 @@ test-tsan:
 	    TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 ignore_noninstrumented_modules=1" \
 	    ctest --output-on-failure -j $(JOBS) -LE slow
 
-# The fuzz campaign (issue 11; scripts/fuzz_campaign.sh: every libFuzzer target, FUZZ_RUNS executions each or
+# The fuzz campaign (scripts/fuzz_campaign.sh: every libFuzzer target, FUZZ_RUNS executions each or
 # FUZZ_SECONDS seconds, figures into docs/ROBUSTNESS.md).
 FUZZ_RUNS ?= 10000000
 FUZZ_SECONDS ?= 0
 fuzz:
 	@bash scripts/fuzz_campaign.sh $(FUZZ_RUNS) $(FUZZ_SECONDS)
 
-# attn inside real vLLM (issue 9). scripts/vllm_env.sh installs vLLM CPU into its own venv on demand (once:
+# attn inside real vLLM. scripts/vllm_env.sh installs vLLM CPU into its own venv on demand (once:
 # ~10 min, ~3 GB; bench/peers/setup_env.sh) and prints its python. run-vllm serves SmolLM2-135M through
 # vllm.LLM with attn, then with vLLM's own CPU backend: both texts, token identity, tokens/s at batch 1 and 8
 # (VLLM_ARGS, e.g. "--dtype bfloat16 --embed"). test-vllm: tests/vllm (CI runs it after the plain suite).
@@ -95,18 +100,18 @@ run-vllm: build
 
 test-vllm: build
 	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
-	  $$PY -m pytest -q -s -p no:cacheprovider tests/vllm
+	  $$PY -m pytest -q -rs -s -p no:cacheprovider tests/vllm
 
-# attn inside Hugging Face transformers and diffusers (issue 14): scripts/integrations_env.sh adds diffusers to
+# attn inside Hugging Face transformers and diffusers: scripts/integrations_env.sh adds diffusers to
 # the vLLM venv above (torch pinned; a no-op once done); tests/integrations compares SmolLM2 / MiniLM with
 # attn_implementation="attn" vs "sdpa" and small random Flux / SD3 / Wan / QwenImage transformers with the
 # "attn" backend vs diffusers' native one (docs/DIFFUSION.md, README).
 .PHONY: test-integrations
 test-integrations: build
 	@PY=$$(bash scripts/integrations_env.sh | tail -n 1) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so \
-	  PYTHONPATH=$(CURDIR)/python $$PY -m pytest -q -p no:cacheprovider tests/integrations
+	  PYTHONPATH=$(CURDIR)/python $$PY -m pytest -q -rs -p no:cacheprovider tests/integrations
 
-# Context parallelism over MPI (issue 12, docs/CONTEXT_PARALLEL.md): scripts/mpi_env.sh installs Open MPI and
+# Context parallelism over MPI (docs/CONTEXT_PARALLEL.md): scripts/mpi_env.sh installs Open MPI and
 # mpi4py on demand (a no-op when present); libattn_mpi and tests/mpi are built in $(MPI_BUILD) and run under
 # mpirun -np 2 and -np 4 (oversubscribed, OMP_NUM_THREADS=1 per rank; ctest label mpi).
 MPI_BUILD ?= build-mpi
@@ -117,7 +122,7 @@ test-mpi: deps
 	@cmake --build $(MPI_BUILD) -j $(JOBS) --target attn_mpi_check
 	@cd $(MPI_BUILD) && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ctest --output-on-failure -L mpi
 
-# aarch64 (issue 13): cross-build with Debian's aarch64 compiler and the C suites under qemu-user, with
+# aarch64: cross-build with Debian's aarch64 compiler and the C suites under qemu-user, with
 # QEMU_CPU=cortex-a57 and QEMU_CPU=max (scripts/test_arm64.sh; installs through scripts/arm64_env.sh).
 .PHONY: test-arm64
 ARM64_BUILD ?= build-arm64

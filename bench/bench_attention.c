@@ -1,6 +1,6 @@
 /*
  * bench_attention.c — end-to-end attn_forward through the public API only: dense causal prefill
- * (GFLOP/s, causal flops = 2·S²·D·H_q, the convention of cpu-kernel-design.md §1.1) and single-token decode
+ * (GFLOP/s, causal flops = 2·S²·D·H_q, the convention of docs/KERNELS.md §1) and single-token decode
  * (GB/s of K+V read, GFLOP/s = 4·L·D·H_q), min and median of repeats, as ratios to the fp32 FMA peak and
  * the read bandwidth measured in the same run. For each usable ISA and for 1 and all threads.
  *

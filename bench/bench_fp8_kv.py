@@ -1,4 +1,4 @@
-"""fp8 KV cache vs bf16 / f32 caches (issue 9): attn_paged_attention (decode: q_len 1) and a chunked prefill
+"""fp8 KV cache vs bf16 / f32 caches: attn_paged_attention (decode: q_len 1) and a chunked prefill
 over a cached prefix, same keys and queries, one process, interleaved repetitions; prints min and median
 milliseconds per call and the ratio of each cache dtype to bf16. Usage (from the repository root):
 

@@ -1,5 +1,5 @@
 /*
- * bench_peak.h — ceilings measured in the same run as the benches (peer-measurements.md §0: the machine
+ * bench_peak.h — ceilings measured in the same run as the benches (bench/README.md: the machine
  * is noisy, so every ratio is against a ceiling from the same window): fp32 FMA peak with 512-bit or
  * 256-bit vectors (independent accumulator chains, the peak.c probe idea) and a streaming read bandwidth.
  */

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-call overhead of the Python package above the C call, at a 1-request, 16-key decode.
 
-Shape (issue 8's small model): 9 query heads / 3 kv heads, head_size 64, block_size 16, 16 keys (the last
+Shape (the small-model decode): 9 query heads / 3 kv heads, head_size 64, block_size 16, 16 keys (the last
 one new), float32, one thread. For each hot entry it measures, min and median over --reps calls, each call
 timed alone:
   C       the same libattn entries on the same shape from C (bench/bench_calls, built with the library);

@@ -2,7 +2,7 @@
  * util.h — what every `attn` subcommand and every workload shares: the run environment (attn_cli_env),
  * timing with min/median and a TTY-only progress indicator, a seeded RNG with f32/f16/bf16 fill, FLOP
  * counting of the visible (q, k) pairs, oracle comparison with the per-dtype tolerances, and the result
- * report (a text table or one JSON document). Client of <attn/attn.h> only (STYLE.md dependency rule).
+ * report (a text table or one JSON document). Client of <attn/attn.h> only (docs/CONTRIBUTING.md §1).
  */
 #ifndef ATTN_CLI_UTIL_H
 #define ATTN_CLI_UTIL_H
@@ -118,7 +118,7 @@ void attn_cli_alibi_slopes(int64_t num_heads, float *slopes /* [num_heads] */);
  * FLOP count
  * ================================================================================================ */
 
-/* Visible (query, key) pairs of one sequence under causal/window (CONVENTIONS.md: p_i = Sk − Sq + i, or i
+/* Visible (query, key) pairs of one sequence under causal/window (docs/SEMANTICS.md §2: p_i = Sk − Sq + i, or i
  * for top-left; keys p_i − window_left <= j <= p_i + window_right, −1 = unbounded). Exact, O(seq_q). */
 int64_t attn_cli_visible_pairs(int64_t seq_q, int64_t seq_k, int32_t causal, int32_t window_left, int32_t window_right);
 /* GFLOP of attention on `pairs` visible pairs: 2·pairs·num_heads·(head_size + head_size_v)·1e−9

@@ -1,5 +1,5 @@
 /*
- * wl_cp.c — the built-in 'cp' workload of the `attn` CLI (issue 12): context parallelism over MPI through
+ * wl_cp.c — the built-in 'cp' workload of the `attn` CLI: context parallelism over MPI through
  * libattn_mpi, run under `mpirun -np N attn run --workload cp`. Measures, per mode (ring prefill with
  * zig-zag shards, DCP decode on the paged cache, Ulysses): the per-step time (slowest rank), compute and
  * exposed-communication time, bytes sent per rank, the same traffic alone (no compute) and the overlap

@@ -1,5 +1,5 @@
 /*
- * wl_diffusion.c — the built-in 'diffusion' workload (issue 4): joint image+text attention (4096 image +
+ * wl_diffusion.c — the built-in 'diffusion' workload: joint image+text attention (4096 image +
  * 512 text tokens, 24 heads, head_size 128) dense, with a padded text segment (self-attention unpad →
  * pad route), a CFG pair, cross-attention with a key-padding mask, a piecewise video-style span layout,
  * packed documents, prefix K/V slicing with power-of-two pre-scaling, and the four quantized formats.

@@ -1,5 +1,5 @@
 /*
- * wl_serving.c — the built-in 'serving' workload of the `attn` CLI (issue 3): one LLM-serving engine step
+ * wl_serving.c — the built-in 'serving' workload of the `attn` CLI: one LLM-serving engine step
  * over a paged bf16 KV cache (Llama-3-8B attention: 32 query heads, 8 kv heads, head_size 128): 16 decodes
  * at contexts 512..16k (geometric) plus one chunked prefill of 256 tokens over a 2k cached prefix, for
  * block sizes 16 and 128. Rows: the plan build, the decode-only step (DecodeOnly; decode GB/s = bytes of K

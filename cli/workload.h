@@ -101,7 +101,7 @@ int attn_wl_check_build(attn_workload *wl);   /* small cases over every option (
 int attn_wl_serving_run(const attn_cli_env *env);
 int attn_wl_diffusion_run(const attn_cli_env *env);
 #ifdef ATTN_CLI_MPI
-int attn_wl_cp_run(const attn_cli_env *env); /* wl_cp.c: context parallelism over MPI (issue 12) */
+int attn_wl_cp_run(const attn_cli_env *env); /* wl_cp.c: context parallelism over MPI */
 #endif
 
 /* ================================================================================================

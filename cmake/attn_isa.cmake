@@ -4,13 +4,13 @@ include(CheckCCompilerFlag)
 
 set(_ATTN_ISA_FLAGS_avx2 "-mavx2;-mfma;-mf16c")
 set(_ATTN_ISA_FLAGS_avx512 "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mfma;-mf16c;-mprefer-vector-width=512")
-# avx512bf16: the opt-in table (issue 8) = avx512 + VDPBF16PS decode entries; needs the avx512 table (it calls
+# avx512bf16: the opt-in table = avx512 + VDPBF16PS decode entries; needs the avx512 table (it calls
 # its entries), so it is added only after avx512 was.
 set(_ATTN_ISA_FLAGS_avx512bf16 "${_ATTN_ISA_FLAGS_avx512};-mavx512bf16")
-# amx: the opt-in table for bf16 prefill on AMX tiles (issue 8) = avx512bf16 + TDPBF16PS qk/pv tiles.
+# amx: the opt-in table for bf16 prefill on AMX tiles = avx512bf16 + TDPBF16PS qk/pv tiles.
 set(_ATTN_ISA_FLAGS_amx "${_ATTN_ISA_FLAGS_avx512bf16};-mamx-tile;-mamx-bf16")
 set(_ATTN_KNOWN_ISAS avx2 avx512 avx512bf16 amx)
-# aarch64 (issue 13): Advanced SIMD is part of the base Armv8-A ISA, f16 <-> f32 vector conversions included.
+# aarch64: Advanced SIMD is part of the base Armv8-A ISA, f16 <-> f32 vector conversions included.
 set(_ATTN_ISA_FLAGS_neon "-march=armv8-a+simd")
 set(_ATTN_KNOWN_ISAS_aarch64 neon)
 # A table's *_bf16.c files (today only neon's) get these flags instead and define ATTN_HAVE_<ISA>_BF16: their

@@ -1,6 +1,6 @@
 # Cross-build for aarch64 Linux with Debian's cross compiler (scripts/arm64_env.sh installs it), tests run
 # under qemu-user: `cmake -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64.cmake` then
-# `ctest --test-dir build-arm64` runs every C test through CMAKE_CROSSCOMPILING_EMULATOR (issue 13).
+# `ctest --test-dir build-arm64` runs every C test through CMAKE_CROSSCOMPILING_EMULATOR.
 # QEMU_CPU in the environment (e.g. max) picks the emulated CPU; the default is qemu's own default model.
 set(CMAKE_SYSTEM_NAME Linux)
 # This file's absolute path (a relative -DCMAKE_TOOLCHAIN_FILE=cmake/... is not usable from another directory):

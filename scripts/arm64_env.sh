@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what `make test-arm64` needs (issue 13): Debian's aarch64 cross compiler (its libc, libgomp and
+# Installs what `make test-arm64` needs: Debian's aarch64 cross compiler (its libc, libgomp and
 # libstdc++ come as *-arm64-cross dependencies), qemu-user-static (qemu-aarch64-static runs the tests), and
 # the arm64 builds of the two libraries the tests and the CLI link (cmocka, cJSON) through dpkg multiarch.
 # Idempotent and quiet: a no-op when everything is there. Run as root (or with sudo available).

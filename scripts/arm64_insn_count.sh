@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make insns-arm64` (issue 13): executed instructions per kernel tile, neon (aarch64, qemu-aarch64 -cpu
+# `make insns-arm64`: executed instructions per kernel tile, neon (aarch64, qemu-aarch64 -cpu
 # cortex-a57) vs avx2 (x86-64, qemu-x86_64 -cpu max), counted by a qemu TCG plugin (scripts/arm64_insns/
 # insncount.c) — an instruction count, not a time: qemu runs no pipeline model, so this says nothing about
 # cycles, only how many instructions each table issues for the same tile. One tile = 64 keys, D = Dv = 128,

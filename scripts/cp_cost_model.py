@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cost model of context parallelism (docs/CONTEXT_PARALLEL.md, issue 12): per-layer step time of ring
+"""Cost model of context parallelism (docs/CONTEXT_PARALLEL.md): per-layer step time of ring
 prefill, DCP decode and Ulysses for P ranks and N tokens, and the rank count where communication stops
 hiding behind compute. Inputs are the figures `mpirun -np 2 attn run --workload cp` measures (pass them as
 flags); everything this prints for P > 4 ranks or N > 8192 tokens is a PROJECTION of those figures.

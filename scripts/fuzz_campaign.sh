@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzz campaign (issue 11): builds the libFuzzer targets (tests/fuzz/tests.cmake: fuzz_dense, fuzz_varlen,
+# Fuzz campaign: builds the libFuzzer targets (tests/fuzz/tests.cmake: fuzz_dense, fuzz_varlen,
 # fuzz_merge, fuzz_paged, fuzz_plan, fuzz_cache, fuzz_diffusion, fuzz_codec, fuzz_workload) with clang +
 # ASan + UBSan (+ float-cast-overflow), OpenMP off, and runs each from its in-tree seed corpus
 # (tests/fuzz/corpus/<target>/, copied to a scratch directory) for RUNS executions (default 10,000,000) or

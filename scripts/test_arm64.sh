@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make test-arm64` (issue 13): cross-builds attn for aarch64 (cmake/toolchain-aarch64.cmake) and runs every C
+# `make test-arm64`: cross-builds attn for aarch64 (cmake/toolchain-aarch64.cmake) and runs every C
 # ctest under qemu-user, twice: QEMU_CPU=cortex-a57 (Armv8.0: HWCAP without fp16/bf16/sve, the plain neon table)
 # and QEMU_CPU=max (every feature qemu emulates, BF16/I8MM/SVE included: neon's bf16 variant runs). Every suite
 # compares each usable table (generic and neon, and neon's variants in tests/kernels) itself, as on x86; the

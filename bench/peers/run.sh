@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# attn vs vLLM CPU / torch SDPA / NumPy in one process window (issue 8). One command:
+# attn vs vLLM CPU / torch SDPA / NumPy in one process window. One command:
 #
 #   bench/peers/run.sh            # full bench (~10 min): writes bench/peers/results/peers.{csv,md,png}
 #                                 # and the summary between the markers of README.md

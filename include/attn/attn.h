@@ -1,9 +1,9 @@
 /*
  * attn.h — the public C API of libattn: exact, fast attention for LLM serving and diffusion on CPUs.
  *
- * This header is the contract (STYLE.md R1). Every entry point documents tensor shapes, layouts, dtypes,
+ * This header is the contract (docs/CONTRIBUTING.md §2). Every entry point documents tensor shapes, layouts, dtypes,
  * units, the statuses it returns and the source of its semantics. Semantics follow
- * shared/spec/CONVENTIONS.md (summarised in docs/SEMANTICS.md):
+ * docs/SEMANTICS.md (conventions and their sources):
  *   logits  s = softmax_scale·(q·k) → soft-cap → + ALiBi → + additive mask → keep-masks → softmax (+ sink
  *           in the denominator)
  *   causal  bottom-right: query row i of a sequence with Sq queries and Sk keys sits at absolute position
@@ -184,7 +184,7 @@ ATTN_API const char *attn_isa_name(int32_t index);
 /* Name of the i-th opt-in kernel table compiled in (static storage; NULL if out of range): tables that are never
  * chosen by default (neither by attn_ctx_create nor listed by attn_isa_name) and are selected by name only
  * (attn_ctx_set_isa, ATTN_ISA), because their arithmetic is not the pinned chains of the default tables. Today
- * "avx512bf16" (x86-64 with AVX512-BF16, issue 8): the avx512 table except that blocks of <= 16 query rows
+ * "avx512bf16" (x86-64 with AVX512-BF16): the avx512 table except that blocks of <= 16 query rows
  * (decode, speculative decode, a prefill's last short block) over bf16 K/V use VDPBF16PS, which rounds the
  * scaled query and the probabilities P to bf16 (round to nearest even) and adds two products per step;
  * f32/f16/fp8 K/V and bigger blocks give the avx512 bits. Results are within the tolerance stated in
@@ -218,7 +218,7 @@ typedef enum attn_layout {
 } attn_layout;
 
 /* Options shared by every attention entry. Initialise with attn_params_init(), then set fields.
- * Order of application (CONVENTIONS.md "Logits, in order", docs/SEMANTICS.md §1): scale → soft-cap → ALiBi →
+ * Order of application (docs/SEMANTICS.md §1): scale → soft-cap → ALiBi →
  * additive mask → keep-masks (causal, window, key padding, mask) → softmax. */
 typedef struct attn_params {
     float softmax_scale;         /* multiplier of q·k; 0 = default 1/sqrt(head_size)                       */
@@ -228,7 +228,7 @@ typedef struct attn_params {
     float softcap;               /* > 0: s = softcap·tanh(s/softcap); 0 = off                              */
     const float *alibi_slopes;   /* [num_heads] float32 or NULL: s += −slope[h]·|p_i − j|                  */
     const float *sinks;          /* [num_heads] float32 or NULL: per-head logit added to the denominator    */
-    /* Diffusion masks (issue 4), boolean keep-masks (true = attend), combined with causal/window by AND.
+    /* Diffusion masks, boolean keep-masks (true = attend), combined with causal/window by AND.
      * mask:     bool/u8 view broadcast to [batch, num_heads, seq_q, seq_k] as torch SDPA / NumPy do: ndim 1..4,
      *           right-aligned to those dimensions ([seq_q, seq_k] is ndim 2, [batch, 1, 1, seq_k] the usual
      *           padding mask), each dimension 1 (broadcast) or the full size. NULL = none.
@@ -238,7 +238,7 @@ typedef struct attn_params {
      * broadcast)"), UNSUPPORTED on every other entry. */
     const attn_tensor *mask;
     const attn_tensor *key_padding_mask;
-    /* Additive float mask (issue 10; torch SDPA's float attn_mask, diffusers' attention_mask): f32/f16/bf16
+    /* Additive float mask (torch SDPA's float attn_mask, diffusers' attention_mask): f32/f16/bf16
      * view broadcast like `mask`, added to the logits in natural units after ALiBi (SDPA adds it to the scaled
      * q·k; soft-cap, which SDPA lacks, comes first, as in Gemma-2's eager attention). A value of −inf hides
      * the key exactly like a false keep-mask entry (a row with only hidden keys gives out = 0, LSE = −inf; a
@@ -250,7 +250,7 @@ typedef struct attn_params {
      * "params.additive_mask: dtype u8, expected f32, f16 or bf16". NULL = none. Semantics: PyTorch
      * scaled_dot_product_attention (attn_mask of a floating dtype). */
     const attn_tensor *additive_mask;
-    /* fp8 KV cache dequantization scales (issue 9; vLLM's per-tensor layer._k_scale_float / _v_scale_float):
+    /* fp8 KV cache dequantization scales (vLLM's per-tensor layer._k_scale_float / _v_scale_float):
      * an element of an FP8_E4M3 / FP8_E5M2 kv_cache (and of key_opt / value_opt of attn_forward_paged) means
      * decode(bits)·k_scale for keys and decode(bits)·v_scale for values, as vLLM dequantizes ("Dequant(FP8) ·
      * scale => HP"). Read only by the paged entries on an fp8 cache, where each must be finite and > 0
@@ -279,7 +279,7 @@ ATTN_API void attn_params_init(attn_params *params);
  * dimension contiguous; out must not overlap q/k/v.
  * Returns INVALID_ARGUMENT (message names the argument), OVERFLOW, UNSUPPORTED (e.g. an option this entry
  * does not implement). Nothing is written unless OK.
- * Semantics: FlashAttention-2 (Dao, 2023) forward; CONVENTIONS.md; diffusion seed dense path. */
+ * Semantics: FlashAttention-2 (Dao, 2023) forward; docs/SEMANTICS.md §1-§3; vllm-omni dense path. */
 ATTN_API attn_status attn_forward(attn_ctx *ctx, attn_layout layout, const attn_tensor *q,
                                   const attn_tensor *k, const attn_tensor *v, const attn_params *params,
                                   attn_tensor *out, attn_tensor *lse_opt);
@@ -324,11 +324,11 @@ ATTN_API attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_te
                                              attn_tensor *out, attn_tensor *lse_opt);
 
 /* ================================================================================================
- * LLM serving: paged KV cache, cache ops, metadata builder and plan, paged attention (issue 3)
+ * LLM serving: paged KV cache, cache ops, metadata builder and plan, paged attention
  * ================================================================================================ */
 
 /* Source of semantics for this section: vllm-ascend attention_v1.py (AscendAttentionBackend,
- * AscendAttentionMetadataBuilder, AscendAttentionBackendImpl), shared/spec/llm-serving.md (A, C8-C16),
+ * AscendAttentionMetadataBuilder, AscendAttentionBackendImpl), docs/SERVING.md,
  * vLLM paged_attention_v2 (flash-decoding) and FlashInfer plan/run. Walk-through: docs/SERVING.md.
  *
  * KV cache tensor (all entries): kv_cache [2, num_blocks, block_size, num_kv_heads, head_size], index 0 =
@@ -349,7 +349,7 @@ ATTN_API attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_te
  * Every slot is checked before anything is written: a slot >= num_blocks·block_size is INVALID_ARGUMENT
  * ("slot_mapping: entry 5 = 9001 >= num_blocks·block_size = 4096") and the cache is untouched. Duplicate
  * slots: the later token wins. The cache must not overlap key/value/slot_mapping.
- * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM reshape_and_cache(_flash), seed reshape_and_cache. */
+ * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM reshape_and_cache(_flash), vllm-ascend reshape_and_cache. */
 ATTN_API attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
                                             attn_tensor *kv_cache, const attn_tensor *slot_mapping);
 
@@ -363,7 +363,7 @@ ATTN_API attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *ke
  *   k_scale, v_scale: fp8 cache: finite and > 0, else INVALID_ARGUMENT ("k_scale=0: expected a finite value
  *   > 0 for the fp8_e4m3 kv_cache"), checked before anything is written.
  * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM csrc/cache_kernels.cu reshape_and_cache_flash_kernel and
- * quantization/fp8/nvidia/quant_utils.cuh (llm-serving.md: "Quantize(HP / scale) => FP8"). */
+ * quantization/fp8/nvidia/quant_utils.cuh (stored code = fp8(value / scale)). */
 ATTN_API attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
                                                    attn_tensor *kv_cache, const attn_tensor *slot_mapping,
                                                    float k_scale, float v_scale);
@@ -372,7 +372,7 @@ ATTN_API attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_ten
  * kv_cache[:, dst] = kv_cache[:, src] with (src, dst) = block_mapping[i] (keys and values).
  *   block_mapping: int64 or int32 [num_pairs, 2]; every id must be in [0, num_blocks) (checked first).
  * Pairs are applied in order (a later pair sees earlier copies). Returns INVALID_ARGUMENT, OVERFLOW.
- * Source: seed AscendAttentionBackend.copy_blocks. */
+ * Source: vllm-ascend's AscendAttentionBackend.copy_blocks. */
 ATTN_API attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, const attn_tensor *block_mapping);
 
 /* Copies whole blocks between two caches (e.g. to/from a host offload pool): dst_cache[:, dst] =
@@ -380,13 +380,13 @@ ATTN_API attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, cons
  * num_kv_heads and head_size (num_blocks may differ) and must not overlap; src ids are checked against
  * src_cache and dst ids against dst_cache before anything is written.
  *   block_mapping: int64 or int32 [num_pairs, 2]. Returns INVALID_ARGUMENT, OVERFLOW.
- * Source: seed AscendAttentionBackend.swap_blocks. */
+ * Source: vllm-ascend's AscendAttentionBackend.swap_blocks. */
 ATTN_API attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cache, attn_tensor *dst_cache,
                                       const attn_tensor *block_mapping);
 
-/* ---- Disaggregated prefill: per-layer "KV stored" notification (issue 10) ------------------------------
+/* ---- Disaggregated prefill: per-layer "KV stored" notification ------------------------------
  * A KV producer (prefill instance of a disaggregated deployment) starts sending a layer's KV as soon as that
- * layer's cache write is done instead of after the whole forward (seed: AscendAttentionBackendImpl
+ * layer's cache write is done instead of after the whole forward (vllm-ascend: AscendAttentionBackendImpl
  * reshape_and_cache records `reshape_cache_event` when is_kv_producer, for the KV connector to wait on before
  * sending the layer). attn_reshape_and_cache_notify is attn_reshape_and_cache followed by one synchronous call of
  * notify->on_stored describing what was written. Walk-through: docs/SERVING.md "Disaggregated prefill". */
@@ -436,7 +436,7 @@ ATTN_API attn_status attn_reshape_and_cache_notify(attn_ctx *ctx, const attn_ten
  * and writes), then the one notify->on_stored call of attn_reshape_and_cache_notify, under the same rules: only
  * after a successful write, never on a validation failure (bad scales included: then nothing is written and no
  * call is made). The event's kv_cache is the fp8 cache: a consumer moves the codes as bytes and uses the same
- * scales. Returns INVALID_ARGUMENT, OVERFLOW. Source: the seed's is_kv_producer reshape_cache_event, with vLLM's
+ * scales. Returns INVALID_ARGUMENT, OVERFLOW. Source: vllm-ascend's is_kv_producer reshape_cache_event, with vLLM's
  * fp8 cache write (attn_reshape_and_cache_scaled). */
 ATTN_API attn_status attn_reshape_and_cache_scaled_notify(attn_ctx *ctx, const attn_tensor *key,
                                                           const attn_tensor *value, attn_tensor *kv_cache,
@@ -450,7 +450,7 @@ ATTN_API attn_status attn_reshape_and_cache_scaled_notify(attn_ctx *ctx, const a
  * over the whole iteration. */
 ATTN_API int attn_kv_stored_next(const attn_kv_stored *event, int64_t *cursor, attn_kv_block_rows *run);
 
-/* Batch attention state, one per engine step (values pinned to the seed's AscendAttentionState). */
+/* Batch attention state, one per engine step (values pinned to vllm-ascend's AscendAttentionState). */
 typedef enum attn_state {
     ATTN_STATE_PREFILL_NO_CACHE = 0,  /* every request has num_computed_tokens == 0                    */
     ATTN_STATE_PREFILL_CACHE_HIT = 1, /* prefill over cached prefixes, chunked prefill disabled        */
@@ -498,10 +498,10 @@ ATTN_API void attn_plan_config_init(attn_plan_config *config);
 /* The step's metadata and work plan, built once per engine step and reused by every layer. Opaque. */
 typedef struct attn_plan attn_plan;
 
-/* Builds the plan of one engine step (FlashInfer plan(); seed AscendAttentionMetadataBuilder.build):
- *   - orders requests decode-first (llm-serving.md C11, stable): decodes (1 <= q_len <= decode_threshold
- *     with cached context, or a CROSS request with q_len <= threshold), then prefills over a cached prefix
- *     (partial prefills), then fresh prefills (num_computed_tokens == 0);
+/* Builds the plan of one engine step (FlashInfer plan(); vllm-ascend's AscendAttentionMetadataBuilder.build):
+ *   - orders requests decode-first (stable; docs/SERVING.md "Metadata builder"): decodes (1 <= q_len <=
+ *     decode_threshold with cached context, or a CROSS request with q_len <= threshold), then prefills over a
+ *     cached prefix (partial prefills), then fresh prefills (num_computed_tokens == 0);
  *   - fills query_start_loc, seq_lens, slot_mapping, block_table in that order, the counts, and the batch
  *     attn_state (C12: no cached token anywhere → PREFILL_NO_CACHE; all q_len 1 → DECODE_ONLY or
  *     SPEC_DECODING for mtp; all q_len − num_spec_tokens == 1 → SPEC_DECODING (mtp) else CHUNKED_PREFILL;
@@ -628,15 +628,15 @@ typedef struct attn_capabilities {
 ATTN_API attn_status attn_capabilities_get(attn_capabilities *caps, size_t caps_size);
 
 /* ================================================================================================
- * Diffusion: piecewise spans, pre-scaling, quantized attention (issue 4)
+ * Diffusion: piecewise spans, pre-scaling, quantized attention
  * ================================================================================================ */
 
-/* Semantics: shared/spec/diffusion.md (vllm-omni diffusion FlashAttentionImpl and MindIE-SD), summarised with
+/* Semantics: vllm-omni diffusion FlashAttentionImpl and MindIE-SD, summarised with
  * measured accuracy in docs/DIFFUSION.md. Masks (keep-mask and additive mask broadcast to [B, H, Sq, Sk], key
  * padding [B, Sk]) are the attn_params fields above and work with attn_forward / attn_ref_forward
  * (cross-attention semantics for a key padding mask: it removes keys only and every query row is computed). */
 
-/* ---- Self-attention with a key-padding mask: unpad → packed → pad (diffusion.md A.3) -------------------
+/* ---- Self-attention with a key-padding mask: unpad → packed → pad (docs/DIFFUSION.md §1) ------------
  * The valid tokens (key_padding_mask[b][s] != 0) of batch row b form ONE compacted sequence (holes anywhere,
  * not only suffix padding): Q, K and V are gathered with the same indices and attention runs in compacted
  * index space (causal and window apply there), then rows are scattered back. Padded query rows output
@@ -664,7 +664,7 @@ ATTN_API attn_status attn_ref_forward_padded(attn_layout layout, const attn_tens
                                              const attn_params *params, attn_tensor *out, attn_tensor *lse_opt,
                                              void *workspace, size_t workspace_size);
 
-/* ---- Packed documents, batch 1 (diffusion.md A.2) ------------------------------------------------------
+/* ---- Packed documents, batch 1 (flash-attn varlen, one row) ---------------------------------------------
  * q [1, total_q, num_heads, head_size], k [1, total_k, num_kv_heads, head_size], v [1, total_k, num_kv_heads,
  * head_size_v], out [1, total_q, num_heads, head_size_v]; lse_opt float32 [num_heads, total_q] or NULL.
  * cu_seqlens_q/k int32 [num_docs+1] as attn_forward_varlen (any number of documents, zero-length legal, no
@@ -676,7 +676,7 @@ ATTN_API attn_status attn_forward_packed(attn_ctx *ctx, const attn_tensor *q, co
                                          const attn_tensor *cu_seqlens_k, const attn_params *params,
                                          attn_tensor *out, attn_tensor *lse_opt);
 
-/* ---- Piecewise mixed causal/full attention (full_attn_spans + query_ranges, diffusion.md §B) ----------- */
+/* ---- Piecewise mixed causal/full attention (full_attn_spans + query_ranges, docs/DIFFUSION.md §2) --- */
 typedef struct attn_span {
     int64_t start; /* first global position of the span              */
     int64_t end;   /* one past the last (half-open [start, end))      */
@@ -690,7 +690,7 @@ typedef struct attn_query_range {
 
 /* A query at global position p sees key j iff j < e when p lies in a span [a, e) (the whole prefix and
  * the whole span), else iff j <= p (causal). Keys are global positions [0, seq_k). The same spans apply to
- * every batch row (the seed's homogeneous batch). Equals the oracle with the equivalent explicit mask
+ * every batch row (vllm-omni's homogeneous batch). Equals the oracle with the equivalent explicit mask
  * (tril + mask[a:e, :e] = true, rows of the query ranges) but never builds it: each row is a key range.
  *   q/k/v/out/lse_opt: as attn_forward (BSND or BNSD).
  *   spans: [num_spans] sorted by start, non-overlapping, 0 <= start < end <= seq_k; num_spans 0 = causal.
@@ -712,18 +712,17 @@ ATTN_API attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_t
                                                 int64_t num_query_ranges, const attn_params *params,
                                                 attn_tensor *out, attn_tensor *lse_opt);
 
-/* ---- Piecewise spans over a paged KV cache (issue 10; vllm-omni run_paged_piecewise_plan, diffusion.md
- * A.14 and B.6) ------------------------------------------------------------------------------------------
+/* ---- Piecewise spans over a paged KV cache (vllm-omni run_paged_piecewise_plan, docs/DIFFUSION.md §3) -------
  * attn_forward_piecewise where batch row r's keys/values are the first seq_lens[r] tokens of its pages
  * (kv_cache[·][block_table[r][j / block_size]][j % block_size], written beforehand, e.g. by
  * attn_reshape_and_cache) instead of a dense K/V: the same span predicate, options and statuses. The rows
- * are the seed's homogeneous batch (e.g. the CFG rows of one prompt): one query length for all rows, q a
+ * are vllm-omni's homogeneous batch (e.g. the CFG rows of one prompt): one query length for all rows, q a
  * [rows, query_len, ...] view with any strides, so each piece of a piecewise plan can also be run as its
  * own call on the strided slice q[:, s:e] / out[:, s:e] (query_ranges = {(0, e − s, offset + s)}); the
  * rows' bits are the same as those of the one whole call.
  *   q:           [rows, query_len, num_heads, head_size] f32/f16/bf16 (BSND; last dim contiguous)
  *   kv_cache:    [2, num_blocks, block_size, num_kv_heads, head_size] as attn_reshape_and_cache;
- *                head_size equals q's (no separate head_size_v, as in the seed's paged adapter)
+ *                head_size equals q's (no separate head_size_v, as in vllm-omni's paged adapter)
  *   seq_lens:    int32 [rows], keys of each row (cached prefix + this step's tokens), 0 .. ATTN_MAX_SEQ_LEN
  *   block_table: int32 [rows, max_blocks] (last dim contiguous); entries [r][0, ceil(seq_lens[r] /
  *                block_size)) are read and must lie in [0, num_blocks); the rest are ignored
@@ -731,7 +730,7 @@ ATTN_API attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_t
  *                for every row (the same spans for every row, as the dense entry; rows whose span lists
  *                differ are separate calls)
  *   query_ranges: NULL with num_query_ranges 0 = per row the last query_len positions, (0, query_len,
- *                seq_lens[r] − query_len) (the seed's row model: kv_start_pos = seq_len − query_len; needs
+ *                seq_lens[r] − query_len) (vllm-omni's row model: kv_start_pos = seq_len − query_len; needs
  *                query_len <= seq_lens[r]); or ranges as attn_forward_piecewise, the same for every row and
  *                inside [0, seq_lens[r]) of each
  *   params:      causal NONE, masks NULL; window, soft-cap, ALiBi (global positions) and sinks apply;
@@ -757,7 +756,7 @@ ATTN_API attn_status attn_ref_forward_paged_piecewise(const attn_tensor *q, cons
                                                       int64_t num_query_ranges, const attn_params *params,
                                                       attn_tensor *out, attn_tensor *lse_opt);
 
-/* ---- Prefix K/V slicing (diffusion.md A.11, D.3) -------------------------------------------------------
+/* ---- Prefix K/V slicing (docs/DIFFUSION.md §4) ---------------------------------------------------------
  * When the padding of K/V is a strict suffix, attention over K[:, :valid_kv_length], V[:, :valid_kv_length]
  * (zero-copy views) equals masking the suffix; Q keeps its full length. 0 <= valid_kv_length <= seq_k.
  * Arguments as attn_forward. causal must be NONE (slicing moves the bottom-right diagonal: UNSUPPORTED) and
@@ -767,7 +766,7 @@ ATTN_API attn_status attn_forward_kv_prefix(attn_ctx *ctx, attn_layout layout, c
                                             int64_t valid_kv_length, const attn_params *params,
                                             attn_tensor *out, attn_tensor *lse_opt);
 
-/* ---- Power-of-two input pre-scaling (diffusion.md D.6, seed laser_input_scale) ------------------------
+/* ---- Power-of-two input pre-scaling (docs/DIFFUSION.md §4, LaserAttention laser_input_scale) ---
  * With c = 2^input_scale_log2: q, k, v are divided by c (copied, in their own dtype, into the workspace), the
  * softmax scale is multiplied by c² and the output by c:
  *     softmax((c²·scale)·(q/c)(k/c)ᵀ)·(v/c)·c = softmax(scale·q·kᵀ)·v.
@@ -816,9 +815,9 @@ ATTN_API attn_status attn_quantize_mx(attn_dtype element_format, const float *sr
 ATTN_API attn_status attn_dequantize_mx(attn_dtype element_format, const uint8_t *elements,
                                         const uint8_t *scales, int64_t n, float *dst);
 
-/* ---- Deterministic Hadamard rotation of Q and K (diffusion.md C.4, vllm-omni get_quant_attention_rotation)
+/* ---- Deterministic Hadamard rotation of Q and K (docs/DIFFUSION.md §5, vllm-omni get_quant_attention_rotation)
  * R = diag(s)·H_d/sqrt(d), H Sylvester, s_i = 2·(w_i mod 2) − 1 with w_i the i-th 32-bit output of MT19937
- * seeded with `seed` (the seed's torch.Generator().manual_seed(425500); ATTN_HADAMARD_SEED). Rows are
+ * seeded with `seed` (vllm-omni's torch.Generator().manual_seed(425500); ATTN_HADAMARD_SEED). Rows are
  * rotated as row vectors x' = x·R; R is orthogonal so q'·k' = q·k. Computed as sign flip, fast
  * Walsh-Hadamard transform and 1/sqrt(d) in double, rounded once to float.
  *   signs: int8 [head_size] of ±1. src, dst: float32 [num_rows, head_size] contiguous; dst may equal src.
@@ -829,7 +828,7 @@ ATTN_API attn_status attn_hadamard_signs(int64_t head_size, uint32_t seed, int8_
 ATTN_API attn_status attn_hadamard_rotate(const float *src, int64_t num_rows, int64_t head_size, uint32_t seed,
                                           float *dst);
 
-/* ---- Quantized attention (diffusion.md A.13, C.3; MindIE-SD quant_attention emulated on the CPU) -------- */
+/* ---- Quantized attention (docs/DIFFUSION.md §5; MindIE-SD quant_attention emulated on the CPU) -- */
 typedef enum attn_quant_format {
     ATTN_QUANT_FP8_E4M3 = 0, /* block FP8: scale amax/448 per (batch, head, block of rows)            */
     ATTN_QUANT_FP8_E5M2 = 1, /* block FP8: scale amax/57344 per (batch, head, block of rows)          */
@@ -857,7 +856,8 @@ ATTN_API void attn_quant_params_init(attn_quant_params *qp, attn_quant_format fo
  *   aligned recommended.
  * Unsupported combinations return ATTN_STATUS_UNSUPPORTED naming the reason, never a silent fallback:
  * causal, window, params.mask, params.key_padding_mask, params.additive_mask, and rotation with a head_size
- * that is not a power of two (96, 192). Packed and piecewise inputs have no quantized entry (the seed refuses them too).
+ * that is not a power of two (96, 192). Packed and piecewise inputs have no quantized entry (vllm-omni refuses them
+ * too).
  * MindIE's zero-padding of keys to a multiple of 512 inside the MXFP4 softmax is NOT reproduced.
  * Returns INVALID_ARGUMENT, UNSUPPORTED, WORKSPACE_TOO_SMALL, OVERFLOW. */
 ATTN_API attn_status attn_forward_quant_workspace_size(attn_layout layout, const attn_tensor *q,

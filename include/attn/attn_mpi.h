@@ -1,5 +1,5 @@
 /*
- * attn_mpi.h — context parallelism for libattn across processes on MPI (issue 12): libattn_mpi.
+ * attn_mpi.h — context parallelism for libattn across processes on MPI: libattn_mpi.
  *
  * A separate library over the public libattn API (include/attn/attn.h); libattn itself has no MPI
  * dependency. Three schemes, each a plan made once (buffers sized and allocated there) and a run per layer
@@ -22,8 +22,8 @@
  * ATTN_STATUS_INTERNAL with the MPI error string (the communicator's error handler is set to return).
  * Messages are thread-local and read with attn_mpi_last_error() (libattn's own message is copied into it
  * when a libattn call fails).
- * Semantics: CONVENTIONS.md (the LSE merge rule); DCP sharding: vllm-ascend worker/block_table.py and
- * get_dcp_local_seq_lens (shared/spec/llm-serving.md C16); ring attention: Liu et al. 2023 ("Ring Attention
+ * Semantics: docs/SEMANTICS.md §4 (the LSE merge rule); DCP sharding: vllm-ascend worker/block_table.py and
+ * get_dcp_local_seq_lens (docs/CONTEXT_PARALLEL.md); ring attention: Liu et al. 2023 ("Ring Attention
  * with Blockwise Transformers"), zig-zag load balancing as in zhuzilin/ring-flash-attention; Ulysses:
  * Jacobs et al. 2023 (DeepSpeed-Ulysses); USP: Fang & Zhao 2024 (yunchang / xDiT).
  */
@@ -60,11 +60,11 @@ typedef struct attn_mpi_stats {
  * DCP: decode context parallel on the paged cache
  * ================================================================================================ */
 
-/* Sharding (seed DCP with interleave I = cp_kv_cache_interleave_size over P ranks): global position p of a
+/* Sharding (vllm-ascend's DCP with interleave I = cp_kv_cache_interleave_size over P ranks): global position p of a
  * request belongs to rank (p / I) mod P and is that rank's local token (p / (I·P))·I + p mod I. This equals
- * the seed's ((p mod (B·P)) / I) mod P whenever I divides the block size B. Local tokens are stored in the
+ * vllm-ascend's ((p mod (B·P)) / I) mod P whenever I divides the block size B. Local tokens are stored in the
  * rank's own cache through the rank's own block table (slot = block_table[t / B]·B + t mod B).
- * attn_mpi_dcp_local_len: keys of a length-seq_len request that rank holds (seed get_dcp_local_seq_lens);
+ * attn_mpi_dcp_local_len: keys of a length-seq_len request that rank holds (vllm-ascend's get_dcp_local_seq_lens);
  * 0 for bad arguments (seq_len < 0, world < 1, interleave < 1, rank outside [0, world)). */
 ATTN_API int64_t attn_mpi_dcp_local_len(int64_t seq_len, int32_t world, int32_t interleave, int32_t rank);
 
@@ -79,7 +79,7 @@ ATTN_API attn_status attn_mpi_dcp_slot_mapping(int32_t rank, int32_t world, int3
                                                int64_t *slots);
 
 typedef struct attn_mpi_dcp_config {
-    int32_t interleave_size;     /* I >= 1 (seed cp_kv_cache_interleave_size)                        */
+    int32_t interleave_size;     /* I >= 1 (vllm-ascend's cp_kv_cache_interleave_size)               */
     int32_t num_heads;           /* query heads (all of them: queries are replicated on every rank)  */
     int32_t head_size;           /* key = value head size, 1..256                                    */
     int32_t max_tokens;          /* most decode query rows of one call (>= 1)                        */
@@ -98,7 +98,7 @@ ATTN_API void attn_mpi_dcp_plan_free(attn_mpi_dcp_plan *plan);
 
 /* Decode attention of requests whose KV is sharded over the plan's ranks (collective).
  *   q:               [num_tokens, num_heads, head_size] f32/f16/bf16, the SAME on every rank (replicated
- *                    queries, as the seed all-gathers query heads); num_tokens <= max_tokens
+ *                    queries, as vllm-ascend all-gathers query heads); num_tokens <= max_tokens
  *   kv_cache:        this rank's cache [2, num_blocks, block_size, num_kv_heads, head_size] (attn.h)
  *   query_start_loc: int32 [num_reqs + 1] (same on every rank); q_len of a request <= 16
  *   seq_lens:        int32 [num_reqs] GLOBAL key counts (cached + new; same on every rank)

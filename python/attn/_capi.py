@@ -92,7 +92,7 @@ class Params(Structure):
         ("mask", POINTER(Tensor)),
         ("key_padding_mask", POINTER(Tensor)),
         ("additive_mask", POINTER(Tensor)),
-        ("k_scale", c_float),  # fp8 KV cache dequantization scales (issue 9); attn_params_init: 1
+        ("k_scale", c_float),  # fp8 KV cache dequantization scales; attn_params_init: 1
         ("v_scale", c_float),
     ]
 
@@ -351,7 +351,7 @@ _SIGNATURES = {
     "attn_merge_attn_states": (c_int, [_CTX, _T, _T, _T, _T, _T, _T]),
     "attn_ref_forward": (c_int, [c_int, _T, _T, _T, _P, _T, _T]),
     "attn_ref_forward_varlen": (c_int, [_T, _T, _T, _T, _T, _P, _T, _T]),
-    # serving (issue 3)
+    # serving
     "attn_reshape_and_cache": (c_int, [_CTX, _T, _T, _T, _T]),
     "attn_reshape_and_cache_scaled": (c_int, [_CTX, _T, _T, _T, _T, c_float, c_float]),
     "attn_reshape_and_cache_notify": (c_int, [_CTX, _T, _T, _T, _T, POINTER(KVNotify)]),
@@ -368,7 +368,7 @@ _SIGNATURES = {
     "attn_paged_attention": (c_int, [_CTX, _T, _T, _T, _T, _T, _P, _T, _T]),
     "attn_ref_paged_attention": (c_int, [_T, _T, _T, _T, _T, _P, _T, _T]),
     "attn_capabilities_get": (c_int, [POINTER(Capabilities), c_size_t]),
-    # diffusion (issue 4)
+    # diffusion
     "attn_forward_padded_workspace_size": (c_int, [c_int64, c_int64, POINTER(c_size_t)]),
     "attn_forward_padded": (c_int, [_CTX, c_int, _T, _T, _T, _T, _P, _T, _T, c_void_p, c_size_t]),
     "attn_ref_forward_padded": (c_int, [c_int, _T, _T, _T, _T, _P, _T, _T, c_void_p, c_size_t]),

@@ -576,7 +576,7 @@ static int ext_handle(PyObject *o, void **out) {
     return 0;
 }
 
-/* fp8 KV cache arguments (issue 9): code (None, or the attn dtype FP8_E4M3 / FP8_E5M2 that a uint8 cache holds,
+/* fp8 KV cache arguments: code (None, or the attn dtype FP8_E4M3 / FP8_E5M2 that a uint8 cache holds,
  * vLLM's allocation), k_scale, v_scale (floats). Retags `cache` (and the optional rows of the same dtype) and sets
  * the scales of *p (when p is given). Fallback for anything else (the general path raises). */
 static int ext_fp8_cache(PyObject *code, PyObject *ks, PyObject *vs, attn_tensor *cache, attn_tensor *rows_a,

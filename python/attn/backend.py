@@ -1,4 +1,4 @@
-"""A vLLM-style attention backend over libattn, shaped like vllm-ascend's AscendAttentionBackend (the seed),
+"""A vLLM-style attention backend over libattn, shaped like vllm-ascend's AscendAttentionBackend,
 so wiring it into a vLLM-style engine is mechanical:
 
     backend = AttnBackend
@@ -27,7 +27,7 @@ from .ops import Array, Context
 
 
 class AttnState(enum.IntEnum):
-    """Batch state of one step (values of the seed's AscendAttentionState and of attn_state)."""
+    """Batch state of one step (values of vllm-ascend's AscendAttentionState and of attn_state)."""
 
     PrefillNoCache = 0
     PrefillCacheHit = 1
@@ -70,7 +70,7 @@ class CommonAttentionMetadata:
 
 @dataclass
 class AttnMetadata:
-    """Per-step metadata shared by every layer (the seed's AscendMetadata, plus the attn.Plan)."""
+    """Per-step metadata shared by every layer (vllm-ascend's AscendMetadata, plus the attn.Plan)."""
 
     attn_state: AttnState
     num_actual_tokens: int
@@ -146,7 +146,7 @@ class AttnMetadataBuilder:
 
 
 class AttnBackendImpl:
-    """Per-layer attention (the seed's AscendAttentionBackendImpl)."""
+    """Per-layer attention (vllm-ascend's AscendAttentionBackendImpl)."""
 
     def __init__(self, num_heads: int, head_size: int, scale: float, num_kv_heads: Optional[int] = None,
                  alibi_slopes: Optional[Sequence[float]] = None, sliding_window: Optional[int] = None,
@@ -254,7 +254,7 @@ def _rows_view(output: Array, n: int, num_heads: int, head_size: int) -> Optiona
 
 
 class AttnBackend:
-    """Static entry points of the backend (the seed's AscendAttentionBackend)."""
+    """Static entry points of the backend (vllm-ascend's AscendAttentionBackend)."""
 
     accept_output_buffer: bool = True
 
@@ -293,6 +293,6 @@ class AttnBackend:
 
     @staticmethod
     def get_supported_block_size() -> List[int]:
-        """The block sizes the seed's API advertises as preferred: those attn is tuned and benchmarked for.
+        """The block sizes vllm-ascend's API advertises as preferred: those attn is tuned and benchmarked for.
         Every block size >= 1 works (attn_plan_config.block_size; the vLLM plugin declares MultipleOf(1))."""
         return [16, 32, 64, 128]

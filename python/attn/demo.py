@@ -260,7 +260,7 @@ def run_llama(log: Callable, ctx: Optional[attn.Context] = None, verbose: bool =
 
 
 def run_diffusers(log: Callable) -> bool:
-    """One line on a real diffusion client (issue 14): a randomly initialised diffusers Flux-style
+    """One line on a real diffusion client: a randomly initialised diffusers Flux-style
     transformer (2 double + 1 single blocks, joint image+text attention with a text padding mask) through
     the "attn" backend vs diffusers' native SDPA backend, float32, max error. Skipped (one line) when this
     python has no torch/diffusers."""

@@ -143,7 +143,7 @@ def _pairs(spans: Any, name: str) -> list:
 
 def paged_piecewise_segments(spans: Sequence[Tuple[int, int]], query_offset: int,
                              query_len: int) -> list:
-    """The pieces of one row (diffusion.md B.3, vllm-omni build_segments): [(start, end, kv_end, mode)]
+    """The pieces of one row (docs/DIFFUSION.md §2, vllm-omni build_segments): [(start, end, kv_end, mode)]
     in global positions, mode "causal" or "full", covering [query_offset, query_offset + query_len)."""
     qs, qe = int(query_offset), int(query_offset) + int(query_len)
     cur, segs = qs, []
@@ -174,7 +174,7 @@ def forward_paged_piecewise(q: Array, kv_cache: Array, seq_lens: Array, block_ta
     queries are its last query_len positions (kv_start_pos = seq_len - query_len). out like q; lse float32
     [rows, num_heads, query_len].
 
-    per_piece=True runs the seed's homogeneous-batch execution: one call per piece of
+    per_piece=True runs vllm-omni's homogeneous-batch execution: one call per piece of
     :func:`paged_piecewise_segments` on the strided slices q[:, s:e] / out[:, s:e] (all rows must share
     seq_len; query_ranges None); the result is bitwise equal to the single call."""
     qa = _arrays.as_numpy(q, "q")

@@ -1,4 +1,4 @@
-"""attn.distributed — context parallelism across processes on MPI (issue 12), over libattn_mpi.
+"""attn.distributed — context parallelism across processes on MPI, over libattn_mpi.
 
 The same operations as include/attn/attn_mpi.h on NumPy arrays and torch tensors (DLPack, no copies of the
 inputs), with communicators from mpi4py (the optional ``distributed`` extra: ``pip install .[distributed]``):
@@ -105,7 +105,7 @@ def _dtype_code(dt: Any, name: str) -> int:
 
 
 def dcp_local_len(seq_len: int, world: int, interleave: int, rank: int) -> int:
-    """Keys of a length-seq_len request that `rank` holds under DCP (seed get_dcp_local_seq_lens)."""
+    """Keys of a length-seq_len request that `rank` holds under DCP (vllm-ascend's get_dcp_local_seq_lens)."""
     return int(_lib.attn_mpi_dcp_local_len(seq_len, world, interleave, rank))
 
 

@@ -1,4 +1,4 @@
-"""Disaggregated prefill: the per-layer "KV stored" notification (attn_reshape_and_cache_notify, issue 10).
+"""Disaggregated prefill: the per-layer "KV stored" notification (attn_reshape_and_cache_notify).
 
 A KV producer (the prefill side of a disaggregated deployment; vllm-ascend records ``reshape_cache_event``
 after each layer's cache write when ``is_kv_producer``) starts a layer's transfer as soon as that layer's

@@ -1,4 +1,4 @@
-"""attn as vLLM's CPU attention backend (issue 9): a vLLM plugin, shaped like the seed's
+"""attn as vLLM's CPU attention backend: a vLLM plugin, shaped like vllm-ascend's
 AscendAttentionBackend (backend / metadata builder / impl).
 
     pip install attn[vllm]          # registers the entry point below; nothing else changes in user code
@@ -135,7 +135,7 @@ def _tensor(t: torch.Tensor, shape: Optional[Tuple[int, ...]] = None,
 
 
 _F = {name: _capi.fn(name) for name in ("attn_reshape_and_cache", "attn_forward_paged")}
-if _capi.has("attn_reshape_and_cache_scaled"):  # fp8 KV cache writes (issue 9)
+if _capi.has("attn_reshape_and_cache_scaled"):  # fp8 KV cache writes
     _F["attn_reshape_and_cache_scaled"] = _capi.fn("attn_reshape_and_cache_scaled")
 
 
@@ -199,7 +199,7 @@ def _ctx_ptr() -> int:
 # Backend
 # ------------------------------------------------------------------------------------------------
 class AttnBackend(AttentionBackend):
-    """Static description of the backend (the seed's AscendAttentionBackend), from attn_capabilities_get."""
+    """Static description of the backend (vllm-ascend's AscendAttentionBackend), from attn_capabilities_get."""
 
     accept_output_buffer: bool = True
     forward_includes_kv_cache_update: bool = False
@@ -268,7 +268,7 @@ class AttnBackend(AttentionBackend):
 # ------------------------------------------------------------------------------------------------
 @dataclass
 class AttnMetadata:
-    """Per-step metadata shared by every layer of a KV-cache group (the seed's AscendMetadata + the plan)."""
+    """Per-step metadata shared by every layer of a KV-cache group (vllm-ascend's AscendMetadata + the plan)."""
 
     num_actual_tokens: int
     max_query_len: int
@@ -301,7 +301,7 @@ class AttnMetadata:
 
 
 class AttnMetadataBuilder(AttentionMetadataBuilder[AttnMetadata]):
-    """Builds one attn plan per engine step (the seed's AscendAttentionMetadataBuilder)."""
+    """Builds one attn plan per engine step (vllm-ascend's AscendAttentionMetadataBuilder)."""
 
     reorder_batch_threshold: int = 1
 
@@ -396,7 +396,7 @@ class AttnMetadataBuilder(AttentionMetadataBuilder[AttnMetadata]):
 # Impl (one per layer)
 # ------------------------------------------------------------------------------------------------
 class AttnBackendImpl(AttentionImpl[AttnMetadata]):
-    """Per-layer attention (the seed's AscendAttentionBackendImpl): attn_reshape_and_cache +
+    """Per-layer attention (vllm-ascend's AscendAttentionBackendImpl): attn_reshape_and_cache +
     attn_forward_paged on the step's plan."""
 
     def __init__(self, num_heads: int, head_size: int, scale: float, num_kv_heads: Optional[int] = None,
@@ -526,7 +526,7 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         _check(_F["attn_reshape_and_cache"](_context().handle, ctypes.byref(tk), ctypes.byref(tv),
                                             ctypes.byref(kv), ctypes.byref(ts)), "attn_reshape_and_cache")
 
-    # Disaggregated prefill (issue 10; the seed records reshape_cache_event when is_kv_producer): a KV
+    # Disaggregated prefill (vllm-ascend records reshape_cache_event when is_kv_producer): a KV
     # producer sets ``on_kv_stored`` (on the class, or on one layer's impl) to callable(layer_name,
     # attn.kv_events.KVStored); do_kv_cache_update then stores through attn_reshape_and_cache_notify and the
     # callable runs right after this layer's K/V are in the cache (event.runs / event.block_ids name vLLM's

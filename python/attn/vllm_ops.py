@@ -9,7 +9,7 @@
 All ops work in place on caller arrays (NumPy or torch CPU tensors, no copies) and raise AttnError with
 the C message on bad input, writing nothing. Caches use vLLM's flash layout: key_cache / value_cache
 [num_blocks, block_size, num_kv_heads, head_size]; when they are the two halves of one tensor
-kv_cache [2, num_blocks, ...] (vLLM's and the seed's allocation) one C call handles both.
+kv_cache [2, num_blocks, ...] (vLLM's and vllm-ascend's allocation) one C call handles both.
 """
 
 from __future__ import annotations

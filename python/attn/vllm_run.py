@@ -1,4 +1,4 @@
-"""``make run-vllm`` (``python -m attn.vllm_run``): attn inside real vLLM (issue 9).
+"""``make run-vllm`` (``python -m attn.vllm_run``): attn inside real vLLM.
 
 Serves SmolLM2-135M-Instruct through ``vllm.LLM`` twice, once with attn as the CPU attention backend (the
 ``vllm.general_plugins`` entry point of attn.vllm_backend) and once with vLLM's own CPU backend
@@ -132,7 +132,7 @@ def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
               enable_chunked_prefill=spec.get("chunked_prefill", True),
               max_num_batched_tokens=spec.get("max_num_batched_tokens", 128),
               max_num_seqs=spec.get("max_num_seqs", 8), block_size=spec.get("block_size", 128))
-    if spec.get("kv_cache_dtype"):  # e.g. "fp8" (issue 9): attn's fp8 KV cache
+    if spec.get("kv_cache_dtype"):  # e.g. "fp8": attn's fp8 KV cache
         kw["kv_cache_dtype"] = spec["kv_cache_dtype"]
     if spec.get("single_process"):  # engine core and worker in this process: one start-up, not three
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -152,7 +152,7 @@ def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
             dt = time.time() - t
             res["jobs"].append(dict(embeddings=[list(o.outputs.embedding) for o in outs], seconds=dt))
             continue
-        if job.get("prompt_logprobs"):  # teacher-forced scoring of fixed texts (fp8 KV cache tolerance, issue 9)
+        if job.get("prompt_logprobs"):  # teacher-forced scoring of fixed texts (fp8 KV cache tolerance)
             outs = llm.generate(job["prompts"], vllm.SamplingParams(temperature=0.0, max_tokens=1,
                                                                     prompt_logprobs=job["prompt_logprobs"]),
                                 use_tqdm=False)

@@ -1,9 +1,9 @@
 /*
- * api_diffusion.c — diffusion entry points (issue 4, shared/spec/diffusion.md): self-attention with a key
+ * api_diffusion.c — diffusion entry points (docs/DIFFUSION.md): self-attention with a key
  * padding mask (unpad → packed → pad through index lists, no copies, no Sq×Sk mask), packed batch-1
  * documents, piecewise causal/full spans (a per-row key range, never a mask), prefix K/V slicing,
  * power-of-two input pre-scaling and quantized attention (fp8 / MX emulated by fake quantization), and the
- * piecewise spans over a paged KV cache (issue 10: the same driver, K/V through block-table rows).
+ * piecewise spans over a paged KV cache (the same driver, K/V through block-table rows).
  * Each entry validates everything first; compute runs in the shared driver (or the oracle).
  */
 #include <math.h>
@@ -88,7 +88,7 @@ static void diff_get_seq(const attn_problem *p, int64_t b, attn_seq_view *s) {
         const int32_t *rows = c->valid_rows + b * c->seq_len;
         s->seq_q = s->seq_k = c->valid_counts[b];
         s->q_rows = rows;
-        s->k_tokens = rows; /* explicit/additive masks are indexed by token (issue 10) */
+        s->k_tokens = rows; /* explicit/additive masks are indexed by token */
         s->block_table = rows;
         s->block_size = 1;
         s->k_block_stride = c->k.seq_stride;
@@ -205,7 +205,7 @@ static attn_status diff_run(attn_ctx *ctx, const attn_problem *p) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Self-attention with a key-padding mask (diffusion.md A.3)
+ * Self-attention with a key-padding mask (docs/DIFFUSION.md §1)
  * --------------------------------------------------------------------------------------------- */
 attn_status attn_forward_padded_workspace_size(int64_t batch, int64_t seq_len, size_t *bytes) {
     ATTN_CHECK(bytes != NULL, ATTN_STATUS_INVALID_ARGUMENT, "bytes: is NULL");
@@ -316,7 +316,7 @@ attn_status attn_ref_forward_padded(attn_layout layout, const attn_tensor *q, co
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Packed documents, batch 1 (diffusion.md A.2)
+ * Packed documents, batch 1 (flash-attn varlen, one row)
  * --------------------------------------------------------------------------------------------- */
 static attn_status diff_drop_batch(const attn_tensor *t, const char *name, attn_tensor *t3) {
     ATTN_TRY(attn_tensor_check(t, name, 4, 1));
@@ -343,7 +343,7 @@ attn_status attn_forward_packed(attn_ctx *ctx, const attn_tensor *q, const attn_
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Piecewise causal/full spans (diffusion.md §B)
+ * Piecewise causal/full spans (docs/DIFFUSION.md §2)
  * --------------------------------------------------------------------------------------------- */
 static attn_status diff_check_spans(const attn_span *spans, int64_t num_spans, int64_t seq_k) {
     ATTN_CHECK(num_spans >= 0, ATTN_STATUS_INVALID_ARGUMENT, "num_spans=%lld, expected >= 0", (long long)num_spans);
@@ -437,7 +437,7 @@ attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_tensor *q,
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Piecewise spans over a paged KV cache (issue 10; diffusion.md A.14, B.6): the rows of the seed's
+ * Piecewise spans over a paged KV cache (docs/DIFFUSION.md §3): the rows of vllm-omni's
  * homogeneous batch read K/V through their block-table rows; queries through a strided 4-D view
  * --------------------------------------------------------------------------------------------- */
 typedef struct diff_paged_call {
@@ -558,7 +558,7 @@ static attn_status diff_paged_piecewise(attn_ctx *ctx, const attn_tensor *q, con
             ATTN_CHECK(spans[t].end <= seq_len, ATTN_STATUS_INVALID_ARGUMENT,
                        "spans[%lld]=(%lld,%lld): expected 0 <= start < end <= seq_lens[%lld]=%lld", (long long)t,
                        (long long)spans[t].start, (long long)spans[t].end, (long long)r, (long long)seq_len);
-        if (ranges == NULL && num_ranges == 0) /* the seed's row model: kv_start_pos = seq_len − query_len */
+        if (ranges == NULL && num_ranges == 0) /* vllm-omni's row model: kv_start_pos = seq_len − query_len */
             ATTN_CHECK(query_len <= seq_len, ATTN_STATUS_INVALID_ARGUMENT,
                        "seq_lens: entry %lld = %lld < query_len=%lld without query_ranges: the row's queries are its "
                        "last query_len positions",
@@ -618,7 +618,7 @@ attn_status attn_ref_forward_paged_piecewise(const attn_tensor *q, const attn_te
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Prefix K/V slicing (diffusion.md A.11)
+ * Prefix K/V slicing (docs/DIFFUSION.md §4)
  * --------------------------------------------------------------------------------------------- */
 attn_status attn_forward_kv_prefix(attn_ctx *ctx, attn_layout layout, const attn_tensor *q, const attn_tensor *k,
                                    const attn_tensor *v, int64_t valid_kv_length, const attn_params *params,
@@ -645,7 +645,7 @@ attn_status attn_forward_kv_prefix(attn_ctx *ctx, attn_layout layout, const attn
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Power-of-two input pre-scaling (diffusion.md D.6)
+ * Power-of-two input pre-scaling (docs/DIFFUSION.md §4)
  * --------------------------------------------------------------------------------------------- */
 static size_t diff_round64(size_t x) {
     return (x + 63) & ~(size_t)63;
@@ -748,7 +748,7 @@ attn_status attn_forward_prescaled(attn_ctx *ctx, attn_layout layout, const attn
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Quantized attention (diffusion.md A.13, C.3)
+ * Quantized attention (docs/DIFFUSION.md §5)
  * --------------------------------------------------------------------------------------------- */
 void attn_quant_params_init(attn_quant_params *qp, attn_quant_format format) {
     if (!qp)

@@ -1,5 +1,5 @@
 /*
- * api_kv_events.c — the per-layer "KV stored" notification of disaggregated prefill (issue 10): a cache
+ * api_kv_events.c — the per-layer "KV stored" notification of disaggregated prefill: a cache
  * write (attn_reshape_and_cache, unchanged) followed by one synchronous callback that describes the rows
  * written, and the iterator over those rows as (block, row range) runs. It computes nothing itself and
  * allocates nothing: the runs are derived from the caller's slot_mapping on demand.

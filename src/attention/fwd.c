@@ -17,8 +17,9 @@
  * --------------------------------------------------------------------------------------------- */
 #define ATTN_QT_FLOATS (ATTN_HEAD_SIZE_MAX * ATTN_QB)
 #define ATTN_S_FLOATS (ATTN_KV_TILE * ATTN_QB)
-/* Converted or repacked K/V rows sit round16(width) + 16 floats apart (attn_fwd_rows): never a multiple of
- * 1 KiB, so the 64 rows of a tile do not all map to the same L1 sets (bench/README.md). ATTN_TILE_ROW bounds it. */
+/* Converted or repacked K/V rows sit round16(width) + 16 floats apart (attn_fwd_rows): never a multiple of 1 KiB,
+ * so the 64 rows of a tile do not all map to the same L1 sets (bench/results/2026-11-30-kernels-and-prefill.md).
+ * ATTN_TILE_ROW bounds it. */
 #define ATTN_TILE_ROW (ATTN_HEAD_SIZE_MAX + 16)
 #define ATTN_TILE_FLOATS (ATTN_KV_TILE * ATTN_TILE_ROW)
 

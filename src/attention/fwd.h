@@ -1,5 +1,5 @@
 /*
- * fwd.h — the ISA-independent attention driver (the BLIS "framework" layer, STYLE.md R5): query blocks,
+ * fwd.h — the ISA-independent attention driver (the BLIS "framework" layer, docs/CONTRIBUTING.md §6): query blocks,
  * GQA head stacking, kv tiles and fixed split-KV partitions, mask/soft-cap/ALiBi application, the
  * fixed-order fold of partition states, and the final normalisation. Kernels are reached only through
  * the table in attn_exec. Dense, packed and paged calls all run through attn_fwd_run (or the block-level
@@ -112,7 +112,7 @@ void attn_fwd_tile(const attn_problem *p, const struct attn_kernels *kern, const
 
 /* Blocks with at most this many rows (decode: one token × a GQA group, short speculative blocks) run on K/V
  * rows in place in their storage dtype (qk_tile_kv / pv_rows_kv, widened in registers; fwd_exec.c) instead
- * of rows converted into the scratch tile; the bits are the same either way. fp8 rows (issue 9), which those
+ * of rows converted into the scratch tile; the bits are the same either way. fp8 rows, which those
  * kernels do not read, are widened into the scratch tiles first and read there as f32 rows. */
 #define ATTN_FWD_FEW_ROWS 16
 

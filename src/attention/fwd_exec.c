@@ -1,5 +1,5 @@
 /*
- * fwd_exec.c — the driver's schedules of multi-block work items (cpu-kernel-design.md §2.5, §3.2):
+ * fwd_exec.c — the driver's schedules of multi-block work items (docs/KERNELS.md §5, §6):
  *   - prefill: a GQA super-block = (sequence, kv head, up to 4 query blocks); each kv tile is fetched
  *     (converted, or copied into a padded-stride tile when f32 rows are a multiple of 1 KiB apart) once
  *     and every block of the item runs on it;
@@ -115,7 +115,7 @@ static int attn_fx_raw(const attn_problem *p, const attn_fwd_block *blk) {
     return blk->num_rows <= ATTN_FWD_FEW_ROWS;
 }
 
-/* dtype of the rows the few-row kernels read: the storage dtype, except fp8 K/V (issue 9), which the kernels do
+/* dtype of the rows the few-row kernels read: the storage dtype, except fp8 K/V, which the kernels do
  * not read: those rows are first widened exactly by cvt_to_f32 into the scratch tiles (the floats the converted
  * path uses), and the kernels run on them as f32 rows, so the bits are those of every other path. */
 static attn_dtype attn_fx_raw_dtype(const attn_problem *p) {

@@ -1,7 +1,7 @@
 /*
  * mask.c — per-row key ranges from causal/window, tile classification, and the element mask that folds in
  * the boolean keep-masks (key padding, explicit masks broadcast to [B, H, Sq, Sk]) and the additive float
- * mask (torch SDPA's float attn_mask, issue 10: −inf hides a key, finite values are added to the logits).
+ * mask (torch SDPA's float attn_mask: −inf hides a key, finite values are added to the logits).
  */
 #include "attention/mask.h"
 

@@ -1,14 +1,14 @@
 /*
- * mask.h — the driver's visibility rules (CONVENTIONS.md "Positions and masks"): the causal/window key
+ * mask.h — the driver's visibility rules (docs/SEMANTICS.md §2): the causal/window key
  * range of a row, whether a tile needs per-element masking, and the per-element mask of a score tile.
- * Adding a mask feature touches this file (and src/ref), never the kernels (STYLE.md).
+ * Adding a mask feature touches this file (and src/ref), never the kernels (docs/CONTRIBUTING.md §1).
  */
 #ifndef ATTN_ATTENTION_MASK_H
 #define ATTN_ATTENTION_MASK_H
 
 #include "attention/fwd.h"
 
-/* Global position of local query row i under piecewise query_ranges (diffusion.md §B.1). */
+/* Global position of local query row i under piecewise query_ranges (docs/DIFFUSION.md §2). */
 int64_t attn_mask_piecewise_pos(const attn_opts *o, int64_t i);
 
 /* Absolute position of query row i: bottom-right Sk − Sq + i, or i for top-left causal; piecewise

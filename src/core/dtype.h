@@ -1,7 +1,7 @@
 /*
- * dtype.h — scalar conversions between float32 and the 16-bit storage types (round to nearest even,
- * NaN preserved, overflow to inf as IEEE). static inline so every ISA folder gets its own copy (R6).
- * Vector row conversions used on hot paths live in the kernel tables, not here.
+ * dtype.h — scalar conversions between float32 and the 16-bit storage types (round to nearest even, NaN preserved,
+ * overflow to inf as IEEE). static inline so every ISA folder gets its own copy (docs/CONTRIBUTING.md §7). Vector
+ * row conversions used on hot paths live in the kernel tables, not here.
  */
 #ifndef ATTN_CORE_DTYPE_H
 #define ATTN_CORE_DTYPE_H

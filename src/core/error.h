@@ -1,6 +1,6 @@
 /*
  * error.h — status plumbing shared by every layer: the thread-local last-error message and the two
- * check macros of STYLE.md R3. No allocation; messages are truncated to ATTN_ERROR_MAX bytes.
+ * check macros of docs/CONTRIBUTING.md §4. No allocation; messages are truncated to ATTN_ERROR_MAX bytes.
  */
 #ifndef ATTN_CORE_ERROR_H
 #define ATTN_CORE_ERROR_H

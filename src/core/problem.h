@@ -24,8 +24,8 @@ typedef struct attn_opts {
                                    every dimension 1 (broadcast) or full                          */
     const attn_tensor *key_padding_mask; /* validated [B, Sk] or NULL                           */
     const attn_tensor *additive_mask;    /* validated f32/f16/bf16 bias added to the logits (natural
-                                            units), broadcast like `mask`; NULL = none (issue 10) */
-    /* Piecewise attention (issue 4, diffusion.md §B): num_spans >= 0 turns it on when piecewise != 0.
+                                            units), broadcast like `mask`; NULL = none */
+    /* Piecewise attention (docs/DIFFUSION.md §2): num_spans >= 0 turns it on when piecewise != 0.
      * A query at global position p sees keys j < e if p lies in a span [a, e), else j <= p. */
     int32_t piecewise;                   /* 0 = off                                              */
     const attn_span *spans;              /* [num_spans] sorted, non-overlapping, validated       */
@@ -33,7 +33,7 @@ typedef struct attn_opts {
     const attn_query_range *query_ranges; /* [num_query_ranges] contiguous over [0, Sq); 0 ranges =
                                              each sequence's last Sq positions (paged piecewise) */
     int64_t num_query_ranges;
-    /* fp8 KV (issue 9): a K/V element of an FP8 kv_dtype is decode(bits)·k_scale / ·v_scale. Read only when
+    /* fp8 KV: a K/V element of an FP8 kv_dtype is decode(bits)·k_scale / ·v_scale. Read only when
      * kv_dtype is FP8_E4M3 / FP8_E5M2 (validated finite > 0 then); 1 from attn_opts_resolve. */
     float k_scale, v_scale;
 } attn_opts;
@@ -57,7 +57,7 @@ typedef struct attn_seq_view {
     float *lse;                 /* NULL or element lse[i*lse_row_stride + h*lse_head_stride]    */
     int64_t lse_row_stride, lse_head_stride;
     const int32_t *q_rows;      /* NULL, or [seq_q]: compacted query row i reads q row, writes out
-                                   and LSE row q_rows[i] (self-attention unpad → pad, issue 4)   */
+                                   and LSE row q_rows[i] (self-attention unpad → pad)   */
     const int32_t *k_tokens;    /* NULL, or [seq_k]: compacted key j is token k_tokens[j] of the
                                    masks' key dimension (self-attention unpad; with q_rows)      */
 } attn_seq_view;

@@ -1,5 +1,5 @@
 /*
- * tensor.h — validation helpers for attn_tensor views used by every entry point (STYLE.md R3).
+ * tensor.h — validation helpers for attn_tensor views used by every entry point (docs/CONTRIBUTING.md §4).
  * Each helper sets the thread-local message naming the argument and returns a status; none writes data.
  */
 #ifndef ATTN_CORE_TENSOR_H

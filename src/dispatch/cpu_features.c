@@ -2,7 +2,7 @@
  * cpu_features.c — CPUID/XGETBV detection on x86-64, getauxval(AT_HWCAP/AT_HWCAP2) on aarch64 Linux; every
  * feature reads as absent elsewhere.
  * The OS-support check matters: a CPU may report AVX-512 while the OS does not save ZMM state
- * (STYLE.md R6, unlike ggml's scorer).
+ * (docs/CONTRIBUTING.md §7, unlike ggml's scorer).
  */
 #define _DEFAULT_SOURCE /* syscall() in <unistd.h> under -std=c11 */
 #include "dispatch/cpu_features.h"

@@ -1,9 +1,10 @@
 /*
- * kernel_list.h — THE list of micro-kernels (STYLE.md R6). One X-macro generates the table fields, the
- * per-ISA prototypes and the table initialisers, so tables cannot drift. Kernels know nothing of batches,
- * pages, masks or threads: tiles in, tiles out, explicit sizes (R5).
+ * kernel_list.h — THE list of micro-kernels (docs/KERNELS.md §3, docs/CONTRIBUTING.md §7). One X-macro
+ * generates the table fields, the per-ISA prototypes and the table initialisers, so tables cannot drift.
+ * Kernels know nothing of batches, pages, masks or threads: tiles in, tiles out, explicit sizes
+ * (docs/CONTRIBUTING.md §6).
  *
- * Tile layouts (lanes = query rows, cpu-kernel-design.md §2.1), lane stride ATTN_QB:
+ * Tile layouts (lanes = query rows, docs/KERNELS.md §2), lane stride ATTN_QB:
  *   q_t  [head_size][ATTN_QB]   query block transposed, pre-scaled by the driver
  *   s    [num_keys][ATTN_QB]    scores scale·q·k (natural units); −inf marks an invisible key; P in place after softmax
  *   o_t  [head_size_v][ATTN_QB] unnormalised output accumulator

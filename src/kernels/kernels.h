@@ -5,7 +5,7 @@
  * The tile constants are part of the numerical contract: the kv tile and partition boundaries sit at
  * absolute key positions that are multiples of ATTN_KV_TILE / ATTN_KV_PARTITION, for every entry (dense,
  * packed, paged, decode, prefill), so a row's bits never depend on the thread count or the batch
- * (STYLE.md R8, cpu-kernel-design.md §4.3).
+ * (docs/CONTRIBUTING.md §9, docs/KERNELS.md §7).
  */
 #ifndef ATTN_KERNELS_H
 #define ATTN_KERNELS_H
@@ -66,7 +66,7 @@ extern const struct attn_kernels attn_kernels_avx2;
 extern const struct attn_kernels attn_kernels_avx512;
 #endif
 #if defined(ATTN_HAVE_AVX512BF16)
-/* the opt-in avx512bf16 table (issue 8): avx512 with the bf16 decode entries on VDPBF16PS, not on the pinned
+/* the opt-in avx512bf16 table: avx512 with the bf16 decode entries on VDPBF16PS, not on the pinned
    chains (kernels_avx512bf16.c); reached by name only */
 void attn_k_qk_tile_kv_avx512bf16(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
                                   attn_dtype kv_dtype, int64_t num_keys, float *s);
@@ -76,7 +76,7 @@ void attn_k_qk_prep_kv_avx512bf16(float *q_t, int64_t num_rows, int64_t head_siz
 extern const struct attn_kernels attn_kernels_avx512bf16;
 #endif
 #if defined(ATTN_HAVE_AMX)
-/* the opt-in amx table (issue 8): avx512bf16 plus AMX prefill kernels for bf16 K/V (tile_amx.c) */
+/* the opt-in amx table: avx512bf16 plus AMX prefill kernels for bf16 K/V (tile_amx.c) */
 void attn_k_qk_tile_amx(const float *q_t, int64_t num_rows, int64_t head_size, const float *const *k_rows,
                         int64_t num_keys, float *s);
 void attn_k_pv_tile_amx(const float *p, int64_t num_keys, int64_t num_rows, const float *const *v_rows,

@@ -1,5 +1,5 @@
 /*
- * mpi_common.h — plumbing shared by the libattn_mpi entries (issue 12): the thread-local error message,
+ * mpi_common.h — plumbing shared by the libattn_mpi entries: the thread-local error message,
  * the cross-rank agreement on a call's status, MPI error mapping, tensor checks for the views this library
  * reads or writes itself, float32 <-> f16/bf16 conversion, and timing. No attention math here.
  * libattn_mpi is a client of include/attn/attn.h only (it never includes src/ headers of libattn).

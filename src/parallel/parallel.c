@@ -1,6 +1,6 @@
 /*
  * parallel.c — the one file that names OpenMP. One parallel region per call, items taken dynamically
- * (the VM's vCPUs are uneven; a static split waits for the slow one, cpu-kernel-design.md §4.2).
+ * (the VM's vCPUs are uneven; a static split waits for the slow one, docs/KERNELS.md §6).
  */
 #include "parallel/parallel.h"
 

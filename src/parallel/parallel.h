@@ -1,5 +1,5 @@
 /*
- * parallel.h — the only threading interface of the library (STYLE.md R8): run items [0, n) on up to
+ * parallel.h — the only threading interface of the library (docs/CONTRIBUTING.md §9): run items [0, n) on up to
  * `num_threads` threads with dynamic scheduling. Which thread runs an item never changes a result bit.
  */
 #ifndef ATTN_PARALLEL_H

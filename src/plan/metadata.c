@@ -1,8 +1,8 @@
 /*
- * metadata.c — the metadata builder of one engine step (seed AscendAttentionMetadataBuilder.build and
+ * metadata.c — the metadata builder of one engine step (vllm-ascend's AscendAttentionMetadataBuilder.build and
  * NPUModelRunner._build_attn_state): request validation, decode-first classification and ordering
- * (llm-serving.md C11), query_start_loc / seq_lens / slot_mapping / block_table, the batch attn_state
- * (C12) and the token permutation. It computes no attention and touches no cache.
+ * (docs/SERVING.md "Metadata builder"), query_start_loc / seq_lens / slot_mapping / block_table, the batch
+ * attn_state and the token permutation. It computes no attention and touches no cache.
  */
 #include <string.h>
 
@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "plan/plan.h"
 
-#define ATTN_MAX_DECODE_THRESHOLD 16 /* FIA TND decode limit kept by the seed builder */
+#define ATTN_MAX_DECODE_THRESHOLD 16 /* FIA TND decode limit kept by vllm-ascend's builder */
 
 attn_status attn_meta_validate(const attn_plan_config *cfg, const attn_request *reqs, int64_t num_reqs) {
     ATTN_CHECK(cfg->block_size >= 1, ATTN_STATUS_INVALID_ARGUMENT, "config.block_size=%d, expected >= 1",
@@ -105,8 +105,8 @@ int64_t attn_meta_kv_len(const attn_request *r) {
     }
 }
 
-/* CONVENTIONS.md "Paged KV cache": a decode has 1 <= q_len <= threshold and cached context; a request with
- * no cached token is a fresh prefill whatever its length (vLLM's is_prefilling rule, C11 step 4). */
+/* docs/SERVING.md "Metadata builder": a decode has 1 <= q_len <= threshold and cached context; a request with
+ * no cached token is a fresh prefill whatever its length (vLLM's is_prefilling rule). */
 int32_t attn_meta_class(const attn_request *r, int32_t decode_threshold) {
     if (r->kind == ATTN_REQUEST_ENCODER_ONLY || r->num_computed_tokens == 0) return ATTN_CLASS_FRESH_PREFILL;
     if (r->num_scheduled_tokens <= decode_threshold) return ATTN_CLASS_DECODE;

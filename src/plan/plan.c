@@ -1,5 +1,5 @@
 /*
- * plan.c — builds an attn_plan by running the metadata and partition passes twice (STYLE.md R7,
+ * plan.c — builds an attn_plan by running the metadata and partition passes twice (docs/CONTRIBUTING.md §8,
  * FlashInfer DecodePlanImpl<MATERIALIZE>): a count pass that sizes every array through a bump arena,
  * one allocation, then a fill pass through the same code. Nothing here runs attention.
  */

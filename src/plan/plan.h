@@ -1,5 +1,5 @@
 /*
- * plan.h — the internal layout of attn_plan (once-per-step host logic, STYLE.md R7) and the functions of
+ * plan.h — the internal layout of attn_plan (once-per-step host logic, docs/CONTRIBUTING.md §8) and the functions of
  * src/plan: request classification and metadata (metadata.c), the work partition (partition.c) and the
  * count-then-fill construction (plan.c). The API layer (api_plan.c, api_paged.c) reads these fields.
  */
@@ -11,7 +11,7 @@
 
 #include "attn/attn.h"
 
-/* Request classes in plan order (llm-serving.md C11): decodes, partial prefills, fresh prefills. */
+/* Request classes in plan order (docs/SERVING.md "Metadata builder"): decodes, partial prefills, fresh prefills. */
 enum { ATTN_CLASS_DECODE = 0, ATTN_CLASS_PARTIAL_PREFILL = 1, ATTN_CLASS_FRESH_PREFILL = 2 };
 
 /* One work block: up to ATTN_QB query rows (tokens × heads of one kv head) of one request. */
@@ -78,7 +78,7 @@ attn_status attn_meta_validate(const attn_plan_config *cfg, const attn_request *
 int32_t attn_meta_class(const attn_request *r, int32_t decode_threshold);
 /* Keys the request attends to: computed + scheduled (DECODER), encoder_len (CROSS), scheduled (ENCODER). */
 int64_t attn_meta_kv_len(const attn_request *r);
-/* Batch attention state per llm-serving.md C12. */
+/* Batch attention state (vllm-ascend's AscendAttentionState; docs/SERVING.md "Metadata builder"). */
 int32_t attn_meta_state(const attn_plan_config *cfg, const attn_request *reqs, int64_t num_reqs);
 /* Count-then-fill pass of the metadata: counts always, arrays only when `materialize`. */
 void attn_meta_pass(attn_plan *plan, const attn_request *reqs, int64_t num_reqs, attn_arena *arena,

@@ -1,6 +1,6 @@
 /*
  * hadamard.c — the deterministic rotation R = diag(s)·H_d/sqrt(d) applied to Q and K before quantization
- * (diffusion.md C.4; vllm-omni get_quant_attention_rotation, FlashAttention-3 "incoherent processing").
+ * (docs/DIFFUSION.md §5; vllm-omni get_quant_attention_rotation, FlashAttention-3 "incoherent processing").
  * The sign vector comes from a plain MT19937 (Matsumoto & Nishimura 1998, init_genrand), which reproduces
  * torch.Generator("cpu").manual_seed(seed) + randint(0, 2, (d,)) bit for bit. No allocation.
  */

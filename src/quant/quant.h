@@ -1,5 +1,5 @@
 /*
- * quant.h — internal low-precision formats for issue 4: the small-float description shared by FP8 E4M3,
+ * quant.h — internal low-precision formats of quantized diffusion attention: the small-float description shared by FP8 E4M3,
  * FP8 E5M2 and FP4 E2M1, saturating round-to-nearest-even encoding, exact decoding, MX (E8M0) shared
  * exponents, and the Hadamard sign vector. The public wrappers are in attn.h ("Diffusion" section).
  */
@@ -34,7 +34,7 @@ float attn_qfmt_decode(const attn_qfmt *f, uint8_t code);
  * [−127, 127]; amax == 0 → −127. */
 int32_t attn_mx_shared_exp(const attn_qfmt *f, float amax);
 
-/* Sign vector of the rotation: signs[i] = ±1 from MT19937(seed) word i (diffusion.md C.4). */
+/* Sign vector of the rotation: signs[i] = ±1 from MT19937(seed) word i (docs/DIFFUSION.md §5). */
 void attn_hadamard_sign_vector(int64_t head_size, uint32_t seed, int8_t *signs);
 /* One row x' = x·diag(s)·H/sqrt(d) via the fast Walsh–Hadamard transform in double (tmp: [d] doubles). */
 void attn_hadamard_row(const float *src, const int8_t *signs, int64_t head_size, double *tmp, float *dst);

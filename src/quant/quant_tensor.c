@@ -1,7 +1,7 @@
 /*
  * quant_tensor.c — fake quantization (quantize → dequantize in float32) of whole Q/K/V operands for the
  * quantized attention entry: optional Hadamard rotation, block FP8 with float scales, MX blocks with E8M0
- * scales along head_size (Q, K) or sequence (V), following MindIE-SD quant_attention (diffusion.md C.3).
+ * scales along head_size (Q, K) or sequence (V), following MindIE-SD quant_attention (docs/DIFFUSION.md §5).
  * It does not reproduce MindIE's zero-padding of keys to a multiple of 512 (see docs/DIFFUSION.md).
  */
 #include <math.h>

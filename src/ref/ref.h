@@ -1,5 +1,5 @@
 /*
- * ref.h — the oracle (STYLE.md R4): scalar C, double accumulation, one thread, loops in formula order.
+ * ref.h — the oracle (docs/CONTRIBUTING.md §5): scalar C, double accumulation, one thread, loops in formula order.
  * Used by tests, `attn check` and the attn_ref_* entry points only; never optimised.
  */
 #ifndef ATTN_REF_H
@@ -12,11 +12,11 @@
  * Returns OUT_OF_MEMORY if its scratch row cannot be allocated (nothing written then). */
 attn_status attn_ref_run(const attn_problem *p);
 
-/* The oracle's own literal visibility rule (CONVENTIONS.md "Positions and masks") for query row i and key
+/* The oracle's own literal visibility rule (docs/SEMANTICS.md §2) for query row i and key
  * j of sequence s and query head h: causal, window, key-padding mask and explicit mask, ANDed. */
 int attn_ref_visible(const attn_problem *p, const attn_seq_view *s, int64_t h, int64_t i, int64_t j);
 
-/* ref_paged.c (issue 3): literal paged-cache data movement on a contiguous cache
+/* ref_paged.c: literal paged-cache data movement on a contiguous cache
  * [2, num_blocks, block_size, num_kv_heads, head_size]. key/value: float [num_tokens, num_kv_heads, head_size];
  * slot_mapping [num_tokens] (< 0 skipped). gather: the first seq_len keys/values of a sequence with the given
  * block ids into k_out/v_out [seq_len, num_kv_heads, head_size] of the cache dtype. */

@@ -55,7 +55,7 @@ int attn_ref_visible(const attn_problem *p, const attn_seq_view *s, int64_t h, i
     if (o->causal != ATTN_CAUSAL_NONE && j > pos) return 0;
     if (o->window_left >= 0 && j < pos - o->window_left) return 0;
     if (o->window_right >= 0 && j > pos + o->window_right) return 0;
-    if (o->piecewise) { /* diffusion.md §B.2: inside a span [a, e) keep j < e, elsewhere keep j <= p */
+    if (o->piecewise) { /* docs/DIFFUSION.md §2: inside a span [a, e) keep j < e, elsewhere keep j <= p */
         int in_span = 0;
         for (int64_t t = 0; t < o->num_spans; t++)
             if (pos >= o->spans[t].start && pos < o->spans[t].end) {
@@ -96,7 +96,7 @@ attn_status attn_ref_run(const attn_problem *p) {
     }
     const int64_t group = p->num_heads / p->num_kv_heads;
     const attn_opts *o = &p->opts;
-    /* fp8 K/V (issue 9): element = decode(bits)·scale, the dequantized value, in double */
+    /* fp8 K/V: element = decode(bits)·scale, the dequantized value, in double */
     const int fp8 = attn_dtype_is_fp8(p->kv_dtype);
     const double k_scale = fp8 ? (double)o->k_scale : 1.0, v_scale = fp8 ? (double)o->v_scale : 1.0;
     for (int64_t b = 0; b < p->num_seqs; b++) {

@@ -2,7 +2,7 @@
  * ref_paged.c — literal reference versions of the paged-cache data movement, for tests and `attn check`:
  * the slot_mapping scatter and the gather of one sequence's keys/values through its block ids into
  * contiguous rows. Contiguous caches only, element by element, no validation (callers pass valid input).
- * fp8 caches (issue 9): encode(x / scale) by a nearest-code search over the format's values read literally.
+ * fp8 caches: encode(x / scale) by a nearest-code search over the format's values read literally.
  */
 #include <math.h>
 

@@ -1,5 +1,5 @@
 /*
- * ref_quant.h — the oracle of quantized attention's operand quantization (STYLE.md R4): a literal
+ * ref_quant.h — the oracle of quantized attention's operand quantization (docs/CONTRIBUTING.md §5): a literal
  * rotation (explicit d×d product in double) and quantization by nearest-code search in the format's own
  * value table. attn_ref_forward_quant (src/api/api_diffusion.c) runs it, then the float oracle.
  */

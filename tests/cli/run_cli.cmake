@@ -13,7 +13,7 @@
 #   -DJSON_FAILED=<n>            stdout is one JSON document whose "failed" member equals n, with a "cases"
 #                                array of at least one element                               (optional)
 #   -DEMULATOR=prog|arg|...      launcher the binary runs under (optional): a cross build's
-#                                CMAKE_CROSSCOMPILING_EMULATOR, e.g. qemu-aarch64-static -L <sysroot> (issue 13)
+#                                CMAKE_CROSSCOMPILING_EMULATOR, e.g. qemu-aarch64-static -L <sysroot>
 cmake_minimum_required(VERSION 3.20)
 foreach(v ATTN EXPECT_RC)
   if(NOT DEFINED ${v})

@@ -137,11 +137,11 @@ attn_cli_test(run_json_fault RC 1 ARGS run --workload ${_small} --repeats 1 --js
 attn_cli_test(bench_small RC 0 ARGS bench --workload ${_small} --repeats 3
   OUT "min ms" "median ms" "no oracle comparison" "8 cases, 0 failed" ERR_EMPTY)
 
-# issue 4: the diffusion workload, scaled down in `check` mode so the oracle covers every row
+# the diffusion workload, scaled down in `check` mode so the oracle covers every row
 attn_cli_test(check_diffusion RC 0 ARGS check --workload diffusion
   OUT "joint-padded-text" "piecewise-video" "quant-mxfp4" "11 cases, 0 failed")
 
-# ---- review fixes (issue 2 polish) ----------------------------------------------------------------------
+# ---- bad ATTN_ISA, argument and JSON errors, size guards, table layout -----------------------------------------
 # `attn info` works whatever ATTN_ISA says (it is where the usable tables are listed); other commands refuse a
 # bad ATTN_ISA with the list of usable tables, and --isa overrides it
 attn_cli_test(info_bad_env_isa RC 0 ARGS info ENV ATTN_ISA=bogus

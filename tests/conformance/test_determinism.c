@@ -1,5 +1,5 @@
 /*
- * test_determinism.c — bitwise reproducibility (STYLE.md R8): out and LSE are identical for 1, 2 and 3
+ * test_determinism.c — bitwise reproducibility (docs/CONTRIBUTING.md §9): out and LSE are identical for 1, 2 and 3
  * threads on every usable ISA (dense, varlen, causal, window, Sk spanning > 2 split-KV partitions, GQA 7),
  * and a sequence's bits do not depend on the batch around it: adding other sequences to a varlen or dense
  * batch, or splitting its queries into chunks (bottom-right alignment keeps each row's position), leaves

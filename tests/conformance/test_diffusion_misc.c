@@ -224,7 +224,7 @@ static void run_prescaled(attn_ctx *ctx, attn_dtype dt, double lo, double hi, in
         print_error("prescaled %s range [%g,%g) k=%d: bitwise %d, expected %d\n", attn_dtype_name(dt), lo, hi,
                     (int)k_log2, same, expect_bitwise);
     assert_int_equal(same, expect_bitwise);
-    if (!expect_bitwise) { /* inexact but still close: the subnormal loss is small (diffusion.md D.6) */
+    if (!expect_bitwise) { /* inexact but still close: the subnormal loss is small (docs/DIFFUSION.md §4) */
         size_t bad;
         double err = th_compare(&to2, &to, th_tol_for(ATTN_DTYPE_BF16), hi, &bad);
         print_message("prescaled %s k=%d with subnormals: max |diff| %.3g (max |v| %.3g)\n", attn_dtype_name(dt),
@@ -269,7 +269,7 @@ static void test_prescaling(void **state) {
 }
 
 /* ------------------------------------------------------------------------------------------- */
-/* The backend's head sizes (diffusion.md D.5) through the generic driver, every dtype, both layouts. */
+/* The backend's head sizes (64, 96, 128, 192, 256) through the generic driver, every dtype, both layouts. */
 static void test_head_sizes(void **state) {
     (void)state;
     attn_ctx *ctx = NULL;

@@ -1,6 +1,6 @@
 /*
  * test_hidden_keys.c — a key hidden from a row never influences it, whatever its K and V rows hold
- * (docs/SEMANTICS.md §3, issue 10): NaN, +Inf and −Inf planted in the K and V rows of a key that a causal
+ * (docs/SEMANTICS.md §3): NaN, +Inf and −Inf planted in the K and V rows of a key that a causal
  * diagonal, a window edge, an explicit mask, a key-padding mask or a piecewise span hides from some rows
  * leave those rows' outputs and LSE bitwise equal to a clean run, on the dense (prefill and decode-shaped),
  * piecewise, packed and paged entries, every K/V dtype. (The quantized entry supports no hiding rule but
@@ -30,7 +30,7 @@ typedef struct hk_case {
     int64_t seq_q, seq_k, num_heads, num_kv_heads, head_size;
 } hk_case;
 
-/* Visibility of key j to query row i (head h) under the case's rule (CONVENTIONS.md: bottom-right). */
+/* Visibility of key j to query row i (head h) under the case's rule (docs/SEMANTICS.md §2: bottom-right). */
 static int hk_visible(const hk_case *c, const attn_params *prm, const uint8_t *mask, const uint8_t *kpm, int64_t i,
                       int64_t h, int64_t j) {
     const int64_t pos = c->seq_k - c->seq_q + i;

@@ -150,7 +150,7 @@ static void test_explicit_mask_shapes(void **state) {
 }
 
 /* Cross-attention (Sq != Sk): a key padding mask removes keys only; every query row is computed and equals
- * the oracle with the explicit [B, 1, Sq, Sk] mask whose every row is the key mask (diffusion.md A.4). */
+ * the oracle with the explicit [B, 1, Sq, Sk] mask whose every row is the key mask (vllm-omni masked varlen, cross-attention). */
 static void test_cross_attention_key_padding(void **state) {
     (void)state;
     attn_ctx *ctx = NULL;

@@ -1,5 +1,5 @@
 /*
- * test_paged.c — paged attention conformance (issue 3): the plan path and the plan-less path over random
+ * test_paged.c — paged attention conformance: the plan path and the plan-less path over random
  * block tables (shuffled blocks, shared prefix blocks, partial last blocks, unused entries holding
  * garbage) equal attn_forward_varlen on the gathered contiguous keys BITWISE and the oracle within
  * th_tol_for; every option (GQA/MQA, window, ALiBi, soft-cap, sinks, LSE), every cache dtype, block sizes

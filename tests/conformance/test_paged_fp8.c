@@ -1,5 +1,5 @@
 /*
- * test_paged_fp8.c — fp8 KV cache (issue 9): FP8_E4M3 / FP8_E5M2 pages with per-tensor k_scale / v_scale.
+ * test_paged_fp8.c — fp8 KV cache: FP8_E4M3 / FP8_E5M2 pages with per-tensor k_scale / v_scale.
  *   - codecs: the inline widening (core/dtype.h) and every usable table's cvt_to_f32 equal attn_fp8_to_float
  *     for all 256 codes; attn_fp8_from_float equals the oracle's nearest-code search;
  *   - cache write: attn_reshape_and_cache_scaled (f32/f16/bf16 key/value, saturation, NaN, ±inf, negative slots)

@@ -1,6 +1,6 @@
 /*
- * test_paged_piecewise.c — piecewise causal/full spans over a paged KV cache (issue 10, vllm-omni
- * run_paged_piecewise_plan; diffusion.md A.14, B.6): attn_forward_paged_piecewise against the dense
+ * test_paged_piecewise.c — piecewise causal/full spans over a paged KV cache (vllm-omni
+ * run_paged_piecewise_plan; docs/DIFFUSION.md §3): attn_forward_paged_piecewise against the dense
  * piecewise path on the same keys (bitwise: same driver), against its oracle twin and the oracle with the
  * explicit §B.2 mask (per-dtype tolerance); the CFG batch run as one call per piece on strided slices of q /
  * out / LSE (bitwise equal to the whole call), rows with different cached prefixes, query-range shards,
@@ -196,7 +196,7 @@ static int64_t pp_segments(const attn_span *sp, int64_t ns, int64_t qs, int64_t 
     return k;
 }
 
-/* The homogeneous CFG batch run as the seed does: one call per piece on the strided slices q[:, s:e],
+/* The homogeneous CFG batch run as vllm-omni does: one call per piece on the strided slices q[:, s:e],
  * out[:, s:e], lse[:, :, s:e]; equals the one whole call bitwise. */
 static void pp_check_pieces(attn_ctx *ctx, pp_fix *f, const attn_span *sp, int64_t ns) {
     const attn_dtype dt = f->dt;
@@ -230,7 +230,7 @@ static void pp_check_pieces(attn_ctx *ctx, pp_fix *f, const attn_span *sp, int64
 
 static void test_cfg_worked_example(void **state) {
     (void)state;
-    /* diffusion.md A.14 / T-PAGED: two CFG rows, query_len = seq_len = 19, spans [(5, 10)] */
+    /* two CFG rows, query_len = seq_len = 19, spans [(5, 10)] */
     attn_ctx *ctx = NULL;
     assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
     th_rng rng;
@@ -302,7 +302,7 @@ static void test_random_batches(void **state) {
 
 static void test_query_range_shard(void **state) {
     (void)state;
-    /* diffusion.md B.5 example 3 over pages: 16 keys, spans [(4, 12)], 8 local queries in two chunks */
+    /* a one-span example over pages: 16 keys, spans [(4, 12)], 8 local queries in two chunks */
     attn_ctx *ctx = NULL;
     assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
     th_rng rng;

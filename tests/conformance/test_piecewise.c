@@ -1,9 +1,9 @@
 /*
- * test_piecewise.c — piecewise causal/full attention (diffusion.md §B) against the oracle run with the
+ * test_piecewise.c — piecewise causal/full attention (docs/DIFFUSION.md §2) against the oracle run with the
  * equivalent explicit mask (tril + mask[a:e, :e] = true, rows of the query ranges): the three worked
  * examples of §B.5, random span layouts and query-range shards over head sizes 64..256 and dtypes, window
  * and ALiBi on global positions, the oracle twin, thread invariance, and every validation error
- * (unsorted/overlapping spans — the seed's silent wrong-length output — ranges, causal, masks).
+ * (unsorted/overlapping spans — vllm-omni's silent wrong-length output — ranges, causal, masks).
  */
 #include <math.h>
 #include <setjmp.h>

@@ -88,7 +88,7 @@ static void test_fast_equals_reference(void **state) {
 }
 
 /* ------------------------------------------------------------------------------------------- */
-/* Accuracy against float attention (diffusion.md C.6 setup: B = 1, H = 4, D = 128, scale D^-0.5). */
+/* Accuracy against float attention (docs/DIFFUSION.md §5 "Measured accuracy": B = 1, H = 4, D = 128, scale D^-0.5). */
 typedef struct acc_metrics {
     double cos, max_err, rel_l1;
 } acc_metrics;
@@ -164,7 +164,7 @@ static void test_accuracy_bands(void **state) {
                 assert_true(m.cos < 1.0); /* quantization happened */
             }
     }
-    /* rotation is what makes the outlier case usable (diffusion.md C.6) */
+    /* rotation is what makes the outlier case usable (FlashAttention-3-style outliers) */
     for (int fmt = 0; fmt < 4; fmt++)
         assert_true(got[1][fmt][1].cos > got[1][fmt][0].cos);
     /* MXFP4 is an order of magnitude worse than 8-bit formats */

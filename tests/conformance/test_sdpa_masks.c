@@ -1,5 +1,5 @@
 /*
- * test_sdpa_masks.c — torch SDPA / diffusers-style masks (issue 10) against the oracle: the additive float
+ * test_sdpa_masks.c — torch SDPA / diffusers-style masks against the oracle: the additive float
  * mask (params.additive_mask, f32/f16/bf16) and the boolean keep-mask broadcast over every size-1 dimension of
  * [B, H, Sq, Sk] (ndim 1..4 right-aligned, stride-0 expanded views, non-contiguous rows), alone and together,
  * with causal, window, soft-cap, ALiBi and sinks, on every usable ISA and bitwise across thread counts; rows

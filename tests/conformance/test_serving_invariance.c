@@ -1,5 +1,5 @@
 /*
- * test_serving_invariance.c — the serving determinism contract (issue 3), asserted bitwise:
+ * test_serving_invariance.c — the serving determinism contract, asserted bitwise:
  *   - chunked prefill: a prompt processed in 1, 2 or 7 chunks (each chunk a plan step that writes its keys
  *     with reshape_and_cache and attends over the cache) gives identical rows;
  *   - batch invariance: a request's rows do not change when other requests join the batch (before or

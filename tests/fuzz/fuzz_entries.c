@@ -1,5 +1,5 @@
 /*
- * fuzz_entries.c — one libFuzzer target over the public C entries (issue 11): the input bytes choose an entry
+ * fuzz_entries.c — one libFuzzer target over the public C entries: the input bytes choose an entry
  * and decode every argument (ndim, dtype, shapes and strides with special values around the documented limits,
  * index metadata, params, workspace size and aliasing, plan configs and requests). Every buffer is allocated to
  * exactly the extent its view spans (so ASan sees any read or write past it; a view whose extent would exceed
@@ -32,7 +32,7 @@ typedef struct rd {
 #define FZ_MAX_VIEW (256 << 10)
 #endif
 
-/* Work bound of a call that passes validation (issue 11's 10M-execution campaign): a call whose estimated
+/* Work bound of a call that passes validation (keeps 10M-execution campaigns fast): a call whose estimated
  * multiply-adds exceed FZ_MAX_WORK gets its output's data NULL (the library must refuse it: the view has
  * elements), so every argument before the output is still validated at its decoded size, huge or not, and only
  * the compute of a large valid call is skipped. Small shapes reach every kernel path (tiles and tails, masks,

@@ -1,5 +1,5 @@
 /*
- * fuzz_workload.c — libFuzzer target of the `attn` CLI's workload parser (issue 11): the input is JSON text
+ * fuzz_workload.c — libFuzzer target of the `attn` CLI's workload parser: the input is JSON text
  * given to attn_workload_parse (cli/workload.c, the function `attn run/check/bench --workload FILE` calls; it
  * returns −1 with a message and never exits the process). A failure must leave a message naming where it is
  * ("fuzz: cases[2].window: ..."), a success a workload whose every case holds the parser's documented bounds,

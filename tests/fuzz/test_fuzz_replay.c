@@ -1,5 +1,5 @@
 /*
- * test_fuzz_replay.c — the corpus replay ctest of the fuzz targets (issue 11, zstd's "fuzz replay" idea): runs
+ * test_fuzz_replay.c — the corpus replay ctest of the fuzz targets (zstd's "fuzz replay" idea): runs
  * each target's one-input function (fuzz_entries.c per fz_targets row, fuzz_workload.c) on every file of
  * tests/fuzz/corpus/<target>/ and on seeded mutations of each (byte flips and special bytes;
  * ATTN_FUZZ_MUTATIONS per file, default 20, 5 under ATTN_TEST_SMALL), so the targets' own checks (exact-size

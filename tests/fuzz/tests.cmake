@@ -1,4 +1,4 @@
-# tests/fuzz (issue 11): the corpus replay ctest (always; test_fuzz_replay.c is globbed as fuzz.test_fuzz_replay)
+# tests/fuzz: the corpus replay ctest (always; test_fuzz_replay.c is globbed as fuzz.test_fuzz_replay)
 # and, with -DATTN_FUZZ=ON and clang, one libFuzzer binary per target (library instrumented for coverage):
 # fuzz_dense, fuzz_varlen, fuzz_merge, fuzz_paged, fuzz_plan, fuzz_cache, fuzz_diffusion, fuzz_codec (one row each
 # of fz_targets in fuzz_entries.c) and fuzz_workload (the CLI's workload parser). Seeds: corpus/<target>/.

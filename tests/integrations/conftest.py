@@ -1,4 +1,4 @@
-"""Shared settings of the integration tests (issue 14): one torch thread and one attn thread by default
+"""Shared settings of the integration tests: one torch thread and one attn thread by default
 (ATTN_INTEG_THREADS=N to change). On the shared 2-vCPU machine torch's OpenMP pool with 2 threads runs a
 SmolLM2 forward ~10x slower than 1 thread whenever other jobs hold the cores (measured: 0.6 s vs 8-10 s at
 load 12), and attn's results do not depend on the thread count."""

@@ -1,4 +1,4 @@
-"""attn as a diffusers attention backend (issue 14): small randomly initialised transformers built from
+"""attn as a diffusers attention backend: small randomly initialised transformers built from
 config (no weights to download) run once with diffusers' native SDPA backend and once with "attn" /
 "attn_varlen"; outputs must agree within the stated tolerance (float32: 1e-4 relative to max |out|;
 bfloat16: 3e-2). Covered: a Flux-style double+single block stack (joint image+text attention, text

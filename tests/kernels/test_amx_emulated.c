@@ -1,5 +1,5 @@
 /*
- * test_amx_emulated.c — the amx table's prefill kernels (src/kernels/amx/tile_amx.c, issue 8) on a machine with
+ * test_amx_emulated.c — the amx table's prefill kernels (src/kernels/amx/tile_amx.c) on a machine with
  * or without AMX. The kernel source is compiled here a second time with ATTN_AMX_EMULATE: amx_ops.h then runs
  * a scalar model of LDTILECFG / TILELOADD / TILESTORED / TILEZERO / TDPBF16PS (Intel SDM pseudo-code, tile shapes
  * checked: a bad shape aborts), so the data layout — bf16 narrowing of K and V, q and Pᵀ pairs, tile strides,

@@ -1,5 +1,5 @@
 /*
- * test_kernel_bits.c — the bits of every kernel table, pinned across machines (issue 13). Every kernel of
+ * test_kernel_bits.c — the bits of every kernel table, pinned across machines. Every kernel of
  * every usable table runs on fixed inputs (xorshift, no harness RNG so the inputs cannot drift) — qk_tile,
  * softmax_tile (fresh and running states), pv_tile, qk_tile_kv and pv_rows_kv on bf16 rows, 6 row counts ×
  * 3 head sizes — and an FNV-1a hash of the meaningful output lanes is compared with a pinned value:

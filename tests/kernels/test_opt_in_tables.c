@@ -1,5 +1,5 @@
 /*
- * test_opt_in_tables.c — the opt-in kernel tables (attn_isa_opt_in_name; "avx512bf16" and "amx", issue 8), which are
+ * test_opt_in_tables.c — the opt-in kernel tables (attn_isa_opt_in_name; "avx512bf16" and "amx"), which are
  * not on the pinned chains and so are left out of the suites that iterate attn_isa_name:
  *  - listing: reachable by name only, never the default, not in attn_isa_name's list; a CPU without the
  *    feature refuses the name (INVALID_ARGUMENT) and the test prints why it skipped the rest;

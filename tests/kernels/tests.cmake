@@ -1,5 +1,5 @@
 # tests/kernels/test_amx_emulated.c compiles the amx table's kernel source a second time against a scalar model
-# of the tile instructions (issue 8): it needs the AVX-512 + AVX512-BF16 flags of that file, on x86-64 only.
+# of the tile instructions: it needs the AVX-512 + AVX512-BF16 flags of that file, on x86-64 only.
 # The kernel source falls back to the avx512 table's entries, so the avx512 table must be compiled in too.
 if(TARGET test_amx_emulated AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64" AND "avx512" IN_LIST ATTN_COMPILED_ISAS)
   include(CheckCCompilerFlag)

@@ -1,4 +1,4 @@
-"""attn.distributed under mpirun (issue 12): every rank runs this pytest module and the collectives in
+"""attn.distributed under mpirun: every rank runs this pytest module and the collectives in
 the same order. Ring and DCP within float tolerance of one process (attn.attention / attn.paged_attention),
 Ulysses bitwise equal to one process, bad arguments raise on every rank; torch tensors when torch is
 installed. Run: mpirun -np 2 python3 -m pytest -q tests/mpi/test_distributed.py (make test-mpi does)."""

@@ -1,4 +1,4 @@
-# MPI suites (issue 12): every tests/mpi/test_mpi_*.c runs under mpirun with 2 and 4 ranks (oversubscribed on
+# MPI suites: every tests/mpi/test_mpi_*.c runs under mpirun with 2 and 4 ranks (oversubscribed on
 # small machines), OMP_NUM_THREADS=1 per rank. Registered only with ATTN_MPI_TESTS (make test-mpi), label mpi.
 if(TARGET attn_mpi AND ATTN_MPI_TESTS)
   find_program(ATTN_MPIRUN NAMES mpirun mpiexec REQUIRED)

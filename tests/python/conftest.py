@@ -60,7 +60,7 @@ def ctx1():
 
 
 # ------------------------------------------------------------------------------------------------
-# An independent NumPy float64 reference of CONVENTIONS.md, one sequence at a time.
+# An independent NumPy float64 reference of docs/SEMANTICS.md §1-§3, one sequence at a time.
 # ------------------------------------------------------------------------------------------------
 def np_attend(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, alibi=None, sinks=None, scale=None,
               keep=None, top_left=False):

@@ -1,4 +1,4 @@
-"""Bad inputs through the public Python functions give one exception family (issue 11).
+"""Bad inputs through the public Python functions give one exception family.
 
 Every case below is a wrong dtype, a non-contiguous array where the C library needs a contiguous last
 dimension, a list where an array is needed (an output, or an input whose values become float64), a read-only

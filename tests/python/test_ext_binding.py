@@ -1,4 +1,4 @@
-"""The compiled binding attn._ext (python/attn/_ext.c) against the ctypes binding (issue 8).
+"""The compiled binding attn._ext (python/attn/_ext.c) against the ctypes binding.
 
 Every hot entry runs twice in one process, once through the extension and once with the extension switched
 off (the module-level ``_ext`` of attn.ops / attn.flash / attn.vllm_ops set to None, which is what

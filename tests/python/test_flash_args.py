@@ -1,4 +1,4 @@
-"""The peers' argument sets (issue 10), each against a NumPy float64 reference written here:
+"""The peers' argument sets, each against a NumPy float64 reference written here:
 
 flash-attn: per-batch ALiBi slopes [batch, nheads] in flash_attn_varlen_func / flash_attn_with_kvcache,
 cache_leftpad, rotary_cos/rotary_sin/rotary_interleaved, the qkv/kv-packed functions (dense and varlen);

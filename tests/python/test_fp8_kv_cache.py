@@ -1,4 +1,4 @@
-"""fp8 KV cache (issue 9) through the Python entries: vllm_ops.reshape_and_cache(_flash) with kv_cache_dtype
+"""fp8 KV cache through the Python entries: vllm_ops.reshape_and_cache(_flash) with kv_cache_dtype
 "fp8" / "fp8_e4m3" / "fp8_e5m2" and per-tensor k_scale / v_scale on vLLM's uint8 caches (and ml_dtypes float8
 caches), attn.paged_attention and attn.Plan.forward reading the fp8 pages, through both bindings.
 

@@ -1,4 +1,4 @@
-"""Regression tests of the Python-package review (issue 5): integer arguments never wrap into 32-bit C
+"""Regression tests of the Python-package review: integer arguments never wrap into 32-bit C
 fields, index arrays are range checked before narrowing, caches are never written before a failing check,
 errors name the argument (no NumPy internals), allocated varlen outputs have defined tail rows, and the
 paged flash-attn paths accept more queries than keys (rows before key 0 see nothing)."""
@@ -359,7 +359,7 @@ def test_kvcache_more_queries_than_keys(rng, ctx1, paged):
 
 
 # ------------------------------------------------------------------------------------------------
-# Issue 11: bad array inputs raise the library's exception family with the C message style
+# Bad array inputs raise the library's exception family with the C message style
 # ("<argument>: <what is wrong>"), before any C call and without writing anything
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("make, writable, exc, msg", [

@@ -1,4 +1,4 @@
-"""Disaggregated prefill (attn.kv_events.reshape_and_cache_notify, issue 10): a KV producer copies each
+"""Disaggregated prefill (attn.kv_events.reshape_and_cache_notify): a KV producer copies each
 layer's blocks out as soon as that layer's cache write completes; the copies equal the cache, one call per
 layer in order, runs split at pads and block boundaries, no call when the write is rejected."""
 

@@ -1,4 +1,4 @@
-"""LSE accuracy for large logits (issue 10, docs/SEMANTICS.md §4): attn's float32 LSE against the float64 LSE of
+"""LSE accuracy for large logits (docs/SEMANTICS.md §4): attn's float32 LSE against the float64 LSE of
 the float32-rounded exact logits, in float32 ulps of the reference. The fast path folds softmax_scale·log2(e)
 into q and accumulates each dot product in float32 (d ascending), so its logits carry the float32 dot-product
 error, which grows like sqrt(head_size); the documented bound is 2 + 2·sqrt(head_size) ulps (measured: 4, 6,

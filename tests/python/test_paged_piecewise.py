@@ -1,4 +1,4 @@
-"""Piecewise spans over a paged KV cache (attn.diffusion.forward_paged_piecewise, issue 10; vllm-omni
+"""Piecewise spans over a paged KV cache (attn.diffusion.forward_paged_piecewise, vllm-omni
 run_paged_piecewise_plan): bitwise equal to the dense piecewise path on the same keys, the homogeneous CFG
 batch run one call per piece on strided slices (bitwise equal to the single call), rows with different
 cached prefixes, and the float64 reference with the literal span mask."""
@@ -41,7 +41,7 @@ def _keep(spans, qlen, s, offset=None):
 
 
 def test_cfg_batch_matches_dense_and_per_piece(rng, ctx1):
-    rows, s, h, hk, d, bs = 2, 19, 4, 2, 32, 4  # diffusion.md A.14: two CFG rows, spans [(5, 10)]
+    rows, s, h, hk, d, bs = 2, 19, 4, 2, 32, 4  # two CFG rows, spans [(5, 10)]
     q = rng.standard_normal((rows, s, h, d)).astype(np.float32)
     k = rng.standard_normal((rows, s, hk, d)).astype(np.float32)
     v = rng.standard_normal((rows, s, hk, d)).astype(np.float32)

@@ -1,4 +1,4 @@
-"""torch SDPA / diffusers-style masks (issue 10) through the Python API: a float ``mask`` is additive
+"""torch SDPA / diffusers-style masks through the Python API: a float ``mask`` is additive
 (params.additive_mask), a bool one keeps keys, both broadcast over any size-1 dimension of
 [batch, num_heads, seq_q, seq_k]; -inf hides a key, large finite negatives stay finite; the padded
 self-attention route accepts them; bad masks raise the library's errors naming the argument."""

@@ -1,4 +1,4 @@
-"""vLLM-style ops (attn.vllm_ops) and the seed-shaped backend (attn.backend)."""
+"""vLLM-style ops (attn.vllm_ops) and the vllm-ascend-shaped backend (attn.backend)."""
 
 import math
 
@@ -25,7 +25,7 @@ def test_vllm_reshape_and_cache_separate_and_shared_caches(rng, ctx1):
         assert np.count_nonzero(cache_k.any(axis=(-1, -2))) == 2
     with pytest.raises(attn.AttnInvalidArgumentError, match="slot_mapping"):
         vllm_ops.reshape_and_cache(k, v, kc, vc, np.array([0, 1, 8]), ctx=ctx1)
-    with pytest.raises(TypeError, match="kv_cache_dtype"):  # fp8 codes need a uint8 / float8 cache (issue 9)
+    with pytest.raises(TypeError, match="kv_cache_dtype"):  # fp8 codes need a uint8 / float8 cache
         vllm_ops.reshape_and_cache(k, v, kc, vc, slots, "fp8")
     with pytest.raises(NotImplementedError, match="kv_cache_dtype"):
         vllm_ops.reshape_and_cache(k, v, kc, vc, slots, "int8")

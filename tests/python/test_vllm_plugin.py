@@ -1,4 +1,4 @@
-"""The parts of the vLLM plugin (issue 9) that need no vLLM: the capability query it declares its features
+"""The parts of the vLLM plugin that need no vLLM: the capability query it declares its features
 from, and vLLM's cache-op calling convention with k_scale / v_scale. The end-to-end tests with real vLLM
 live in tests/vllm (``make test-vllm``)."""
 
@@ -12,7 +12,7 @@ def test_capabilities_query():
     c = _capi.capabilities()
     assert c["head_size_min"] == 1 and c["head_size_max"] == 256
     assert c["dtypes"] == {"f32", "f16", "bf16"}
-    assert c["kv_cache_dtypes"] == {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"}  # fp8: issue 9
+    assert c["kv_cache_dtypes"] == {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"}  # fp8 KV caches included
     assert c["block_size_min"] == 1 and c["block_size_max"] == 2**31 - 1
     assert c["request_kinds"] == {"decoder", "encoder_only", "cross"}
     assert c["sliding_window"] and c["softcap"] and c["alibi"] and c["sinks"] and c["lse"]

@@ -1,6 +1,6 @@
 # abi_check.cmake — the exported dynamic symbols of libattn.so versus abi/exported_symbols.txt and the ATTN_API
-# declarations of include/attn/attn.h (STYLE.md §3, libxsmm idea). Run by ctest (unit.abi_exported_symbols) and
-# by the update_abi target:
+# declarations of include/attn/attn.h (docs/CONTRIBUTING.md §2, libxsmm idea). Run by ctest
+# (unit.abi_exported_symbols) and by the update_abi target:
 #   cmake -DNM=nm -DLIB=libattn.so -DLIST=abi/exported_symbols.txt -DHEADER=include/attn/attn.h
 #         -DMODE=check|update -P tests/unit/abi_check.cmake
 # Regenerate the list after adding an API function:  cmake --build <build-dir> --target update_abi

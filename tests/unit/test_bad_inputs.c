@@ -1,9 +1,9 @@
 /*
- * test_bad_inputs.c — the bad-input table of docs/ROBUSTNESS.md, one row per bad call (STYLE.md R3): every
- * public entry gets a valid fixture, each row mutates it, calls the entry and checks the status, a message
- * substring naming the argument, and canaries on EVERY buffer: on failure the whole buffer block (inputs,
- * outputs, workspace, cache) is byte-identical to its state before the call; on success (the control rows)
- * the inputs are. `test_bad_inputs --markdown` prints the table that docs/ROBUSTNESS.md carries.
+ * test_bad_inputs.c — the bad-input table of docs/ROBUSTNESS.md, one row per bad call (docs/CONTRIBUTING.md §4):
+ * every public entry gets a valid fixture, each row mutates it, calls the entry and checks the status, a message
+ * substring naming the argument, and canaries on EVERY buffer: on failure the whole buffer block (inputs, outputs,
+ * workspace, cache) is byte-identical to its state before the call; on success (the control rows) the inputs are.
+ * `test_bad_inputs --markdown` prints the table that docs/ROBUSTNESS.md carries.
  */
 #include <math.h>
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 /*
- * test_cache.c — the paged KV cache ops (issue 3): reshape_and_cache writes exactly the target slots
+ * test_cache.c — the paged KV cache ops: reshape_and_cache writes exactly the target slots
  * (canary bytes everywhere else unchanged, compared with the literal reference), slot −1 writes nothing,
  * f32 → bf16/f16 conversion, int32 slot mappings, strided cache views; copy_blocks / swap_blocks move whole
  * blocks; every bad slot / block id / geometry is rejected with the argument named and nothing written.

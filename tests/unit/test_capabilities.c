@@ -1,5 +1,5 @@
 /*
- * test_capabilities.c — attn_capabilities_get (issue 9): the values, the size-prefix contract (older callers
+ * test_capabilities.c — attn_capabilities_get: the values, the size-prefix contract (older callers
  * get a prefix, newer callers a zeroed tail), NULL / size 0, and every value checked against the entry whose
  * rule it restates: head sizes and block sizes through attn_plan_create and attn_reshape_and_cache, cache
  * dtypes through attn_reshape_and_cache, request kinds through attn_plan_create, the decode threshold.
@@ -31,7 +31,7 @@ static void test_values(void **state) {
     assert_int_equal(c.head_size_max, 256);
     const uint32_t floats = BIT(ATTN_DTYPE_F32) | BIT(ATTN_DTYPE_F16) | BIT(ATTN_DTYPE_BF16);
     assert_int_equal(c.dtypes, floats);
-    assert_int_equal(c.kv_cache_dtypes, floats | BIT(ATTN_DTYPE_FP8_E4M3) | BIT(ATTN_DTYPE_FP8_E5M2)); /* issue 9 */
+    assert_int_equal(c.kv_cache_dtypes, floats | BIT(ATTN_DTYPE_FP8_E4M3) | BIT(ATTN_DTYPE_FP8_E5M2)); /* fp8 caches */
     assert_int_equal(c.block_size_min, 1);
     assert_int_equal(c.block_size_max, INT32_MAX);
     assert_int_equal(c.request_kinds,

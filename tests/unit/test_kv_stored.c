@@ -1,5 +1,5 @@
 /*
- * test_kv_stored.c — the per-layer "KV stored" notification of disaggregated prefill (issue 10; seed
+ * test_kv_stored.c — the per-layer "KV stored" notification of disaggregated prefill (seed
  * reshape_and_cache records reshape_cache_event for a KV producer): a producer that copies each layer's
  * written rows out as the layer completes (through attn_kv_stored_next) and whole blocks into a host pool
  * (attn_swap_blocks, called from the callback). Asserted: one call per layer in layer order, the counts, the

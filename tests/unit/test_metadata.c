@@ -1,6 +1,6 @@
 /*
- * test_metadata.c — the metadata builder and plan (issue 3): attn_state and decode-first ordering against a
- * table of hand-made schedules (llm-serving.md C11, C12), the C11 and C8 worked examples, query_start_loc /
+ * test_metadata.c — the metadata builder and plan: attn_state and decode-first ordering against a
+ * table of hand-made schedules (docs/SERVING.md "Metadata builder"), its worked examples, query_start_loc /
  * seq_lens / slot_mapping / block_table / token permutation values, the work partition and workspace size,
  * and validation messages of bad requests.
  */
@@ -100,7 +100,7 @@ static void test_state_and_order_table(void **state) {
     }
 }
 
-/* C8 worked example: B = 16, block row [7, 3], position 17 → slot 3·16 + 1 = 49; and the seed's comment:
+/* Worked example: B = 16, block row [7, 3], position 17 → slot 3·16 + 1 = 49; and vllm-ascend's comment:
  * slots [35, 2, 17] with B = 16. */
 static void test_slot_mapping_examples(void **state) {
     (void)state;

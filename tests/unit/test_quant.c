@@ -1,7 +1,7 @@
 /*
  * test_quant.c — FP8 E4M3/E5M2, FP4 E2M1, E8M0 and MX block quantization against hand-computed values
  * (saturation, NaN, subnormals, ties, E8M0 scale edges, block-max clipping, packing), full code-table
- * round trips, the Hadamard sign vector against diffusion.md C.4 and the rotation's orthogonality, and
+ * round trips, the Hadamard sign vector against vllm-omni's and the rotation's orthogonality, and
  * every error path of the public codecs.
  */
 #include <math.h>
@@ -264,7 +264,7 @@ static void test_mxfp4_packing(void **state) {
 
 static void test_hadamard(void **state) {
     (void)state;
-    /* diffusion.md C.4: the exact sign vectors of torch manual_seed(425500) randint(0, 2) */
+    /* vllm-omni's rotation: the exact sign vectors of torch manual_seed(425500) randint(0, 2) */
     const char *s128 = "+++--+-++--++---++++-+--++++----++---+-----++--------+-+++-++++--+++-++--+--+-+--+---+----+--++"
                        "++++++-+++--+-+++-++-+-+--++--+-+";
     int8_t signs[256];

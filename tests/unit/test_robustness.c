@@ -1,6 +1,6 @@
 /*
- * test_robustness.c — regression tests of the fuzzing findings of issue 11 (docs/ROBUSTNESS.md), one test per
- * class: F1 legal empty views with NULL data (NULL + 0), F3 NaN through the generic exp2, F5/F7 plan limits
+ * test_robustness.c — regression tests of the fuzzing findings (docs/ROBUSTNESS.md "Findings, fixes, tests"),
+ * one test per class: F1 legal empty views with NULL data (NULL + 0), F3 NaN through the generic exp2, F5/F7 plan limits
  * refused quickly, F6 workspace overlap on the plan entry, F8 validate before measuring, and the seq_k = 2^40
  * stride-0 view, F9 unchecked products in a workspace-size function. The bad-input table (status, message, canaries) is tests/unit/test_bad_inputs.c.
  */

@@ -1,6 +1,6 @@
 /*
  * test_validation.c — every validation path of attn_forward, attn_forward_varlen, attn_merge_attn_states and
- * the context functions (STYLE.md R3): for each bad input, the status, a message substring that names the
+ * the context functions (docs/CONTRIBUTING.md §4): for each bad input, the status, a message substring that names the
  * argument (and value), and that the output buffers are untouched (canary bytes).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */

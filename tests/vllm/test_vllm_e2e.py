@@ -1,4 +1,4 @@
-"""attn inside real vLLM (issue 9), end to end: `make test-vllm` (CI: .ci/run after the plain suite).
+"""attn inside real vLLM, end to end: `make test-vllm` (CI: .ci/run after the plain suite).
 
 Two vLLM interpreters, one per backend (vLLM registers plugins once per process):
   attn:  SmolLM2-135M-Instruct f32, the same in bf16, all-MiniLM-L6-v2 through the pooling path, SmolLM2 bf16
@@ -48,7 +48,7 @@ def _gen_spec(model, dtype, jobs, **kw):
                 max_model_len=512, prefix_caching=True, chunked_prefill=True, single_process=True, jobs=jobs, **kw)
 
 
-# fp8 KV cache tolerance (issue 9): two fixed texts (raw, no shared prefix: 179 positions, the first spans 5
+# fp8 KV cache tolerance: two fixed texts (raw, no shared prefix: 179 positions, the first spans 5
 # blocks of 32 and three prefill chunks of 64, so later chunks read earlier chunks' fp8 pages) scored
 # teacher-forced by the bf16 engine and the bf16 + fp8 (E4M3, k_scale = v_scale = 1 as vLLM loads SmolLM2)
 # engine; per text the mean |logprob difference| of the text's tokens must stay <= FP8_MAX_MEAN_DLOGP nats and

@@ -1,4 +1,4 @@
-"""attn.vllm_backend's impl on vLLM's cache tensors without an engine (issue 9): decoder, encoder-only and
+"""attn.vllm_backend's impl on vLLM's cache tensors without an engine: decoder, encoder-only and
 cross (encoder-decoder) requests through do_kv_cache_update + forward on vLLM-shaped per-layer caches in
 the token-major (LBNHC) and head-major (LBHNC) layouts, against attn's float64 oracle on gathered keys.
 Each runs through both bindings of the hot path: the compiled extension attn._ext (with the ctypes calls

@@ -1,4 +1,4 @@
-"""attn.vllm_backend as a disaggregated-prefill KV producer (issue 10): with AttnBackendImpl.on_kv_stored
+"""attn.vllm_backend as a disaggregated-prefill KV producer: with AttnBackendImpl.on_kv_stored
 set, each layer's do_kv_cache_update notifies right after that layer's K/V are in vLLM's cache; a producer
 copies the written blocks out per layer, and the copies equal the cache; the layer id comes from vLLM's
 layer name. Needs vLLM (skipped otherwise); about a second."""

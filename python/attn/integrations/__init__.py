@@ -1,4 +1,4 @@
-"""attn inside model libraries (issue 14), each a one-line switch:
+"""attn inside model libraries, each a one-line switch:
 
 - :mod:`attn.integrations.transformers` -- Hugging Face transformers: ``import attn.integrations.transformers``
   registers ``"attn"`` as an attention implementation, then ``from_pretrained(..., attn_implementation="attn")``;

@@ -1,4 +1,4 @@
-"""attn as a diffusers attention backend (issue 14).
+"""attn as a diffusers attention backend.
 
     import attn.integrations.diffusers               # registers the backends (import side effect)
     transformer.set_attention_backend("attn")        # or: with attention_backend("attn"): ...

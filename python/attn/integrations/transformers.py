@@ -1,4 +1,4 @@
-"""attn as a Hugging Face transformers attention implementation (issue 14).
+"""attn as a Hugging Face transformers attention implementation.
 
     import attn.integrations.transformers            # registers "attn" (import side effect)
     model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="attn")

@@ -3,7 +3,7 @@
  * the library, or, with ATTN_AMX_EMULATE defined (tests/kernels/test_amx_emulated.c), a scalar model of them
  * written from the Intel SDM pseudo-code (LDTILECFG palette 1, TILELOADD/TILESTORED, TILEZERO, TDPBF16PS with
  * its tile-shape rules checked), so the kernels' data layout is tested on machines without AMX. Only static
- * inline functions (STYLE.md R6).
+ * inline functions (docs/CONTRIBUTING.md §7).
  */
 #ifndef ATTN_KERNELS_AMX_OPS_H
 #define ATTN_KERNELS_AMX_OPS_H

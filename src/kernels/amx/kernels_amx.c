@@ -1,5 +1,5 @@
 /*
- * kernels_amx.c — the opt-in "amx" kernel table (issue 8): avx512bf16 (its VDPBF16PS decode entries) plus the
+ * kernels_amx.c — the opt-in "amx" kernel table: avx512bf16 (its VDPBF16PS decode entries) plus the
  * prefill kernels qk_tile / pv_tile on AMX tiles (tile_amx.c) for bf16 K/V. Selected by name only (ATTN_ISA=amx,
  * attn_ctx_set_isa), usable where CPUID reports AMX-TILE and AMX-BF16, XCR0 enables the tile state and Linux
  * grants the tile-data permission (arch_prctl ARCH_REQ_XCOMP_PERM; src/dispatch/cpu_features.c).

@@ -1,5 +1,5 @@
 /*
- * tile_amx.c — qk_tile / pv_tile of the opt-in "amx" table (issue 8: AMX tiles for bf16 prefill): the many-row
+ * tile_amx.c — qk_tile / pv_tile of the opt-in "amx" table (AMX tiles for bf16 prefill): the many-row
  * (prefill) kernels on TDPBF16PS where the tile's K (or V) rows are all bf16 values — a bf16 cache or bf16 K/V,
  * which the driver widens exactly to f32 — and the avx512 kernels otherwise (f32/f16 values keep their bits).
  * q and P are rounded to bf16 (round to nearest even); TDPBF16PS adds two bf16 products per step into f32

@@ -1,5 +1,5 @@
 /*
- * exp2_avx2.h — 8-lane exp2 for the AVX2 softmax (static inline only, STYLE.md R6).
+ * exp2_avx2.h — 8-lane exp2 for the AVX2 softmax (static inline only, docs/CONTRIBUTING.md §7).
  *
  * Lane for lane the recipe of k_exp2 in generic/tile_kernels.h: clamp t to [−126, 127], n = round to
  * nearest even (vroundps), f = t − n, degree-7 Taylor of 2^f by Horner with FMAs, times 2^n built from

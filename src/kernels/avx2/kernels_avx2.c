@@ -1,5 +1,5 @@
 /*
- * kernels_avx2.c — the AVX2+FMA+F16C kernel table. Hand-written kernels (cpu-kernel-design.md §2.1–2.4,
+ * kernels_avx2.c — the AVX2+FMA+F16C kernel table. Hand-written kernels (docs/KERNELS.md §2–§4,
  * 256-bit vectors, 16 registers) live one per file in this folder: cvt_avx2.c, qk_tile_avx2.c,
  * softmax_tile_avx2.c, pv_tile_avx2.c, tile_kv_avx2.c (K/V in their storage dtype). (The generic bodies
  * compiled for AVX2 were not lane-invariant: the compiler vectorised W = 8 and W = 32 differently.)

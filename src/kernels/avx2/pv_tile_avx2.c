@@ -1,6 +1,6 @@
 /*
  * pv_tile_avx2.c — Oᵀ += P·V for one (query block × kv tile), query rows in ymm lanes
- * (cpu-kernel-design.md §2.1). Lanes in groups of 16 rows with register tiles of 6 output columns × 2 ymm,
+ * (docs/KERNELS.md §2). Lanes in groups of 16 rows with register tiles of 6 output columns × 2 ymm,
  * or 8 columns × 1 ymm for a group of ≤ 8 rows; 4/1-column tails. V rows are read in place as broadcasts.
  *
  * Lane invariance: every lane computes o[d] = fma(v[k][d], p[k], o[d]) for k = 0, 1, … ascending from the

@@ -1,6 +1,6 @@
 /*
  * qk_tile_avx2.c — S = Q·Kᵀ for one (query block × kv tile), query rows in ymm lanes
- * (cpu-kernel-design.md §2.1). 16 ymm registers: lanes are done in groups of 16 rows with register tiles
+ * (docs/KERNELS.md §2). 16 ymm registers: lanes are done in groups of 16 rows with register tiles
  * of 6 keys × 2 ymm (12 accumulators), or 8 keys × 1 ymm for a group of ≤ 8 rows; 4/1-key tails.
  * K rows are read in place as scalar broadcasts.
  *

@@ -1,7 +1,8 @@
 /*
  * softmax_tile_avx2.c — the online-softmax update of one kv tile, one ymm per 8 query rows
- * (cpu-kernel-design.md §2.4). Lane for lane the rule of k_softmax_w in generic/tile_kernels.h (see
- * softmax_tile_avx512.c for the statement): lazy rescale with threshold 8·ln 2 (natural units; the log2 e factor on s − m), α = 1 when m is
+ * (docs/KERNELS.md §4). Lane for lane the rule of k_softmax_w in generic/tile_kernels.h (see
+ * softmax_tile_avx512.c for the statement): lazy rescale with threshold 8·ln 2 (natural units; the log2 e
+ * factor applies to s − m), α = 1 when m is
  * kept or was −inf, P exactly +0 where s = −inf, l = α·l + Σ_k P (k ascending), Oᵀ *= α when some α ≠ 1.
  * An all-masked tile leaves m, l and Oᵀ bitwise unchanged. ≤ 4 rows pack two keys per vector
  * (k256_softmax_rows4): the same per-lane operations on fewer vectors.

@@ -1,7 +1,7 @@
 /*
  * tile_kv_avx2.c — qk_tile_kv / pv_rows_kv on AVX2+FMA+F16C: K/V rows in their storage dtype (f32, f16,
  * bf16) read in place and widened in registers, so a decode step makes no conversion pass through a
- * workspace (cpu-kernel-design.md §3.2, issue 8).
+ * workspace (docs/KERNELS.md §5).
  *
  * Few rows (decode: one token × the GQA group) fill only R of the 8 lanes in the row-lane layout of
  * qk_tile_avx2/pv_tile_avx2, so here the lanes hold 8 keys (qk: K transposed 8×8 in registers, each row's

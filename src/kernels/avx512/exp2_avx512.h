@@ -1,5 +1,5 @@
 /*
- * exp2_avx512.h — 16-lane exp2 for the AVX-512 softmax (static inline only, STYLE.md R6).
+ * exp2_avx512.h — 16-lane exp2 for the AVX-512 softmax (static inline only, docs/CONTRIBUTING.md §7).
  *
  * Same recipe and coefficients as k_exp2 in generic/tile_kernels.h, lane for lane: n = round to nearest
  * even (vrndscaleps), f = t − n ∈ [−½, ½], degree-7 Taylor of 2^f (ln2^k/k!) by Horner with FMAs, p·2^n by

@@ -1,6 +1,6 @@
 /*
- * kernels_avx512.c — the AVX-512 (F/BW/VL/DQ) kernel table. Hand-written kernels (cpu-kernel-design.md
- * §2.1–2.4) live one per file in this folder: cvt_avx512.c, qk_tile_avx512.c, softmax_tile_avx512.c,
+ * kernels_avx512.c — the AVX-512 (F/BW/VL/DQ) kernel table. Hand-written kernels (docs/KERNELS.md
+ * §2–§4) live one per file in this folder: cvt_avx512.c, qk_tile_avx512.c, softmax_tile_avx512.c,
  * pv_tile_avx512.c, tile_kv_avx512.c (K/V in their storage dtype). An entry that has no intrinsic version
  * yet would take the generic body compiled with this folder's flags (k_* from generic/tile_kernels.h);
  * today every entry is hand-written.

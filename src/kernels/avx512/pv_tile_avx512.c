@@ -1,6 +1,6 @@
 /*
  * pv_tile_avx512.c — Oᵀ += P·V for one (query block × kv tile), query rows in zmm lanes
- * (cpu-kernel-design.md §2.1–2.2). V rows are read in place as scalar broadcasts; register tiles of
+ * (docs/KERNELS.md §2). V rows are read in place as scalar broadcasts; register tiles of
  * 8 output columns × 2 zmm (32 rows) or 16 columns × 1 zmm (≤ 16 rows), with 4/1-column tails.
  *
  * Lane invariance: every lane computes o[d] = fma(v[k][d], p[k], o[d]) for k = 0, 1, … in ascending

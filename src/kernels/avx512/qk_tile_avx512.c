@@ -1,6 +1,6 @@
 /*
  * qk_tile_avx512.c — S = Q·Kᵀ for one (query block × kv tile), query rows in zmm lanes
- * (cpu-kernel-design.md §2.1–2.2). K rows are read in place as scalar broadcasts; register tiles of
+ * (docs/KERNELS.md §2). K rows are read in place as scalar broadcasts; register tiles of
  * 8 keys × 2 zmm (32 rows) or 16 keys × 1 zmm (≤ 16 rows), with 4/2/1-key tails.
  *
  * Lane invariance (the determinism contract): every lane computes s = fma(k[d], q[d], s) for d = 0, 1, …

@@ -1,6 +1,6 @@
 /*
  * softmax_tile_avx512.c — the online-softmax update of one kv tile, one zmm per 16 query rows
- * (cpu-kernel-design.md §2.4). Lane for lane the same rule as k_softmax_w in generic/tile_kernels.h:
+ * (docs/KERNELS.md §4). Lane for lane the same rule as k_softmax_w in generic/tile_kernels.h:
  *   tmax = max_k s (−inf start; NaN scores ignored as by `s > tmax ? s : tmax`);
  *   m_new = tmax if tmax > m_old + 8·ln 2 or m_old = −inf, else m_old (lazy rescale; natural units);
  *   α = 1 if m_new = m_old or m_old = −inf, else exp2((m_old − m_new)·log2 e);

@@ -1,7 +1,7 @@
 /*
  * tile_kv_avx512.c — qk_tile_kv / pv_rows_kv on AVX-512: K/V rows in their storage dtype (f32, f16, bf16)
  * read in place from the caller's tensor or cache page and widened in registers, so a decode step makes no
- * conversion pass through a workspace (cpu-kernel-design.md §3.2, issue 8).
+ * conversion pass through a workspace (docs/KERNELS.md §5).
  *
  * qk, few rows (decode: one token × the GQA group, or a short speculative block): 16 keys in the lanes, K
  * transposed in registers, the same FMA chain over d ascending from 0 as qk_tile. pv_rows_kv: head

@@ -1,6 +1,6 @@
 /*
  * transpose_avx512.h — register transposes shared by the AVX-512 kernels. Only static inline functions
- * (STYLE.md R6): every file that includes it is compiled with the AVX-512 flags.
+ * (docs/CONTRIBUTING.md §7): every file that includes it is compiled with the AVX-512 flags.
  */
 #ifndef ATTN_KERNELS_AVX512_TRANSPOSE_H
 #define ATTN_KERNELS_AVX512_TRANSPOSE_H

@@ -2,7 +2,7 @@
  * bf16_pairs_avx512.h — the bf16 pair operand both opt-in tables feed to their dot-product instructions
  * (VDPBF16PS in avx512bf16's decode kernels, TDPBF16PS in amx's prefill tiles): two consecutive rows of a
  * [n][ATTN_QB] float tile (q_t's head dimensions, P's keys) rounded to bf16 and interleaved per lane. Only static
- * inline functions (STYLE.md R6): every file that includes it is compiled with -mavx512bf16.
+ * inline functions (docs/CONTRIBUTING.md §7): every file that includes it is compiled with -mavx512bf16.
  */
 #ifndef ATTN_KERNELS_BF16_PAIRS_AVX512_H
 #define ATTN_KERNELS_BF16_PAIRS_AVX512_H

@@ -1,5 +1,5 @@
 /*
- * kernels_avx512bf16.c — the opt-in "avx512bf16" kernel table (issue 8): the avx512 table with the bf16 K/V
+ * kernels_avx512bf16.c — the opt-in "avx512bf16" kernel table: the avx512 table with the bf16 K/V
  * decode entries (qk_tile_kv, pv_rows_kv) on VDPBF16PS (tile_kv_avx512bf16.c). Never chosen by default (it is
  * not on the pinned chains: q and P are rounded to bf16); selected by name only (ATTN_ISA=avx512bf16 or
  * attn_ctx_set_isa), listed by attn_isa_opt_in_name. Tolerance and contract: docs/SEMANTICS.md.

@@ -1,5 +1,5 @@
 /*
- * tile_kv_avx512bf16.c — qk_tile_kv / pv_rows_kv of the opt-in "avx512bf16" table (issue 8): bf16 K/V rows are
+ * tile_kv_avx512bf16.c — qk_tile_kv / pv_rows_kv of the opt-in "avx512bf16" table: bf16 K/V rows are
  * multiplied by VDPBF16PS, two bf16 products per instruction and lane, instead of being widened to f32 and fed
  * to one FMA per term. The other operand must be bf16 too, so the query block (qk) and the probabilities P (pv)
  * are rounded to bf16 (round to nearest even, VCVTNEPS2BF16) — that is the arithmetic change that keeps this

@@ -1,8 +1,8 @@
 /*
  * tile_kernels.h — portable C bodies of every kernel in kernel_list.h, written so compilers vectorise them
- * with query rows in SIMD lanes (cpu-kernel-design.md §2.1). Only `static inline` functions (STYLE.md R6):
+ * with query rows in SIMD lanes (docs/KERNELS.md §2). Only `static inline` functions (docs/CONTRIBUTING.md §7):
  * each ISA folder includes this file and compiles its own copy with its own flags, so an AVX-512 copy never
- * leaks into generic code. Hand-written intrinsic kernels replace these per kernel and per ISA (issue 6).
+ * leaks into generic code. Hand-written intrinsic kernels replace these per kernel and per ISA.
  *
  * Numerical contract (what keeps results independent of blocking): every lane's arithmetic is the same
  * sequence of operations whatever the lane count W and whichever key group a key falls in — dot products
@@ -149,7 +149,7 @@ static inline void k_qk_tile(const float *q_t, int64_t num_rows, int64_t head_si
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Online softmax over one kv tile (FlashAttention-2 with the lazy rescale of cpu-kernel-design.md §2.4).
+ * Online softmax over one kv tile (FlashAttention-2 with the lazy rescale of docs/KERNELS.md §4).
  * --------------------------------------------------------------------------------------------- */
 static inline void k_softmax_w(float *restrict s, int64_t num_keys, float *restrict m, float *restrict l,
                                float *restrict o_t, int64_t head_size_v, const int W) {

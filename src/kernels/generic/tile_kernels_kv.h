@@ -1,9 +1,9 @@
 /*
- * tile_kernels_kv.h — the storage-dtype K/V entries (qk_tile_kv, pv_rows_kv) in portable C. qk: K rows are
- * widened to float32 in chunks of 16 keys on the stack and handed to the table's own float qk kernel; the
- * widening is exact and every score is an independent chain, so the result is bitwise that of qk_tile on
- * rows converted by cvt_to_f32. pv_rows_kv: the generic pv chain per element, row-major accumulator. Only `static
- * inline` functions (STYLE.md R6): each ISA folder compiles its own copy; hand-written ISA versions replace these on
+ * tile_kernels_kv.h — the storage-dtype K/V entries (qk_tile_kv, pv_rows_kv) in portable C. qk: K rows are widened
+ * to float32 in chunks of 16 keys on the stack and handed to the table's own float qk kernel; the widening is exact
+ * and every score is an independent chain, so the result is bitwise that of qk_tile on rows converted by
+ * cvt_to_f32. pv_rows_kv: the generic pv chain per element, row-major accumulator. Only `static inline` functions
+ * (docs/CONTRIBUTING.md §7): each ISA folder compiles its own copy; hand-written ISA versions replace these on
  * the few-row (decode) shapes and fall back to them elsewhere.
  */
 #ifndef ATTN_KERNELS_GENERIC_TILE_KERNELS_KV_H

@@ -1,5 +1,5 @@
 /*
- * kernels_neon.c — the aarch64 Advanced SIMD kernel table (issue 13). Hand-written kernels live one per
+ * kernels_neon.c — the aarch64 Advanced SIMD kernel table. Hand-written kernels live one per
  * file in this folder: cvt_neon.c, qk_tile_neon.c, softmax_tile_neon.c, pv_tile_neon.c, tile_kv_neon.c
  * (K/V in their storage dtype); helpers in neon_common.h / neon_qk.h. Every entry keeps the FMA chains of
  * the AVX2 / AVX-512 tables (docs/ADDING_AN_ISA.md), so this table, like those, is lane invariant, and its

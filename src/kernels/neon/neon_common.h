@@ -1,7 +1,7 @@
 /*
- * neon_common.h — static inline helpers of the NEON kernel table (STYLE.md R6: only static inline here, so
- * no NEON-compiled copy can leak into other code): the 4-lane exp2, widening loads of F32/F16/BF16 rows and
- * the 4×4 in-register transpose.
+ * neon_common.h — static inline helpers of the NEON kernel table (docs/CONTRIBUTING.md §7: only static inline here,
+ * so no NEON-compiled copy can leak into other code): the 4-lane exp2, widening loads of F32/F16/BF16 rows and the
+ * 4×4 in-register transpose.
  *
  * exp2: the recipe and coefficients of k_exp2 (generic/tile_kernels.h) lane for lane — clamp to
  * [−126, 127], n = round to nearest even (FRINTN), f = t − n, degree-7 Taylor of 2^f by Horner, p·2^n by

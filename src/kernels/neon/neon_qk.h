@@ -1,6 +1,6 @@
 /*
  * neon_qk.h — the keys-in-lanes Q·Kᵀ of the NEON table for ≤ 4 query rows, on K rows of any float storage
- * dtype (static inline only, STYLE.md R6). Used by qk_tile_neon.c (f32 rows) and tile_kv_neon.c (K rows
+ * dtype (static inline only, docs/CONTRIBUTING.md §7). Used by qk_tile_neon.c (f32 rows) and tile_kv_neon.c (K rows
  * in place in f32/f16/bf16, widened in registers; the widening is exact, so the bits equal qk_tile's on
  * rows converted by cvt_to_f32).
  */

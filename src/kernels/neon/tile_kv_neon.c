@@ -1,6 +1,6 @@
 /*
  * tile_kv_neon.c — qk_tile_kv / pv_rows_kv on Advanced SIMD: K/V rows in their storage dtype (f32, f16,
- * bf16) read in place and widened in registers, so a decode step makes no conversion pass (issue 8).
+ * bf16) read in place and widened in registers, so a decode step makes no conversion pass.
  *
  * qk ≤ 4 rows: the keys-in-lanes kernel of qk_tile_neon (neon_qk.h) on the raw rows; more rows: rows widened
  * in chunks of 16 keys on the stack and handed to qk_tile_neon (generic/tile_kernels_kv.h). pv_rows_kv: a
