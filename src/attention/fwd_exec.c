@@ -115,11 +115,17 @@ static int attn_fx_raw(const attn_problem *p, const attn_fwd_block *blk) {
     return blk->num_rows <= ATTN_FWD_FEW_ROWS;
 }
 
-/* dtype of the rows the few-row kernels read: the storage dtype, except fp8 K/V, which the kernels do
- * not read: those rows are first widened exactly by cvt_to_f32 into the scratch tiles (the floats the converted
- * path uses), and the kernels run on them as f32 rows, so the bits are those of every other path. */
-static attn_dtype attn_fx_raw_dtype(const attn_problem *p) {
-    return attn_dtype_is_fp8(p->kv_dtype) ? ATTN_DTYPE_F32 : p->kv_dtype;
+/* 1 when fp8 K/V rows must be widened before the few-row kernels read them: the table's qk_tile_kv /
+ * pv_rows_kv do not read fp8 (kernels.h, fp8_kv). Those rows are then widened exactly by cvt_to_f32 into the
+ * scratch tiles (the floats the converted path uses) and the kernels run on them as f32 rows; a table that
+ * reads fp8 in place widens the same values in registers. Either way the bits are those of every other path. */
+static int attn_fx_widens(const attn_problem *p, const struct attn_kernels *kern) {
+    return attn_dtype_is_fp8(p->kv_dtype) && !kern->fp8_kv;
+}
+
+/* dtype of the rows the few-row kernels read: the storage dtype, or F32 where fp8 rows are widened first. */
+static attn_dtype attn_fx_raw_dtype(const attn_problem *p, const struct attn_kernels *kern) {
+    return attn_fx_widens(p, kern) ? ATTN_DTYPE_F32 : p->kv_dtype;
 }
 
 /* fp8: rows[0..n) (storage dtype) widened into `tile` (row stride ATTN_HEAD_SIZE_MAX + 16 floats, n <= ATTN_KV_TILE)
@@ -163,10 +169,10 @@ static void attn_fx_pv_rows(const struct attn_kernels *kern, int64_t a, const fl
 
 /* 1 if the few-row block's tile [a, b) needs the row-by-row P·V (attn_fwd_pv_safe's rule): the tile hides
  * some key from some row and a V row (v_raw[0] is key a) is not finite. */
-static int attn_fx_needs_safe_pv(const attn_problem *p, const attn_fwd_block *blk, const void *const *v_raw,
-                                 int64_t a, int64_t b) {
+static int attn_fx_needs_safe_pv(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                                 const void *const *v_raw, int64_t a, int64_t b) {
     return !attn_mask_tile_is_full(p, blk, a, b) &&
-           attn_fwd_rows_nonfinite(v_raw, attn_fx_raw_dtype(p), b - a, p->head_size_v);
+           attn_fwd_rows_nonfinite(v_raw, attn_fx_raw_dtype(p, kern), b - a, p->head_size_v);
 }
 
 /* P·V of a few-row block's tile [a, b) (P in s) into o_d row by row, hidden keys (p = 0) reading a zero row. */
@@ -177,7 +183,7 @@ static void attn_fx_pv_raw_safe(const attn_problem *p, const struct attn_kernels
     memset(sc->zero_row, 0, (ATTN_HEAD_SIZE_MAX + 16) * sizeof(float));
     for (int32_t r = 0; r < blk->num_rows; r++) {
         for (int64_t k = 0; k < nk; k++) sc->v_safe[k] = s[k * ATTN_QB + r] == 0.0f ? sc->zero_row : v_raw[k];
-        attn_fx_pv_rows(kern, a, s + r, nk, 1, sc->v_safe, attn_fx_raw_dtype(p), dv, st->o_d + r * dv);
+        attn_fx_pv_rows(kern, a, s + r, nk, 1, sc->v_safe, attn_fx_raw_dtype(p, kern), dv, st->o_d + r * dv);
     }
 }
 
@@ -188,10 +194,10 @@ static void attn_fx_pv_raw_safe(const attn_problem *p, const struct attn_kernels
 static void attn_fx_tile_raw(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                              attn_fwd_scratch *sc, const attn_fx_state *st, float *s, const void *const *k_raw,
                              const void *const *v_raw, int64_t a, int64_t b) {
-    kern->qk_tile_kv(st->q_t, blk->num_rows, p->head_size, k_raw, attn_fx_raw_dtype(p), b - a, s);
+    kern->qk_tile_kv(st->q_t, blk->num_rows, p->head_size, k_raw, attn_fx_raw_dtype(p, kern), b - a, s);
     attn_fx_softmax_raw(p, kern, blk, st, s, a, b);
-    if (attn_fx_needs_safe_pv(p, blk, v_raw, a, b)) attn_fx_pv_raw_safe(p, kern, blk, sc, st, s, v_raw, a, b);
-    else attn_fx_pv_rows(kern, a, s, b - a, blk->num_rows, v_raw, attn_fx_raw_dtype(p), p->head_size_v, st->o_d);
+    if (attn_fx_needs_safe_pv(p, kern, blk, v_raw, a, b)) attn_fx_pv_raw_safe(p, kern, blk, sc, st, s, v_raw, a, b);
+    else attn_fx_pv_rows(kern, a, s, b - a, blk->num_rows, v_raw, attn_fx_raw_dtype(p, kern), p->head_size_v, st->o_d);
 }
 
 /* Prefetch of `bytes` from `ptr`, one request per cache line (no effect on results). */
@@ -266,7 +272,7 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                     if (ka_all >= kb_all) continue;
                     const void **raw = phase == 0 ? sc->k_raw : sc->v_raw;
                     for (int64_t t = ka_all; t < kb_all; t++) raw[t - ka_all] = base[t - c0] + (g - g0) * head_stride;
-                    if (attn_dtype_is_fp8(p->kv_dtype)) /* <= ATTN_FX_CHUNK rows of this head, widened */
+                    if (attn_fx_widens(p, kern)) /* <= ATTN_FX_CHUNK rows of this head, widened */
                         attn_fx_widen_fp8(p, kern, raw, kb_all - ka_all, phase == 0 ? p->head_size : p->head_size_v,
                                           phase == 0 ? sc->k_tile : sc->v_tile);
                     for (int64_t k = i; k < j; k++) {
@@ -278,10 +284,10 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                         const attn_fx_state st = attn_fx_state_of(p, sc, k);
                         if (phase == 0)
                             kern->qk_tile_kv(st.q_t, s->blk.num_rows, p->head_size, sc->k_raw + (a - ka_all),
-                                             attn_fx_raw_dtype(p), b - a, st.s + (a - sa) * ATTN_QB);
+                                             attn_fx_raw_dtype(p, kern), b - a, st.s + (a - sa) * ATTN_QB);
                         else if (!s->safe_pv)
                             attn_fx_pv_rows(kern, a, st.s + (a - sa) * ATTN_QB, b - a, s->blk.num_rows,
-                                            sc->v_raw + (a - ka_all), attn_fx_raw_dtype(p), p->head_size_v, st.o_d);
+                                            sc->v_raw + (a - ka_all), attn_fx_raw_dtype(p, kern), p->head_size_v, st.o_d);
                     }
                 }
             }
@@ -297,8 +303,8 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                 if (attn_mask_tile_is_full(p, &s->blk, sa, sb)) continue; /* (skips the V row lookups) */
                 /* a tile that hides keys from some row: P·V of the whole tile here if a V row is not finite */
                 for (int64_t t = sa; t < sb; t++) sc->v_raw[t - sa] = attn_seq_v_row(seq, t, s->blk.kv_head);
-                if (attn_dtype_is_fp8(p->kv_dtype)) attn_fx_widen_fp8(p, kern, sc->v_raw, sb - sa, p->head_size_v, sc->v_tile);
-                if (!attn_fx_needs_safe_pv(p, &s->blk, sc->v_raw, sa, sb)) continue;
+                if (attn_fx_widens(p, kern)) attn_fx_widen_fp8(p, kern, sc->v_raw, sb - sa, p->head_size_v, sc->v_tile);
+                if (!attn_fx_needs_safe_pv(p, kern, &s->blk, sc->v_raw, sa, sb)) continue;
                 s->safe_pv = 1;
                 attn_fx_pv_raw_safe(p, kern, &s->blk, sc, &st, st.s, sc->v_raw, sa, sb);
             }
@@ -310,7 +316,7 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
 static void attn_fx_raw_store(const attn_problem *p, const attn_fwd_block *blk, const attn_fx_state *st) {
     const int64_t dv = p->head_size_v;
     for (int64_t d = 0; d < dv; d++) {
-        const int64_t c = attn_rows_kv_col(d, dv, attn_fx_raw_dtype(p));
+        const int64_t c = attn_rows_kv_col(d, dv, p->kv_dtype); /* only bf16 columns move (kernels.h) */
         for (int64_t r = 0; r < blk->num_rows; r++) st->o_part[d * ATTN_QB + r] = st->o_d[r * dv + c];
     }
 }
@@ -326,7 +332,7 @@ void attn_fwd_multi_begin(const attn_problem *p, const struct attn_kernels *kern
         tmp.q_t = st.q_t;
         attn_fwd_pack_q(p, kern, &sl[i].blk, &tmp);
         if (kern->qk_prep_kv && attn_fx_raw(p, &sl[i].blk)) /* an opt-in table's q form (kernels.h) */
-            kern->qk_prep_kv(st.q_t, sl[i].blk.num_rows, p->head_size, attn_fx_raw_dtype(p));
+            kern->qk_prep_kv(st.q_t, sl[i].blk.num_rows, p->head_size, attn_fx_raw_dtype(p, kern));
         /* empty folded state; its o is written by the first fold (a copy: bitwise what folding into zeros
          * gives, 0·0 + 1·o = o) and never read while l = 0, so it is not cleared here */
         attn_fwd_ml_reset(st.m_acc, st.l_acc);
@@ -431,7 +437,7 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                 if (attn_fx_raw(p, &sl[k].blk)) any_raw = 1;
                 else any_float = 1;
             }
-            const int fp8 = attn_dtype_is_fp8(p->kv_dtype); /* few-row blocks read the widened float rows */
+            const int fp8 = attn_fx_widens(p, kern); /* few-row blocks read the widened float rows */
             if (any_raw && !fp8) {
                 for (int64_t t = ta; t < tb; t++) {
                     sc->k_raw[t - ta] = attn_seq_k_row(seq, t, g);

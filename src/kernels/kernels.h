@@ -46,6 +46,11 @@ struct attn_kernels {
      * bf16 pair (q_t[2j][r], q_t[2j+1][r]) (low half first), j < ceil(head_size / 2), r < 32 (16 lanes when
      * num_rows <= 16). Other dtypes: unchanged. */
     void (*qk_prep_kv)(float *q_t, int64_t num_rows, int64_t head_size, attn_dtype kv_dtype);
+    /* 1 when this table's qk_tile_kv and pv_rows_kv also read FP8_E4M3 / FP8_E5M2 rows, widened exactly in
+     * registers: bitwise equal to the kernels on the rows converted by cvt_to_f32 (the f32 path), so decode
+     * over an fp8 cache reads one byte per element and makes no conversion pass. 0 (the default of a table
+     * that omits it): the driver widens fp8 rows into a scratch tile first and passes F32. */
+    int fp8_kv;
 };
 
 #define ATTN_X_PROTO(isa)

@@ -414,7 +414,8 @@ static void test_kv_kernels(void **state) {
     (void)state;
     const struct attn_kernels *tables[8];
     const int nt = usable_tables(tables);
-    const attn_dtype dts[3] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
+    /* fp8 rows only on the tables that read them (kernels.h, fp8_kv); the others get F32 from the driver */
+    const attn_dtype dts[5] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16, ATTN_DTYPE_F16, ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
     static const int32_t kv_rows[] = {1, 2, 3, 4, 5, 8, 9, 12, 13, 16, 17, 32};
     th_rng r;
     th_rng_seed(&r, 7);
@@ -428,10 +429,11 @@ static void test_kv_kernels(void **state) {
     float *o_got = (float *)malloc(ATTN_HEAD_SIZE_MAX * QB * sizeof(float));
     int fails = 0, cases = 0;
     for (int ti = 0; ti < nt; ti++)
-        for (int di = 0; di < 3; di++)
+        for (int di = 0; di < 5; di++)
             for (size_t hi = 0; hi < NELEM(head_sizes); hi++)
                 for (size_t ri = 0; ri < NELEM(kv_rows); ri++) {
                     const attn_dtype dt = dts[di];
+                    if (attn_dtype_is_fp8(dt) && !tables[ti]->fp8_kv) continue;
                     const int64_t D = head_sizes[hi], nk = key_counts[(hi + ri + (size_t)di) % NELEM(key_counts)];
                     const int32_t nr = kv_rows[ri];
                     const size_t es = attn_dtype_size(dt);
@@ -440,7 +442,12 @@ static void test_kv_kernels(void **state) {
                         char *row = store + (size_t)k * KV_ROW_STRIDE * es;
                         for (int64_t d = 0; d < D; d++) {
                             const float x = (float)th_rng_range(&r, -1, 1);
-                            if (dt == ATTN_DTYPE_F32) ((float *)row)[d] = x;
+                            if (attn_dtype_is_fp8(dt)) { /* every code; NaN / inf only in key 1 */
+                                uint8_t c = (uint8_t)th_rng_int(&r, 0, 255);
+                                const uint8_t special = dt == ATTN_DTYPE_FP8_E4M3 ? 0x7F : 0x7C;
+                                if ((c & 0x7F) >= special && k != 1) c = (uint8_t)(c - 4);
+                                ((uint8_t *)row)[d] = c;
+                            } else if (dt == ATTN_DTYPE_F32) ((float *)row)[d] = x;
                             else if (dt == ATTN_DTYPE_BF16) ((uint16_t *)row)[d] = attn_f32_to_bf16(x);
                             else ((uint16_t *)row)[d] = attn_f32_to_f16(x);
                         }

@@ -39,10 +39,38 @@ static inline __attribute__((always_inline)) void k256_transpose8(__m256 r[8]) {
     }
 }
 
+/* 8 fp8 codes (low 8 bytes of b) widened exactly to f32. E5M2 is the high byte of the binary16 of the same
+ * value (same exponent width and bias). E4M3's magnitude bits shifted into binary16 position read as the value
+ * times 2^-8 (bias 15 instead of 7; its subnormals land on binary16 subnormals), so × 256 restores it exactly;
+ * its NaN codes (S.1111.111) become NaN. The bits equal cvt_to_f32 (attn_fp8_to_float) of every code. */
+static inline __attribute__((always_inline)) __m256 k256_fp8x8_to_f32(__m128i b, const int DT) {
+    const __m128i w = _mm_cvtepu8_epi16(b), mag = _mm_and_si128(w, _mm_set1_epi16(0x7F));
+    const __m128i sign16 = _mm_and_si128(w, _mm_set1_epi16(0x80));
+    __m256 x;
+    __m128i nan16;
+    if (DT == ATTN_DTYPE_FP8_E5M2) {
+        x = _mm256_cvtph_ps(_mm_slli_epi16(w, 8));
+        nan16 = _mm_cmpgt_epi16(mag, _mm_set1_epi16(0x7C)); /* S.11111.{01,10,11} */
+    } else {
+        x = _mm256_mul_ps(_mm256_cvtph_ps(_mm_or_si128(_mm_slli_epi16(sign16, 8), _mm_slli_epi16(mag, 7))),
+                          _mm256_set1_ps(256.0f));
+        nan16 = _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7F)); /* S.1111.111 */
+    }
+    /* a NaN code gives the quiet NaN sign | 0x7fc00000, as the scalar widening (whatever cvtph's payload) */
+    const __m256i qnan = _mm256_or_si256(_mm256_slli_epi32(_mm256_cvtepu16_epi32(sign16), 24),
+                                         _mm256_set1_epi32(0x7fc00000));
+    return _mm256_blendv_ps(x, _mm256_castsi256_ps(qnan), _mm256_castsi256_ps(_mm256_cvtepi16_epi32(nan16)));
+}
+
+static inline __attribute__((always_inline)) int k256_is_fp8(const int DT) {
+    return DT == ATTN_DTYPE_FP8_E4M3 || DT == ATTN_DTYPE_FP8_E5M2;
+}
+
 /* 8 consecutive elements of a row from element d0, widened to f32 (nd < 8: the first nd, rest 0). */
 static inline __attribute__((always_inline)) __m256 k256_kv_load8(const void *row, int64_t d0, const int DT) {
     if (DT == ATTN_DTYPE_F32)
         return _mm256_loadu_ps((const float *)row + d0);
+    if (k256_is_fp8(DT)) return k256_fp8x8_to_f32(_mm_loadl_epi64((const __m128i *)((const uint8_t *)row + d0)), DT);
     const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + d0));
     if (DT == ATTN_DTYPE_BF16)
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -54,6 +82,11 @@ static inline __attribute__((always_inline)) __m256 k256_kv_load_part(const void
     if (DT == ATTN_DTYPE_F32) {
         for (int j = 0; j < nd; j++)
             buf[j] = ((const float *)row)[d0 + j];
+    } else if (k256_is_fp8(DT)) {
+        uint8_t c[16] = {0};
+        for (int j = 0; j < nd; j++)
+            c[j] = ((const uint8_t *)row)[d0 + j];
+        return k256_kv_load8(c, 0, DT);
     } else {
         uint16_t h[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         for (int j = 0; j < nd; j++)
@@ -134,6 +167,10 @@ static inline __attribute__((always_inline)) void k256_qk_kv_few(const float *q_
             k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F32);                                    \
         else if (kv_dtype == ATTN_DTYPE_BF16)                                                                          \
             k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_BF16);                                   \
+        else if (kv_dtype == ATTN_DTYPE_FP8_E4M3)                                                                      \
+            k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E4M3);                               \
+        else if (kv_dtype == ATTN_DTYPE_FP8_E5M2)                                                                      \
+            k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E5M2);                               \
         else                                                                                                           \
             k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F16);                                    \
         return;
@@ -283,6 +320,10 @@ void attn_k_pv_rows_kv_avx2(const float *p, int64_t num_keys, int64_t num_rows, 
         k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F32);
     else if (kv_dtype == ATTN_DTYPE_BF16)
         k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_BF16);
+    else if (kv_dtype == ATTN_DTYPE_FP8_E4M3)
+        k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E4M3);
+    else if (kv_dtype == ATTN_DTYPE_FP8_E5M2)
+        k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E5M2);
     else
         k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F16);
 }

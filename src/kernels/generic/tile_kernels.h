@@ -282,6 +282,6 @@ static inline void k_pv_tile(const float *p, int64_t num_keys, int64_t num_rows,
     const struct attn_kernels attn_kernels_##isa = {                                                     \
         #isa,                    attn_k_cvt_to_f32_##isa, attn_k_cvt_from_f32_##isa,                     \
         attn_k_qk_tile_##isa,    attn_k_softmax_tile_##isa, attn_k_pv_tile_##isa,                        \
-        attn_k_qk_tile_kv_##isa, attn_k_pv_rows_kv_##isa, NULL};
+        attn_k_qk_tile_kv_##isa, attn_k_pv_rows_kv_##isa, NULL, 0};
 
 #endif
