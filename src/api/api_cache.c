@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "api/ctx.h"
 #include "cache/kv_layout.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -96,7 +97,7 @@ attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_tensor *key,
     rows.value_row_stride = value->strides[0] * ke;
     rows.value_head_stride = value->strides[1] * ke;
     rows.k_scale = k_scale, rows.v_scale = v_scale;
-    attn_kv_scatter(&c, &rows, slot_mapping, num_tokens);
+    attn_kv_scatter(&c, &rows, slot_mapping, num_tokens, ctx->kern);
     return ATTN_STATUS_OK;
 }
 
