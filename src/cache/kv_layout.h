@@ -6,6 +6,7 @@
 #ifndef ATTN_CACHE_KV_LAYOUT_H
 #define ATTN_CACHE_KV_LAYOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "attn/attn.h"
@@ -53,6 +54,11 @@ void attn_kv_scatter(const attn_kv_layout *cache, const attn_kv_rows *rows, cons
 /* The scatter into an fp8 cache (attn_kv_scatter calls it for FP8_E4M3 / FP8_E5M2 caches). */
 void attn_kv_scatter_fp8(const attn_kv_layout *cache, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
                          int64_t num_tokens, const struct attn_kernels *kern);
+
+/* Zero-filled memory for a cache of `bytes` (kv_alloc.c): 2 MiB-aligned and advised MADV_HUGEPAGE on Linux when
+ * bytes >= 2 MiB, else 64-byte aligned; NULL when out of memory. Released by attn_kv_pages_free. */
+void *attn_kv_pages_alloc(size_t bytes);
+void attn_kv_pages_free(void *p);
 
 /* Whole-block copy (keys and values) from src block `src_block` to dst block `dst_block`. */
 void attn_kv_copy_block(const attn_kv_layout *dst, int64_t dst_block, const attn_kv_layout *src, int64_t src_block);
