@@ -15,6 +15,12 @@
  *
  * Usage: bench_calls [--reps N] [--threads N] [--num-heads H] [--num-kv-heads H] [--head-size D]
  *                    [--keys L] [--block-size B]
+ *        bench_calls --fp8-chunk T [--reps N] [--num-kv-heads H] [--head-size D]
+ * The second form times only the cache write of one prefill chunk of T tokens (default shape 8 kv heads x
+ * 128, block size 16, slots in shuffled blocks): attn_reshape_and_cache_scaled into fp8_e4m3 / fp8_e5m2
+ * caches from f32, bf16 and f16 key/value rows, plus a bf16 cache from f32 rows for comparison. One JSON
+ * line per case with min / median microseconds per call and nanoseconds per cached element (2·T·H·D
+ * elements: keys and values); default 15 reps after 2 warm-up calls.
  * Not a test: prints numbers, exits 1 only if an entry fails.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -166,21 +172,106 @@ static attn_status bench_call(bench_state *b, int e) {
     }
 }
 
+/* The --fp8-chunk mode (see the file comment). */
+static int bench_fp8_chunk(int64_t T, int64_t HK, int64_t D, int reps) {
+    const int64_t BS = 16, NB = (T + BS - 1) / BS, n = T * HK * D;
+    attn_ctx *ctx = NULL;
+    if (attn_ctx_create(&ctx) != ATTN_STATUS_OK)
+        return 1;
+    float *kf = bench_floats((size_t)n, 4.0f), *vf = bench_floats((size_t)n + 7, 4.0f);
+    uint16_t *kb = malloc((size_t)n * 2), *vb = malloc((size_t)n * 2), *kh = malloc((size_t)n * 2),
+             *vh = malloc((size_t)n * 2);
+    void *cache = malloc((size_t)(2 * NB * BS * HK * D) * 4);
+    int64_t *slots = malloc((size_t)T * sizeof *slots);
+    int32_t *perm = malloc((size_t)NB * sizeof *perm);
+    double *t = malloc((size_t)reps * sizeof *t);
+    if (!kf || !vf || !kb || !vb || !kh || !vh || !cache || !slots || !perm || !t)
+        return 1;
+    const int64_t s3[3] = {T, HK, D}, s5[5] = {2, NB, BS, HK, D}, s1[1] = {T};
+    attn_tensor f32k = attn_tensor_make(kf, ATTN_DTYPE_F32, 3, s3),
+                f32v = attn_tensor_make(vf + 7, ATTN_DTYPE_F32, 3, s3);
+    attn_tensor bk = attn_tensor_make(kb, ATTN_DTYPE_BF16, 3, s3), bv = attn_tensor_make(vb, ATTN_DTYPE_BF16, 3, s3);
+    attn_tensor hk = attn_tensor_make(kh, ATTN_DTYPE_F16, 3, s3), hv = attn_tensor_make(vh, ATTN_DTYPE_F16, 3, s3);
+    /* bf16 rows: the f32 rows rounded to nearest even; f16 rows: the same values (exact in f16 above 2^-14) */
+    for (int64_t i = 0; i < n; i++) {
+        float x = kf[i], y = vf[7 + i];
+        uint32_t u, w;
+        memcpy(&u, &x, 4), memcpy(&w, &y, 4);
+        kb[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16),
+        vb[i] = (uint16_t)((w + 0x7fffu + ((w >> 16) & 1u)) >> 16);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t u = (uint32_t)kb[i] << 16, w = (uint32_t)vb[i] << 16;
+        const uint32_t su = (u >> 16) & 0x8000u, sw = (w >> 16) & 0x8000u;
+        const uint32_t au = u & 0x7fffffffu, aw = w & 0x7fffffffu;
+        kh[i] = (uint16_t)(au < 0x38800000u ? su : su | ((au - 0x38000000u) >> 13));
+        vh[i] = (uint16_t)(aw < 0x38800000u ? sw : sw | ((aw - 0x38000000u) >> 13));
+    }
+    for (int64_t b = 0; b < NB; b++)
+        perm[b] = (int32_t)b;
+    uint32_t x = 12345u;
+    for (int64_t b = NB - 1; b > 0; b--) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        const int64_t j = (int64_t)(x % (uint32_t)(b + 1));
+        const int32_t tmp = perm[b];
+        perm[b] = perm[j], perm[j] = tmp;
+    }
+    for (int64_t i = 0; i < T; i++)
+        slots[i] = (int64_t)perm[i / BS] * BS + i % BS;
+    attn_tensor tslot = attn_tensor_make(slots, ATTN_DTYPE_I64, 1, s1);
+    static const struct {
+        const char *name;
+        attn_dtype cache, in;
+    } cases[] = {{"fp8_e4m3<-f32", ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_F32},
+                 {"fp8_e5m2<-f32", ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_F32},
+                 {"fp8_e4m3<-bf16", ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_BF16},
+                 {"fp8_e5m2<-bf16", ATTN_DTYPE_FP8_E5M2, ATTN_DTYPE_BF16},
+                 {"fp8_e4m3<-f16", ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_F16},
+                 {"bf16<-f32", ATTN_DTYPE_BF16, ATTN_DTYPE_F32}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        attn_tensor tc = attn_tensor_make(cache, cases[c].cache, 5, s5);
+        const attn_tensor *k = cases[c].in == ATTN_DTYPE_F32 ? &f32k : cases[c].in == ATTN_DTYPE_BF16 ? &bk : &hk;
+        const attn_tensor *v = cases[c].in == ATTN_DTYPE_F32 ? &f32v : cases[c].in == ATTN_DTYPE_BF16 ? &bv : &hv;
+        for (int i = 0; i < reps + 2; i++) {
+            const double t0 = bench_now_us();
+            if (attn_reshape_and_cache_scaled(ctx, k, v, &tc, &tslot, 0.01f, 0.02f) != ATTN_STATUS_OK) {
+                fprintf(stderr, "bench_calls: %s failed: %s\n", cases[c].name, attn_last_error());
+                return 1;
+            }
+            if (i >= 2)
+                t[i - 2] = bench_now_us() - t0;
+        }
+        qsort(t, (size_t)reps, sizeof *t, bench_cmp);
+        const double elems = 2.0 * (double)n;
+        printf("{\"entry\": \"reshape_and_cache %s\", \"tokens\": %lld, \"num_kv_heads\": %lld, \"head_size\": %lld, "
+               "\"min_us\": %.1f, \"median_us\": %.1f, \"min_ns_per_elem\": %.3f, \"median_ns_per_elem\": %.3f, "
+               "\"reps\": %d, \"isa\": \"%s\"}\n",
+               cases[c].name, (long long)T, (long long)HK, (long long)D, t[0], t[reps / 2], t[0] * 1e3 / elems,
+               t[reps / 2] * 1e3 / elems, reps, attn_ctx_isa(ctx));
+    }
+    free(kf), free(vf), free(kb), free(vb), free(kh), free(vh), free(cache), free(slots), free(perm), free(t);
+    attn_ctx_destroy(ctx);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     bench_shape s = {9, 3, 64, 16, 16, 4};
-    int reps = 20000, threads = 1;
+    int reps = 20000, threads = 1, reps_given = 0;
+    int64_t fp8_chunk = 0, fp8_kv_heads = 8, fp8_head_size = 128;
     for (int i = 1; i + 1 < argc; i += 2) {
         const long v = strtol(argv[i + 1], NULL, 10);
         if (!strcmp(argv[i], "--reps"))
-            reps = (int)v;
+            reps = (int)v, reps_given = 1;
+        else if (!strcmp(argv[i], "--fp8-chunk"))
+            fp8_chunk = v;
         else if (!strcmp(argv[i], "--threads"))
             threads = (int)v;
         else if (!strcmp(argv[i], "--num-heads"))
             s.num_heads = v;
         else if (!strcmp(argv[i], "--num-kv-heads"))
-            s.num_kv_heads = v;
+            s.num_kv_heads = fp8_kv_heads = v;
         else if (!strcmp(argv[i], "--head-size"))
-            s.head_size = v;
+            s.head_size = fp8_head_size = v;
         else if (!strcmp(argv[i], "--keys"))
             s.keys = v;
         else if (!strcmp(argv[i], "--block-size"))
@@ -190,6 +281,10 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (fp8_chunk > 0)
+        return reps < 1 || fp8_kv_heads < 1 || fp8_head_size < 1
+                   ? 2
+                   : bench_fp8_chunk(fp8_chunk, fp8_kv_heads, fp8_head_size, reps_given ? reps : 15);
     if (reps < 1 || s.keys < 1 || s.block_size < 1)
         return 2;
     s.num_blocks = (s.keys + s.block_size - 1) / s.block_size;

@@ -245,6 +245,11 @@ void *attn_cli_alloc_fill(attn_cli_rng *rng, attn_dtype dtype, size_t n, double 
     void *p = attn_cli_alloc(n * es);
     if (!p)
         return NULL;
+    attn_cli_fill(rng, dtype, p, n, lo, hi, max_abs);
+    return p;
+}
+
+void attn_cli_fill(attn_cli_rng *rng, attn_dtype dtype, void *p, size_t n, double lo, double hi, double *max_abs) {
     double mx = 0.0;
     for (size_t i = 0; i < n; i++) {
         attn_cli_store(p, dtype, i, (float)attn_cli_rng_uniform(rng, lo, hi));
@@ -254,7 +259,6 @@ void *attn_cli_alloc_fill(attn_cli_rng *rng, attn_dtype dtype, size_t n, double 
     }
     if (max_abs)
         *max_abs = mx;
-    return p;
 }
 
 void attn_cli_alibi_slopes(int64_t num_heads, float *slopes) {

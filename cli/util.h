@@ -106,6 +106,8 @@ void attn_cli_store(void *buf, attn_dtype dtype, size_t i, float x);
  * [lo, hi) rounded to the dtype. Returns NULL (and prints nothing) on allocation failure. If max_abs is not
  * NULL it receives max|element| after rounding. */
 void *attn_cli_alloc_fill(attn_cli_rng *rng, attn_dtype dtype, size_t n, double lo, double hi, double *max_abs);
+/* attn_cli_alloc_fill's filling of n elements of dtype at p (the same values for the same rng state). */
+void attn_cli_fill(attn_cli_rng *rng, attn_dtype dtype, void *p, size_t n, double lo, double hi, double *max_abs);
 /* malloc'd (64-byte aligned) buffer of `bytes` bytes, zeroed. NULL on failure or bytes == 0 → 1 byte. */
 void *attn_cli_alloc(size_t bytes);
 void attn_cli_free(void *p);

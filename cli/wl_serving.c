@@ -237,11 +237,12 @@ static int sv_world_init(sv_world *w, int64_t block_size, attn_cli_rng *rng) {
         const int32_t t = w->block_ids[i];
         w->block_ids[i] = w->block_ids[j], w->block_ids[j] = t;
     }
-    int64_t cs[5] = {2, total, block_size, SV_NUM_KV_HEADS, SV_HEAD_SIZE};
-    void *data = attn_cli_alloc_fill(rng, ATTN_DTYPE_BF16, (size_t)(2 * total * block_size * SV_NUM_KV_HEADS * SV_HEAD_SIZE),
-                                     -2, 2, NULL);
-    if (!data) return -1;
-    w->cache = attn_tensor_make(data, ATTN_DTYPE_BF16, 5, cs);
+    /* the library's cache allocation (2 MiB-aligned, MADV_HUGEPAGE on Linux), as an engine would use it */
+    if (attn_kv_cache_alloc(ATTN_DTYPE_BF16, total, block_size, SV_NUM_KV_HEADS, SV_HEAD_SIZE, &w->cache) !=
+        ATTN_STATUS_OK)
+        return -1;
+    attn_cli_fill(rng, ATTN_DTYPE_BF16, w->cache.data,
+                  (size_t)(2 * total * block_size * SV_NUM_KV_HEADS * SV_HEAD_SIZE), -2, 2, NULL);
     w->vmax = 2.0;
     return 0;
 }
@@ -258,7 +259,7 @@ int attn_wl_serving_run(const attn_cli_env *env) {
         if (sv_world_init(&w, block_sizes[b], &rng) != 0) {
             fprintf(env->err, "attn %s: serving: out of memory\n", env->command);
             free(w.block_ids);
-            attn_cli_free(w.cache.data);
+            attn_kv_cache_free(&w.cache);
             return ATTN_CLI_EXIT_MISMATCH;
         }
         attn_plan_config cfg;
@@ -290,7 +291,7 @@ int attn_wl_serving_run(const attn_cli_env *env) {
         sv_run_state(env, &rep, &w, &cfg, SV_NUM_DECODES, 1, "chunked-prefill", &rng);
         sv_run_state(env, &rep, &w, &cfg, 0, SV_NUM_DECODES + 1, "mixed-step", &rng);
         free(w.block_ids);
-        attn_cli_free(w.cache.data);
+        attn_kv_cache_free(&w.cache);
     }
     return attn_cli_report_end(&rep);
 }

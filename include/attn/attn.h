@@ -384,6 +384,27 @@ ATTN_API attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, cons
 ATTN_API attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cache, attn_tensor *dst_cache,
                                       const attn_tensor *block_mapping);
 
+/* Allocates a zero-filled contiguous KV cache [2, num_blocks, block_size, num_kv_heads, head_size] of `dtype`
+ * (f32/f16/bf16, FP8_E4M3/FP8_E5M2) and sets *cache to its row-major view (attn_tensor_make strides): the cache
+ * every entry above takes. Huge pages: a cache of >= 2 MiB is 2 MiB-aligned, its allocation rounded up to a
+ * multiple of 2 MiB, and on Linux advised madvise(MADV_HUGEPAGE) before it is zeroed, so the zeroing faults it
+ * in as transparent huge pages where /sys/kernel/mm/transparent_hugepage/enabled is "madvise" or "always"
+ * (paged reads jump from block to block across the whole cache; 2 MiB pages cut the TLB misses of those jumps).
+ * A failing madvise (THP "never", an old kernel) is ignored: the cache is then on base pages. Elsewhere than
+ * Linux no advice is given. A cache under 2 MiB is 64-byte aligned. The zeroing touches every page once, here
+ * (as torch.zeros does), not on the first write. Engines that allocate the cache themselves should align and
+ * advise it the same way (docs/SERVING.md, "KV cache").
+ *   num_blocks, block_size >= 1; num_kv_heads 1..ATTN_MAX_HEADS; head_size 1..256 (the limits of the cache
+ *   entries).
+ * Returns INVALID_ARGUMENT (cache NULL, another dtype, a dimension out of range), OVERFLOW (the byte size does
+ * not fit in int64 / size_t), OUT_OF_MEMORY; *cache is left untouched on failure. Release with
+ * attn_kv_cache_free. Source: attn's own helper (vLLM allocates its caches with torch.zeros). */
+ATTN_API attn_status attn_kv_cache_alloc(attn_dtype dtype, int64_t num_blocks, int64_t block_size, int64_t num_kv_heads,
+                                         int64_t head_size, attn_tensor *cache);
+/* Frees a cache allocated by attn_kv_cache_alloc (its data pointer, as that call set it) and sets cache->data to
+ * NULL. NULL, or data NULL: nothing happens. */
+ATTN_API void attn_kv_cache_free(attn_tensor *cache);
+
 /* ---- Disaggregated prefill: per-layer "KV stored" notification ------------------------------
  * A KV producer (prefill instance of a disaggregated deployment) starts sending a layer's KV as soon as that
  * layer's cache write is done instead of after the whole forward (vllm-ascend: AscendAttentionBackendImpl

@@ -1,11 +1,13 @@
 /*
  * api_cache.c — entry points of the paged KV cache ops: reshape_and_cache, copy_blocks, swap_blocks.
  * Each validates every argument and every index (all slots, all block ids) before the first write, so a
- * failing call leaves the cache untouched. The copying itself lives in src/cache/kv_cache.c.
+ * failing call leaves the cache untouched. The copying itself lives in src/cache/kv_cache.c; the cache
+ * allocation (attn_kv_cache_alloc: huge pages) in src/cache/kv_alloc.c.
  */
 #include <math.h>
 #include <stdint.h>
 
+#include "api/ctx.h"
 #include "cache/kv_layout.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -96,7 +98,7 @@ attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_tensor *key,
     rows.value_row_stride = value->strides[0] * ke;
     rows.value_head_stride = value->strides[1] * ke;
     rows.k_scale = k_scale, rows.v_scale = v_scale;
-    attn_kv_scatter(&c, &rows, slot_mapping, num_tokens);
+    attn_kv_scatter(&c, &rows, slot_mapping, num_tokens, ctx->kern);
     return ATTN_STATUS_OK;
 }
 
@@ -156,4 +158,37 @@ attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cache, attn_t
     for (int64_t i = 0; i < block_mapping->shape[0]; i++)
         attn_kv_copy_block(&d, attn_index2(block_mapping, i, 1), &s, attn_index2(block_mapping, i, 0));
     return ATTN_STATUS_OK;
+}
+
+attn_status attn_kv_cache_alloc(attn_dtype dtype, int64_t num_blocks, int64_t block_size, int64_t num_kv_heads,
+                                int64_t head_size, attn_tensor *cache) {
+    ATTN_CHECK(cache != NULL, ATTN_STATUS_INVALID_ARGUMENT, "cache: is NULL");
+    ATTN_CHECK(attn_dtype_is_float(dtype) || attn_dtype_is_fp8(dtype), ATTN_STATUS_INVALID_ARGUMENT,
+               "dtype: %s, expected f32, f16, bf16, fp8_e4m3 or fp8_e5m2", attn_dtype_name(dtype));
+    ATTN_CHECK(num_blocks >= 1, ATTN_STATUS_INVALID_ARGUMENT, "num_blocks=%lld, expected >= 1", (long long)num_blocks);
+    ATTN_CHECK(block_size >= 1, ATTN_STATUS_INVALID_ARGUMENT, "block_size=%lld, expected >= 1", (long long)block_size);
+    ATTN_CHECK(num_kv_heads >= 1 && num_kv_heads <= ATTN_MAX_HEADS, ATTN_STATUS_INVALID_ARGUMENT,
+               "num_kv_heads=%lld is outside 1..ATTN_MAX_HEADS=%d", (long long)num_kv_heads, ATTN_MAX_HEADS);
+    ATTN_CHECK(head_size >= 1 && head_size <= 256, ATTN_STATUS_INVALID_ARGUMENT, "head_size=%lld is outside 1..256",
+               (long long)head_size);
+    int64_t n = 2, bytes;
+    ATTN_CHECK(!__builtin_mul_overflow(n, num_blocks, &n) && !__builtin_mul_overflow(n, block_size, &n) &&
+                   !__builtin_mul_overflow(n, num_kv_heads, &n) && !__builtin_mul_overflow(n, head_size, &n) &&
+                   !__builtin_mul_overflow(n, (int64_t)attn_dtype_size(dtype), &bytes) &&
+                   (uint64_t)bytes <= (uint64_t)SIZE_MAX,
+               ATTN_STATUS_OVERFLOW, "num_blocks=%lld: the cache size 2*%lld*%lld*%lld*%lld elements overflows",
+               (long long)num_blocks, (long long)num_blocks, (long long)block_size, (long long)num_kv_heads,
+               (long long)head_size);
+    void *data = attn_kv_pages_alloc((size_t)bytes);
+    ATTN_CHECK(data != NULL, ATTN_STATUS_OUT_OF_MEMORY, "cache: allocating %lld bytes failed", (long long)bytes);
+    const int64_t shape[5] = {2, num_blocks, block_size, num_kv_heads, head_size};
+    *cache = attn_tensor_make(data, dtype, 5, shape);
+    return ATTN_STATUS_OK;
+}
+
+void attn_kv_cache_free(attn_tensor *cache) {
+    if (!cache)
+        return;
+    attn_kv_pages_free(cache->data);
+    cache->data = NULL;
 }

@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "kernels/kernels.h"
 
 attn_status attn_kv_layout_of(const attn_tensor *c, const char *name, attn_kv_layout *l) {
     ATTN_TRY(attn_tensor_check(c, name, 5, 1));
@@ -56,17 +57,10 @@ static void attn_kv_put_row(char *dst, attn_dtype dst_dtype, const char *src, at
     for (int64_t d = 0; d < n; d++) attn_store_f(dst, dst_dtype, d, attn_load_f(src, src_dtype, d));
 }
 
-/* One head row into an fp8 cache: dst[d] = encode(x / scale), x / scale in float32, saturating RNE (vLLM's
- * scaled_convert). */
-static void attn_kv_put_row_fp8(uint8_t *dst, attn_dtype dst_dtype, const char *src, attn_dtype src_dtype,
-                                int64_t n, float scale) {
-    for (int64_t d = 0; d < n; d++) dst[d] = attn_fp8_from_float(dst_dtype, attn_load_f(src, src_dtype, d) / scale);
-}
-
 void attn_kv_scatter(const attn_kv_layout *c, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
-                     int64_t num_tokens) {
+                     int64_t num_tokens, const struct attn_kernels *kern) {
     if (attn_dtype_is_fp8(c->dtype)) {
-        attn_kv_scatter_fp8(c, rows, slot_mapping, num_tokens);
+        attn_kv_scatter_fp8(c, rows, slot_mapping, num_tokens, kern);
         return;
     }
     for (int64_t t = 0; t < num_tokens; t++) {
@@ -83,18 +77,18 @@ void attn_kv_scatter(const attn_kv_layout *c, const attn_kv_rows *rows, const at
     }
 }
 
+/* Each head row into an fp8 cache: dst[d] = encode(x / scale), x / scale in float32, saturating RNE (vLLM's
+ * scaled_convert), by the table's cvt_to_fp8 (the integer encoder, bitwise attn_fp8_from_float). */
 void attn_kv_scatter_fp8(const attn_kv_layout *c, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
-                         int64_t num_tokens) {
+                         int64_t num_tokens, const struct attn_kernels *kern) {
     for (int64_t t = 0; t < num_tokens; t++) {
         const int64_t slot = attn_tensor_get_index(slot_mapping, t);
         if (slot < 0) continue;
         for (int64_t g = 0; g < c->num_kv_heads; g++) {
-            attn_kv_put_row_fp8((uint8_t *)attn_kv_slot(c, 0, slot, g), c->dtype,
-                                rows->key + t * rows->key_row_stride + g * rows->key_head_stride, rows->dtype,
-                                c->head_size, rows->k_scale);
-            attn_kv_put_row_fp8((uint8_t *)attn_kv_slot(c, 1, slot, g), c->dtype,
-                                rows->value + t * rows->value_row_stride + g * rows->value_head_stride,
-                                rows->dtype, c->head_size, rows->v_scale);
+            kern->cvt_to_fp8(rows->key + t * rows->key_row_stride + g * rows->key_head_stride, rows->dtype,
+                             rows->k_scale, c->dtype, (uint8_t *)attn_kv_slot(c, 0, slot, g), c->head_size);
+            kern->cvt_to_fp8(rows->value + t * rows->value_row_stride + g * rows->value_head_stride, rows->dtype,
+                             rows->v_scale, c->dtype, (uint8_t *)attn_kv_slot(c, 1, slot, g), c->head_size);
         }
     }
 }

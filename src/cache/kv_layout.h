@@ -6,9 +6,12 @@
 #ifndef ATTN_CACHE_KV_LAYOUT_H
 #define ATTN_CACHE_KV_LAYOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "attn/attn.h"
+
+struct attn_kernels;
 
 typedef struct attn_kv_layout {
     char *base;            /* element [0][0][0][0][0]                                  */
@@ -44,11 +47,18 @@ typedef struct attn_kv_rows {
     int64_t key_row_stride, key_head_stride, value_row_stride, value_head_stride; /* bytes */
     float k_scale, v_scale; /* fp8 cache: stored = encode(x / scale); ignored otherwise */
 } attn_kv_rows;
+/* `kern`: the caller's kernel table, whose cvt_to_fp8 encodes the rows of an fp8 cache (bitwise the scalar
+ * attn_fp8_from_float on every table, so the cache bytes do not depend on the table). */
 void attn_kv_scatter(const attn_kv_layout *cache, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
-                     int64_t num_tokens);
+                     int64_t num_tokens, const struct attn_kernels *kern);
 /* The scatter into an fp8 cache (attn_kv_scatter calls it for FP8_E4M3 / FP8_E5M2 caches). */
 void attn_kv_scatter_fp8(const attn_kv_layout *cache, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
-                         int64_t num_tokens);
+                         int64_t num_tokens, const struct attn_kernels *kern);
+
+/* Zero-filled memory for a cache of `bytes` (kv_alloc.c): 2 MiB-aligned and advised MADV_HUGEPAGE on Linux when
+ * bytes >= 2 MiB, else 64-byte aligned; NULL when out of memory. Released by attn_kv_pages_free. */
+void *attn_kv_pages_alloc(size_t bytes);
+void attn_kv_pages_free(void *p);
 
 /* Whole-block copy (keys and values) from src block `src_block` to dst block `dst_block`. */
 void attn_kv_copy_block(const attn_kv_layout *dst, int64_t dst_block, const attn_kv_layout *src, int64_t src_block);

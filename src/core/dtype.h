@@ -83,6 +83,36 @@ static inline float attn_fp8_e5m2_to_f32(uint8_t b) {
     return attn_f16_to_f32((uint16_t)((uint16_t)b << 8));
 }
 
+/* float32 → FP8 by integer operations on the bits, bitwise equal to attn_fp8_from_float (the double-precision
+ * encoder of src/quant/quant_formats.c, the oracle): round to nearest even onto the format's grid (its
+ * subnormals included), |x| >= the largest finite value (448 / 57344, ±inf included) saturates to it, NaN gives
+ * sign|0x7F, the sign bit is kept (−0 → 0x80, a negative that rounds to 0 → 0x80). No branch on the value:
+ * every case is computed and selected, so vector versions (cvt_to_fp8 in the kernel tables) follow the same
+ * steps lane by lane. man_bits M, bias B; the callers below pass constants.
+ *   normal (|x| >= 2^(1−B)): the f32 bits rounded at bit 23−M (the carry may step the exponent), rebiased;
+ *   subnormal: code = RNE(m · 2^(e − 151 + B + M)) for the f32 significand m (implicit bit set) and biased
+ *   exponent e, a right shift by s = 151 − B − M − e >= 21, clamped to 25 (m < 2^24: any s >= 25 gives 0, and
+ *   f32 zeros and subnormals, whose m is then wrong, land there). */
+static inline uint8_t attn_f32_to_fp8_bits(uint32_t u, const int man_bits, const int bias) {
+    const uint32_t a = u & 0x7fffffffu, sign = (u >> 24) & 0x80u;
+    const int sh = 23 - man_bits;
+    const uint32_t min_normal = (uint32_t)(128 - bias) << 23;
+    const uint32_t max_bits = man_bits == 3 ? 0x43e00000u : 0x47600000u; /* 448, 57344: 1.75 · 2^emax */
+    const uint32_t max_code = man_bits == 3 ? 0x7eu : 0x7bu;
+    const uint32_t normal =
+        ((a + (1u << (sh - 1)) - 1u + ((a >> sh) & 1u)) >> sh) - ((uint32_t)(127 - bias) << man_bits);
+    int32_t s = 151 - bias - man_bits - (int32_t)(a >> 23);
+    s = s < 21 ? 21 : s > 25 ? 25 : s;
+    const uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    const uint32_t sub = (m + (1u << (s - 1)) - 1u + ((m >> s) & 1u)) >> s;
+    uint32_t r = a < min_normal ? sub : normal;
+    r = a >= max_bits ? max_code : r;
+    r = a > 0x7f800000u ? 0x7fu : r;
+    return (uint8_t)(sign | r);
+}
+static inline uint8_t attn_f32_to_fp8_e4m3(float x) { return attn_f32_to_fp8_bits(attn_f32_bits(x), 3, 7); }
+static inline uint8_t attn_f32_to_fp8_e5m2(float x) { return attn_f32_to_fp8_bits(attn_f32_bits(x), 2, 15); }
+
 static inline int attn_dtype_is_fp8(attn_dtype d) { return d == ATTN_DTYPE_FP8_E4M3 || d == ATTN_DTYPE_FP8_E5M2; }
 
 /* Element `i` of a float row of `dtype` (F32/F16/BF16, or FP8 widened exactly without its scale) as float. */

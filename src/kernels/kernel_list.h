@@ -20,6 +20,11 @@
     X(void, cvt_to_f32, (const void *src, attn_dtype dtype, float *dst, int64_t n))                      \
     /* dst[0..n) = dtype(src[0..n)) with round-to-nearest-even */                                        \
     X(void, cvt_from_f32, (const float *src, attn_dtype dtype, void *dst, int64_t n))                    \
+    /* dst[0..n) = fp8_dtype code (FP8_E4M3 / FP8_E5M2) of float(src[i]) / scale, src F32/F16/BF16: the   \
+       float32 quotient encoded bitwise as attn_fp8_from_float does (attn_f32_to_fp8_bits, core/dtype.h:  \
+       RNE, saturating, NaN → sign|0x7F). Used by the fp8 KV cache write (src/cache/kv_cache.c) */       \
+    X(void, cvt_to_fp8, (const void *src, attn_dtype src_dtype, float scale, attn_dtype fp8_dtype,        \
+                         uint8_t *dst, int64_t n))                                                       \
     /* s[k][r] = Σ_d k_rows[k][d]·q_t[d][r], d ascending, for k < num_keys, r < num_rows */              \
     X(void, qk_tile, (const float *q_t, int64_t num_rows, int64_t head_size, const float *const *k_rows, \
                       int64_t num_keys, float *s))                                                       \

@@ -15,6 +15,7 @@ const struct attn_kernels attn_kernels_amx = {
     .name = "amx",
     .cvt_to_f32 = attn_k_cvt_to_f32_avx512,
     .cvt_from_f32 = attn_k_cvt_from_f32_avx512,
+    .cvt_to_fp8 = attn_k_cvt_to_fp8_avx512,
     .qk_tile = attn_k_qk_tile_amx,
     .softmax_tile = attn_k_softmax_tile_avx512,
     .pv_tile = attn_k_pv_tile_amx,

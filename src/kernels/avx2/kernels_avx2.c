@@ -13,6 +13,7 @@ const struct attn_kernels attn_kernels_avx2 = {
     .name = "avx2",
     .cvt_to_f32 = attn_k_cvt_to_f32_avx2,
     .cvt_from_f32 = attn_k_cvt_from_f32_avx2,
+    .cvt_to_fp8 = attn_k_cvt_to_fp8_avx2,
     .qk_tile = attn_k_qk_tile_avx2,
     .softmax_tile = attn_k_softmax_tile_avx2,
     .pv_tile = attn_k_pv_tile_avx2,

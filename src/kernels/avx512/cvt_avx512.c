@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/avx2/fp8_avx2.h"
 #include "kernels/kernels.h"
 
 static inline __mmask16 k512_tail_mask(int64_t n) { return (__mmask16)((1u << n) - 1u); }
@@ -127,4 +128,12 @@ void attn_k_cvt_from_f32_avx512(const float *src, attn_dtype dtype, void *dst, i
             _mm256_mask_storeu_epi16(d + i, k, h);
         }
     }
+}
+
+/* F32/F16/BF16 → FP8 E4M3 / E5M2 of x / scale: the 8-lane integer encoder of avx2/fp8_avx2.h, compiled here with
+ * this folder's flags (static inline: this object's own copy). The write is bound by loads, one division and
+ * the stores; the same steps as the avx2 table keep one tested sequence for both. */
+void attn_k_cvt_to_fp8_avx512(const void *src, attn_dtype src_dtype, float scale, attn_dtype fp8_dtype, uint8_t *dst,
+                              int64_t n) {
+    k256_cvt_to_fp8(src, src_dtype, scale, fp8_dtype, dst, n);
 }

@@ -14,6 +14,7 @@ const struct attn_kernels attn_kernels_avx512 = {
     .name = "avx512",
     .cvt_to_f32 = attn_k_cvt_to_f32_avx512,
     .cvt_from_f32 = attn_k_cvt_from_f32_avx512,
+    .cvt_to_fp8 = attn_k_cvt_to_fp8_avx512,
     .qk_tile = attn_k_qk_tile_avx512,
     .softmax_tile = attn_k_softmax_tile_avx512,
     .pv_tile = attn_k_pv_tile_avx512,

@@ -98,6 +98,31 @@ static inline void k_cvt_from_f32(const float *src, attn_dtype dtype, void *dst,
     }
 }
 
+/* One row into an fp8 cache: the integer encoder of core/dtype.h on float(src[i]) / scale. Constant format
+ * arguments after inlining, one straight loop per source dtype that the compiler may vectorise. */
+static inline void k_cvt_to_fp8_m(const void *src, attn_dtype src_dtype, float scale, uint8_t *restrict dst, int64_t n,
+                                  const int man_bits, const int bias) {
+    const float *f = (const float *)src;
+    const uint16_t *h = (const uint16_t *)src;
+    if (src_dtype == ATTN_DTYPE_BF16) {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = attn_f32_to_fp8_bits(attn_f32_bits(attn_bf16_to_f32(h[i]) / scale), man_bits, bias);
+    } else if (src_dtype == ATTN_DTYPE_F16) {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = attn_f32_to_fp8_bits(attn_f32_bits(attn_f16_to_f32(h[i]) / scale), man_bits, bias);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = attn_f32_to_fp8_bits(attn_f32_bits(f[i] / scale), man_bits, bias);
+    }
+}
+static inline void k_cvt_to_fp8(const void *src, attn_dtype src_dtype, float scale, attn_dtype fp8_dtype,
+                                uint8_t *restrict dst, int64_t n) {
+    if (fp8_dtype == ATTN_DTYPE_FP8_E5M2)
+        k_cvt_to_fp8_m(src, src_dtype, scale, dst, n, 2, 15);
+    else
+        k_cvt_to_fp8_m(src, src_dtype, scale, dst, n, 3, 7);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * S = Q·Kᵀ with rows in lanes. W is a compile-time lane count after inlining (8, 16 or 32).
  * --------------------------------------------------------------------------------------------- */
@@ -256,6 +281,10 @@ static inline void k_pv_tile(const float *p, int64_t num_keys, int64_t num_rows,
     void attn_k_cvt_from_f32_##isa(const float *src, attn_dtype dtype, void *dst, int64_t n) {           \
         k_cvt_from_f32(src, dtype, dst, n);                                                              \
     }                                                                                                    \
+    void attn_k_cvt_to_fp8_##isa(const void *src, attn_dtype src_dtype, float scale, attn_dtype fp8_dtype,\
+                                 uint8_t *dst, int64_t n) {                                              \
+        k_cvt_to_fp8(src, src_dtype, scale, fp8_dtype, dst, n);                                          \
+    }                                                                                                    \
     void attn_k_qk_tile_##isa(const float *q_t, int64_t num_rows, int64_t head_size,                     \
                               const float *const *k_rows, int64_t num_keys, float *s) {                  \
         k_qk_tile(q_t, num_rows, head_size, k_rows, num_keys, s);                                        \
@@ -281,6 +310,7 @@ static inline void k_pv_tile(const float *p, int64_t num_keys, int64_t num_rows,
     }                                                                                                    \
     const struct attn_kernels attn_kernels_##isa = {                                                     \
         #isa,                    attn_k_cvt_to_f32_##isa, attn_k_cvt_from_f32_##isa,                     \
+        attn_k_cvt_to_fp8_##isa,                                                                         \
         attn_k_qk_tile_##isa,    attn_k_softmax_tile_##isa, attn_k_pv_tile_##isa,                        \
         attn_k_qk_tile_kv_##isa, attn_k_pv_rows_kv_##isa, NULL, 0};
 
