@@ -10,7 +10,7 @@
  *   out  |got − want| <= atol·max|V| + rtol·|want| with th_tol_for(out dtype), atol widened by 2·Δs for logits
  *        of magnitude M: Δs = (head_size + 6)·2^-24·M is the float32 error a correct implementation may put on a
  *        logit (a float32 dot product of head_size terms, the scale, soft-cap and ALiBi roundings).
- *        Opt-in tables: atol, rtol >= 2e-2 (§7).
+ *        Opt-in tables: atol, rtol >= 2e-2 (§7), atol widened by 2·2^-9·M for their bf16 rounding of q.
  *   LSE  |got − want| <= 2·ulp(want) + E_sum + E_logit, with E_sum = (keys + 8)·2^-23 (float32 exp and sum of
  *        the softmax denominator) and E_logit = Δs, or 0 when every logit is exact in float32 by construction
  *        (integer-valued q, k times powers of two, a power-of-two scale, no soft-cap or ALiBi: the dot products
@@ -293,11 +293,12 @@ static fzd_tol fzd_tol_of(const fzd_table *t, attn_dtype dt, double vmax, double
     r.lse_logit = exact && exact_env ? 0.0 : ds;
     r.lse_sum = (double)(keys + 8) * 1.1920928955078125e-7;
     r.opt_in = t ? t->opt_in : 0;
-    if (r.opt_in) {
+    if (r.opt_in) { /* §7; outputs also widened for the bf16 rounding of the scaled q (2^-9 of each product) */
         if (r.atol < 2e-2)
             r.atol = 2e-2;
         if (r.rtol < 2e-2)
             r.rtol = 2e-2;
+        r.atol += 2.0 * 0.001953125 * mag;
     }
     return r;
 }

@@ -145,6 +145,15 @@ int main(int argc, char **argv) {
         return files > 0 ? 0 : 1;
     }
     const char *root = argc > 1 ? argv[1] : ATTN_FUZZ_CORPUS;
+    fzd_init_tables();
+    printf("test_fuzz_diff_replay: kernel tables:");
+    for (int i = 0; i < fzd_ntables; i++)
+        printf(" %s%s", fzd_tables[i].name, fzd_tables[i].opt_in ? " (opt-in)" : "");
+    printf("; compiled opt-in tables not usable here:");
+    for (int32_t i = 0; attn_isa_opt_in_name(i) != NULL; i++)
+        if (!attn_isa_available(attn_isa_opt_in_name(i)))
+            printf(" %s", attn_isa_opt_in_name(i));
+    printf("\n");
     int bad = 0;
     for (int i = 0; i < FZD_NUM; i++) {
         char dir[2048];
