@@ -7,9 +7,53 @@
  * from the pages and dequantized here (decode(bits)·scale), so an entry that ignores or misapplies the scales is
  * caught; attn_paged_attention on every usable table and its oracle twin attn_ref_paged_attention are held to it.
  * An fp8 cache with an invalid scale must be refused (INVALID_ARGUMENT, nothing written); a float cache ignores
- * the scales.
+ * the scales. Requests that make a plan (each schedules >= 1 token over >= as many keys) also run through
+ * attn_plan_create + attn_forward_paged (q in plan row order) on every table: bitwise the plan-less result.
  */
 #include "fuzz_diff.h"
+
+/* The planned path: attn_forward_paged over a plan of the same requests (DECODER, num_computed_tokens = keys −
+ * queries), q in plan row order (attn_plan_info.token_src). Its out and LSE, put back in input order, must equal
+ * the plan-less call on the same table bitwise (docs/SERVING.md: the same bits for any batch order), and an fp8
+ * cache with invalid scales must be refused with nothing written. `fo`/`fl`: the plan-less result (NULL when the
+ * scales are invalid). */
+static void fzd_paged_planned(const fzd_table *tb, const attn_plan *plan, const attn_plan_info *info, const void *q,
+                              attn_dtype qdt, int64_t H, int64_t D, const fzd_cache *c, const attn_params *p,
+                              const void *fo, const float *fl) {
+    const int64_t T = info->num_tokens, qs[3] = {T, H, D}, ls[2] = {H, T}, es = (int64_t)attn_dtype_size(qdt);
+    void *qp = fzd_alloc(qdt, T * H * D), *op = fzd_alloc_pattern(qdt, T * H * D, 0xFF);
+    float *lp = (float *)fzd_alloc_pattern(ATTN_DTYPE_F32, H * T, 0xFF);
+    for (int64_t t = 0; t < T; t++)
+        memcpy((char *)qp + t * H * D * es, (const char *)q + (int64_t)info->token_src[t] * H * D * es,
+               (size_t)(H * D * es));
+    const size_t wsb = attn_plan_workspace_size(plan);
+    void *ws = wsb ? malloc(wsb) : NULL;
+    attn_tensor tq = attn_tensor_make(qp, qdt, 3, qs), to = attn_tensor_make(op, qdt, 3, qs);
+    attn_tensor tl = attn_tensor_make(lp, ATTN_DTYPE_F32, 2, ls);
+    const attn_status st = attn_forward_paged(tb->ctx, plan, &tq, NULL, NULL, &c->t, p, &to, &tl, ws, wsb);
+    if (!fo) {
+        if (st != ATTN_STATUS_INVALID_ARGUMENT)
+            fzd_fail("attn_forward_paged on %s accepted params.k_scale=%g / v_scale=%g on an %s cache (status %s)",
+                     tb->name, (double)c->k_scale, (double)c->v_scale, attn_dtype_name(c->cdt), attn_status_string(st));
+        fzd_check_untouched("attn_forward_paged out after refusing the scales", tb->name, op,
+                            fzd_bytes(qdt, T * H * D));
+    } else {
+        fzd_check_status("attn_forward_paged", tb->name, st);
+        for (int64_t t = 0; t < T; t++) {
+            const int64_t src = info->token_src[t];
+            if (memcmp((const char *)op + t * H * D * es, (const char *)fo + src * H * D * es, (size_t)(H * D * es)))
+                fzd_fail("attn_forward_paged on %s: plan row %lld (input row %lld) differs from attn_paged_attention's "
+                         "bits",
+                         tb->name, (long long)t, (long long)src);
+            for (int64_t h = 0; h < H; h++)
+                if (memcmp(lp + h * T + t, fl + h * T + src, sizeof(float)))
+                    fzd_fail("attn_forward_paged on %s: lse[%lld][plan row %lld] = %.9g, attn_paged_attention %.9g",
+                             tb->name, (long long)h, (long long)t, (double)lp[h * T + t], (double)fl[h * T + src]);
+        }
+    }
+    attn_clear_error();
+    free(qp), free(op), free(lp), free(ws);
+}
 
 static int fzd_paged_run(const uint8_t *data, size_t size) {
     fzd_begin("diff_paged");
@@ -96,6 +140,28 @@ static int fzd_paged_run(const uint8_t *data, size_t size) {
     for (int64_t i = 0; i < R; i++)
         maxk = kl[i] > maxk ? kl[i] : maxk, maxq = ql[i] > maxq ? ql[i] : maxq;
     const double mag = fzd_logit_mag(&o, D, qmax, kmax, maxk + maxq);
+    /* the same requests through a plan when they make one (every request schedules >= 1 token, none has fewer
+     * keys than queries, no rows past the last one) */
+    int plannable = extra_rows == 0;
+    for (int64_t i = 0; i < R; i++)
+        plannable = plannable && ql[i] >= 1 && kl[i] >= ql[i];
+    attn_plan *plan = NULL;
+    attn_plan_info info;
+    if (plannable) {
+        attn_plan_config cfg;
+        attn_plan_config_init(&cfg);
+        cfg.num_blocks = (int32_t)c.NB, cfg.block_size = (int32_t)c.BS, cfg.num_heads = (int32_t)H;
+        cfg.num_kv_heads = (int32_t)Hkv, cfg.head_size = (int32_t)D, cfg.max_blocks_per_req = (int32_t)cols;
+        attn_request rq[3];
+        memset(rq, 0, sizeof rq);
+        for (int64_t i = 0; i < R; i++) {
+            rq[i].kind = ATTN_REQUEST_DECODER, rq[i].num_computed_tokens = kl[i] - ql[i];
+            rq[i].num_scheduled_tokens = ql[i], rq[i].block_ids = bt + i * cols, rq[i].num_block_ids = cols;
+        }
+        fzd_check_status("attn_plan_create", "-", attn_plan_create(&cfg, rq, R, &plan));
+        fzd_check_status("attn_plan_get_info", "-", attn_plan_get_info(plan, &info));
+    }
+    fzd_say(" planned=%d", plannable);
     for (int t = 0; t <= fzd_ntables; t++) { /* fzd_ntables: the oracle twin attn_ref_paged_attention */
         const char *isa = t == fzd_ntables ? "attn_ref_paged_attention" : fzd_tables[t].name;
         void *fo = fzd_alloc_pattern(qdt, nq, 0xFF);
@@ -118,9 +184,13 @@ static int fzd_paged_run(const uint8_t *data, size_t size) {
             fzd_check_out("paged attention out", isa, fo, ro, qdt, nq, &tol);
             fzd_check_lse("paged attention", isa, fl, rl, H * Tq, &tol);
         }
+        if (plan && t < fzd_ntables)
+            fzd_paged_planned(&fzd_tables[t], plan, &info, q, qdt, H, D, &c, &o.p, fzd_cache_bad_scales(&c) ? NULL : fo,
+                              fl);
         attn_clear_error();
         free(fo), free(fl);
     }
+    attn_plan_free(plan);
     free(ro), free(rl), free(q), free(kd), free(vd), free(bt), free(c.data);
     return 0;
 }
