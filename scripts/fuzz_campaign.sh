@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fuzz campaign: builds the libFuzzer targets (tests/fuzz/tests.cmake: fuzz_dense, fuzz_varlen,
-# fuzz_merge, fuzz_paged, fuzz_plan, fuzz_cache, fuzz_diffusion, fuzz_codec, fuzz_workload) with clang +
+# fuzz_merge, fuzz_paged, fuzz_plan, fuzz_cache, fuzz_diffusion, fuzz_codec, fuzz_workload, and the differential
+# and hidden-value targets fuzz_diff_dense, fuzz_diff_varlen, fuzz_diff_paged, fuzz_diff_piecewise, fuzz_diff_merge,
+# fuzz_diff_quant, fuzz_diff_cache, fuzz_hidden: docs/ROBUSTNESS.md) with clang +
 # ASan + UBSan (+ float-cast-overflow), OpenMP off, and runs each from its in-tree seed corpus
 # (tests/fuzz/corpus/<target>/, copied to a scratch directory) for RUNS executions (default 10,000,000) or
 # SECONDS seconds (0 = no time limit), JOBS targets at a time. Prints one line per target and writes the
@@ -9,6 +11,7 @@
 #   scripts/fuzz_campaign.sh [RUNS] [SECONDS] [TARGET...]
 #   e.g. nice -n 10 scripts/fuzz_campaign.sh 10000000 0            every target to 10M executions
 #        scripts/fuzz_campaign.sh 0 60 dense workload               one minute each of two targets
+#        scripts/fuzz_campaign.sh 100000 0 diff_dense diff_merge hidden  differential targets, 100k executions each
 # The stop condition is always -runs (an execution count), never wall time: the run survives being paused.
 # Environment: FUZZ_BUILD (build dir, default build-fuzz), FUZZ_TIMEOUT (wall-clock seconds per input, default
 # 1500: a starved process on a loaded machine, or one paused with SIGSTOP for up to ~10 minutes while someone
@@ -27,7 +30,8 @@ RUNS=${1:-10000000}
 SECS=${2:-0}
 shift $(( $# > 2 ? 2 : $# ))
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(dense varlen merge paged plan cache diffusion codec workload)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(dense varlen merge paged plan cache diffusion codec workload
+  diff_dense diff_varlen diff_paged diff_piecewise diff_merge diff_quant diff_cache hidden)
 B=${FUZZ_BUILD:-build-fuzz}
 OPT=${FUZZ_OPT:--O1}
 KOPT=${FUZZ_KERNEL_OPT--O0}

@@ -7,6 +7,10 @@
 #   scripts/fuzz_campaign.sh runs them all (docs/ROBUSTNESS.md).
 option(ATTN_FUZZ "Build the libFuzzer targets of tests/fuzz (clang)" OFF)
 set(ATTN_FUZZ_TARGETS dense varlen merge paged plan cache diffusion codec)
+# The differential and hidden-value targets (docs/ROBUSTNESS.md "Differential and hidden-value fuzzing"): one
+# source each, fuzz_<t>.c over fuzz_diff.h; seeds corpus/<t>/, replayed by
+# fuzz.test_fuzz_diff_replay (test_fuzz_diff_replay.c); defect inputs tests/fuzz/findings/ (not replayed).
+set(ATTN_FUZZ_DIFF_TARGETS diff_dense diff_varlen diff_paged diff_piecewise diff_merge diff_quant diff_cache hidden)
 
 # The CLI's workload parser and what it links (cli/ without main.c and the subcommands), for fuzz_workload and
 # the replay; cJSON (Debian libcjson-dev) as in cli/CMakeLists.txt.
@@ -29,6 +33,10 @@ if(TARGET test_fuzz_replay)
     target_compile_definitions(test_fuzz_replay PRIVATE FZ_NO_WORKLOAD)
   endif()
   set_tests_properties(fuzz.test_fuzz_replay PROPERTIES TIMEOUT 600)
+endif()
+if(TARGET test_fuzz_diff_replay)
+  target_compile_definitions(test_fuzz_diff_replay PRIVATE ATTN_FUZZ_CORPUS="${CMAKE_CURRENT_LIST_DIR}/corpus")
+  set_tests_properties(fuzz.test_fuzz_diff_replay PROPERTIES TIMEOUT 600)
 endif()
 if(ATTN_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
@@ -66,7 +74,10 @@ if(ATTN_FUZZ)
   endforeach()
   add_executable(fuzz_workload ${CMAKE_CURRENT_LIST_DIR}/fuzz_workload.c)
   target_link_libraries(fuzz_workload PRIVATE attn_fuzz_cli)
-  foreach(t IN LISTS ATTN_FUZZ_TARGETS ITEMS workload)
+  foreach(t IN LISTS ATTN_FUZZ_DIFF_TARGETS)
+    add_executable(fuzz_${t} ${CMAKE_CURRENT_LIST_DIR}/fuzz_${t}.c)
+  endforeach()
+  foreach(t IN LISTS ATTN_FUZZ_TARGETS ATTN_FUZZ_DIFF_TARGETS ITEMS workload)
     target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
     target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
     target_link_libraries(fuzz_${t} PRIVATE attn_test_harness)
