@@ -13,10 +13,12 @@
  *            with ring as USP (attn_mpi_usp_forward).
  * Design, merge orders, exactness and the cost model: docs/CONTEXT_PARALLEL.md.
  *
- * Conventions (as attn.h): tensor views with strides in elements, last dimension contiguous; statuses are
- * attn_status. Every entry is COLLECTIVE over the plan's communicator: every rank must call it with
- * matching arguments. Each entry validates its own arguments, then agrees on the outcome with the other ranks
- * (one MPI_Allreduce), so a bad argument on one rank makes EVERY rank return the same status without any
+ * Conventions (as attn.h): tensor views with strides in elements, last dimension contiguous; a view with a
+ * zero-size dimension (a rank's empty shard, e.g. a ring of seq_len < 2·P) is accepted with any strides,
+ * since none of its elements is addressed (NumPy gives such arrays zero strides); statuses are attn_status.
+ * Every entry is COLLECTIVE over the plan's communicator: every rank must call it with matching arguments.
+ * Each entry validates its own arguments, then agrees on the outcome with the other ranks (one
+ * MPI_Allreduce), so a bad argument on one rank makes EVERY rank return the same status without any
  * rank deadlocking; the failing rank's message names the argument, the others' say which rank failed.
  * Nothing is written to any output unless every rank succeeded. A failing MPI call returns
  * ATTN_STATUS_INTERNAL with the MPI error string (the communicator's error handler is set to return).

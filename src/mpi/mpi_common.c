@@ -131,9 +131,15 @@ attn_status am_check_view(const attn_tensor *t, const char *name, int ndim, int 
             AM_CHECK(t->shape[d] == expect[d], ATTN_STATUS_INVALID_ARGUMENT,
                      "%s: shape[%d]=%" PRId64 ", expected %s=%" PRId64, name, d, t->shape[d],
                      dim_names && dim_names[d] ? dim_names[d] : "size", expect[d]);
-        AM_CHECK(am_mul(numel, t->shape[d], &numel), ATTN_STATUS_OVERFLOW, "%s: element count overflows", name);
     }
-    if (ndim > 0 && t->shape[ndim - 1] > 1)
+    for (int d = 0; d < ndim; d++)
+        if (t->shape[d] == 0)
+            numel = 0;
+    for (int d = 0; d < ndim && numel > 0; d++)
+        AM_CHECK(am_mul(numel, t->shape[d], &numel), ATTN_STATUS_OVERFLOW, "%s: element count overflows", name);
+    /* a view with no elements is never addressed: like attn_tensor_check, skip the contiguity rule for it
+     * (NumPy gives empty arrays zero strides) */
+    if (ndim > 0 && numel > 0 && t->shape[ndim - 1] > 1)
         AM_CHECK(t->strides[ndim - 1] == 1, ATTN_STATUS_INVALID_ARGUMENT,
                  "%s: strides[%d]=%" PRId64 ", the last dimension must be contiguous (1)", name, ndim - 1,
                  t->strides[ndim - 1]);

@@ -52,8 +52,10 @@ attn_status am_comm_dup(MPI_Comm comm, MPI_Comm *dup, int *rank, int *size);
 void am_comm_release(MPI_Comm *comm);
 
 /* Checks a view: non-NULL, data non-NULL when it has elements, ndim, dtype (dtype < 0: any float
- * f32/f16/bf16), non-negative strides, last dimension contiguous, and each shape[i] == expect[i] (expect[i]
- * < 0: any). Messages name `name`, e.g. "q: shape[1]=3, expected num_heads=4". dim_names may be NULL. */
+ * f32/f16/bf16), non-negative strides, last dimension contiguous unless the view is empty (a zero-size
+ * dimension: no element is addressed, so the strides do not matter, as in libattn's own check), and each
+ * shape[i] == expect[i] (expect[i] < 0: any). Messages name `name`, e.g. "q: shape[1]=3, expected
+ * num_heads=4". dim_names may be NULL. */
 attn_status am_check_view(const attn_tensor *t, const char *name, int ndim, int dtype, const int64_t *expect,
                           const char *const *dim_names);
 

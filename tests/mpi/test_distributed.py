@@ -37,6 +37,23 @@ def test_ring_matches_one_process():
     plan.close()
 
 
+@pytest.mark.parametrize("S", [1, WORLD + 1])
+def test_ring_empty_shard(S):
+    # S < 2·WORLD: some ranks hold zero rows; NumPy gives those empty arrays zero strides
+    B, H, HKV, D = 1, 2, 1, 16
+    q, k, v = rnd((B, S, H, D), 31), rnd((B, S, HKV, D), 32), rnd((B, S, HKV, D), 33)
+    ref, ref_lse = attn.attention(q, k, v, causal=True, return_lse=True)
+    (s0, l0), (s1, l1) = ad.zigzag_chunks(S, WORLD, RANK)
+    rows = np.r_[s0:s0 + l0, s1:s1 + l1]
+    plan = ad.RingPlan(COMM, batch=B, seq_len=S, num_heads=H, num_kv_heads=HKV, head_size=D)
+    lq, lk, lv = (np.ascontiguousarray(x[:, rows]) for x in (q, k, v))
+    out, lse = plan.forward(lq, lk, lv, causal=True, return_lse=True)
+    assert out.shape == (B, len(rows), H, D)
+    np.testing.assert_allclose(out, ref[:, rows], atol=2e-5, rtol=0)
+    np.testing.assert_allclose(lse, ref_lse[:, :, rows], atol=2e-5, rtol=0)
+    plan.close()
+
+
 def test_ulysses_bitwise_with_mask():
     B, SL, H, D = 1, 6, 4, 16
     S = SL * WORLD
