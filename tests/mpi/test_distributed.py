@@ -1,7 +1,9 @@
-"""attn.distributed under mpirun (issue 12): every rank runs this pytest module and the collectives in
+"""attn.distributed under mpirun: every rank runs this pytest module and the collectives in
 the same order. Ring and DCP within float tolerance of one process (attn.attention / attn.paged_attention),
 Ulysses bitwise equal to one process, bad arguments raise on every rank; torch tensors when torch is
 installed. Run: mpirun -np 2 python3 -m pytest -q tests/mpi/test_distributed.py (make test-mpi does)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -54,8 +56,25 @@ def test_ring_empty_shard(S):
     plan.close()
 
 
+@pytest.mark.parametrize("option", ["window_size", "softcap", "softmax_scale"])
+def test_ulysses_option_on_one_rank_fails_everywhere(option):
+    B, SL, H, D = 1, 3, 2 * WORLD, 16
+    plan = ad.UlyssesPlan(COMM, batch=B, seq_local=SL, num_heads=H, num_kv_heads=H, head_size=D)
+    q, kv = rnd((B, SL, H, D), 40 + RANK), rnd((B, SL, H, D), 50 + RANK)
+    value = {"window_size": (2, 0), "softcap": 5.0, "softmax_scale": 0.5}[option]
+    kw = {option: value} if RANK == WORLD - 1 else {}
+    if WORLD == 1:
+        plan.forward(q, kv, kv, **kw)
+    else:
+        name = {"window_size": "params.window_left", "softcap": "params.softcap",
+                "softmax_scale": "params.softmax_scale"}[option]
+        with pytest.raises(attn.AttnInvalidArgumentError, match=re.escape(name)):
+            plan.forward(q, kv, kv, **kw)
+    plan.close()
+
+
 def test_ulysses_bitwise_with_mask():
-    B, SL, H, D = 1, 6, 4, 16
+    B, SL, H, D = 1, 6, 2 * WORLD, 16
     S = SL * WORLD
     q, k, v = rnd((B, S, H, D), 4), rnd((B, S, H, D), 5), rnd((B, S, H, D), 6)
     mask = np.random.default_rng(7).uniform(size=(B, H, S, S)) > 0.3
@@ -118,12 +137,22 @@ def test_bad_argument_fails_on_every_rank():
 
 def test_torch_tensors():
     torch = pytest.importorskip("torch")
-    B, S, H, D = 1, 16, 2 * WORLD, 16
+    B, SL, H, D = 1, 4, 2 * WORLD, 16
+    S = SL * WORLD
     q, k, v = (torch.from_numpy(rnd((B, S, H, D), s)) for s in (1, 2, 3))
     ref = attn.attention(q.numpy(), k.numpy(), v.numpy(), causal=True)
-    SL = S // WORLD
     sl = slice(RANK * SL, (RANK + 1) * SL)
     plan = ad.UlyssesPlan(COMM, batch=B, seq_local=SL, num_heads=H, num_kv_heads=H, head_size=D)
     out = plan.forward(q[:, sl].contiguous(), k[:, sl].contiguous(), v[:, sl].contiguous(), causal=True)
     assert isinstance(out, torch.Tensor)
     assert np.array_equal(out.numpy(), ref[:, sl])
+
+
+def test_closed_plan_raises():
+    # closed on every rank (closing on one rank only would leave the others waiting in the collective)
+    plan = ad.RingPlan(COMM, batch=1, seq_len=8, num_heads=2, num_kv_heads=1, head_size=16)
+    (_, l0), (_, l1) = ad.zigzag_chunks(8, WORLD, RANK)
+    q, kv = rnd((1, l0 + l1, 2, 16), 60), rnd((1, l0 + l1, 1, 16), 61)
+    plan.close()
+    with pytest.raises(attn.AttnInvalidArgumentError, match="plan: closed"):
+        plan.forward(q, kv, kv)
