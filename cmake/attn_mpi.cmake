@@ -1,4 +1,4 @@
-# libattn_mpi — context parallelism over MPI (issue 12): include/attn/attn_mpi.h, src/mpi/,
+# libattn_mpi — context parallelism over MPI: include/attn/attn_mpi.h, src/mpi/,
 # docs/CONTEXT_PARALLEL.md. A separate library over libattn's public API; libattn itself never links MPI.
 #   ATTN_MPI        AUTO (default: build it when find_package(MPI) finds a C MPI), ON (required), OFF
 #   ATTN_MPI_TESTS  register the tests/mpi ctests (label mpi, run under mpirun); `make test-mpi` sets it

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Open MPI (Debian packages) and mpi4py (PyPI) for libattn_mpi, its tests (make test-mpi) and
-# attn.distributed (issue 12). Idempotent and quiet: a no-op when mpicc, mpirun and mpi4py are present.
+# attn.distributed. Idempotent and quiet: a no-op when mpicc, mpirun and mpi4py are present.
 #   bash scripts/mpi_env.sh        # as root (apt-get); mpi4py is built against the installed Open MPI
 set -euo pipefail
 PY=${PYTHON:-python3}

@@ -1,5 +1,5 @@
 /*
- * attn_mpi.h — context parallelism for libattn across processes on MPI (issue 12): libattn_mpi.
+ * attn_mpi.h — context parallelism for libattn across processes on MPI: libattn_mpi.
  *
  * A separate library over the public libattn API (include/attn/attn.h); libattn itself has no MPI
  * dependency. Three schemes, each a plan made once (buffers sized and allocated there) and a run per layer
@@ -41,10 +41,10 @@
  * ATTN_STATUS_INTERNAL with the MPI error string (the communicator's error handler is set to return).
  * Messages are thread-local and read with attn_mpi_last_error() (libattn's own message is copied into it
  * when a libattn call fails).
- * Semantics: CONVENTIONS.md (the LSE merge rule); DCP sharding: vllm-ascend worker/block_table.py and
- * get_dcp_local_seq_lens (shared/spec/llm-serving.md C16); ring attention: Liu et al. 2023 ("Ring Attention
- * with Blockwise Transformers"), zig-zag load balancing as in zhuzilin/ring-flash-attention; Ulysses:
- * Jacobs et al. 2023 (DeepSpeed-Ulysses); USP: Fang & Zhao 2024 (yunchang / xDiT).
+ * Semantics: docs/SEMANTICS.md (the LSE merge rule of merge_attn_states); DCP sharding: vllm-ascend
+ * worker/block_table.py and get_dcp_local_seq_lens; ring attention: Liu et al. 2023 ("Ring Attention with
+ * Blockwise Transformers"), zig-zag load balancing as in zhuzilin/ring-flash-attention; Ulysses: Jacobs et
+ * al. 2023 (DeepSpeed-Ulysses); USP: Fang & Zhao 2024 (yunchang / xDiT).
  */
 #ifndef ATTN_ATTN_MPI_H
 #define ATTN_ATTN_MPI_H
