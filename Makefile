@@ -111,9 +111,9 @@ test-integrations: build
 	@PY=$$(bash scripts/integrations_env.sh | tail -n 1) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so \
 	  PYTHONPATH=$(CURDIR)/python $$PY -m pytest -q -rs -p no:cacheprovider tests/integrations
 
-# Context parallelism over MPI (docs/CONTEXT_PARALLEL.md): scripts/mpi_env.sh installs Open MPI and
-# mpi4py on demand (a no-op when present); libattn_mpi and tests/mpi are built in $(MPI_BUILD) and run under
-# mpirun -np 2 and -np 4 (oversubscribed, OMP_NUM_THREADS=1 per rank; ctest label mpi).
+# Context parallelism over MPI (docs/CONTEXT_PARALLEL.md): scripts/mpi_env.sh installs Open MPI and mpi4py on
+# demand (a no-op when present); libattn_mpi and tests/mpi are built in $(MPI_BUILD) and run under mpirun
+# -np 2, 3 and 4 (oversubscribed, OMP_NUM_THREADS=1 per rank, each run under `timeout`; ctest label mpi).
 MPI_BUILD ?= build-mpi
 test-mpi: deps
 	@bash scripts/mpi_env.sh

@@ -4,7 +4,9 @@ prefill, DCP decode and Ulysses for P ranks and N tokens, and the rank count whe
 hiding behind compute. Inputs are the figures `mpirun -np 2 attn run --workload cp` measures (pass them as
 flags); everything this prints for P > 4 ranks or N > 8192 tokens is a PROJECTION of those figures.
 
-  python3 scripts/cp_cost_model.py --beta 1.4e9 --alpha 20e-6 --flops 13.5e9 --mem 0.84e9
+  python3 scripts/cp_cost_model.py --beta 1.4e9 --alpha 20e-6 --flops 13.5e9 --mem 1.66e9
+
+(--mem: the DCP row's KV bytes read per rank over its compute time, 8·4096·8·128·2·2 B / 81 ms.)
 """
 import argparse
 
@@ -51,7 +53,7 @@ def main():
     ap.add_argument("--beta", type=float, default=1.4e9, help="MPI bytes/s between two ranks (measured)")
     ap.add_argument("--alpha", type=float, default=20e-6, help="MPI message latency, s (measured)")
     ap.add_argument("--flops", type=float, default=13.5e9, help="attention FLOP/s per rank (measured)")
-    ap.add_argument("--mem", type=float, default=0.84e9, help="decode KV read bytes/s per rank (measured)")
+    ap.add_argument("--mem", type=float, default=1.66e9, help="decode KV read bytes/s per rank (measured)")
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--kv-heads", dest="kv_heads", type=int, default=8)
     ap.add_argument("--d", type=int, default=128)

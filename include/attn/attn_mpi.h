@@ -13,11 +13,30 @@
  *            with ring as USP (attn_mpi_usp_forward).
  * Design, merge orders, exactness and the cost model: docs/CONTEXT_PARALLEL.md.
  *
- * Conventions (as attn.h): tensor views with strides in elements, last dimension contiguous; statuses are
- * attn_status. Every entry is COLLECTIVE over the plan's communicator: every rank must call it with
- * matching arguments. Each entry validates its own arguments, then agrees on the outcome with the other ranks
- * (one MPI_Allreduce), so a bad argument on one rank makes EVERY rank return the same status without any
- * rank deadlocking; the failing rank's message names the argument, the others' say which rank failed.
+ * Conventions (as attn.h): tensor views with strides in elements, last dimension contiguous; a view with a
+ * zero-size dimension (a rank's empty shard, e.g. a ring of seq_len < 2·P) is accepted with any strides,
+ * since none of its elements is addressed (NumPy gives such arrays zero strides); statuses are attn_status.
+ * Every entry is COLLECTIVE over the plan's communicator: every rank must call it with matching arguments.
+ * Collective validation (docs/CONTEXT_PARALLEL.md, Design):
+ *   - Each entry validates its own arguments, then agrees on the outcome with the other ranks (one
+ *     MPI_Allreduce) BEFORE any other collective or data exchange, so a bad argument on some ranks makes
+ *     EVERY rank return an error without any rank deadlocking. A failing rank returns its own status and
+ *     message (naming the argument); the others return the lowest failing rank's status with a message
+ *     naming the failing rank(s): "rank 2 rejected the config: ATTN_STATUS_INVALID_ARGUMENT (...)".
+ *   - Plan creation agrees on the caller's communicator before MPI_Comm_dup: a NULL or invalid config (or
+ *     a NULL plan pointer) on one rank fails every rank at once, *plan NULL everywhere.
+ *   - What must be the same on every rank is compared in the same allreduce (min and max of each value, or
+ *     of a hash for array contents and shapes): the plan configs; in forward calls params.causal,
+ *     window_left/right, softmax_scale, softcap, alibi_slopes and sinks (NULL or not, and their values),
+ *     mask / key_padding_mask / additive_mask (NULL or not, dtype, shape; contents are not compared), q's
+ *     dtype, and for DCP the request layout (query_start_loc, seq_lens), the cache dtype, its KV head count
+ *     and k_scale / v_scale. A difference returns INVALID_ARGUMENT on every rank naming the option
+ *     ("params.window_left differs between ranks (-1 .. 2; this rank -1): ..."). Tensor CONTENTS that are
+ *     meant to be replicated (DCP queries, mask values) are not compared.
+ *   - The exceptions, which cannot be agreed on because there is no communicator to talk over: a NULL
+ *     plan passed to a forward call, and a plan creation with MPI_COMM_NULL or before MPI_Init / after
+ *     MPI_Finalize. These return INVALID_ARGUMENT on the calling rank only, at once; the other ranks then
+ *     wait in the call's first collective (a deadlock, as with any MPI collective one rank skips).
  * Nothing is written to any output unless every rank succeeded. A failing MPI call returns
  * ATTN_STATUS_INTERNAL with the MPI error string (the communicator's error handler is set to return).
  * Messages are thread-local and read with attn_mpi_last_error() (libattn's own message is copied into it
@@ -90,8 +109,9 @@ typedef struct attn_mpi_dcp_plan attn_mpi_dcp_plan;
 
 /* Creates a DCP plan on comm (duplicated inside; collective). Allocates per-rank partial states
  * [P][max_tokens·num_heads·(head_size + 1)] float32, a query copy and the per-row metadata once.
- * Returns INVALID_ARGUMENT (NULLs, config fields out of range, configs differing between ranks),
- * OVERFLOW, OUT_OF_MEMORY, INTERNAL (MPI). *plan is NULL on failure. */
+ * Returns INVALID_ARGUMENT (NULLs, config fields out of range, configs differing between ranks; on every
+ * rank when any rank's config is refused, see the header comment), OVERFLOW, OUT_OF_MEMORY, INTERNAL (MPI).
+ * *plan is NULL on failure. */
 ATTN_API attn_status attn_mpi_dcp_plan_create(MPI_Comm comm, const attn_mpi_dcp_config *config,
                                               attn_mpi_dcp_plan **plan);
 ATTN_API void attn_mpi_dcp_plan_free(attn_mpi_dcp_plan *plan);
@@ -142,7 +162,8 @@ typedef struct attn_mpi_ring_plan attn_mpi_ring_plan;
 
 /* Creates a ring plan on comm (duplicated; collective): two ring buffers (double buffering) of the largest
  * shard's K and V, float32 accumulators and partial-state buffers for the local queries.
- * Returns INVALID_ARGUMENT (also for configs differing between ranks), OVERFLOW, OUT_OF_MEMORY, INTERNAL. */
+ * Returns INVALID_ARGUMENT (also for configs differing between ranks; on every rank when any rank's config is
+ * refused), OVERFLOW, OUT_OF_MEMORY, INTERNAL. */
 ATTN_API attn_status attn_mpi_ring_plan_create(MPI_Comm comm, const attn_mpi_ring_config *config,
                                                attn_mpi_ring_plan **plan);
 ATTN_API void attn_mpi_ring_plan_free(attn_mpi_ring_plan *plan);
@@ -196,8 +217,8 @@ typedef struct attn_mpi_ulysses_config {
 typedef struct attn_mpi_ulysses_plan attn_mpi_ulysses_plan;
 
 /* Creates an Ulysses plan on comm (duplicated; collective): pack buffers and the head-sharded full-sequence
- * q, k, v, out, lse buffers. Returns INVALID_ARGUMENT (heads not divisible by P, configs differing), OVERFLOW,
- * OUT_OF_MEMORY, INTERNAL. */
+ * q, k, v, out, lse buffers. Returns INVALID_ARGUMENT (heads not divisible by P, configs differing; on every
+ * rank when any rank's config is refused), OVERFLOW, OUT_OF_MEMORY, INTERNAL. */
 ATTN_API attn_status attn_mpi_ulysses_plan_create(MPI_Comm comm, const attn_mpi_ulysses_config *config,
                                                   attn_mpi_ulysses_plan **plan);
 ATTN_API void attn_mpi_ulysses_plan_free(attn_mpi_ulysses_plan *plan);

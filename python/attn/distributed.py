@@ -14,7 +14,10 @@ inputs), with communicators from mpi4py (the optional ``distributed`` extra: ``p
     usp_forward  Ulysses inside ring (two communicators)
 
 Every call is collective over the plan's communicator. Bad arguments raise the package's exception family
-(attn.AttnInvalidArgumentError, ...) on EVERY rank (the other ranks' message names the failing rank).
+(attn.AttnInvalidArgumentError, ...) on EVERY rank (the other ranks' message names the failing rank), and so
+do options that differ between ranks (window_size, softcap, softmax_scale, sinks, ... : the message names
+the option). A plan closed on one rank only cannot be agreed on (it has no communicator left): that rank
+raises at once and the others wait in the collective, as with any MPI call one rank skips.
 Semantics, sharding and merge orders: docs/CONTEXT_PARALLEL.md. The library is found at ATTN_MPI_LIBRARY,
 else next to the libattn in use (libattn_mpi.so in the same directory).
 """
@@ -135,6 +138,12 @@ class _Plan:
         self._h = ctypes.c_void_p()
         self.stats = Stats()
 
+    def _handle(self) -> ctypes.c_void_p:
+        if not self._h:
+            raise _capi.make_error(_capi.STATUS_INVALID_ARGUMENT, "plan: closed (close() was called on this rank; "
+                                   "the other ranks wait in the collective)", type(self).__name__)
+        return self._h
+
     def close(self) -> None:
         if self._h:
             getattr(_lib, self._free)(self._h)
@@ -183,7 +192,7 @@ class DCPPlan(_Plan):
         tq, tc = _arrays.tensor(q, "q"), _arrays.tensor(kv_cache, "kv_cache")
         tqs, ts, tb = _arrays.tensor(qsl, "query_start_loc"), _arrays.tensor(sl, "seq_lens"), _arrays.tensor(bt, "block_table")
         to, tl = _arrays.tensor(o, "out", True), _arrays.opt_tensor(lse, "lse", True)
-        _check(_lib.attn_mpi_dcp_forward(_ctx(ctx), self._h, tq.ptr, tc.ptr, tqs.ptr, ts.ptr, tb.ptr, p.ptr, to.ptr,
+        _check(_lib.attn_mpi_dcp_forward(_ctx(ctx), self._handle(), tq.ptr, tc.ptr, tqs.ptr, ts.ptr, tb.ptr, p.ptr, to.ptr,
                                          _arrays.ptr(tl), ctypes.byref(self.stats)), "attn_mpi_dcp_forward")
         return (o, lse) if return_lse else o
 
@@ -216,7 +225,7 @@ class RingPlan(_Plan):
         p = Params(num_heads=self.num_heads, softmax_scale=softmax_scale, causal=causal, softcap=softcap, sinks=sinks)
         tq, tk, tv = _arrays.tensor(q, "q"), _arrays.tensor(k, "k"), _arrays.tensor(v, "v")
         to, tl = _arrays.tensor(o, "out", True), _arrays.opt_tensor(lse, "lse", True)
-        _check(_lib.attn_mpi_ring_forward(_ctx(ctx), self._h, tq.ptr, tk.ptr, tv.ptr, p.ptr, to.ptr, _arrays.ptr(tl),
+        _check(_lib.attn_mpi_ring_forward(_ctx(ctx), self._handle(), tq.ptr, tk.ptr, tv.ptr, p.ptr, to.ptr, _arrays.ptr(tl),
                                           ctypes.byref(self.stats)), "attn_mpi_ring_forward")
         return (o, lse) if return_lse else o
 
@@ -231,7 +240,7 @@ class RingPlan(_Plan):
         p = Params(num_heads=self.num_heads, softmax_scale=softmax_scale, causal=causal, softcap=softcap, sinks=sinks)
         tq, tc, tb = _arrays.tensor(q, "q"), _arrays.tensor(kv_cache, "kv_cache"), _arrays.tensor(bt, "block_table")
         to, tl = _arrays.tensor(o, "out", True), _arrays.opt_tensor(lse, "lse", True)
-        _check(_lib.attn_mpi_ring_forward_paged(_ctx(ctx), self._h, tq.ptr, tc.ptr, tb.ptr, p.ptr, to.ptr,
+        _check(_lib.attn_mpi_ring_forward_paged(_ctx(ctx), self._handle(), tq.ptr, tc.ptr, tb.ptr, p.ptr, to.ptr,
                                                 _arrays.ptr(tl), ctypes.byref(self.stats)), "attn_mpi_ring_forward_paged")
         return (o, lse) if return_lse else o
 
@@ -258,7 +267,7 @@ class UlyssesPlan(_Plan):
         p = Params(num_heads=self.num_heads, **kw)
         tq, tk, tv = _arrays.tensor(q, "q"), _arrays.tensor(k, "k"), _arrays.tensor(v, "v")
         to, tl = _arrays.tensor(o, "out", True), _arrays.opt_tensor(lse, "lse", True)
-        head = [self._h] if ring is None else [self._h, ring._h]
+        head = [self._handle()] if ring is None else [self._handle(), ring._handle()]
         _check(getattr(_lib, name)(_ctx(ctx), *head, tq.ptr, tk.ptr, tv.ptr, *[e.ptr for e in extra], p.ptr, to.ptr,
                                    _arrays.ptr(tl), ctypes.byref(self.stats)), name)
         return (o, lse) if return_lse else o

@@ -40,40 +40,117 @@ attn_status am_mpi(int rc, const char *what) {
     return am_fail(ATTN_STATUS_INTERNAL, "%s failed: %s", what, s);
 }
 
-attn_status am_agree(MPI_Comm comm, attn_status local, const int64_t *vals, const char *const *names,
-                     int num_vals) {
-    int64_t in[32], outv[32];
-    if (num_vals > 14)
-        num_vals = 14;
+am_fact am_float_fact(const char *name, float v) {
+    uint32_t u = 0;
+    if (v != 0.0f) /* +0 and −0 mean the same (off / default) */
+        memcpy(&u, &v, 4);
+    const am_fact f = {name, (int64_t)u, AM_FLOAT};
+    return f;
+}
+
+uint64_t am_hash(uint64_t h, const void *p, size_t n) {
+    const unsigned char *c = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+static float am_bits_float(int64_t v) {
+    const uint32_t u = (uint32_t)v;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+attn_status am_agree(MPI_Comm comm, attn_status local, const am_fact *facts, int n, const char *verb) {
+    enum { HEAD = 2 };
+    int64_t in[HEAD + 2 * AM_MAX_FACTS], out[HEAD + 2 * AM_MAX_FACTS];
+    if (n > AM_MAX_FACTS)
+        n = AM_MAX_FACTS;
     int rank = 0;
-    MPI_Comm_rank(comm, &rank);
-    in[0] = (int64_t)local;
-    in[1] = local != ATTN_STATUS_OK ? rank : -1;
-    for (int i = 0; i < num_vals; i++) {
-        in[2 + 2 * i] = vals[i];
-        in[3 + 2 * i] = -vals[i];
+    AM_MPI(MPI_Comm_rank(comm, &rank));
+    const int failed = local != ATTN_STATUS_OK;
+    /* MAX of (INT32_MAX − rank)·64 + status picks the lowest failing rank and carries its status */
+    in[0] = failed ? ((int64_t)INT32_MAX - rank) * 64 + (int64_t)local : -1;
+    in[1] = failed ? rank : -1;
+    for (int i = 0; i < n; i++) {
+        in[HEAD + 2 * i] = facts[i].value;
+        in[HEAD + 2 * i + 1] = -facts[i].value;
     }
-    const int n = 2 + 2 * num_vals;
     /* keep the local message: MPI failure messages overwrite it only when the collective itself fails */
     char keep[sizeof am_msg];
     memcpy(keep, am_msg, sizeof keep);
-    AM_MPI(MPI_Allreduce(in, outv, n, MPI_INT64_T, MPI_MAX, comm));
+    AM_MPI(MPI_Allreduce(in, out, HEAD + 2 * n, MPI_INT64_T, MPI_MAX, comm));
     memcpy(am_msg, keep, sizeof keep);
-    if (outv[0] != ATTN_STATUS_OK) {
-        if (local != ATTN_STATUS_OK)
+    if (out[0] >= 0) {
+        if (failed)
             return local;
-        return am_fail((attn_status)outv[0], "rank %" PRId64 " failed: %s (see that rank's message)", outv[1],
-                       attn_status_string((attn_status)outv[0]));
+        const int64_t lo = (int64_t)INT32_MAX - out[0] / 64, hi = out[1];
+        const attn_status st = (attn_status)(out[0] % 64);
+        if (lo == hi)
+            return am_fail(st, "rank %" PRId64 " %s: %s (that rank's attn_mpi_last_error() names the cause)", lo, verb,
+                           attn_status_string(st));
+        return am_fail(st,
+                       "ranks %" PRId64 "..%" PRId64 " (lowest and highest failing) %s: %s (rank %" PRId64
+                       "'s attn_mpi_last_error() names the cause)",
+                       lo, hi, verb, attn_status_string(st), lo);
     }
-    for (int i = 0; i < num_vals; i++) {
-        const int64_t mx = outv[2 + 2 * i], mn = -outv[3 + 2 * i];
-        if (mx != mn)
+    for (int i = 0; i < n; i++) {
+        const int64_t mx = out[HEAD + 2 * i], mn = -out[HEAD + 2 * i + 1];
+        if (mx == mn)
+            continue;
+        if (facts[i].kind == AM_FLOAT)
             return am_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                           "%s differs between ranks (%" PRId64 " .. %" PRId64 "; this rank %" PRId64
-                           "): every rank must pass the same value",
-                           names ? names[i] : "a value", mn, mx, vals[i]);
+                           "%s differs between ranks (this rank %.9g): every rank must pass the same value",
+                           facts[i].name, (double)am_bits_float(facts[i].value));
+        if (facts[i].kind == AM_HASH)
+            return am_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                           "%s differs between ranks (contents hash differently): every rank must pass the same",
+                           facts[i].name);
+        return am_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                       "%s differs between ranks (%" PRId64 " .. %" PRId64 "; this rank %" PRId64
+                       "): every rank must pass the same value",
+                       facts[i].name, mn, mx, facts[i].value);
     }
     return ATTN_STATUS_OK;
+}
+
+static uint64_t am_floats_hash(const float *x, int32_t n) {
+    if (!x)
+        return 0;
+    return am_hash(AM_HASH_SEED, x, (size_t)(n > 0 ? n : 0) * sizeof(float)) | 2u; /* never 0 (= NULL) */
+}
+
+static uint64_t am_view_shape_hash(const attn_tensor *t) {
+    if (!t)
+        return 0;
+    const int32_t nd = t->ndim < 0 ? 0 : t->ndim > ATTN_MAX_DIMS ? ATTN_MAX_DIMS : t->ndim;
+    uint64_t h = am_hash(AM_HASH_SEED, &t->ndim, sizeof t->ndim);
+    h = am_hash(h, &t->dtype, sizeof t->dtype);
+    return am_hash(h, t->shape, (size_t)nd * sizeof t->shape[0]) | 2u;
+}
+
+int am_params_facts(const attn_params *params, int32_t num_heads, int kv_scales, am_fact *facts) {
+    attn_params d;
+    attn_params_init(&d);
+    const attn_params *p = params ? params : &d;
+    int n = 0;
+    facts[n++] = am_int_fact("params.causal", p->causal);
+    facts[n++] = am_int_fact("params.window_left", p->window_left);
+    facts[n++] = am_int_fact("params.window_right", p->window_right);
+    facts[n++] = am_float_fact("params.softmax_scale", p->softmax_scale);
+    facts[n++] = am_float_fact("params.softcap", p->softcap);
+    facts[n++] = am_hash_fact("params.alibi_slopes (NULL or not, values)", am_floats_hash(p->alibi_slopes, num_heads));
+    facts[n++] = am_hash_fact("params.sinks (NULL or not, values)", am_floats_hash(p->sinks, num_heads));
+    facts[n++] = am_hash_fact("params.mask (NULL or not, dtype, shape)", am_view_shape_hash(p->mask));
+    facts[n++] =
+        am_hash_fact("params.key_padding_mask (NULL or not, dtype, shape)", am_view_shape_hash(p->key_padding_mask));
+    facts[n++] = am_hash_fact("params.additive_mask (NULL or not, dtype, shape)", am_view_shape_hash(p->additive_mask));
+    if (kv_scales) {
+        facts[n++] = am_float_fact("params.k_scale", p->k_scale);
+        facts[n++] = am_float_fact("params.v_scale", p->v_scale);
+    }
+    return n;
 }
 
 void am_comm_release(MPI_Comm *comm) {
@@ -86,11 +163,17 @@ void am_comm_release(MPI_Comm *comm) {
     *comm = MPI_COMM_NULL;
 }
 
-attn_status am_comm_dup(MPI_Comm comm, MPI_Comm *dup, int *rank, int *size) {
-    int init = 0;
+attn_status am_comm_usable(MPI_Comm comm) {
+    int init = 0, fin = 0;
     MPI_Initialized(&init);
     AM_CHECK(init, ATTN_STATUS_INVALID_ARGUMENT, "comm: MPI is not initialized (call MPI_Init first)");
+    MPI_Finalized(&fin);
+    AM_CHECK(!fin, ATTN_STATUS_INVALID_ARGUMENT, "comm: MPI is already finalized");
     AM_CHECK(comm != MPI_COMM_NULL, ATTN_STATUS_INVALID_ARGUMENT, "comm: MPI_COMM_NULL");
+    return ATTN_STATUS_OK;
+}
+
+attn_status am_comm_dup(MPI_Comm comm, MPI_Comm *dup, int *rank, int *size) {
     AM_MPI(MPI_Comm_dup(comm, dup));
     MPI_Comm_set_errhandler(*dup, MPI_ERRORS_RETURN);
     MPI_Comm_rank(*dup, rank);
@@ -131,9 +214,15 @@ attn_status am_check_view(const attn_tensor *t, const char *name, int ndim, int 
             AM_CHECK(t->shape[d] == expect[d], ATTN_STATUS_INVALID_ARGUMENT,
                      "%s: shape[%d]=%" PRId64 ", expected %s=%" PRId64, name, d, t->shape[d],
                      dim_names && dim_names[d] ? dim_names[d] : "size", expect[d]);
-        AM_CHECK(am_mul(numel, t->shape[d], &numel), ATTN_STATUS_OVERFLOW, "%s: element count overflows", name);
     }
-    if (ndim > 0 && t->shape[ndim - 1] > 1)
+    for (int d = 0; d < ndim; d++)
+        if (t->shape[d] == 0)
+            numel = 0;
+    for (int d = 0; d < ndim && numel > 0; d++)
+        AM_CHECK(am_mul(numel, t->shape[d], &numel), ATTN_STATUS_OVERFLOW, "%s: element count overflows", name);
+    /* a view with no elements is never addressed: like attn_tensor_check, skip the contiguity rule for it
+     * (NumPy gives empty arrays zero strides) */
+    if (ndim > 0 && numel > 0 && t->shape[ndim - 1] > 1)
         AM_CHECK(t->strides[ndim - 1] == 1, ATTN_STATUS_INVALID_ARGUMENT,
                  "%s: strides[%d]=%" PRId64 ", the last dimension must be contiguous (1)", name, ndim - 1,
                  t->strides[ndim - 1]);

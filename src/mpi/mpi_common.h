@@ -36,15 +36,60 @@ attn_status am_mpi(int rc, const char *what);
     } while (0)
 #define AM_MPI(call) AM_TRY(am_mpi((call), #call))
 
-/* Agreement of one collective call: every rank contributes its local status and `num_vals` values that must
- * be equal on every rank (shape facts); one MPI_Allreduce(MAX) over [status, failing rank, v..., −v...].
- * Returns the first failing rank's status on every rank (the failing rank keeps its own message; the others
- * get "rank R failed: ..."), INVALID_ARGUMENT if a value differs between ranks (message names `names[i]`),
- * else OK. vals may hold at most 14 values. */
-attn_status am_agree(MPI_Comm comm, attn_status local, const int64_t *vals, const char *const *names,
-                     int num_vals);
+/* One fact that must be the same on every rank of a collective call, compared by its min and max over the
+ * ranks. kind AM_INT prints the value, AM_FLOAT the float whose bits it holds (am_float_fact), AM_HASH
+ * only that the contents differ (am_hash_fact: array contents, shapes). */
+typedef enum { AM_INT, AM_FLOAT, AM_HASH } am_kind;
+typedef struct am_fact {
+    const char *name;
+    int64_t value;
+    am_kind kind;
+} am_fact;
+#define AM_MAX_FACTS 24
 
-/* Duplicates comm into *dup with MPI_ERRORS_RETURN set; writes rank and size. */
+static inline am_fact am_int_fact(const char *name, int64_t v) {
+    const am_fact f = {name, v, AM_INT};
+    return f;
+}
+am_fact am_float_fact(const char *name, float v); /* −0 counts as +0 */
+/* FNV-1a over n bytes, continuing from h (start with AM_HASH_SEED). */
+#define AM_HASH_SEED 1469598103934665603ull
+uint64_t am_hash(uint64_t h, const void *p, size_t n);
+static inline am_fact am_hash_fact(const char *name, uint64_t h) {
+    const am_fact f = {name, (int64_t)(h >> 1), AM_HASH}; /* >> 1: keeps −value representable */
+    return f;
+}
+
+/* Agreement of one collective call over comm: every rank contributes its local status and `n` facts that
+ * must be equal on every rank; ONE MPI_Allreduce(MAX) over [lowest failing rank and its status, highest
+ * failing rank, fact..., −fact...]. Returns, on every rank:
+ *   - a rank's own status (and message) when it failed locally;
+ *   - on the ranks that did not, the lowest failing rank's status with the message
+ *     "rank R <verb>: STATUS (that rank's attn_mpi_last_error() names the cause)" ("ranks R1..R2 <verb>"
+ *     when several failed: the lowest and highest of them);
+ *   - else INVALID_ARGUMENT naming the first fact that differs between ranks ("params.softcap differs
+ *     between ranks (0 .. 5; this rank 5): every rank must pass the same value");
+ *   - else OK.
+ * `verb` says what the failing rank did, e.g. "rejected the config". Facts are compared only when every
+ * rank succeeded. n <= AM_MAX_FACTS. */
+attn_status am_agree(MPI_Comm comm, attn_status local, const am_fact *facts, int n, const char *verb);
+
+/* The attn_params facts that must agree across the ranks of a forward call (NULL params = the
+ * attn_params_init defaults): causal, window_left, window_right, softmax_scale, softcap, alibi_slopes and
+ * sinks (NULL or not, and their num_heads values), mask / key_padding_mask / additive_mask (NULL or not,
+ * dtype and shape; their contents are not compared), and with kv_scales k_scale and v_scale. Writes them
+ * to facts[0..AM_PARAMS_FACTS) and returns their count. */
+#define AM_PARAMS_FACTS 12
+int am_params_facts(const attn_params *params, int32_t num_heads, int kv_scales, am_fact *facts);
+
+/* Entry check of a plan creation, before any MPI call that needs a communicator: MPI initialized and not
+ * finalized, comm not MPI_COMM_NULL. These cannot be agreed on (there is no communicator to talk over), so
+ * a failure here returns at once on the calling rank only. */
+attn_status am_comm_usable(MPI_Comm comm);
+
+/* Duplicates comm into *dup with MPI_ERRORS_RETURN set; writes rank and size. Collective over comm: call it
+ * only once every rank has agreed (am_agree on comm) that the plan is valid, so no rank is left waiting in
+ * MPI_Comm_dup while another has returned. */
 attn_status am_comm_dup(MPI_Comm comm, MPI_Comm *dup, int *rank, int *size);
 
 /* Frees a plan's duplicated communicator (MPI_COMM_NULL: nothing; after MPI_Finalize: left alone, since
@@ -52,8 +97,10 @@ attn_status am_comm_dup(MPI_Comm comm, MPI_Comm *dup, int *rank, int *size);
 void am_comm_release(MPI_Comm *comm);
 
 /* Checks a view: non-NULL, data non-NULL when it has elements, ndim, dtype (dtype < 0: any float
- * f32/f16/bf16), non-negative strides, last dimension contiguous, and each shape[i] == expect[i] (expect[i]
- * < 0: any). Messages name `name`, e.g. "q: shape[1]=3, expected num_heads=4". dim_names may be NULL. */
+ * f32/f16/bf16), non-negative strides, last dimension contiguous unless the view is empty (a zero-size
+ * dimension: no element is addressed, so the strides do not matter, as in libattn's own check), and each
+ * shape[i] == expect[i] (expect[i] < 0: any). Messages name `name`, e.g. "q: shape[1]=3, expected
+ * num_heads=4". dim_names may be NULL. */
 attn_status am_check_view(const attn_tensor *t, const char *name, int ndim, int dtype, const int64_t *expect,
                           const char *const *dim_names);
 

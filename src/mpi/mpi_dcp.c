@@ -73,10 +73,9 @@ attn_status attn_mpi_dcp_slot_mapping(int32_t rank, int32_t world, int32_t inter
 }
 
 /* ---- plan -------------------------------------------------------------------------------------------- */
-attn_status attn_mpi_dcp_plan_create(MPI_Comm comm, const attn_mpi_dcp_config *config,
-                                     attn_mpi_dcp_plan **plan) {
+/* Local checks of a DCP config (no MPI). */
+static attn_status dcp_check_config(const attn_mpi_dcp_config *config, attn_mpi_dcp_plan **plan) {
     AM_CHECK(plan != NULL, ATTN_STATUS_INVALID_ARGUMENT, "plan: NULL");
-    *plan = NULL;
     AM_CHECK(config != NULL, ATTN_STATUS_INVALID_ARGUMENT, "config: NULL");
     const attn_mpi_dcp_config c = *config;
     AM_CHECK(c.interleave_size >= 1, ATTN_STATUS_INVALID_ARGUMENT, "config.interleave_size=%d, expected >= 1",
@@ -89,12 +88,29 @@ attn_status attn_mpi_dcp_plan_create(MPI_Comm comm, const attn_mpi_dcp_config *c
     AM_CHECK(c.max_blocks_per_req >= 1 && c.max_blocks_per_req <= ATTN_MAX_BLOCKS_PER_REQ,
              ATTN_STATUS_INVALID_ARGUMENT, "config.max_blocks_per_req=%d, expected 1..%d", c.max_blocks_per_req,
              ATTN_MAX_BLOCKS_PER_REQ);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_mpi_dcp_plan_create(MPI_Comm comm, const attn_mpi_dcp_config *config, attn_mpi_dcp_plan **plan) {
+    if (plan)
+        *plan = NULL;
+    AM_TRY(am_comm_usable(comm)); /* no communicator to agree over: this rank only */
+    /* agree on the config on comm BEFORE the collective MPI_Comm_dup (see attn_mpi_ring_plan_create) */
+    attn_status st = dcp_check_config(config, plan);
+    attn_mpi_dcp_config c;
+    memset(&c, 0, sizeof c);
+    if (config)
+        c = *config;
+    const am_fact facts[5] = {
+        am_int_fact("config.interleave_size", c.interleave_size), am_int_fact("config.num_heads", c.num_heads),
+        am_int_fact("config.head_size", c.head_size), am_int_fact("config.max_tokens", c.max_tokens),
+        am_int_fact("config.max_blocks_per_req", c.max_blocks_per_req)};
+    AM_TRY(am_agree(comm, st, facts, 5, "rejected the config"));
     MPI_Comm dup;
     int rank, world;
     AM_TRY(am_comm_dup(comm, &dup, &rank, &world));
     attn_mpi_dcp_plan *p = NULL;
     int64_t state = 0, all = 0, bt = 0, qn = 0;
-    attn_status st = ATTN_STATUS_OK;
     if (!(am_mul((int64_t)c.max_tokens * c.num_heads, (int64_t)c.head_size + 1, &state) &&
           am_mul(state, world, &all) && am_mul(all, 4, &all) && am_mul(c.max_tokens, c.max_blocks_per_req, &bt) &&
           am_mul((int64_t)c.max_tokens * c.num_heads, (int64_t)c.head_size * 4, &qn)))
@@ -112,10 +128,7 @@ attn_status attn_mpi_dcp_plan_create(MPI_Comm comm, const attn_mpi_dcp_config *c
         if (!p || !p->states || !p->acc || !p->qf || !p->row_qsl || !p->row_seq || !p->row_bt)
             st = am_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_mpi_dcp_plan_create: out of memory");
     }
-    const int64_t vals[5] = {c.interleave_size, c.num_heads, c.head_size, c.max_tokens, c.max_blocks_per_req};
-    static const char *const names[5] = {"config.interleave_size", "config.num_heads", "config.head_size",
-                                         "config.max_tokens", "config.max_blocks_per_req"};
-    st = am_agree(dup, st, vals, names, 5);
+    st = am_agree(dup, st, NULL, 0, "could not build its plan");
     if (st != ATTN_STATUS_OK) {
         if (p) {
             p->comm = MPI_COMM_NULL;
@@ -214,6 +227,7 @@ attn_status attn_mpi_dcp_forward(attn_ctx *ctx, attn_mpi_dcp_plan *plan, const a
                                  const attn_tensor *seq_lens, const attn_tensor *block_table,
                                  const attn_params *params, attn_tensor *out, attn_tensor *lse_opt,
                                  attn_mpi_stats *stats_opt) {
+    /* a NULL plan has no communicator to agree over: this rank returns alone (attn_mpi.h) */
     AM_CHECK(plan != NULL, ATTN_STATUS_INVALID_ARGUMENT, "plan: NULL");
     attn_mpi_dcp_plan *p = plan;
     const double t0 = MPI_Wtime();
@@ -262,9 +276,24 @@ attn_status attn_mpi_dcp_forward(attn_ctx *ctx, attn_mpi_dcp_plan *plan, const a
             st = am_fail_attn(a, "attn_paged_attention on this rank's shard");
     }
     const double t1 = MPI_Wtime();
-    const int64_t vals[4] = {T, R, seq_sum, params ? params->causal : 0};
-    static const char *const names[4] = {"num_tokens", "num_reqs", "sum of seq_lens", "params.causal"};
-    AM_TRY(am_agree(p->comm, st, vals, names, 4));
+    /* agree before the all-gather: the local status, the replicated request layout, q's dtype, the cache
+     * geometry every rank's partial state depends on, and the attn_params options */
+    uint64_t hl = AM_HASH_SEED;
+    for (int64_t r = 0; r <= R && st == ATTN_STATUS_OK; r++) {
+        const int32_t x[2] = {am_i32(query_start_loc, r), r < R ? am_i32(seq_lens, r) : -1};
+        hl = am_hash(hl, x, sizeof x);
+    }
+    const int ok = st == ATTN_STATUS_OK;
+    am_fact facts[7 + AM_PARAMS_FACTS];
+    facts[0] = am_int_fact("num_tokens (q.shape[0])", T);
+    facts[1] = am_int_fact("num_reqs", R);
+    facts[2] = am_int_fact("sum of seq_lens", seq_sum);
+    facts[3] = am_hash_fact("query_start_loc / seq_lens (entries)", hl);
+    facts[4] = am_int_fact("q.dtype", ok ? (int64_t)q->dtype : -1);
+    facts[5] = am_int_fact("kv_cache.dtype", ok ? (int64_t)kv_cache->dtype : -1);
+    facts[6] = am_int_fact("kv_cache num_kv_heads (shape[3])", ok ? kv_cache->shape[3] : -1);
+    const int nf = 7 + am_params_facts(params, p->cfg.num_heads, 1, facts + 7);
+    AM_TRY(am_agree(p->comm, st, facts, nf, "rejected its arguments or failed in its local compute"));
     if (n > 0 && p->world > 1) {
         AM_CHECK(n <= INT32_MAX, ATTN_STATUS_OVERFLOW, "state of %" PRId64 " floats exceeds an MPI count", n);
         AM_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p->states, (int)n, MPI_FLOAT, p->comm));

@@ -55,13 +55,13 @@ static int64_t ring_shard_bytes(const attn_mpi_ring_plan *p, int owner) {
            (int64_t)attn_dtype_size(c->kv_dtype);
 }
 
-attn_status attn_mpi_ring_plan_create(MPI_Comm comm, const attn_mpi_ring_config *config, attn_mpi_ring_plan **plan) {
+/* Local checks of a ring config (no MPI). */
+static attn_status ring_check_config(const attn_mpi_ring_config *config, attn_mpi_ring_plan **plan) {
     AM_CHECK(plan != NULL, ATTN_STATUS_INVALID_ARGUMENT, "plan: NULL");
-    *plan = NULL;
     AM_CHECK(config != NULL, ATTN_STATUS_INVALID_ARGUMENT, "config: NULL");
     const attn_mpi_ring_config c = *config;
-    AM_CHECK(c.batch >= 1 && c.batch <= (1 << 24), ATTN_STATUS_INVALID_ARGUMENT, "config.batch=%" PRId64 ", expected 1..2^24",
-             c.batch);
+    AM_CHECK(c.batch >= 1 && c.batch <= (1 << 24), ATTN_STATUS_INVALID_ARGUMENT,
+             "config.batch=%" PRId64 ", expected 1..2^24", c.batch);
     AM_CHECK(c.seq_len >= 0 && c.seq_len <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
              "config.seq_len=%" PRId64 ", expected 0..%lld", c.seq_len, (long long)ATTN_MAX_SEQ_LEN);
     AM_CHECK(c.num_heads >= 1 && c.num_heads <= ATTN_MAX_HEADS, ATTN_STATUS_INVALID_ARGUMENT,
@@ -71,13 +71,34 @@ attn_status attn_mpi_ring_plan_create(MPI_Comm comm, const attn_mpi_ring_config 
     AM_CHECK(c.head_size >= 1 && c.head_size <= 256 && c.head_size_v >= 1 && c.head_size_v <= 256,
              ATTN_STATUS_INVALID_ARGUMENT, "config.head_size=%d / head_size_v=%d, expected 1..256", c.head_size,
              c.head_size_v);
-    AM_CHECK(am_float_size(c.kv_dtype) != 0, ATTN_STATUS_INVALID_ARGUMENT, "config.kv_dtype %s, expected f32, f16 or bf16",
-             attn_dtype_name(c.kv_dtype));
+    AM_CHECK(am_float_size(c.kv_dtype) != 0, ATTN_STATUS_INVALID_ARGUMENT,
+             "config.kv_dtype %s, expected f32, f16 or bf16", attn_dtype_name(c.kv_dtype));
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_mpi_ring_plan_create(MPI_Comm comm, const attn_mpi_ring_config *config, attn_mpi_ring_plan **plan) {
+    if (plan)
+        *plan = NULL;
+    AM_TRY(am_comm_usable(comm)); /* no communicator to agree over: this rank only */
+    /* 1. every rank checks its config, then all agree on comm BEFORE the collective MPI_Comm_dup, so a config
+     *    refused on one rank is refused on every rank instead of leaving the others in the dup */
+    attn_status st = ring_check_config(config, plan);
+    attn_mpi_ring_config c;
+    memset(&c, 0, sizeof c);
+    if (config)
+        c = *config;
+    const am_fact facts[7] = {
+        am_int_fact("config.batch", c.batch),         am_int_fact("config.seq_len", c.seq_len),
+        am_int_fact("config.num_heads", c.num_heads), am_int_fact("config.num_kv_heads", c.num_kv_heads),
+        am_int_fact("config.head_size", c.head_size), am_int_fact("config.head_size_v", c.head_size_v),
+        am_int_fact("config.kv_dtype", c.kv_dtype)};
+    AM_TRY(am_agree(comm, st, facts, 7, "rejected the config"));
+    /* 2. duplicate (every rank gets here) and allocate; a local failure is agreed on the duplicate */
     MPI_Comm dup;
     int rank, world;
     AM_TRY(am_comm_dup(comm, &dup, &rank, &world));
     attn_mpi_ring_plan *p = (attn_mpi_ring_plan *)calloc(1, sizeof *p);
-    attn_status st = p ? ATTN_STATUS_OK : am_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_mpi_ring_plan_create: out of memory");
+    st = p ? ATTN_STATUS_OK : am_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_mpi_ring_plan_create: out of memory");
     if (p) {
         p->comm = MPI_COMM_NULL;
         p->rank = rank;
@@ -96,8 +117,8 @@ attn_status attn_mpi_ring_plan_create(MPI_Comm comm, const attn_mpi_ring_config 
             p->ring_bytes = b > p->ring_bytes ? b : p->ring_bytes;
         }
         if (st == ATTN_STATUS_OK && p->ring_bytes > INT32_MAX)
-            st = am_fail(ATTN_STATUS_UNSUPPORTED, "config: a K/V shard of %" PRId64 " bytes exceeds one MPI message (2^31-1)",
-                         p->ring_bytes);
+            st = am_fail(ATTN_STATUS_UNSUPPORTED,
+                         "config: a K/V shard of %" PRId64 " bytes exceeds one MPI message (2^31-1)", p->ring_bytes);
         if (st == ATTN_STATUS_OK) {
             const int64_t B = c.batch, SL = p->seq_local, H = c.num_heads, MC = p->max_chunk;
             p->ring[0] = (char *)am_alloc(p->ring_bytes);
@@ -111,10 +132,7 @@ attn_status attn_mpi_ring_plan_create(MPI_Comm comm, const attn_mpi_ring_config 
                 st = am_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_mpi_ring_plan_create: out of memory");
         }
     }
-    const int64_t vals[7] = {c.batch, c.seq_len, c.num_heads, c.num_kv_heads, c.head_size, c.head_size_v, c.kv_dtype};
-    static const char *const names[7] = {"config.batch", "config.seq_len", "config.num_heads", "config.num_kv_heads",
-                                         "config.head_size", "config.head_size_v", "config.kv_dtype"};
-    st = am_agree(dup, st, vals, names, 7);
+    st = am_agree(dup, st, NULL, 0, "could not build its plan");
     if (st != ATTN_STATUS_OK) {
         attn_mpi_ring_plan_free(p);
         MPI_Comm_free(&dup);
@@ -293,16 +311,19 @@ static void ring_load_q(attn_mpi_ring_plan *p, const attn_tensor *q4) {
                 am_to_f32(am_at(q4, b, t, h, 0), q4->dtype, p->qf + ((b * SL + t) * H + h) * DK, DK);
 }
 
+/* Agrees on the local status and on every option that must match across ranks (q's dtype, the attn_params
+ * facts) BEFORE any data moves, then runs the ring and agrees on the compute before anything is written. */
 static attn_status ring_finish(attn_ctx *ctx, attn_mpi_ring_plan *p, const attn_params *params, attn_status st,
-                               attn_tensor *out4, attn_tensor *lse3, attn_mpi_stats *stats_opt, double t_start) {
-    const int64_t vals[3] = {params ? params->causal : 0, params && params->sinks ? 1 : 0,
-                             params ? (int64_t)(params->softcap * 1024.0f) : 0};
-    static const char *const names[3] = {"params.causal", "params.sinks (NULL or not)", "params.softcap"};
-    AM_TRY(am_agree(p->comm, st, vals, names, 3));
+                               int64_t q_dtype, attn_tensor *out4, attn_tensor *lse3, attn_mpi_stats *stats_opt,
+                               double t_start) {
+    am_fact facts[1 + AM_PARAMS_FACTS];
+    facts[0] = am_int_fact("q.dtype", q_dtype);
+    const int n = 1 + am_params_facts(params, p->cfg.num_heads, 0, facts + 1);
+    AM_TRY(am_agree(p->comm, st, facts, n, "rejected its arguments"));
     attn_mpi_stats s;
     am_stats_clear(&s);
     attn_status local = ring_run(ctx, p, params, &s);
-    AM_TRY(am_agree(p->comm, local, NULL, NULL, 0));
+    AM_TRY(am_agree(p->comm, local, NULL, 0, "failed in its local compute"));
     const double t0 = MPI_Wtime();
     ring_write_out(p, out4, lse3);
     s.compute_seconds += MPI_Wtime() - t0;
@@ -315,6 +336,7 @@ static attn_status ring_finish(attn_ctx *ctx, attn_mpi_ring_plan *p, const attn_
 attn_status attn_mpi_ring_forward(attn_ctx *ctx, attn_mpi_ring_plan *plan, const attn_tensor *q, const attn_tensor *k,
                                   const attn_tensor *v, const attn_params *params, attn_tensor *out,
                                   attn_tensor *lse_opt, attn_mpi_stats *stats_opt) {
+    /* a NULL plan has no communicator to agree over: this rank returns alone (attn_mpi.h) */
     AM_CHECK(plan != NULL, ATTN_STATUS_INVALID_ARGUMENT, "plan: NULL");
     attn_mpi_ring_plan *p = plan;
     const double t_start = MPI_Wtime();
@@ -343,13 +365,15 @@ attn_status attn_mpi_ring_forward(attn_ctx *ctx, attn_mpi_ring_plan *plan, const
                 }
         ring_load_q(p, q);
     }
-    return ring_finish(ctx, p, params, st, out, lse_opt, stats_opt, t_start);
+    return ring_finish(ctx, p, params, st, st == ATTN_STATUS_OK ? (int64_t)q->dtype : -1, out, lse_opt, stats_opt,
+                       t_start);
 }
 
 attn_status attn_mpi_ring_forward_paged(attn_ctx *ctx, attn_mpi_ring_plan *plan, const attn_tensor *q,
                                         const attn_tensor *kv_cache, const attn_tensor *block_table,
                                         const attn_params *params, attn_tensor *out, attn_tensor *lse_opt,
                                         attn_mpi_stats *stats_opt) {
+    /* a NULL plan has no communicator to agree over: this rank returns alone (attn_mpi.h) */
     AM_CHECK(plan != NULL, ATTN_STATUS_INVALID_ARGUMENT, "plan: NULL");
     attn_mpi_ring_plan *p = plan;
     const double t_start = MPI_Wtime();
@@ -407,5 +431,6 @@ attn_status attn_mpi_ring_forward_paged(attn_ctx *ctx, attn_mpi_ring_plan *plan,
         }
         ring_load_q(p, &q4);
     }
-    return ring_finish(ctx, p, params, st, &out4, lse_opt ? &lse3 : NULL, stats_opt, t_start);
+    return ring_finish(ctx, p, params, st, st == ATTN_STATUS_OK ? (int64_t)q->dtype : -1, &out4, lse_opt ? &lse3 : NULL,
+                       stats_opt, t_start);
 }

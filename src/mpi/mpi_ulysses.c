@@ -21,14 +21,13 @@ struct attn_mpi_ulysses_plan {
     float *flse;                              /* [B, H/P, S]                                            */
 };
 
-attn_status attn_mpi_ulysses_plan_create(MPI_Comm comm, const attn_mpi_ulysses_config *config,
-                                         attn_mpi_ulysses_plan **plan) {
+/* Local checks of an Ulysses config over `world` ranks (no collective). */
+static attn_status uly_check_config(const attn_mpi_ulysses_config *config, attn_mpi_ulysses_plan **plan, int world) {
     AM_CHECK(plan != NULL, ATTN_STATUS_INVALID_ARGUMENT, "plan: NULL");
-    *plan = NULL;
     AM_CHECK(config != NULL, ATTN_STATUS_INVALID_ARGUMENT, "config: NULL");
     const attn_mpi_ulysses_config c = *config;
-    AM_CHECK(c.batch >= 1 && c.batch <= (1 << 24), ATTN_STATUS_INVALID_ARGUMENT, "config.batch=%" PRId64 ", expected 1..2^24",
-             c.batch);
+    AM_CHECK(c.batch >= 1 && c.batch <= (1 << 24), ATTN_STATUS_INVALID_ARGUMENT,
+             "config.batch=%" PRId64 ", expected 1..2^24", c.batch);
     AM_CHECK(c.seq_local >= 0 && c.seq_local <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
              "config.seq_local=%" PRId64 ", expected 0..%lld", c.seq_local, (long long)ATTN_MAX_SEQ_LEN);
     AM_CHECK(c.num_heads >= 1 && c.num_heads <= ATTN_MAX_HEADS, ATTN_STATUS_INVALID_ARGUMENT,
@@ -41,14 +40,34 @@ attn_status attn_mpi_ulysses_plan_create(MPI_Comm comm, const attn_mpi_ulysses_c
     AM_CHECK(am_float_size(c.dtype) && am_float_size(c.kv_dtype), ATTN_STATUS_INVALID_ARGUMENT,
              "config.dtype %s / kv_dtype %s, expected f32, f16 or bf16", attn_dtype_name(c.dtype),
              attn_dtype_name(c.kv_dtype));
+    AM_CHECK(c.num_heads % world == 0 && c.num_kv_heads % world == 0, ATTN_STATUS_INVALID_ARGUMENT,
+             "config.num_heads=%d / num_kv_heads=%d: both must be divisible by the %d ranks", c.num_heads,
+             c.num_kv_heads, world);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_mpi_ulysses_plan_create(MPI_Comm comm, const attn_mpi_ulysses_config *config,
+                                         attn_mpi_ulysses_plan **plan) {
+    if (plan)
+        *plan = NULL;
+    AM_TRY(am_comm_usable(comm)); /* no communicator to agree over: this rank only */
+    int world0 = 1;
+    AM_MPI(MPI_Comm_size(comm, &world0));
+    /* agree on the config on comm BEFORE the collective MPI_Comm_dup (see attn_mpi_ring_plan_create) */
+    attn_status st = uly_check_config(config, plan, world0);
+    attn_mpi_ulysses_config c;
+    memset(&c, 0, sizeof c);
+    if (config)
+        c = *config;
+    const am_fact facts[8] = {
+        am_int_fact("config.batch", c.batch),         am_int_fact("config.seq_local", c.seq_local),
+        am_int_fact("config.num_heads", c.num_heads), am_int_fact("config.num_kv_heads", c.num_kv_heads),
+        am_int_fact("config.head_size", c.head_size), am_int_fact("config.head_size_v", c.head_size_v),
+        am_int_fact("config.dtype", c.dtype),         am_int_fact("config.kv_dtype", c.kv_dtype)};
+    AM_TRY(am_agree(comm, st, facts, 8, "rejected the config"));
     MPI_Comm dup;
     int rank, world;
     AM_TRY(am_comm_dup(comm, &dup, &rank, &world));
-    attn_status st = ATTN_STATUS_OK;
-    if (c.num_heads % world || c.num_kv_heads % world)
-        st = am_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                     "config.num_heads=%d / num_kv_heads=%d: both must be divisible by the %d ranks", c.num_heads,
-                     c.num_kv_heads, world);
     attn_mpi_ulysses_plan *p = NULL;
     if (st == ATTN_STATUS_OK) {
         p = (attn_mpi_ulysses_plan *)calloc(1, sizeof *p);
@@ -92,11 +111,7 @@ attn_status attn_mpi_ulysses_plan_create(MPI_Comm comm, const attn_mpi_ulysses_c
                 st = am_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_mpi_ulysses_plan_create: out of memory");
         }
     }
-    const int64_t vals[8] = {c.batch, c.seq_local, c.num_heads, c.num_kv_heads, c.head_size, c.head_size_v, c.dtype,
-                             c.kv_dtype};
-    static const char *const names[8] = {"config.batch", "config.seq_local", "config.num_heads", "config.num_kv_heads",
-                                         "config.head_size", "config.head_size_v", "config.dtype", "config.kv_dtype"};
-    st = am_agree(dup, st, vals, names, 8);
+    st = am_agree(dup, st, NULL, 0, "could not build its plan");
     if (st != ATTN_STATUS_OK) {
         attn_mpi_ulysses_plan_free(p);
         MPI_Comm_free(&dup);
@@ -238,6 +253,78 @@ static attn_status uly_slice_mask(const attn_mpi_ulysses_plan *p, const attn_ten
     return ATTN_STATUS_OK;
 }
 
+/* A mask view broadcast to full[4] = [batch, num_heads, seq_q, seq_k] (ndim 1..4, right-aligned, each
+ * dimension 1 or the full size), as attn_forward requires. Checked here, before any data moves, so that a
+ * mask refused on one rank fails every rank without an exchange (attn_forward checks it again). */
+static attn_status uly_check_bcast(const attn_tensor *m, const char *name, const int64_t full[4], int float_dtype) {
+    static const char *const dn[4] = {"batch", "num_heads", "seq_q", "seq_k"};
+    if (float_dtype)
+        AM_CHECK(am_float_size(m->dtype) != 0, ATTN_STATUS_INVALID_ARGUMENT, "%s: dtype %s, expected f32, f16 or bf16",
+                 name, attn_dtype_name(m->dtype));
+    else
+        AM_CHECK(m->dtype == ATTN_DTYPE_BOOL || m->dtype == ATTN_DTYPE_U8, ATTN_STATUS_INVALID_ARGUMENT,
+                 "%s: dtype %s, expected bool or u8", name, attn_dtype_name(m->dtype));
+    AM_CHECK(m->ndim >= 1 && m->ndim <= 4, ATTN_STATUS_INVALID_ARGUMENT, "%s: ndim=%d, expected 1..4", name,
+             (int)m->ndim);
+    for (int d = 0; d < m->ndim; d++) {
+        const int f = 4 - m->ndim + d;
+        AM_CHECK(m->shape[d] == 1 || m->shape[d] == full[f], ATTN_STATUS_INVALID_ARGUMENT,
+                 "%s: shape[%d]=%" PRId64 ", expected %s=%" PRId64 " (or 1 to broadcast)", name, d, m->shape[d], dn[f],
+                 full[f]);
+    }
+    return ATTN_STATUS_OK;
+}
+
+/* The options the entry (mode 0 dense, 1 varlen, 2 USP) can take, checked before any data moves. */
+static attn_status uly_check_params(const attn_mpi_ulysses_plan *p, const attn_params *params, int mode) {
+    if (!params)
+        return ATTN_STATUS_OK;
+    const int has_mask = params->mask || params->key_padding_mask || params->additive_mask;
+    AM_CHECK(mode == 0 || !has_mask, ATTN_STATUS_UNSUPPORTED, "params masks: not supported by the %s entry",
+             mode == 1 ? "varlen" : "USP");
+    if (mode == 2) {
+        AM_CHECK(params->window_left == -1 && params->window_right == -1, ATTN_STATUS_UNSUPPORTED,
+                 "params.window=(%d, %d): USP (ring attention) does not support windows", params->window_left,
+                 params->window_right);
+        AM_CHECK(params->alibi_slopes == NULL, ATTN_STATUS_UNSUPPORTED,
+                 "params.alibi_slopes: USP (ring attention) does not support ALiBi");
+    }
+    const int64_t B = p->cfg.batch, S = p->seq;
+    const int64_t full[4] = {B, p->cfg.num_heads, S, S};
+    if (params->mask)
+        AM_TRY(uly_check_bcast(params->mask, "params.mask", full, 0));
+    if (params->additive_mask)
+        AM_TRY(uly_check_bcast(params->additive_mask, "params.additive_mask", full, 1));
+    if (params->key_padding_mask) {
+        const attn_tensor *k = params->key_padding_mask;
+        AM_CHECK(k->dtype == ATTN_DTYPE_BOOL || k->dtype == ATTN_DTYPE_U8, ATTN_STATUS_INVALID_ARGUMENT,
+                 "params.key_padding_mask: dtype %s, expected bool or u8", attn_dtype_name(k->dtype));
+        AM_CHECK(k->ndim == 2 && k->shape[0] == B && k->shape[1] == S, ATTN_STATUS_INVALID_ARGUMENT,
+                 "params.key_padding_mask: expected [batch=%" PRId64 ", seq=%" PRId64 "]", B, S);
+    }
+    return ATTN_STATUS_OK;
+}
+
+/* cu_seqlens over the GLOBAL rows: int32 [num_docs + 1], from 0, non-decreasing, last <= P·seq_local. Returns
+ * the hash of its entries in *h (they must be the same on every rank). */
+static attn_status uly_check_cu(const attn_mpi_ulysses_plan *p, const attn_tensor *cu, const char *name, uint64_t *h) {
+    AM_TRY(am_check_view(cu, name, 1, ATTN_DTYPE_I32, NULL, NULL));
+    AM_CHECK(cu->shape[0] >= 1, ATTN_STATUS_INVALID_ARGUMENT, "%s: shape[0]=0, expected num_docs + 1 >= 1", name);
+    *h = AM_HASH_SEED;
+    int32_t prev = 0;
+    for (int64_t i = 0; i < cu->shape[0]; i++) {
+        const int32_t x = *(const int32_t *)am_at(cu, i, 0, 0, 0);
+        AM_CHECK(i > 0 || x == 0, ATTN_STATUS_INVALID_ARGUMENT, "%s: entry 0 = %d, expected 0", name, x);
+        AM_CHECK(x >= prev, ATTN_STATUS_INVALID_ARGUMENT, "%s: entry %" PRId64 " = %d < entry %" PRId64 " = %d", name,
+                 i, x, i - 1, prev);
+        AM_CHECK(x <= p->seq, ATTN_STATUS_INVALID_ARGUMENT,
+                 "%s: entry %" PRId64 " = %d > the global rows P·seq_local = %" PRId64, name, i, x, p->seq);
+        *h = am_hash(*h, &x, sizeof x);
+        prev = x;
+    }
+    return ATTN_STATUS_OK;
+}
+
 typedef struct uly_params {
     attn_params prm;
     attn_tensor mask, additive;
@@ -281,6 +368,7 @@ static attn_status uly_forward(attn_ctx *ctx, attn_mpi_ulysses_plan *p, attn_mpi
                                const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                const attn_tensor *cu_q, const attn_tensor *cu_k, const attn_params *params,
                                attn_tensor *out, attn_tensor *lse_opt, attn_mpi_stats *stats_opt) {
+    /* a NULL plan has no communicator to agree over: this rank returns alone (attn_mpi.h) */
     AM_CHECK(p != NULL, ATTN_STATUS_INVALID_ARGUMENT, "plan: NULL");
     const double t_start = MPI_Wtime();
     const attn_mpi_ulysses_config *c = &p->cfg;
@@ -290,16 +378,28 @@ static attn_status uly_forward(attn_ctx *ctx, attn_mpi_ulysses_plan *p, attn_mpi
         st = am_fail(ATTN_STATUS_INVALID_ARGUMENT, "plan: config.batch=%" PRId64 ", the varlen entry needs 1", c->batch);
     if (st == ATTN_STATUS_OK)
         st = uly_check_io(p, ctx, q, k, v, out, lse_opt, ndim);
+    if (st == ATTN_STATUS_OK)
+        st = uly_check_params(p, params, mode);
     uly_params up;
     if (st == ATTN_STATUS_OK)
         st = uly_local_params(p, params, &up);
+    uint64_t hq = 0, hk = 0;
+    if (st == ATTN_STATUS_OK && mode == 1)
+        st = uly_check_cu(p, cu_q, "cu_seqlens_q", &hq);
+    if (st == ATTN_STATUS_OK && mode == 1)
+        st = uly_check_cu(p, cu_k, "cu_seqlens_k", &hk);
     if (st == ATTN_STATUS_OK && mode == 2) {
         if (!ring)
             st = am_fail(ATTN_STATUS_INVALID_ARGUMENT, "ring: NULL");
     }
-    const int64_t vals[2] = {params ? params->causal : 0, mode};
-    static const char *const names[2] = {"params.causal", "the entry called"};
-    AM_TRY(am_agree(p->comm, st, vals, names, 2));
+    /* agree BEFORE any data moves: the local status and every option that must match across ranks (a window
+     * or soft-cap on one rank only would otherwise silently apply to that rank's heads alone) */
+    am_fact facts[3 + AM_PARAMS_FACTS];
+    facts[0] = am_int_fact("the entry called (dense, varlen or USP)", mode);
+    facts[1] = am_hash_fact("cu_seqlens_q (entries)", hq);
+    facts[2] = am_hash_fact("cu_seqlens_k (entries)", hk);
+    const int nf = 3 + am_params_facts(params, c->num_heads, 0, facts + 3);
+    AM_TRY(am_agree(p->comm, st, facts, nf, "rejected its arguments"));
     attn_mpi_stats s;
     am_stats_clear(&s);
     attn_tensor q4 = ndim == 3 ? uly_as4(q) : *q, k4 = ndim == 3 ? uly_as4(k) : *k, v4 = ndim == 3 ? uly_as4(v) : *v;
@@ -340,7 +440,7 @@ static attn_status uly_forward(attn_ctx *ctx, attn_mpi_ulysses_plan *p, attn_mpi
         }
     }
     s.compute_seconds += MPI_Wtime() - t0;
-    AM_TRY(am_agree(p->comm, local, NULL, NULL, 0));
+    AM_TRY(am_agree(p->comm, local, NULL, 0, "failed in its local compute"));
     attn_tensor out4 = ndim == 3 ? uly_as4(out) : *out, lse3 = lse_opt && ndim == 3 ? uly_as4(lse_opt) : lse_opt ? *lse_opt : out4;
     AM_TRY(uly_gather(p, c->num_heads, c->head_size_v, p->fo, p->flse, &out4, lse_opt ? &lse3 : NULL, &s));
     s.total_seconds = MPI_Wtime() - t_start;

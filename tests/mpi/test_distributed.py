@@ -2,6 +2,8 @@
 the same order. Ring and DCP within float tolerance of one process (attn.attention / attn.paged_attention),
 Ulysses bitwise equal to one process, bad arguments raise on every rank; torch tensors when torch is
 installed. Run: mpirun -np 2 python3 -m pytest -q tests/mpi/test_distributed.py (make test-mpi does)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -37,8 +39,42 @@ def test_ring_matches_one_process():
     plan.close()
 
 
+@pytest.mark.parametrize("S", [1, WORLD + 1])
+def test_ring_empty_shard(S):
+    # S < 2·WORLD: some ranks hold zero rows; NumPy gives those empty arrays zero strides
+    B, H, HKV, D = 1, 2, 1, 16
+    q, k, v = rnd((B, S, H, D), 31), rnd((B, S, HKV, D), 32), rnd((B, S, HKV, D), 33)
+    ref, ref_lse = attn.attention(q, k, v, causal=True, return_lse=True)
+    (s0, l0), (s1, l1) = ad.zigzag_chunks(S, WORLD, RANK)
+    rows = np.r_[s0:s0 + l0, s1:s1 + l1]
+    plan = ad.RingPlan(COMM, batch=B, seq_len=S, num_heads=H, num_kv_heads=HKV, head_size=D)
+    lq, lk, lv = (np.ascontiguousarray(x[:, rows]) for x in (q, k, v))
+    out, lse = plan.forward(lq, lk, lv, causal=True, return_lse=True)
+    assert out.shape == (B, len(rows), H, D)
+    np.testing.assert_allclose(out, ref[:, rows], atol=2e-5, rtol=0)
+    np.testing.assert_allclose(lse, ref_lse[:, :, rows], atol=2e-5, rtol=0)
+    plan.close()
+
+
+@pytest.mark.parametrize("option", ["window_size", "softcap", "softmax_scale"])
+def test_ulysses_option_on_one_rank_fails_everywhere(option):
+    B, SL, H, D = 1, 3, 2 * WORLD, 16
+    plan = ad.UlyssesPlan(COMM, batch=B, seq_local=SL, num_heads=H, num_kv_heads=H, head_size=D)
+    q, kv = rnd((B, SL, H, D), 40 + RANK), rnd((B, SL, H, D), 50 + RANK)
+    value = {"window_size": (2, 0), "softcap": 5.0, "softmax_scale": 0.5}[option]
+    kw = {option: value} if RANK == WORLD - 1 else {}
+    if WORLD == 1:
+        plan.forward(q, kv, kv, **kw)
+    else:
+        name = {"window_size": "params.window_left", "softcap": "params.softcap",
+                "softmax_scale": "params.softmax_scale"}[option]
+        with pytest.raises(attn.AttnInvalidArgumentError, match=re.escape(name)):
+            plan.forward(q, kv, kv, **kw)
+    plan.close()
+
+
 def test_ulysses_bitwise_with_mask():
-    B, SL, H, D = 1, 6, 4, 16
+    B, SL, H, D = 1, 6, 2 * WORLD, 16
     S = SL * WORLD
     q, k, v = rnd((B, S, H, D), 4), rnd((B, S, H, D), 5), rnd((B, S, H, D), 6)
     mask = np.random.default_rng(7).uniform(size=(B, H, S, S)) > 0.3
@@ -101,12 +137,22 @@ def test_bad_argument_fails_on_every_rank():
 
 def test_torch_tensors():
     torch = pytest.importorskip("torch")
-    B, S, H, D = 1, 16, 2 * WORLD, 16
+    B, SL, H, D = 1, 4, 2 * WORLD, 16
+    S = SL * WORLD
     q, k, v = (torch.from_numpy(rnd((B, S, H, D), s)) for s in (1, 2, 3))
     ref = attn.attention(q.numpy(), k.numpy(), v.numpy(), causal=True)
-    SL = S // WORLD
     sl = slice(RANK * SL, (RANK + 1) * SL)
     plan = ad.UlyssesPlan(COMM, batch=B, seq_local=SL, num_heads=H, num_kv_heads=H, head_size=D)
     out = plan.forward(q[:, sl].contiguous(), k[:, sl].contiguous(), v[:, sl].contiguous(), causal=True)
     assert isinstance(out, torch.Tensor)
     assert np.array_equal(out.numpy(), ref[:, sl])
+
+
+def test_closed_plan_raises():
+    # closed on every rank (closing on one rank only would leave the others waiting in the collective)
+    plan = ad.RingPlan(COMM, batch=1, seq_len=8, num_heads=2, num_kv_heads=1, head_size=16)
+    (_, l0), (_, l1) = ad.zigzag_chunks(8, WORLD, RANK)
+    q, kv = rnd((1, l0 + l1, 2, 16), 60), rnd((1, l0 + l1, 1, 16), 61)
+    plan.close()
+    with pytest.raises(attn.AttnInvalidArgumentError, match="plan: closed"):
+        plan.forward(q, kv, kv)

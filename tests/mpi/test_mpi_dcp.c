@@ -1,5 +1,5 @@
 /*
- * test_mpi_dcp.c — DCP decode (attn_mpi_dcp_*) under mpirun -np 2 / 4: each rank stores its interleaved
+ * test_mpi_dcp.c — DCP decode (attn_mpi_dcp_*) under mpirun -np 2 / 3 / 4: each rank stores its interleaved
  * shard of every request in its own paged cache (attn_mpi_dcp_slot_mapping + attn_reshape_and_cache); the
  * merged result is compared with one process over the whole cache (attn_paged_attention) and with the oracle
  * (attn_ref_paged_attention), repeated calls must give the same bits, every rank must hold the same bits,

@@ -1,14 +1,14 @@
 /*
  * test_mpi_ulysses.c — Ulysses (attn_mpi_ulysses_forward / _varlen) and USP (attn_mpi_usp_forward) under
- * mpirun -np 2 / 4. Ulysses computes each head on one rank exactly as one process does, so its result is
+ * mpirun -np 2 / 3 / 4. Ulysses computes each head on one rank exactly as one process does, so its result is
  * compared BITWISE with attn_forward / attn_forward_varlen on the whole sequence (masks, windows, ALiBi,
  * sinks, soft-cap, packed documents), and with the oracle within tolerance; USP (Ulysses inside ring, every
  * U x R grid of the ranks) within float tolerance of one process.
  */
 #include "mpi_test.h"
 
-#define H 8
-#define HKV 4
+/* heads: 8 / 4, or 12 / 6 when the ranks are a multiple of 3 (Ulysses needs both divisible by P) */
+static int H = 8, HKV = 4;
 
 static void to_bf16(const float *x, uint16_t *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
@@ -64,7 +64,7 @@ static void run_case(attn_ctx *ctx, const uly_case *c) {
     }
     attn_params prm;
     attn_params_init(&prm);
-    float slopes[H], sinks[H];
+    float slopes[16], sinks[16];
     for (int h = 0; h < H; h++) {
         slopes[h] = 0.05f * (float)(h + 1);
         sinks[h] = 0.3f * (float)h - 1.0f;
@@ -238,14 +238,14 @@ static void test_errors(attn_ctx *ctx) {
         MT_CHECK(s == ATTN_STATUS_INVALID_ARGUMENT && p == NULL && strstr(attn_mpi_last_error(), "divisible"),
                  "6 heads over 4 ranks: %s '%s'", attn_status_string(s), attn_mpi_last_error());
     attn_mpi_ulysses_plan_free(p);
-    cfg.num_heads = 8;
-    cfg.num_kv_heads = 4;
+    cfg.num_heads = H;
+    cfg.num_kv_heads = HKV;
     MT_OK(attn_mpi_ulysses_plan_create(MPI_COMM_WORLD, &cfg, &p));
-    float x[4 * 8 * 16] = {0}, o[4 * 8 * 16];
-    for (int i = 0; i < 4 * 8 * 16; i++)
+    float x[4 * 16 * 16] = {0}, o[4 * 16 * 16];
+    for (int i = 0; i < 4 * H * 16; i++)
         o[i] = 5.0f;
-    attn_tensor q = mt_t(x, ATTN_DTYPE_F32, 4, 1, 4, 8, 16, 0), kv = mt_t(x, ATTN_DTYPE_F32, 4, 1, 4, 4, 16, 0),
-                out = mt_t(o, ATTN_DTYPE_F32, 4, 1, 4, 8, 16, 0);
+    attn_tensor q = mt_t(x, ATTN_DTYPE_F32, 4, 1, 4, H, 16, 0), kv = mt_t(x, ATTN_DTYPE_F32, 4, 1, 4, HKV, 16, 0),
+                out = mt_t(o, ATTN_DTYPE_F32, 4, 1, 4, H, 16, 0);
     /* a mask with the wrong key length on one rank */
     unsigned char m[64 * 64] = {0};
     attn_tensor tm = mt_t(m, ATTN_DTYPE_BOOL, 2, 4 * mt_world, 4 * mt_world + (mt_rank == 0), 0, 0, 0);
@@ -257,7 +257,7 @@ static void test_errors(attn_ctx *ctx) {
     if (mt_rank == 0)
         MT_CHECK(strstr(attn_mpi_last_error(), "params.mask") != NULL, "message '%s'", attn_mpi_last_error());
     int untouched = 1;
-    for (int i = 0; i < 4 * 8 * 16; i++)
+    for (int i = 0; i < 4 * H * 16; i++)
         untouched &= o[i] == 5.0f;
     MT_CHECK(untouched, "out written by a failing call");
     attn_mpi_ulysses_plan_free(p);
@@ -265,6 +265,10 @@ static void test_errors(attn_ctx *ctx) {
 
 int main(int argc, char **argv) {
     mt_init(&argc, &argv);
+    if (mt_world % 3 == 0) {
+        H = 12;
+        HKV = 6;
+    }
     attn_ctx *ctx = NULL;
     MT_OK(attn_ctx_create(&ctx));
     MT_OK(attn_ctx_set_num_threads(ctx, 1));
@@ -276,7 +280,7 @@ int main(int argc, char **argv) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(ctx, &cases[i]);
-    for (int U = 1; U <= mt_world; U *= 2)
+    for (int U = 1; U <= mt_world; U++) /* every U x R grid of the ranks */
         if (mt_world % U == 0) {
             run_usp(ctx, U, ATTN_CAUSAL_BOTTOM_RIGHT);
             run_usp(ctx, U, ATTN_CAUSAL_NONE);

@@ -1,7 +1,25 @@
-# MPI suites: every tests/mpi/test_mpi_*.c runs under mpirun with 2 and 4 ranks (oversubscribed on
-# small machines), OMP_NUM_THREADS=1 per rank. Registered only with ATTN_MPI_TESTS (make test-mpi), label mpi.
+# MPI suites: every tests/mpi/test_mpi_*.c runs under mpirun with 2, 3 and 4 ranks (oversubscribed on small
+# machines), OMP_NUM_THREADS=1 per rank. Registered only with ATTN_MPI_TESTS (make test-mpi), label mpi.
+# A deadlock (one rank returning while the others wait in a collective) must fail, not hang CI: each run is
+# wrapped in `timeout` (TERM to mpirun, which takes its ranks down, then KILL) when it is installed, and
+# ctest's own TIMEOUT is the backstop.
 if(TARGET attn_mpi AND ATTN_MPI_TESTS)
   find_program(ATTN_MPIRUN NAMES mpirun mpiexec REQUIRED)
+  find_program(ATTN_TIMEOUT NAMES timeout)
+  set(ATTN_MPI_NPS 2 3 4)
+  # seconds per mpirun: the suites take seconds each on an idle machine; test_mpi_collective, whose cases used
+  # to deadlock, gets a tighter limit so such a regression is reported quickly
+  set(ATTN_MPI_LIMIT 180)
+  set(ATTN_MPI_COLLECTIVE_LIMIT 60)
+  macro(attn_mpi_wrap limit)
+    if(ATTN_TIMEOUT)
+      set(ATTN_MPI_WRAP ${ATTN_TIMEOUT} -k 10 ${limit})
+    else()
+      set(ATTN_MPI_WRAP)
+    endif()
+    math(EXPR ATTN_MPI_CTEST_LIMIT "${limit} + 30")
+  endmacro()
+  attn_mpi_wrap(${ATTN_MPI_LIMIT})
   set(ATTN_MPIRUN_FLAGS --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1)
   add_custom_target(attn_mpi_check)
   file(GLOB _mpi_tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_mpi_*.c)
@@ -11,12 +29,19 @@ if(TARGET attn_mpi AND ATTN_MPI_TESTS)
     target_compile_options(${name} PRIVATE ${ATTN_WARNINGS})
     target_link_libraries(${name} PRIVATE attn_mpi m)
     add_dependencies(attn_mpi_check ${name})
-    foreach(np 2 4)
-      add_test(NAME mpi.${name}.np${np} COMMAND ${ATTN_MPIRUN} ${ATTN_MPIRUN_FLAGS} -np ${np} $<TARGET_FILE:${name}>)
-      set_tests_properties(mpi.${name}.np${np} PROPERTIES LABELS mpi TIMEOUT 300
+    if(name STREQUAL "test_mpi_collective")
+      attn_mpi_wrap(${ATTN_MPI_COLLECTIVE_LIMIT})
+    else()
+      attn_mpi_wrap(${ATTN_MPI_LIMIT})
+    endif()
+    foreach(np IN LISTS ATTN_MPI_NPS)
+      add_test(NAME mpi.${name}.np${np}
+        COMMAND ${ATTN_MPI_WRAP} ${ATTN_MPIRUN} ${ATTN_MPIRUN_FLAGS} -np ${np} $<TARGET_FILE:${name}>)
+      set_tests_properties(mpi.${name}.np${np} PROPERTIES LABELS mpi TIMEOUT ${ATTN_MPI_CTEST_LIMIT}
         ENVIRONMENT "OMP_NUM_THREADS=1;ASAN_OPTIONS=detect_leaks=0")
     endforeach()
   endforeach()
+  attn_mpi_wrap(${ATTN_MPI_LIMIT})
 endif()
 
 # attn.distributed (python/attn/distributed.py) under mpirun: pytest on every rank, when mpi4py is importable.
@@ -27,11 +52,11 @@ if(TARGET attn_mpi AND ATTN_MPI_TESTS AND Python3_Interpreter_FOUND)
     if(TARGET attn_pyext)
       add_dependencies(attn_mpi_check attn_pyext)
     endif()
-    foreach(np 2 4)
-      add_test(NAME mpi.test_distributed.np${np} COMMAND ${ATTN_MPIRUN} ${ATTN_MPIRUN_FLAGS}
+    foreach(np IN LISTS ATTN_MPI_NPS)
+      add_test(NAME mpi.test_distributed.np${np} COMMAND ${ATTN_MPI_WRAP} ${ATTN_MPIRUN} ${ATTN_MPIRUN_FLAGS}
         -x ATTN_LIBRARY -x ATTN_MPI_LIBRARY -x PYTHONPATH -np ${np} ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
         ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_distributed.py)
-      set_tests_properties(mpi.test_distributed.np${np} PROPERTIES LABELS mpi TIMEOUT 300 ENVIRONMENT
+      set_tests_properties(mpi.test_distributed.np${np} PROPERTIES LABELS mpi TIMEOUT ${ATTN_MPI_CTEST_LIMIT} ENVIRONMENT
         "OMP_NUM_THREADS=1;ATTN_LIBRARY=$<TARGET_FILE:attn>;ATTN_MPI_LIBRARY=$<TARGET_FILE:attn_mpi>;PYTHONPATH=${PROJECT_SOURCE_DIR}/python")
     endforeach()
   else()
@@ -43,9 +68,9 @@ endif()
 if(TARGET attn_mpi AND ATTN_MPI_TESTS AND ATTN_MPI_CLI AND TARGET attn_cli)
   add_dependencies(attn_mpi_check attn_cli)
   foreach(np 2 4)
-    add_test(NAME mpi.cli_workload_cp.np${np} COMMAND ${ATTN_MPIRUN} ${ATTN_MPIRUN_FLAGS} -x ATTN_CP_SEQ -x ATTN_CP_CTX
+    add_test(NAME mpi.cli_workload_cp.np${np} COMMAND ${ATTN_MPI_WRAP} ${ATTN_MPIRUN} ${ATTN_MPIRUN_FLAGS} -x ATTN_CP_SEQ -x ATTN_CP_CTX
       -np ${np} $<TARGET_FILE:attn_cli> run --workload cp --repeats 1)
-    set_tests_properties(mpi.cli_workload_cp.np${np} PROPERTIES LABELS mpi TIMEOUT 300
+    set_tests_properties(mpi.cli_workload_cp.np${np} PROPERTIES LABELS mpi TIMEOUT ${ATTN_MPI_CTEST_LIMIT}
       ENVIRONMENT "OMP_NUM_THREADS=1;ATTN_CP_SEQ=1024;ATTN_CP_CTX=1024"
       PASS_REGULAR_EXPRESSION "ring .*\n.*dcp .*\n.*ulysses")
   endforeach()
