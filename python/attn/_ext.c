@@ -790,9 +790,14 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
         ext_opt_tensor(args[5], 0, -1, &a[K], &tk) || ext_opt_tensor(args[6], 0, -1, &a[V], &tv) ||
         ext_int(args[17], 0, LLONG_MAX, &ws_size) || (ws_size > 0 && ext_handle(args[16], &ws)))
         return ext_not_implemented(a, N);
+    /* libattn reads params->alibi_slopes / sinks for q's heads: the per-head arrays are checked against
+     * those, and a num_heads (the plan's) that disagrees with q is the general path's error to report */
+    const attn_tensor *q = &a[Q].t;
+    if (q->ndim != 3 || q->shape[1] != num_heads)
+        return ext_not_implemented(a, N);
     ext_arg keep[2];
     memset(keep, 0, sizeof keep);
-    if (ext_params(args[7], args[8], 0, args[9], args[10], args[11], args[12], num_heads, keep, &p)) {
+    if (ext_params(args[7], args[8], 0, args[9], args[10], args[11], args[12], q->shape[1], keep, &p)) {
         ext_release_all(keep, 2);
         return ext_not_implemented(a, N);
     }
@@ -800,10 +805,9 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     a[SI] = keep[1];
     if (nargs == 21 && ext_fp8_cache(args[18], args[19], args[20], &a[KV].t, tk, tv, &p.k_scale, &p.v_scale))
         return ext_not_implemented(a, N);
-    const attn_tensor *q = &a[Q].t;
-    const int64_t lse_shape[2] = {q->ndim == 3 ? q->shape[1] : 0, q->shape[0]};
-    int r = ext_outputs(args[3], args[13], q->ndim, q->shape, q->dtype, args[14], want_lse, q->ndim == 3 ? 2 : 0,
-                        lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t);
+    const int64_t lse_shape[2] = {q->shape[1], q->shape[0]};
+    int r = ext_outputs(args[3], args[13], q->ndim, q->shape, q->dtype, args[14], want_lse, 2, lse_shape, &a[OUT],
+                        &a[LSE], &out, &lse, &lse_t);
     if (r != 0) {
         Py_XDECREF(out);
         Py_XDECREF(lse);

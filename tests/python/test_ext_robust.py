@@ -1,0 +1,144 @@
+"""Bad arguments straight into the compiled binding attn._ext (python/attn/_ext.c) and through the public
+wrappers that fall back to ctypes: every call returns (a result, or NotImplemented from the extension) or
+raises an ordinary Python exception. Never SystemError (a C function that returned with an exception set, or
+set one and returned a result), never a crash or an out-of-bounds read.
+
+  - per-head arrays (alibi_slopes, sinks) are checked against q's heads, which libattn reads; a num_heads
+    argument of attn._ext.forward_paged that disagrees with q is left to the general path.
+
+The ctx / plan / workspace handles stay valid throughout: they are raw addresses the package itself passes
+(as ctypes would), not arguments a caller of attn's public API hands over.
+
+Under AddressSanitizer the same tests also show that nothing is read or written out of bounds: a sanitizer build
+of libattn (cmake -DATTN_SANITIZE="address;undefined"), the extension compiled by hand next to it with the same
+-fsanitize flags (CMake builds none under sanitizers), and python run with the runtimes preloaded:
+LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 (huge views ask for huge outputs: MemoryError, as in a
+plain build) ATTN_LIBRARY=<that build>/libattn.so."""
+
+
+import numpy as np
+import pytest
+
+import attn
+from attn import _binding, _capi
+
+EXT = _binding.ext
+needs_ext = pytest.mark.skipif(EXT is None, reason=f"attn._ext not loaded ({_binding.reason})")
+H, HKV, D, BS, NB = 4, 2, 16, 8, 4
+
+
+# ------------------------------------------------------------------------------------------------
+# One valid call of every extension entry
+# ------------------------------------------------------------------------------------------------
+def _inputs(rng):
+    f = np.float32
+    x = {
+        "q3": rng.standard_normal((3, H, D)).astype(f),
+        "kv": rng.standard_normal((2, NB, BS, HKV, D)).astype(f),
+        "qsl": np.array([0, 1, 3], np.int32), "sl": np.array([5, 2], np.int32),
+        "bt": np.array([[0, 1], [2, 3]], np.int32),
+        "oa": rng.standard_normal((3, H, D)).astype(f), "ob": rng.standard_normal((3, H, D)).astype(f),
+        "la": rng.standard_normal((H, 3)).astype(f), "lb": rng.standard_normal((H, 3)).astype(f),
+        "q4": rng.standard_normal((1, 3, H, D)).astype(f), "k4": rng.standard_normal((1, 5, HKV, D)).astype(f),
+        "v4": rng.standard_normal((1, 5, HKV, D)).astype(f),
+        "k3": rng.standard_normal((5, HKV, D)).astype(f), "v3": rng.standard_normal((5, HKV, D)).astype(f),
+        "cuq": np.array([0, 3], np.int32), "cuk": np.array([0, 5], np.int32),
+        "qk": rng.standard_normal((1, 1, H, D)).astype(f),
+        "kvc": rng.standard_normal((2, 1, BS, HKV, D)).astype(f),  # kvcache: halves [1, BS, HKV, D]
+        "cuq2": np.array([0, 1, 3], np.int32), "cuk2": np.array([0, 5, 7], np.int32),
+        "slopes": np.array([0.5, 0.25, 0.125, 0.0625], f),
+        "slots": np.array([3, 17, -1], np.int64),
+    }
+    x["kv8"] = (x["kv"] * 16).astype(np.int8).view(np.uint8)  # fp8 e4m3 codes of small values
+    x["kvw"], x["kvw8"] = np.zeros_like(x["kv"]), np.zeros_like(x["kv8"])
+    x["plan"] = attn.Plan([attn.PlanRequest(4, 1, [0]), attn.PlanRequest(0, 2, [2])], num_blocks=NB,
+                          block_size=BS, num_heads=H, num_kv_heads=HKV, head_size=D, max_blocks_per_req=2)
+    return x
+
+
+def _calls(x, ctx):
+    """{entry: (function, argument list, index of want_lse or None)} of valid calls (the public wrappers'
+    argument order; "_fp8": with the kv_cache_dtype code, k_scale, v_scale of a uint8 fp8 cache)."""
+    c, p, e4m3 = ctx._ptr, x["plan"], _capi.DTYPE_FP8_E4M3
+    return {
+        "paged_attention": (EXT.paged_attention, [c, x["q3"], x["kv"], x["qsl"], x["sl"], x["bt"], None, True,
+                                                  None, 0.0, None, None, None, None, False], 14),
+        "paged_attention_fp8": (EXT.paged_attention, [c, x["q3"], x["kv8"], x["qsl"], x["sl"], x["bt"], None,
+                                                      True, None, 0.0, None, None, None, None, False, e4m3, 1.0,
+                                                      1.0], 14),
+        "forward_paged": (EXT.forward_paged, [c, p._ptr, H, x["q3"], x["kv"], None, None, None, True, None, 0.0,
+                                              None, None, None, None, False, p._ws_ptr, p._ws_size], 15),
+        "forward_paged_fp8": (EXT.forward_paged, [c, p._ptr, H, x["q3"], x["kv8"], None, None, None, True, None,
+                                                  0.0, None, None, None, None, False, p._ws_ptr, p._ws_size, e4m3,
+                                                  1.0, 1.0], 15),
+        "merge_attn_states": (EXT.merge_attn_states, [c, x["oa"], x["la"], x["ob"], x["lb"], None, None,
+                                                      False], 7),
+        "forward": (EXT.forward, [c, 0, x["q4"], x["k4"], x["v4"], None, True, False, None, 0.0, None, None, None,
+                                  None, False], 14),
+        "varlen": (EXT.varlen, [c, x["q3"], x["k3"], x["v3"], x["cuq"], x["cuk"], None, True, False, None, 0.0,
+                                None, None, None, False, False], 14),
+        "kvcache": (EXT.kvcache, [c, x["qk"], x["kvc"][0], x["kvc"][1], None, None, 3, None, None, None, True,
+                                  None, 0.0, None, None, None, False], 16),
+        "varlen_paged": (EXT.varlen_paged, [c, x["q3"], x["kv"][0], x["kv"][1], x["cuq2"], x["cuk2"], x["bt"],
+                                            None, None, True, None, 0.0, None, None, None, False], 15),
+        "reshape_and_cache": (EXT.reshape_and_cache, [c, x["k3"][:3], x["v3"][:3], x["kvw"], x["slots"]], None),
+        "reshape_and_cache_fp8": (EXT.reshape_and_cache, [c, x["k3"][:3], x["v3"][:3], x["kvw8"], x["slots"],
+                                                          e4m3, 1.0, 1.0], None),
+        "vllm_reshape_and_cache": (EXT.vllm_reshape_and_cache, [c, x["k3"][:3], x["v3"][:3], x["kvw"][0],
+                                                                x["kvw"][1], x["slots"]], None),
+    }
+
+
+ENTRIES = ["paged_attention", "forward_paged", "merge_attn_states", "forward", "varlen", "kvcache", "varlen_paged"]
+ALL_ENTRIES = ENTRIES + ["paged_attention_fp8", "forward_paged_fp8", "reshape_and_cache", "reshape_and_cache_fp8",
+                         "vllm_reshape_and_cache"]
+
+
+@needs_ext
+@pytest.mark.parametrize("entry", ALL_ENTRIES)
+def test_each_entry_takes_the_fast_path_on_its_valid_call(entry, rng, ctx1):
+    """The base calls the other tests mutate are valid and run in the extension (not NotImplemented)."""
+    x = _inputs(rng)  # (keeps the plan alive: the calls hold its address only)
+    fn, args, _ = _calls(x, ctx1)[entry]
+    assert fn(*args) is not NotImplemented
+
+
+# ------------------------------------------------------------------------------------------------
+# Per-head arrays against q's heads
+# ------------------------------------------------------------------------------------------------
+@needs_ext
+def test_forward_paged_per_head_arrays_follow_q_not_num_heads(rng, ctx1):
+    """A 4-head plan and q, num_heads=1 and a 1-entry ALiBi array: the extension checked the array against
+    num_heads and libattn read 4 slopes from it (a heap out-of-bounds read). It is now checked against q's
+    heads: NotImplemented, and the general path names the argument."""
+    x = _inputs(rng)
+    p = x["plan"]
+    one = np.ones(1, np.float32)
+    for al, si in ((one, None), (None, one)):
+        r = EXT.forward_paged(ctx1._ptr, p._ptr, 1, x["q3"], x["kv"], None, None, None, True, None, 0.0, al, si,
+                              None, None, False, p._ws_ptr, p._ws_size)
+        assert r is NotImplemented
+    # num_heads that disagrees with q (whatever the arrays): the general path's error
+    assert EXT.forward_paged(ctx1._ptr, p._ptr, 1, x["q3"], x["kv"], None, None, None, True, None, 0.0, None,
+                             None, None, None, False, p._ws_ptr, p._ws_size) is NotImplemented
+    with pytest.raises(ValueError, match="alibi_slopes"):
+        p.forward(x["q3"], x["kv"], alibi_slopes=one, ctx=ctx1)
+    # the right length for q's heads still runs in the extension and equals the ctypes path
+    got = EXT.forward_paged(ctx1._ptr, p._ptr, H, x["q3"], x["kv"], None, None, None, True, None, 0.0,
+                            x["slopes"], None, None, None, False, p._ws_ptr, p._ws_size)
+    assert got is not NotImplemented
+    ref = attn.paged_attention(x["q3"], x["kv"], x["qsl"], np.array([5, 2], np.int32),
+                               np.array([[0, 0], [2, 0]], np.int32), alibi_slopes=x["slopes"], ctx=ctx1)
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_forward_paged_checks_q_heads_before_reading_plan_sized_slopes(rng, ctx1):
+    """q with more heads than the plan, ALiBi sized for the plan (what Plan.forward validates): libattn
+    checked q's heads only after reading a slope per q head. The slopes past the plan's 4 are NaN here, so
+    the old order reported a slope; now the head count is reported and nothing past the plan's heads is read."""
+    x = _inputs(rng)
+    buf = np.array([0.5, 0.25, 0.125, 0.0625] + [np.nan] * 4, np.float32)
+    q8 = rng.standard_normal((3, 2 * H, D)).astype(np.float32)
+    with pytest.raises(attn.AttnInvalidArgumentError, match=r"q: shape\[1\]=8, expected plan num_heads=4"):
+        x["plan"].forward(q8, x["kv"], alibi_slopes=buf[:H], ctx=ctx1)
