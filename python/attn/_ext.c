@@ -212,7 +212,7 @@ static int ext_from_ndarray(PyObject *obj, int writable, ext_arg *a) {
                 dtype = g_py.special_attn[i];
         }
         Py_DECREF(dt);
-        if (dtype < 0 || g_py.view_dtype[dtype] == NULL)
+        if (dtype < 0 || dtype >= 16 || g_py.view_dtype[dtype] == NULL)
             return EXT_FALLBACK;
         src = PyObject_CallMethodOneArg(obj, g_py.s_view, g_py.view_dtype[dtype]);
         if (src == NULL) {
@@ -727,7 +727,9 @@ static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_s
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[14]) == 1;
+    const int want_lse = PyObject_IsTrue(args[14]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 0, -1, &a[KV]) ||
         ext_tensor(args[3], 0, ATTN_DTYPE_I32, &a[QSL]) || ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[SL]) ||
         ext_tensor(args[5], 0, ATTN_DTYPE_I32, &a[BT]))
@@ -784,7 +786,9 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     PyObject *out = NULL, *lse = NULL;
     long long num_heads, ws_size;
     void *ws = NULL;
-    const int want_lse = PyObject_IsTrue(args[15]) == 1;
+    const int want_lse = PyObject_IsTrue(args[15]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     if (ext_handle(args[0], &ctx) || ext_handle(args[1], &plan) || ext_int(args[2], 0, INT32_MAX, &num_heads) ||
         ext_tensor(args[3], 0, -1, &a[Q]) || ext_tensor(args[4], 0, -1, &a[KV]) ||
         ext_opt_tensor(args[5], 0, -1, &a[K], &tk) || ext_opt_tensor(args[6], 0, -1, &a[V], &tv) ||
@@ -928,7 +932,9 @@ static PyObject *ext_merge_attn_states(PyObject *self, PyObject *const *args, Py
     void *ctx;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[7]) == 1;
+    const int want_lse = PyObject_IsTrue(args[7]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[OA]) || ext_tensor(args[2], 0, -1, &a[LA]) ||
         ext_tensor(args[3], 0, -1, &a[OB]) || ext_tensor(args[4], 0, -1, &a[LB]))
         return ext_not_implemented(a, N);
@@ -972,7 +978,9 @@ static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t n
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[14]) == 1;
+    const int want_lse = PyObject_IsTrue(args[14]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     const int flash = args[7] == Py_True;
     if (ext_handle(args[0], &ctx) || ext_int(args[1], 0, 1, &layout) || ext_tensor(args[2], 0, -1, &a[Q]) ||
         ext_tensor(args[3], 0, -1, &a[K]) || ext_tensor(args[4], 0, -1, &a[V]))
@@ -1070,7 +1078,9 @@ static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t na
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[14]) == 1;
+    const int want_lse = PyObject_IsTrue(args[14]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     const int flash = args[8] == Py_True, zero_tail = args[15] == Py_True && args[13] == Py_None;
     if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 0, -1, &a[K]) ||
         ext_tensor(args[3], 0, -1, &a[V]) || ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[CQ]) ||
@@ -1207,7 +1217,9 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
     ext_scratch sc;
     sc.heap = NULL;
     PyObject *out = NULL, *lse = NULL;
-    const int want_lse = PyObject_IsTrue(args[16]) == 1;
+    const int want_lse = PyObject_IsTrue(args[16]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     PyObject *o_k = args[4], *o_v = args[5], *o_cs = args[6], *o_bi = args[7], *o_bt = args[8];
     if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 1, -1, &a[KC]) ||
         ext_tensor(args[3], 1, -1, &a[VC]))
@@ -1457,7 +1469,9 @@ static PyObject *ext_varlen_paged(PyObject *self, PyObject *const *args, Py_ssiz
     sc.heap = NULL;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t = NULL;
-    const int want_lse = PyObject_IsTrue(args[15]) == 1;
+    const int want_lse = PyObject_IsTrue(args[15]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     const int allocated = args[14] == Py_None;
     if (ext_handle(args[0], &ctx) || ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[CQ]) ||
         ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 0, -1, &a[KC]) || ext_tensor(args[3], 0, -1, &a[VC]))
@@ -1632,6 +1646,8 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
     Py_ssize_t pos = 0;
     while (PyDict_Next(args[5], &pos, &key, &value)) {
         const long d = PyLong_AsLong(key);
+        if (d == -1 && PyErr_Occurred())
+            return NULL; /* (before any object is released with an exception set) */
         if (d >= 0 && d < 16) {
             Py_INCREF(value);
             Py_XSETREF(g_py.np_dtype[d], value);
@@ -1640,6 +1656,8 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
     pos = 0;
     while (PyDict_Next(args[6], &pos, &key, &value)) {
         const long d = PyLong_AsLong(key);
+        if (d == -1 && PyErr_Occurred())
+            return NULL;
         if (d >= 0 && d < 16) {
             Py_INCREF(value);
             Py_XSETREF(g_py.view_dtype[d], value);
@@ -1647,12 +1665,13 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     pos = 0;
     while (PyDict_Next(args[7], &pos, &key, &value) && g_py.num_special < 16) {
+        const long d = PyLong_AsLong(value);
+        if (d == -1 && PyErr_Occurred())
+            return NULL;
         Py_INCREF(key);
         g_py.special[g_py.num_special] = key;
-        g_py.special_attn[g_py.num_special++] = (int)PyLong_AsLong(value);
+        g_py.special_attn[g_py.num_special++] = (int)d;
     }
-    if (PyErr_Occurred())
-        return NULL;
     g_lib.ready = 1;
     Py_RETURN_NONE;
 }

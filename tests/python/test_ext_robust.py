@@ -4,7 +4,8 @@ raises an ordinary Python exception. Never SystemError (a C function that return
 set one and returned a result), never a crash or an out-of-bounds read.
 
   - per-head arrays (alibi_slopes, sinks) are checked against q's heads, which libattn reads; a num_heads
-    argument of attn._ext.forward_paged that disagrees with q is left to the general path.
+    argument of attn._ext.forward_paged that disagrees with q is left to the general path;
+  - a failing truth value (NumPy arrays, objects whose __bool__ raises) of want_lse propagates.
 
 The ctx / plan / workspace handles stay valid throughout: they are raw addresses the package itself passes
 (as ctypes would), not arguments a caller of attn's public API hands over.
@@ -21,11 +22,19 @@ import numpy as np
 import pytest
 
 import attn
-from attn import _binding, _capi
+from attn import _binding, _capi, flash
 
 EXT = _binding.ext
 needs_ext = pytest.mark.skipif(EXT is None, reason=f"attn._ext not loaded ({_binding.reason})")
 H, HKV, D, BS, NB = 4, 2, 16, 8, 4
+
+
+# ------------------------------------------------------------------------------------------------
+# Objects whose truth value raises
+# ------------------------------------------------------------------------------------------------
+class _BoolRaises:
+    def __bool__(self):
+        raise RuntimeError("no truth value")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -102,6 +111,47 @@ def test_each_entry_takes_the_fast_path_on_its_valid_call(entry, rng, ctx1):
     x = _inputs(rng)  # (keeps the plan alive: the calls hold its address only)
     fn, args, _ = _calls(x, ctx1)[entry]
     assert fn(*args) is not NotImplemented
+
+
+# ------------------------------------------------------------------------------------------------
+# want_lse whose truth value raises
+# ------------------------------------------------------------------------------------------------
+@needs_ext
+@pytest.mark.parametrize("entry", ENTRIES)
+@pytest.mark.parametrize("flag", [np.zeros(2), _BoolRaises()], ids=["ndarray", "bool_raises"])
+def test_want_lse_truth_value_error_propagates(entry, flag, rng, ctx1):
+    """The failed PyObject_IsTrue used to be ignored: SystemError ("returned a result with an exception
+    set") or a stale exception later. Now the truth value's own error is raised, and a following valid
+    call is unaffected."""
+    x = _inputs(rng)  # (keeps the plan alive: the calls hold its address only)
+    fn, args, i = _calls(x, ctx1)[entry]
+    bad = list(args)
+    bad[i] = flag
+    with pytest.raises(ValueError if isinstance(flag, np.ndarray) else RuntimeError,
+                       match="truth value" if isinstance(flag, np.ndarray) else "no truth value"):
+        fn(*bad)
+    assert fn(*args) is not NotImplemented
+
+
+def test_public_entries_raise_the_truth_value_error(rng, ctx1):
+    """Every public entry with a return_lse-like flag raises NumPy's ValueError for an array flag."""
+    x = _inputs(rng)
+    z = np.zeros(2)
+    calls = [
+        lambda: attn.paged_attention(x["q3"], x["kv"], x["qsl"], x["sl"], x["bt"], return_lse=z, ctx=ctx1),
+        lambda: x["plan"].forward(x["q3"], x["kv"], return_lse=z, ctx=ctx1),
+        lambda: attn.merge_attn_states(x["oa"], x["la"], x["ob"], x["lb"], return_lse=z, ctx=ctx1),
+        lambda: attn.attention(x["q4"], x["k4"], x["v4"], return_lse=z, ctx=ctx1),
+        lambda: attn.attention_varlen(x["q3"], x["k3"], x["v3"], x["cuq"], x["cuk"], return_lse=z, ctx=ctx1),
+        lambda: flash.flash_attn_func(x["q4"], x["k4"], x["v4"], return_softmax_lse=z, ctx=ctx1),
+        lambda: flash.flash_attn_varlen_func(x["q3"], x["k3"], x["v3"], x["cuq"], x["cuk"], return_attn_probs=z,
+                                             ctx=ctx1),
+        lambda: flash.flash_attn_with_kvcache(x["qk"], x["kvc"][0], x["kvc"][1], cache_seqlens=3,
+                                              return_softmax_lse=z, ctx=ctx1),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match="truth value"):
+            call()
 
 
 # ------------------------------------------------------------------------------------------------
