@@ -153,8 +153,19 @@ static int ext_format_dtype(const char *fmt, Py_ssize_t itemsize) {
     }
 }
 
+/* a * b of non-negative int64 values into *out; 0 if the product overflows. */
+static int ext_mul(int64_t a, int64_t b, int64_t *out) {
+    if (b != 0 && a > INT64_MAX / b)
+        return 0;
+    *out = a * b;
+    return 1;
+}
+
 /* Fills a->t's shape and strides (bytes in, elements out) as python/attn/_arrays.tensor does: a size-0/1
- * dimension's unusable stride becomes 0 (1 for the last); a negative or misaligned stride is a fallback. */
+ * dimension's unusable stride becomes 0 (1 for the last); a negative or misaligned stride is a fallback.
+ * So is a view whose sizes or addresses do not fit in int64 (a negative size, a product of sizes, or the
+ * byte offset of its last element, also for empty views): every index computation here and in libattn then
+ * stays in range, and the general path reports the argument. */
 static int ext_set_dims(ext_arg *a, int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides_bytes,
                         const int64_t *strides_elems, Py_ssize_t item) {
     if (ndim < 0 || ndim > ATTN_MAX_DIMS)
@@ -162,9 +173,15 @@ static int ext_set_dims(ext_arg *a, int ndim, const Py_ssize_t *shape, const Py_
     a->t.ndim = ndim;
     int64_t acc = 1;
     for (int i = ndim - 1; i >= 0; i--) { /* default: C-contiguous */
+        if (shape[i] < 0)
+            return EXT_FALLBACK;
         a->t.strides[i] = acc;
-        acc *= shape[i] > 1 ? (int64_t)shape[i] : 1;
+        if (!ext_mul(acc, shape[i] > 1 ? (int64_t)shape[i] : 1, &acc))
+            return EXT_FALLBACK;
     }
+    int64_t end = 1; /* elements up to and including the last one */
+    if (!ext_mul(acc, (int64_t)item, &acc))
+        return EXT_FALLBACK;
     for (int i = 0; i < ndim; i++) {
         a->t.shape[i] = shape[i];
         int64_t s;
@@ -183,8 +200,14 @@ static int ext_set_dims(ext_arg *a, int ndim, const Py_ssize_t *shape, const Py_
                 return EXT_FALLBACK;
             a->t.strides[i] = s;
         }
+        int64_t span;
+        if (shape[i] > 0) {
+            if (!ext_mul(shape[i] - 1, a->t.strides[i], &span) || span > INT64_MAX - end)
+                return EXT_FALLBACK;
+            end += span;
+        }
     }
-    return 0;
+    return ext_mul(end, (int64_t)item, &end) ? 0 : EXT_FALLBACK;
 }
 
 /* NumPy array -> view through the buffer protocol. bf16/fp8 (ml_dtypes: no buffer format) go through
@@ -339,14 +362,30 @@ static int ext_from_capsule(PyObject *cap, ext_arg *a) {
     const ext_dl_tensor *t = &m->dl_tensor;
     const int dtype = ext_dl_attn_dtype(t->dtype);
     if (dtype < 0 || (t->device.device_type != EXT_DL_CPU && t->device.device_type != EXT_DL_CUDA_HOST) ||
-        t->ndim < 0 || t->ndim > ATTN_MAX_DIMS)
+        t->ndim < 0 || t->ndim > ATTN_MAX_DIMS || (t->ndim > 0 && t->shape == NULL))
         return EXT_FALLBACK;
     Py_ssize_t shape[ATTN_MAX_DIMS];
-    for (int i = 0; i < t->ndim; i++)
+    int empty = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] < 0 || t->shape[i] > PY_SSIZE_T_MAX)
+            return EXT_FALLBACK;
         shape[i] = (Py_ssize_t)t->shape[i];
-    a->t.data = (char *)t->data + t->byte_offset;
+        empty |= shape[i] == 0;
+    }
     a->t.dtype = (attn_dtype)dtype;
-    return ext_set_dims(a, t->ndim, shape, NULL, t->strides, 1);
+    const int r = ext_set_dims(a, t->ndim, shape, NULL, t->strides, 1);
+    if (r != 0)
+        return r;
+    /* data NULL: only an empty view has no memory (no address is formed from it); one with elements is a
+     * fallback, where python/attn/_arrays.py names the argument */
+    if (t->data == NULL) {
+        if (!empty)
+            return EXT_FALLBACK;
+        a->t.data = NULL;
+    } else {
+        a->t.data = (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
+    }
+    return 0;
 }
 
 /* Any array argument -> view. `want` >= 0 requires that dtype (index arrays); float arguments accept any

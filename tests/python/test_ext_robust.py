@@ -5,7 +5,9 @@ set one and returned a result), never a crash or an out-of-bounds read.
 
   - per-head arrays (alibi_slopes, sinks) are checked against q's heads, which libattn reads; a num_heads
     argument of attn._ext.forward_paged that disagrees with q is left to the general path;
-  - a failing truth value (NumPy arrays, objects whose __bool__ raises) of want_lse propagates.
+  - a failing truth value (NumPy arrays, objects whose __bool__ raises) of want_lse propagates;
+  - DLPack tensors crafted here with ctypes (a DLManagedTensor in a "dltensor" capsule): data = NULL (legal only
+    without elements), strides = NULL with sizes whose product overflows int64, negative sizes.
 
 The ctx / plan / workspace handles stay valid throughout: they are raw addresses the package itself passes
 (as ctypes would), not arguments a caller of attn's public API hands over.
@@ -17,6 +19,8 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.s
 ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 (huge views ask for huge outputs: MemoryError, as in a
 plain build) ATTN_LIBRARY=<that build>/libattn.so."""
 
+import ctypes
+import math
 
 import numpy as np
 import pytest
@@ -30,8 +34,71 @@ H, HKV, D, BS, NB = 4, 2, 16, 8, 4
 
 
 # ------------------------------------------------------------------------------------------------
-# Objects whose truth value raises
+# DLPack tensors crafted by hand
 # ------------------------------------------------------------------------------------------------
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManaged(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_CAPSULE_NAME = ctypes.create_string_buffer(b"dltensor")  # a capsule keeps the pointer: module lifetime
+_DL_CODES = {np.dtype(np.float32): (2, 32), np.dtype(np.float16): (2, 16), np.dtype(np.int32): (0, 32),
+             np.dtype(np.int64): (0, 64), np.dtype(np.uint8): (1, 8), np.dtype(np.bool_): (6, 8)}
+
+
+class Crafted:
+    """A DLPack producer of one hand-written DLTensor. ``data``: "own" (a zeroed buffer with the elements of
+    ``shape``, or 64 bytes when that is not allocatable), None (NULL) or an int address; ``strides`` None
+    means NULL (compact row-major). The capsule has no destructor: this object owns every byte."""
+
+    def __init__(self, shape, dtype=np.float32, data="own", strides=None, byte_offset=0, ndim=None,
+                 device_type=1, lanes=1, code_bits=None, shape_null=False):
+        dt = np.dtype(dtype)
+        n = len(shape)
+        if data == "own":
+            count = math.prod(shape) if all(s >= 0 for s in shape) else 0
+            small = 0 < count * dt.itemsize <= 1 << 20
+            self._buf = np.zeros(count, dt) if small else np.zeros(64, np.uint8)
+            addr = self._buf.ctypes.data
+        else:
+            addr = data
+        # 8 entries whatever ndim says (a lying ndim up to 8 reads this object's memory only)
+        self._shape = (ctypes.c_int64 * 8)(*(tuple(shape) + (1,) * (8 - n)))
+        self._strides = None if strides is None else (ctypes.c_int64 * 8)(*(tuple(strides) + (1,) * (8 - n)))
+        m = self._m = _DLManaged()
+        t = m.dl_tensor
+        t.data = addr
+        t.device.device_type, t.device.device_id = device_type, 0
+        t.ndim = n if ndim is None else ndim
+        t.dtype.code, t.dtype.bits = code_bits or _DL_CODES[dt]
+        t.dtype.lanes = lanes
+        t.shape = None if shape_null else ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64))
+        t.strides = None if strides is None else ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64))
+        t.byte_offset = byte_offset
+
+    def __dlpack__(self, *args, **kwargs):
+        return _capsule_new(ctypes.addressof(self._m), _CAPSULE_NAME, None)
+
+    def __dlpack_device__(self):
+        return (self._m.dl_tensor.device.device_type, 0)
+
+
 class _BoolRaises:
     def __bool__(self):
         raise RuntimeError("no truth value")
@@ -192,3 +259,66 @@ def test_forward_paged_checks_q_heads_before_reading_plan_sized_slopes(rng, ctx1
     q8 = rng.standard_normal((3, 2 * H, D)).astype(np.float32)
     with pytest.raises(attn.AttnInvalidArgumentError, match=r"q: shape\[1\]=8, expected plan num_heads=4"):
         x["plan"].forward(q8, x["kv"], alibi_slopes=buf[:H], ctx=ctx1)
+
+
+# ------------------------------------------------------------------------------------------------
+# Crafted DLPack tensors
+# ------------------------------------------------------------------------------------------------
+def test_dlpack_null_data_with_elements_is_a_value_error_naming_the_argument(rng, ctx1):
+    x = _inputs(rng)
+    with pytest.raises(ValueError, match=r"\bq: (DLPack tensor has data=NULL but 192 elements|data is NULL)"):
+        attn.paged_attention(Crafted((3, H, D), data=None), x["kv"], x["qsl"], x["sl"], x["bt"], ctx=ctx1)
+    # index arrays the extension reads itself (the sequence lengths of the paged varlen call)
+    with pytest.raises(ValueError, match=r"\bcu_seqlens_k: DLPack tensor has data=NULL but 3 elements"):
+        flash.flash_attn_varlen_func(x["q3"], x["kv"][0], x["kv"][1], x["cuq2"],
+                                     Crafted((3,), np.int32, data=None), block_table=x["bt"], ctx=ctx1)
+    with pytest.raises(ValueError, match=r"\bcache_seqlens: DLPack tensor has data=NULL but 1 elements"):
+        flash.flash_attn_with_kvcache(x["qk"], x["kvc"][0], x["kvc"][1], cache_seqlens=Crafted((1,), np.int32,
+                                                                                                data=None), ctx=ctx1)
+
+
+def test_dlpack_null_data_without_elements_is_accepted(rng, ctx1):
+    """An empty tensor may have no memory at all: no address is formed from its NULL pointer."""
+    x = _inputs(rng)
+    out = attn.paged_attention(Crafted((0, H, D), data=None), x["kv"], np.zeros(1, np.int32),
+                               np.zeros(0, np.int32), np.zeros((0, 2), np.int32), ctx=ctx1)
+    assert np.asarray(out).shape == (0, H, D)
+    if EXT is not None:
+        c = ctx1._ptr
+        r = EXT.paged_attention(c, Crafted((0, H, D), data=None), x["kv"], np.zeros(1, np.int32),
+                                np.zeros(0, np.int32), np.zeros((0, 2), np.int32), None, True, None, 0.0, None, None,
+                                None, None, False)
+        assert r is not NotImplemented and r.shape == (0, H, D)
+
+
+@pytest.mark.parametrize("entry", ["paged_attention", "kvcache"])
+def test_dlpack_default_strides_that_overflow_are_refused(entry, rng, ctx1):
+    """strides = NULL with sizes whose product overflows int64: the default strides were computed with a
+    signed overflow (and the paged kvcache path then sized its scratch from the wrapped numbers). Now the
+    view is refused: an OverflowError naming the argument."""
+    x = _inputs(rng)
+    huge = Crafted((1 << 40, 1 << 40, 1, 4))
+    with pytest.raises(OverflowError, match=r"\bq: DLPack tensor shape \[1099511627776, 1099511627776, 1, 4\]"):
+        if entry == "paged_attention":
+            attn.paged_attention(huge, x["kv"], x["qsl"], x["sl"], x["bt"], ctx=ctx1)
+        else:
+            flash.flash_attn_with_kvcache(huge, x["kvc"][0], x["kvc"][1], cache_seqlens=3, ctx=ctx1)
+    if EXT is not None:
+        fn, args, _ = _calls(x, ctx1)[entry]
+        args[1] = huge
+        assert fn(*args) is NotImplemented
+
+
+def test_dlpack_malformed_tensors_raise_naming_the_argument(rng, ctx1):
+    x = _inputs(rng)
+    cases = [
+        (Crafted((3, -1, D)), ValueError, "q: DLPack tensor shape"),
+        (Crafted((3, H, D), shape_null=True), ValueError, "q: DLPack tensor with ndim=3 and no shape"),
+        (Crafted((1 << 62, 1 << 62, D), strides=(0, 0, 1)), OverflowError, "q: DLPack tensor shape"),
+    ]
+    for t, exc, msg in cases:
+        with pytest.raises(exc, match=r"\b" + msg):
+            attn.paged_attention(t, x["kv"], x["qsl"], x["sl"], x["bt"], ctx=ctx1)
+        if EXT is not None:
+            assert EXT.paged_attention(ctx1._ptr, t, x["kv"], x["qsl"], x["sl"], x["bt"], None, True, None, 0.0,
+                                       None, None, None, None, False) is NotImplemented
