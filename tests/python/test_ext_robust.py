@@ -7,7 +7,9 @@ set one and returned a result), never a crash or an out-of-bounds read.
     argument of attn._ext.forward_paged that disagrees with q is left to the general path;
   - a failing truth value (NumPy arrays, objects whose __bool__ raises) of want_lse propagates;
   - DLPack tensors crafted here with ctypes (a DLManagedTensor in a "dltensor" capsule): data = NULL (legal only
-    without elements), strides = NULL with sizes whose product overflows int64, negative sizes.
+    without elements), strides = NULL with sizes whose product overflows int64, negative sizes;
+  - a seeded random-argument driver over every entry (wrong dtypes, negative / zero strides, empty and huge
+    views, overlapping outputs, raising __bool__ / __dlpack__, bad scalars).
 
 The ctx / plan / workspace handles stay valid throughout: they are raw addresses the package itself passes
 (as ctypes would), not arguments a caller of attn's public API hands over.
@@ -21,6 +23,7 @@ plain build) ATTN_LIBRARY=<that build>/libattn.so."""
 
 import ctypes
 import math
+import time
 
 import numpy as np
 import pytest
@@ -97,6 +100,35 @@ class Crafted:
 
     def __dlpack_device__(self):
         return (self._m.dl_tensor.device.device_type, 0)
+
+
+class _Wrapped:
+    """A DLPack producer that is not an ndarray: the capsule path of the extension for a NumPy array."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._a.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+class _DLPackRaises:
+    def __dlpack__(self, *args, **kwargs):
+        raise RuntimeError("this producer refuses")
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+class _DLPackNotCapsule:
+    def __dlpack__(self, *args, **kwargs):
+        return 42
+
+    def __dlpack_device__(self):
+        return (1, 0)
 
 
 class _BoolRaises:
@@ -322,3 +354,133 @@ def test_dlpack_malformed_tensors_raise_naming_the_argument(rng, ctx1):
         if EXT is not None:
             assert EXT.paged_attention(ctx1._ptr, t, x["kv"], x["qsl"], x["sl"], x["bt"], None, True, None, 0.0,
                                        None, None, None, None, False) is NotImplemented
+
+
+# ------------------------------------------------------------------------------------------------
+# Random arguments
+# ------------------------------------------------------------------------------------------------
+def _mutants(a, rng):
+    """Bad or unusual variants of the array argument ``a``."""
+    out = [
+        a.astype(np.float64), a.astype(np.int8), a.astype(np.uint16), a.astype(np.bool_), a.astype(np.complex64),
+        a.astype(np.float32), a.astype(np.int32), a.astype(np.int64), a[::-1], np.flip(a, -1), a.reshape(-1),
+        a.reshape(-1)[:1], a[..., :0], a[:0], np.broadcast_to(a[:1], a.shape),
+        np.lib.stride_tricks.as_strided(a, a.shape, (0,) * a.ndim), np.expand_dims(a, 0), a[(None,) * 7],
+        np.asarray(a, order="F"), a.copy(), a.tolist(), a.view(np.uint8) if a.dtype.itemsize > 1 else a,
+        _Wrapped(a), _Wrapped(a[::-1]), _DLPackRaises(), _DLPackNotCapsule(), _BoolRaises(), None, 3, "x",
+        Crafted(a.shape, a.dtype, data=None), Crafted(a.shape[:-1] + (0,), a.dtype, data=None),
+        Crafted((1 << 40, 1 << 40) + a.shape[2:], a.dtype), Crafted(a.shape, a.dtype, ndim=-1),
+        Crafted(a.shape, a.dtype, ndim=7), Crafted(a.shape, a.dtype, device_type=2),
+        Crafted(a.shape, a.dtype, lanes=2), Crafted(a.shape, a.dtype, code_bits=(2, 64)),
+        Crafted(a.shape, a.dtype, shape_null=True), Crafted(a.shape, a.dtype, strides=(1 << 62,) * a.ndim),
+        Crafted(a.shape, a.dtype, strides=(0,) * a.ndim), Crafted(tuple(-s for s in a.shape), a.dtype),
+    ]
+    if a.dtype.kind == "f" and a.ndim:  # 2^40 rows or columns through a stride-0 view (never read: refused)
+        out.append(np.lib.stride_tricks.as_strided(a, (1 << 40,) + a.shape[1:], (0,) + a.strides[1:]))
+        out.append(np.lib.stride_tricks.as_strided(a, a.shape[:-1] + (1 << 40,), a.strides[:-1] + (0,)))
+    if a.flags.writeable:
+        ro = a.copy()
+        ro.flags.writeable = False
+        out.append(ro)
+    return out
+
+
+_SCALARS = [None, True, False, 0, 1, 2, 3, -1, -2, 1 << 40, 10 ** 30, -(10 ** 30), 0.0, -0.0, 1.5, -1.0,
+            float("nan"), float("inf"), float("-inf"), np.float32(0.5), np.int64(1), np.zeros(2), _BoolRaises(),
+            "yes", b"x", (1,), (-1, -1), (-2, 0), (1 << 40, 0), (0, 1 << 40), [3, 0], (1, 2, 3), ("a", 0),
+            (0.5, 1), object()]
+
+
+def _random_args(args, rng, arrays):
+    bad = list(args)
+    for _ in range(int(rng.integers(1, 4))):
+        i = int(rng.integers(1, len(bad)))  # never the ctx handle (argument 0)
+        orig = args[i]
+        if isinstance(orig, np.ndarray):
+            pool = _mutants(orig, rng)
+        elif orig is None and rng.random() < 0.5:  # an optional array: out, lse, key, alibi ...
+            pool = arrays
+        else:
+            pool = _SCALARS
+        bad[i] = pool[int(rng.integers(len(pool)))]
+    return bad
+
+
+# plan, workspace address and size: trusted handles, never mutated
+_HANDLES = {"forward_paged": (1, 16, 17), "forward_paged_fp8": (1, 16, 17)}
+
+
+def _check_call(fn, args):
+    t0 = time.perf_counter()
+    try:
+        fn(*args)
+    except SystemError as e:  # a C function that returned with (or without) an exception set wrongly
+        raise AssertionError(f"SystemError from {fn.__name__}: {e!r}") from e
+    except Exception:  # noqa: BLE001 - any ordinary exception is an acceptable answer to a bad call
+        pass
+    assert time.perf_counter() - t0 < 5.0, f"{fn.__name__} took {time.perf_counter() - t0:.1f} s"
+
+
+@needs_ext
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_arguments_into_the_extension(seed, ctx1):
+    """~1.5 s per seed: random mutations of the valid calls, straight into attn._ext. Every call returns
+    (NotImplemented counts) or raises an ordinary exception."""
+    rng = np.random.default_rng(seed)
+    x = _inputs(rng)
+    calls = _calls(x, ctx1)
+    arrays = [x["q3"], x["oa"].copy(), x["la"].copy(), x["slopes"], x["kv"], x["q3"][:, :1], np.ones(1, np.float32),
+              x["kv"][0], Crafted((3, H, D), data=None)]
+    deadline = time.perf_counter() + 1.5
+    n = 0
+    while n < 3000 and time.perf_counter() < deadline:
+        entry = ALL_ENTRIES[n % len(ALL_ENTRIES)]
+        fn, args, _ = calls[entry]
+        bad = _random_args(args, rng, arrays)
+        for i in _HANDLES.get(entry, ()):
+            bad[i] = args[i]
+        _check_call(fn, bad)
+        n += 1
+    assert n >= 100
+
+
+@pytest.mark.parametrize("seed", [3])
+def test_random_arguments_through_the_public_wrappers(seed, ctx1):
+    """The same mutations through the public functions: whatever the extension declines, the ctypes path
+    answers with an ordinary exception (or a result)."""
+    rng = np.random.default_rng(seed)
+    x = _inputs(rng)
+    p = x["plan"]
+    pub = {
+        "paged_attention": lambda q, kv, qsl, sl, bt, al, out: attn.paged_attention(
+            q, kv, qsl, sl, bt, alibi_slopes=al, out=out, ctx=ctx1),
+        "forward_paged": lambda q, kv, al, out: p.forward(q, kv, alibi_slopes=al, out=out, ctx=ctx1),
+        "merge": lambda oa, la, ob, lb, out: attn.merge_attn_states(oa, la, ob, lb, out=out, ctx=ctx1),
+        "attention": lambda q, k, v, al, out: attn.attention(q, k, v, alibi_slopes=al, out=out, ctx=ctx1),
+        "varlen": lambda q, k, v, cq, ck: attn.attention_varlen(q, k, v, cq, ck, ctx=ctx1),
+        "kvcache": lambda q, kc, vc, cs: flash.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=cs, ctx=ctx1),
+        "varlen_paged": lambda q, kc, vc, cq, ck, bt: flash.flash_attn_varlen_func(
+            q, kc, vc, cq, ck, block_table=bt, ctx=ctx1),
+    }
+    base = {
+        "paged_attention": [x["q3"], x["kv"], x["qsl"], x["sl"], x["bt"], None, None],
+        "forward_paged": [x["q3"], x["kv"], None, None],
+        "merge": [x["oa"], x["la"], x["ob"], x["lb"], None],
+        "attention": [x["q4"], x["k4"], x["v4"], None, None],
+        "varlen": [x["q3"], x["k3"], x["v3"], x["cuq"], x["cuk"]],
+        "kvcache": [x["qk"], x["kvc"][0], x["kvc"][1], 3],
+        "varlen_paged": [x["q3"], x["kv"][0], x["kv"][1], x["cuq2"], x["cuk2"], x["bt"]],
+    }
+    arrays = [x["q3"], x["slopes"], np.ones(1, np.float32), x["oa"].copy(), Crafted((3, H, D), data=None)]
+    names = list(pub)
+    deadline = time.perf_counter() + 2.0
+    n = 0
+    while n < 2000 and time.perf_counter() < deadline:
+        name = names[n % len(names)]
+        args = [None] + base[name]  # (slot 0 stands for the ctx the lambdas bind)
+        bad = _random_args(args, rng, arrays)[1:]
+        fn = pub[name]
+        fn.__name__ = name
+        _check_call(fn, bad)
+        n += 1
+    assert n >= 50
