@@ -167,9 +167,23 @@ def _note_step(kind: str, plan: ops.Plan, same_order: bool) -> None:
                     f"prefills={plan.num_prefills} same_order={int(same_order)}\n")
 
 
+# The marker path this process has written its line to (None: none yet). AttnBackendImpl.forward compares the
+# step's marker with it before it formats anything, so only a process's first layer pays for the line's text.
+_marker_path: Optional[str] = None
+
+
+def _forget_marker_after_fork() -> None:
+    global _marker_path
+    _marker_path = None  # a forked child writes its own line (its own pid)
+
+
+os.register_at_fork(after_in_child=_forget_marker_after_fork)
+
+
 def _mark_used(what: str) -> None:
     """Appends one line per process to $ATTN_VLLM_MARKER the first time attn runs a layer (tests and
     `make run-vllm` use it to prove which backend ran, and through which binding)."""
+    global _marker_path
     path = os.environ.get("ATTN_VLLM_MARKER")
     key = (os.getpid(), path or "")
     if path and not _marked.get(key):
@@ -177,6 +191,8 @@ def _mark_used(what: str) -> None:
         with open(path, "a") as f:
             f.write(f"pid={key[0]} {what} binding={'ctypes' if _EXT is None else 'ext'} "
                     f"libattn={_capi.library_path}\n")
+    if path:
+        _marker_path = path
 
 
 def _context() -> ops.Context:
@@ -572,7 +588,7 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             return output
         meta = attn_metadata
         n = meta.num_actual_tokens
-        if meta.marker:
+        if meta.marker is not None and meta.marker != _marker_path:  # the text is formatted once per process
             _mark_used(f"attn_type={self.attn_type} kind={meta.kind} dtype={query.dtype} "
                        f"kv_cache={list(kv_cache.shape)}/{list(kv_cache.stride())}")
         causal = meta.causal and not self.is_encoder
