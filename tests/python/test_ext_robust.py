@@ -313,12 +313,12 @@ def test_dlpack_null_data_without_elements_is_accepted(rng, ctx1):
     """An empty tensor may have no memory at all: no address is formed from its NULL pointer."""
     x = _inputs(rng)
     out = attn.paged_attention(Crafted((0, H, D), data=None), x["kv"], np.zeros(1, np.int32),
-                               np.zeros(0, np.int32), np.zeros((0, 2), np.int32), ctx=ctx1)
+                               np.zeros(0, np.int32), np.zeros((0, 1), np.int32), ctx=ctx1)
     assert np.asarray(out).shape == (0, H, D)
     if EXT is not None:
         c = ctx1._ptr
         r = EXT.paged_attention(c, Crafted((0, H, D), data=None), x["kv"], np.zeros(1, np.int32),
-                                np.zeros(0, np.int32), np.zeros((0, 2), np.int32), None, True, None, 0.0, None, None,
+                                np.zeros(0, np.int32), np.zeros((0, 1), np.int32), None, True, None, 0.0, None, None,
                                 None, None, False)
         assert r is not NotImplemented and r.shape == (0, H, D)
 
