@@ -13,6 +13,7 @@ other checks (ranks, matching dims, contiguous last dimension, ...) are libattn'
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import sys
 import warnings
@@ -129,7 +130,7 @@ class _DLPackView:
     """Owns an unconsumed DLPack capsule (its destructor calls the producer's deleter) and exposes the
     memory through __array_interface__ so NumPy can view it without a copy."""
 
-    def __init__(self, capsule: Any, producer: Any):
+    def __init__(self, capsule: Any, producer: Any, name: str = "tensor"):
         self._capsule = capsule
         self._producer = producer
         t = _DLTensor.from_address(_capsule_get(capsule, b"dltensor"))
@@ -140,8 +141,19 @@ class _DLPackView:
             raise _type_error(f"DLPack vector dtypes (lanes={t.dtype.lanes}) are not supported")
         self.dtype = _dl_to_np(t.dtype.code, t.dtype.bits)
         ndim = t.ndim
+        if ndim < 0 or (ndim and not t.shape):
+            raise _invalid(f"{name}: DLPack tensor with ndim={ndim}" + (" and no shape" if ndim > 0 else ""))
         shape = tuple(int(t.shape[i]) for i in range(ndim))
         item = self.dtype.itemsize
+        if any(n < 0 for n in shape):
+            raise _invalid(f"{name}: DLPack tensor shape {list(shape)} has a negative size")
+        # NumPy refuses these views too, but without naming the argument
+        if math.prod(max(n, 1) for n in shape) * item > sys.maxsize:
+            raise _capi.AttnOverflowError(_capi.STATUS_OVERFLOW, f"{name}: DLPack tensor shape {list(shape)} of "
+                                          f"{item}-byte elements is larger than the address space")
+        numel = math.prod(shape)
+        if not t.data and numel:
+            raise _invalid(f"{name}: DLPack tensor has data=NULL but {numel} elements")
         if t.strides:
             strides = tuple(int(t.strides[i]) * item for i in range(ndim))
         else:
@@ -194,7 +206,7 @@ def as_numpy(x: Any, name: str = "tensor") -> np.ndarray:
             if getattr(x, "requires_grad", False):
                 _warn_grad_once()
                 x = x.detach()  # a view; DLPack refuses tensors that require grad
-        view = _DLPackView(x.__dlpack__(), x)
+        view = _DLPackView(x.__dlpack__(), x, name)
         return np.asarray(view).view(view.dtype)
     return np.asarray(x)
 

@@ -153,8 +153,19 @@ static int ext_format_dtype(const char *fmt, Py_ssize_t itemsize) {
     }
 }
 
+/* a * b of non-negative int64 values into *out; 0 if the product overflows. */
+static int ext_mul(int64_t a, int64_t b, int64_t *out) {
+    if (b != 0 && a > INT64_MAX / b)
+        return 0;
+    *out = a * b;
+    return 1;
+}
+
 /* Fills a->t's shape and strides (bytes in, elements out) as python/attn/_arrays.tensor does: a size-0/1
- * dimension's unusable stride becomes 0 (1 for the last); a negative or misaligned stride is a fallback. */
+ * dimension's unusable stride becomes 0 (1 for the last); a negative or misaligned stride is a fallback.
+ * So is a view whose sizes or addresses do not fit in int64 (a negative size, a product of sizes, or the
+ * byte offset of its last element, also for empty views): every index computation here and in libattn then
+ * stays in range, and the general path reports the argument. */
 static int ext_set_dims(ext_arg *a, int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides_bytes,
                         const int64_t *strides_elems, Py_ssize_t item) {
     if (ndim < 0 || ndim > ATTN_MAX_DIMS)
@@ -162,9 +173,15 @@ static int ext_set_dims(ext_arg *a, int ndim, const Py_ssize_t *shape, const Py_
     a->t.ndim = ndim;
     int64_t acc = 1;
     for (int i = ndim - 1; i >= 0; i--) { /* default: C-contiguous */
+        if (shape[i] < 0)
+            return EXT_FALLBACK;
         a->t.strides[i] = acc;
-        acc *= shape[i] > 1 ? (int64_t)shape[i] : 1;
+        if (!ext_mul(acc, shape[i] > 1 ? (int64_t)shape[i] : 1, &acc))
+            return EXT_FALLBACK;
     }
+    int64_t end = 1; /* elements up to and including the last one */
+    if (!ext_mul(acc, (int64_t)item, &acc))
+        return EXT_FALLBACK;
     for (int i = 0; i < ndim; i++) {
         a->t.shape[i] = shape[i];
         int64_t s;
@@ -183,8 +200,14 @@ static int ext_set_dims(ext_arg *a, int ndim, const Py_ssize_t *shape, const Py_
                 return EXT_FALLBACK;
             a->t.strides[i] = s;
         }
+        int64_t span;
+        if (shape[i] > 0) {
+            if (!ext_mul(shape[i] - 1, a->t.strides[i], &span) || span > INT64_MAX - end)
+                return EXT_FALLBACK;
+            end += span;
+        }
     }
-    return 0;
+    return ext_mul(end, (int64_t)item, &end) ? 0 : EXT_FALLBACK;
 }
 
 /* NumPy array -> view through the buffer protocol. bf16/fp8 (ml_dtypes: no buffer format) go through
@@ -212,7 +235,7 @@ static int ext_from_ndarray(PyObject *obj, int writable, ext_arg *a) {
                 dtype = g_py.special_attn[i];
         }
         Py_DECREF(dt);
-        if (dtype < 0 || g_py.view_dtype[dtype] == NULL)
+        if (dtype < 0 || dtype >= 16 || g_py.view_dtype[dtype] == NULL)
             return EXT_FALLBACK;
         src = PyObject_CallMethodOneArg(obj, g_py.s_view, g_py.view_dtype[dtype]);
         if (src == NULL) {
@@ -339,14 +362,30 @@ static int ext_from_capsule(PyObject *cap, ext_arg *a) {
     const ext_dl_tensor *t = &m->dl_tensor;
     const int dtype = ext_dl_attn_dtype(t->dtype);
     if (dtype < 0 || (t->device.device_type != EXT_DL_CPU && t->device.device_type != EXT_DL_CUDA_HOST) ||
-        t->ndim < 0 || t->ndim > ATTN_MAX_DIMS)
+        t->ndim < 0 || t->ndim > ATTN_MAX_DIMS || (t->ndim > 0 && t->shape == NULL))
         return EXT_FALLBACK;
     Py_ssize_t shape[ATTN_MAX_DIMS];
-    for (int i = 0; i < t->ndim; i++)
+    int empty = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] < 0 || t->shape[i] > PY_SSIZE_T_MAX)
+            return EXT_FALLBACK;
         shape[i] = (Py_ssize_t)t->shape[i];
-    a->t.data = (char *)t->data + t->byte_offset;
+        empty |= shape[i] == 0;
+    }
     a->t.dtype = (attn_dtype)dtype;
-    return ext_set_dims(a, t->ndim, shape, NULL, t->strides, 1);
+    const int r = ext_set_dims(a, t->ndim, shape, NULL, t->strides, 1);
+    if (r != 0)
+        return r;
+    /* data NULL: only an empty view has no memory (no address is formed from it); one with elements is a
+     * fallback, where python/attn/_arrays.py names the argument */
+    if (t->data == NULL) {
+        if (!empty)
+            return EXT_FALLBACK;
+        a->t.data = NULL;
+    } else {
+        a->t.data = (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
+    }
+    return 0;
 }
 
 /* Any array argument -> view. `want` >= 0 requires that dtype (index arrays); float arguments accept any
@@ -727,7 +766,9 @@ static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_s
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[14]) == 1;
+    const int want_lse = PyObject_IsTrue(args[14]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 0, -1, &a[KV]) ||
         ext_tensor(args[3], 0, ATTN_DTYPE_I32, &a[QSL]) || ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[SL]) ||
         ext_tensor(args[5], 0, ATTN_DTYPE_I32, &a[BT]))
@@ -784,15 +825,22 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     PyObject *out = NULL, *lse = NULL;
     long long num_heads, ws_size;
     void *ws = NULL;
-    const int want_lse = PyObject_IsTrue(args[15]) == 1;
+    const int want_lse = PyObject_IsTrue(args[15]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     if (ext_handle(args[0], &ctx) || ext_handle(args[1], &plan) || ext_int(args[2], 0, INT32_MAX, &num_heads) ||
         ext_tensor(args[3], 0, -1, &a[Q]) || ext_tensor(args[4], 0, -1, &a[KV]) ||
         ext_opt_tensor(args[5], 0, -1, &a[K], &tk) || ext_opt_tensor(args[6], 0, -1, &a[V], &tv) ||
         ext_int(args[17], 0, LLONG_MAX, &ws_size) || (ws_size > 0 && ext_handle(args[16], &ws)))
         return ext_not_implemented(a, N);
+    /* libattn reads params->alibi_slopes / sinks for q's heads: the per-head arrays are checked against
+     * those, and a num_heads (the plan's) that disagrees with q is the general path's error to report */
+    const attn_tensor *q = &a[Q].t;
+    if (q->ndim != 3 || q->shape[1] != num_heads)
+        return ext_not_implemented(a, N);
     ext_arg keep[2];
     memset(keep, 0, sizeof keep);
-    if (ext_params(args[7], args[8], 0, args[9], args[10], args[11], args[12], num_heads, keep, &p)) {
+    if (ext_params(args[7], args[8], 0, args[9], args[10], args[11], args[12], q->shape[1], keep, &p)) {
         ext_release_all(keep, 2);
         return ext_not_implemented(a, N);
     }
@@ -800,10 +848,9 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     a[SI] = keep[1];
     if (nargs == 21 && ext_fp8_cache(args[18], args[19], args[20], &a[KV].t, tk, tv, &p.k_scale, &p.v_scale))
         return ext_not_implemented(a, N);
-    const attn_tensor *q = &a[Q].t;
-    const int64_t lse_shape[2] = {q->ndim == 3 ? q->shape[1] : 0, q->shape[0]};
-    int r = ext_outputs(args[3], args[13], q->ndim, q->shape, q->dtype, args[14], want_lse, q->ndim == 3 ? 2 : 0,
-                        lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t);
+    const int64_t lse_shape[2] = {q->shape[1], q->shape[0]};
+    int r = ext_outputs(args[3], args[13], q->ndim, q->shape, q->dtype, args[14], want_lse, 2, lse_shape, &a[OUT],
+                        &a[LSE], &out, &lse, &lse_t);
     if (r != 0) {
         Py_XDECREF(out);
         Py_XDECREF(lse);
@@ -924,7 +971,9 @@ static PyObject *ext_merge_attn_states(PyObject *self, PyObject *const *args, Py
     void *ctx;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[7]) == 1;
+    const int want_lse = PyObject_IsTrue(args[7]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[OA]) || ext_tensor(args[2], 0, -1, &a[LA]) ||
         ext_tensor(args[3], 0, -1, &a[OB]) || ext_tensor(args[4], 0, -1, &a[LB]))
         return ext_not_implemented(a, N);
@@ -968,7 +1017,9 @@ static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t n
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[14]) == 1;
+    const int want_lse = PyObject_IsTrue(args[14]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     const int flash = args[7] == Py_True;
     if (ext_handle(args[0], &ctx) || ext_int(args[1], 0, 1, &layout) || ext_tensor(args[2], 0, -1, &a[Q]) ||
         ext_tensor(args[3], 0, -1, &a[K]) || ext_tensor(args[4], 0, -1, &a[V]))
@@ -1066,7 +1117,9 @@ static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t na
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[14]) == 1;
+    const int want_lse = PyObject_IsTrue(args[14]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     const int flash = args[8] == Py_True, zero_tail = args[15] == Py_True && args[13] == Py_None;
     if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 0, -1, &a[K]) ||
         ext_tensor(args[3], 0, -1, &a[V]) || ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[CQ]) ||
@@ -1203,7 +1256,9 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
     ext_scratch sc;
     sc.heap = NULL;
     PyObject *out = NULL, *lse = NULL;
-    const int want_lse = PyObject_IsTrue(args[16]) == 1;
+    const int want_lse = PyObject_IsTrue(args[16]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     PyObject *o_k = args[4], *o_v = args[5], *o_cs = args[6], *o_bi = args[7], *o_bt = args[8];
     if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 1, -1, &a[KC]) ||
         ext_tensor(args[3], 1, -1, &a[VC]))
@@ -1453,7 +1508,9 @@ static PyObject *ext_varlen_paged(PyObject *self, PyObject *const *args, Py_ssiz
     sc.heap = NULL;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t = NULL;
-    const int want_lse = PyObject_IsTrue(args[15]) == 1;
+    const int want_lse = PyObject_IsTrue(args[15]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     const int allocated = args[14] == Py_None;
     if (ext_handle(args[0], &ctx) || ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[CQ]) ||
         ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 0, -1, &a[KC]) || ext_tensor(args[3], 0, -1, &a[VC]))
@@ -1628,6 +1685,8 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
     Py_ssize_t pos = 0;
     while (PyDict_Next(args[5], &pos, &key, &value)) {
         const long d = PyLong_AsLong(key);
+        if (d == -1 && PyErr_Occurred())
+            return NULL; /* (before any object is released with an exception set) */
         if (d >= 0 && d < 16) {
             Py_INCREF(value);
             Py_XSETREF(g_py.np_dtype[d], value);
@@ -1636,6 +1695,8 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
     pos = 0;
     while (PyDict_Next(args[6], &pos, &key, &value)) {
         const long d = PyLong_AsLong(key);
+        if (d == -1 && PyErr_Occurred())
+            return NULL;
         if (d >= 0 && d < 16) {
             Py_INCREF(value);
             Py_XSETREF(g_py.view_dtype[d], value);
@@ -1643,12 +1704,13 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     pos = 0;
     while (PyDict_Next(args[7], &pos, &key, &value) && g_py.num_special < 16) {
+        const long d = PyLong_AsLong(value);
+        if (d == -1 && PyErr_Occurred())
+            return NULL;
         Py_INCREF(key);
         g_py.special[g_py.num_special] = key;
-        g_py.special_attn[g_py.num_special++] = (int)PyLong_AsLong(value);
+        g_py.special_attn[g_py.num_special++] = (int)d;
     }
-    if (PyErr_Occurred())
-        return NULL;
     g_lib.ready = 1;
     Py_RETURN_NONE;
 }

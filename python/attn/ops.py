@@ -33,6 +33,10 @@ Causal = Union[bool, str, int]
 # ------------------------------------------------------------------------------------------------
 # Context
 # ------------------------------------------------------------------------------------------------
+_NO_WORKSPACE = np.zeros(0, dtype=np.uint8)  # the workspace of every plan that needs none (never written)
+_NO_WORKSPACE.flags.writeable = False
+
+
 def _aligned_workspace(nbytes: int) -> np.ndarray:
     """nbytes of zeros, 64-byte aligned (a plan's workspace)."""
     ws = np.zeros(int(nbytes) + 64, dtype=np.uint8)
@@ -652,6 +656,53 @@ def _int32_arg(v: Any, name: str) -> int:
     return i
 
 
+def _plan_config(num_blocks: int, block_size: int, num_heads: int, num_kv_heads: int, head_size: int,
+                 max_blocks_per_req: int, num_speculative_tokens: int = 0, chunked_prefill_enabled: bool = True,
+                 spec_method_mtp: bool = False) -> Any:
+    """attn_plan_config of a Plan's keywords (each value range-checked into its C field)."""
+    cfg = _capi.new_plan_config()
+    c = cfg.c
+    c.num_blocks, c.block_size = _int32_arg(num_blocks, "num_blocks"), _int32_arg(block_size, "block_size")
+    c.num_heads, c.num_kv_heads = _int32_arg(num_heads, "num_heads"), _int32_arg(num_kv_heads, "num_kv_heads")
+    c.head_size = _int32_arg(head_size, "head_size")
+    c.max_blocks_per_req = _int32_arg(max_blocks_per_req, "max_blocks_per_req")
+    c.num_speculative_tokens = _int32_arg(num_speculative_tokens, "num_speculative_tokens")
+    c.chunked_prefill_enabled = int(bool(chunked_prefill_enabled))
+    c.spec_method_mtp = int(bool(spec_method_mtp))
+    return cfg
+
+
+_PLAN_INFO_OFFSETS = {f: getattr(_capi.PlanInfo, f).offset for f, _ in _capi.PlanInfo._fields_}
+_iota_cache = np.arange(1 << 12, dtype=np.int32)
+
+
+def _iota64(n: int) -> np.ndarray:
+    """0, 1, ..., n - 1 as uint64 (a view of a cached array)."""
+    global _iota64_cache
+    if n > _iota64_cache.shape[0]:
+        _iota64_cache = np.arange(max(n, 2 * _iota64_cache.shape[0]), dtype=np.uint64)
+    return _iota64_cache[:n]
+
+
+_iota64_cache = np.arange(1 << 10, dtype=np.uint64)
+
+
+def _iota(n: int) -> np.ndarray:
+    """0, 1, ..., n - 1 (int32; a view of a cached array: Plan.identity_order compares with it every step)."""
+    global _iota_cache
+    if n > _iota_cache.shape[0]:
+        _iota_cache = np.arange(max(n, 2 * _iota_cache.shape[0]), dtype=np.int32)
+    return _iota_cache[:n]
+
+
+# attn_request as a NumPy record (Plan._of_arrays fills a whole ctypes request array in one assignment per field)
+_REQUEST_DTYPE = np.dtype({
+    "names": [f for f, _ in _capi.Request._fields_],
+    "formats": [np.uintp if issubclass(t, ctypes._Pointer) else np.dtype(t) for _, t in _capi.Request._fields_],
+    "offsets": [getattr(_capi.Request, f).offset for f, _ in _capi.Request._fields_],
+    "itemsize": ctypes.sizeof(_capi.Request)})
+
+
 class PlanRequest:
     """One scheduled request of an engine step (attn_request).
 
@@ -692,15 +743,8 @@ class Plan:
                  spec_method_mtp: bool = False):
         self._plan = None
         self._ptr = 0  # the handle as an int for attn._ext (0 = freed)
-        cfg = _capi.new_plan_config()
-        c = cfg.c
-        c.num_blocks, c.block_size = _int32_arg(num_blocks, "num_blocks"), _int32_arg(block_size, "block_size")
-        c.num_heads, c.num_kv_heads = _int32_arg(num_heads, "num_heads"), _int32_arg(num_kv_heads, "num_kv_heads")
-        c.head_size = _int32_arg(head_size, "head_size")
-        c.max_blocks_per_req = _int32_arg(max_blocks_per_req, "max_blocks_per_req")
-        c.num_speculative_tokens = _int32_arg(num_speculative_tokens, "num_speculative_tokens")
-        c.chunked_prefill_enabled = int(bool(chunked_prefill_enabled))
-        c.spec_method_mtp = int(bool(spec_method_mtp))
+        cfg = _plan_config(num_blocks, block_size, num_heads, num_kv_heads, head_size, max_blocks_per_req,
+                           num_speculative_tokens, chunked_prefill_enabled, spec_method_mtp)
         n = len(requests)
         reqs = (_capi.Request * max(n, 1))()
         for i, r in enumerate(requests):
@@ -712,6 +756,45 @@ class Plan:
                                  if r.block_ids.size else None)
             reqs[i].num_block_ids = int(r.block_ids.size)
             reqs[i].encoder_len = r.encoder_len
+        self._create(cfg, reqs, n, sum(r.num_scheduled_tokens for r in requests))
+
+    @classmethod
+    def _of_arrays(cls, num_computed_tokens: np.ndarray, num_scheduled_tokens: np.ndarray, kind: str,
+                   block_table: np.ndarray, num_block_ids: np.ndarray, encoder_len: Optional[np.ndarray],
+                   config: Any) -> "Plan":
+        """The plan of ``len(num_scheduled_tokens)`` requests of one ``kind`` given as integer arrays, without
+        a PlanRequest object per request (what an engine step passes: attn.vllm_backend's builder):
+        request r is PlanRequest(num_computed_tokens[r], num_scheduled_tokens[r], block_table[r,
+        :num_block_ids[r]], kind=kind, encoder_len=encoder_len[r] or 0). block_table is an int32 array
+        [num_reqs, width] (num_block_ids[r] <= width). ``config``: _plan_config of the constructor's
+        keywords (a caller that plans every step with the same ones builds it once; attn_plan_create only
+        reads it). Same checks, errors and plan as the constructor on those requests."""
+        self = cls.__new__(cls)
+        self._plan = None
+        self._ptr = 0
+        cfg = config
+        n = len(num_scheduled_tokens)
+        bt = block_table if block_table.dtype == np.int32 and block_table.flags.c_contiguous else \
+            np.ascontiguousarray(block_table, dtype=np.int32)
+        if bt.ndim != 2 or bt.shape[0] < n or len(num_block_ids) != n or (n and num_block_ids.max() > bt.shape[1]):
+            raise ValueError(f"block_table: shape {bt.shape} does not hold {n} rows of num_block_ids")
+        reqs = (_capi.Request * max(n, 1))()
+        if n:
+            v = np.frombuffer(reqs, dtype=_REQUEST_DTYPE)
+            v["num_computed_tokens"] = num_computed_tokens
+            v["num_scheduled_tokens"] = num_scheduled_tokens
+            v["kind"] = PlanRequest.KINDS[kind]
+            # row r's address (libattn reads no block id of a request with num_block_ids 0)
+            v["block_ids"] = _iota64(n) * bt.strides[0] + bt.__array_interface__["data"][0]
+            v["num_block_ids"] = num_block_ids
+            if encoder_len is not None:
+                v["encoder_len"] = encoder_len
+        self._create(cfg, reqs, n, int(num_scheduled_tokens.sum()))
+        return self
+
+    def _create(self, cfg: Any, reqs: Any, n: int, expected_tokens: int) -> None:
+        """attn_plan_create on the filled requests, then the plan's info as NumPy copies."""
+        c = cfg.c
         h = ctypes.c_void_p()
         _capi.call("attn_plan_create", ctypes.byref(c), reqs, n, ctypes.byref(h))
         self._plan = h
@@ -721,31 +804,33 @@ class Plan:
         _capi.call("attn_plan_get_info", h, ctypes.byref(info.i))
         i = info.i
 
-        def arr(p: Any, count: int, dtype: Any) -> np.ndarray:
-            if count == 0 or not p:
+        def arr(field: str, count: int, dtype: Any) -> np.ndarray:
+            # one copy of count elements at the field's address (np.ctypeslib.as_array costs ~5 us a call)
+            addr = ctypes.c_void_p.from_buffer(i, _PLAN_INFO_OFFSETS[field]).value
+            if count == 0 or not addr:
                 return np.zeros(count, dtype=dtype)
-            return np.ctypeslib.as_array(p, shape=(count,)).astype(dtype, copy=True)
+            nbytes = count * np.dtype(dtype).itemsize
+            return np.frombuffer((ctypes.c_char * nbytes).from_address(addr), dtype=dtype).copy()
 
         for f in ("num_reqs", "num_tokens", "num_decodes", "num_decode_tokens", "num_prefills",
                   "num_prefill_tokens", "attn_state", "decode_threshold", "max_query_len",
                   "max_seq_len", "num_work_blocks", "num_split_items", "workspace_size"):
             setattr(self, f, int(getattr(i, f)))
         nr, nt = self.num_reqs, self.num_tokens
-        expected_tokens = sum(r.num_scheduled_tokens for r in requests)
         if (nr != n or nt != expected_tokens or i.max_blocks_per_req != c.max_blocks_per_req
                 or self.workspace_size != int(_capi.fn("attn_plan_workspace_size")(h))):
             raise RuntimeError("attn_plan_info layout differs from attn/_capi.py PlanInfo: the Python "
                                "declarations are out of date with include/attn/attn.h")
-        self.query_start_loc = arr(i.query_start_loc, nr + 1, np.int32)
-        self.seq_lens = arr(i.seq_lens, nr, np.int32)
-        self.slot_mapping = arr(i.slot_mapping, nt, np.int64)
-        self.block_table = arr(i.block_table, nr * c.max_blocks_per_req, np.int32).reshape(
+        self.query_start_loc = arr("query_start_loc", nr + 1, np.int32)
+        self.seq_lens = arr("seq_lens", nr, np.int32)
+        self.slot_mapping = arr("slot_mapping", nt, np.int64)
+        self.block_table = arr("block_table", nr * c.max_blocks_per_req, np.int32).reshape(
             nr, c.max_blocks_per_req)
-        self.kinds = arr(i.kinds, nr, np.int32)
-        self.req_order = arr(i.req_order, nr, np.int32)
-        self.token_src = arr(i.token_src, nt, np.int32)
-        self.identity_order = bool(np.array_equal(self.token_src, np.arange(nt)))
-        self._workspace = _aligned_workspace(self.workspace_size)
+        self.kinds = arr("kinds", nr, np.int32)
+        self.req_order = arr("req_order", nr, np.int32)
+        self.token_src = arr("token_src", nt, np.int32)
+        self.identity_order = bool((self.token_src == _iota(nt)).all())
+        self._workspace = _aligned_workspace(self.workspace_size) if self.workspace_size else _NO_WORKSPACE
         self._ws_ptr = self._workspace.ctypes.data if self.workspace_size else 0
         self._ws_size = int(self.workspace_size)
         # The plan's own workspace serves one forward at a time: a forward on another thread while it is in use

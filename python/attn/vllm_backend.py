@@ -167,9 +167,23 @@ def _note_step(kind: str, plan: ops.Plan, same_order: bool) -> None:
                     f"prefills={plan.num_prefills} same_order={int(same_order)}\n")
 
 
+# The marker path this process has written its line to (None: none yet). AttnBackendImpl.forward compares the
+# step's marker with it before it formats anything, so only a process's first layer pays for the line's text.
+_marker_path: Optional[str] = None
+
+
+def _forget_marker_after_fork() -> None:
+    global _marker_path
+    _marker_path = None  # a forked child writes its own line (its own pid)
+
+
+os.register_at_fork(after_in_child=_forget_marker_after_fork)
+
+
 def _mark_used(what: str) -> None:
     """Appends one line per process to $ATTN_VLLM_MARKER the first time attn runs a layer (tests and
     `make run-vllm` use it to prove which backend ran, and through which binding)."""
+    global _marker_path
     path = os.environ.get("ATTN_VLLM_MARKER")
     key = (os.getpid(), path or "")
     if path and not _marked.get(key):
@@ -177,6 +191,8 @@ def _mark_used(what: str) -> None:
         with open(path, "a") as f:
             f.write(f"pid={key[0]} {what} binding={'ctypes' if _EXT is None else 'ext'} "
                     f"libattn={_capi.library_path}\n")
+    if path:
+        _marker_path = path
 
 
 def _context() -> ops.Context:
@@ -330,6 +346,8 @@ class AttnMetadataBuilder(AttentionMetadataBuilder[AttnMetadata]):
                      "encoder_only" if isinstance(kv_cache_spec, EncoderOnlyAttentionSpec) else "decoder")
         self.chunked_prefill = bool(vllm_config.scheduler_config.enable_chunked_prefill)
         self._num_blocks: Optional[int] = None
+        self._columns = np.arange(0)  # 0 .. block table width - 1 (build(), cached)
+        self._plan_config: Optional[Tuple[tuple, Any]] = None  # ((num_blocks, block_size, width), config)
 
     def _kv_num_blocks(self, used_max_block: int) -> int:
         """Blocks of this group's caches (read once from a bound layer cache), or the used maximum + 1."""
@@ -350,38 +368,43 @@ class AttnMetadataBuilder(AttentionMetadataBuilder[AttnMetadata]):
         if isinstance(cm.causal, torch.Tensor):
             raise NotImplementedError("attn: per-request (dynamic) causal masks are not supported")
         num_reqs, num_tokens = int(cm.num_reqs), int(cm.num_actual_tokens)
-        qsl = cm.query_start_loc_cpu[:num_reqs + 1].numpy()
+        qsl = cm.query_start_loc_cpu[:num_reqs + 1].numpy().astype(np.int64)
         seq_lens_t = cm.seq_lens[:num_reqs]
-        seq_lens = seq_lens_t.cpu().numpy()
-        q_lens = np.diff(qsl)
+        seq_lens = seq_lens_t.cpu().numpy().astype(np.int64)
+        q_lens = qsl[1:] - qsl[:-1]
         bt_t = cm.block_table_tensor[:num_reqs]
         bt = bt_t.cpu().numpy()
         kind, bs = self.kind, self.block_size
-        reqs, used_max = [], -1
-        for r in range(num_reqs):
-            q_len, seq_len = int(q_lens[r]), int(seq_lens[r])
-            if kind == "encoder_only":
-                reqs.append(ops.PlanRequest(0, q_len, (), kind="encoder_only"))
-                continue
-            ids = bt[r, :-(-seq_len // bs)]
-            if ids.size:
-                used_max = max(used_max, int(ids.max()))
-            if kind == "cross":
-                reqs.append(ops.PlanRequest(0, q_len, ids, kind="cross", encoder_len=seq_len))
-            else:
-                reqs.append(ops.PlanRequest(seq_len - q_len, q_len, ids))
+        # The requests as arrays, no Python loop and no PlanRequest per request (this runs every engine step):
+        # request r's blocks are bt[r, :ceil(seq_len / block_size)], that Python slice clipped to the width
+        width = bt.shape[1] if bt.ndim == 2 else 1
+        if kind == "encoder_only":  # no blocks
+            computed = nblk = np.zeros(num_reqs, np.int64)
+            enc_len, used_max, bt = None, -1, np.zeros((num_reqs, 0), np.int32)
+        else:
+            stop = -(-seq_lens // bs)
+            nblk = np.minimum(stop, width)
+            if num_reqs and nblk.min() < 0:  # (a negative seq_len: the slice counts from the end)
+                nblk = np.where(stop < 0, np.maximum(width + stop, 0), nblk)
+            cols = self._columns
+            if cols.shape[0] != width:
+                cols = self._columns = np.arange(width)
+            used_max = int(bt.max(where=cols < nblk[:, None], initial=-1)) if num_reqs else -1
+            computed = np.zeros(num_reqs, np.int64) if kind == "cross" else seq_lens - q_lens
+            enc_len = seq_lens if kind == "cross" else None
         num_blocks = 0 if kind == "encoder_only" else self._kv_num_blocks(used_max)
         if kind == "encoder_only":
             bs = 1  # no cache: the geometry of the impl's empty cache view (_encoder_cache)
-        plan = ops.Plan(reqs, num_blocks=num_blocks, block_size=bs, num_heads=self.num_heads,
-                        num_kv_heads=self.num_kv_heads, head_size=self.head_size,
-                        max_blocks_per_req=max(1, bt.shape[1] if bt.ndim == 2 else 1),
-                        num_speculative_tokens=self.num_speculative_tokens,
-                        chunked_prefill_enabled=self.chunked_prefill)
+        key = (num_blocks, bs, width)
+        if self._plan_config is None or self._plan_config[0] != key:  # the engine's constants: built once
+            self._plan_config = (key, ops._plan_config(
+                num_blocks=num_blocks, block_size=bs, num_heads=self.num_heads, num_kv_heads=self.num_kv_heads,
+                head_size=self.head_size, max_blocks_per_req=max(1, width),
+                num_speculative_tokens=self.num_speculative_tokens, chunked_prefill_enabled=self.chunked_prefill))
+        plan = ops.Plan._of_arrays(computed, q_lens, kind, bt, nblk, enc_len, self._plan_config[1])
         token_src = None if plan.identity_order else torch.from_numpy(plan.token_src.astype(np.int64))
         if os.environ.get("ATTN_VLLM_MARKER"):
             _note_step(kind, plan, token_src is None)
-        ws = plan._workspace
         return AttnMetadata(
             num_actual_tokens=num_tokens, max_query_len=int(cm.max_query_len),
             max_seq_len=int(cm.max_seq_len), query_start_loc=cm.query_start_loc[:num_reqs + 1],
@@ -389,7 +412,7 @@ class AttnMetadataBuilder(AttentionMetadataBuilder[AttnMetadata]):
             causal=bool(cm.causal) and kind == "decoder", kind=kind, attn_state=plan.attn_state,
             num_decodes=plan.num_decodes, num_decode_tokens=plan.num_decode_tokens,
             num_prefills=plan.num_prefills, plan=plan, token_src=token_src,
-            workspace=ws.ctypes.data if ws.size else None, workspace_size=int(ws.size))
+            workspace=plan._ws_ptr or None, workspace_size=plan._ws_size)  # (the plan took the address once)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -572,7 +595,7 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             return output
         meta = attn_metadata
         n = meta.num_actual_tokens
-        if meta.marker:
+        if meta.marker is not None and meta.marker != _marker_path:  # the text is formatted once per process
             _mark_used(f"attn_type={self.attn_type} kind={meta.kind} dtype={query.dtype} "
                        f"kv_cache={list(kv_cache.shape)}/{list(kv_cache.stride())}")
         causal = meta.causal and not self.is_encoder

@@ -385,9 +385,12 @@ attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, const attn_
     ATTN_CHECK(call.cache.head_size == cfg->head_size, ATTN_STATUS_INVALID_ARGUMENT,
                "kv_cache: head_size=%lld differs from the plan's %d", (long long)call.cache.head_size,
                (int)cfg->head_size);
+    /* q's head count is the plan's before params are read: attn_paged_check_qo reads alibi_slopes / sinks
+     * for q's heads, and a caller sizes them from the plan (python/attn/ops.py Plan.forward does) */
+    ATTN_TRY(attn_tensor_check(q, "q", 3, 1));
+    ATTN_TRY(attn_tensor_check_dim(q, "q", 1, cfg->num_heads, "plan num_heads"));
     ATTN_TRY(attn_paged_check_qo(q, &call.cache, params, out, lse_opt, &p[0]));
     ATTN_TRY(attn_tensor_check_dim(q, "q", 0, plan->num_tokens, "plan num_tokens"));
-    ATTN_TRY(attn_tensor_check_dim(q, "q", 1, cfg->num_heads, "plan num_heads"));
     if (plan->num_encoder_only > 0) {
         ATTN_TRY(attn_paged_check_rows(key_opt, "key", &call.cache, plan->num_tokens));
         ATTN_TRY(attn_paged_check_rows(value_opt, "value", &call.cache, plan->num_tokens));

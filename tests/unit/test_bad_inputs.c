@@ -317,6 +317,15 @@ M(m_paged_out_overlaps_cache, f->po.data = f->b->cache)
 M(m_paged_mask, f->p.mask = &f->mask)
 M(m_fpaged_ws_small, { f->pq.shape[0] = 2; })
 M(m_fpaged_heads, { f->pq.shape[1] = 2; f->po.shape[1] = 2; f->pl.shape[0] = 2; })
+/* q with 8 heads on a 4-head plan, ALiBi slopes sized for the plan: the four valid slopes are followed by NaNs,
+ * so reading them for q's heads (before the head check) would report a slope instead of the heads */
+static float g_plan_slopes[8] = {0.5f, 0.25f, 0.125f, 0.0625f, NAN, NAN, NAN, NAN};
+M(m_fpaged_heads_alibi, {
+    f->pq.shape[1] = 8;
+    f->po.shape[1] = 8;
+    f->pl.shape[0] = 8;
+    f->p.alibi_slopes = g_plan_slopes;
+})
 M(m_reshape_slot_range, f->b->slots[1] = 16)
 M(m_reshape_slots_long, f->slots.shape[0] = 4)
 M(m_reshape_slots_dtype, f->slots.dtype = ATTN_DTYPE_F32)
@@ -485,6 +494,8 @@ static const row rows[] = {
      "out: shape[0]=3, expected num_tokens=2"},
     {E_FPAGED, "q heads differ from the plan's", m_fpaged_heads, ATTN_STATUS_INVALID_ARGUMENT,
      "q: shape[1]=2, expected plan num_heads=4"},
+    {E_FPAGED, "q heads exceed the plan's, ALiBi sized for the plan", m_fpaged_heads_alibi,
+     ATTN_STATUS_INVALID_ARGUMENT, "q: shape[1]=8, expected plan num_heads=4"},
     {E_PLAN, "valid call (control)", m_none, ATTN_STATUS_OK, ""},
     {E_PLAN, "num_heads = num_kv_heads = INT32_MAX (F7)", m_plan_heads_limit, ATTN_STATUS_INVALID_ARGUMENT,
      "config.num_heads=2147483647 exceeds ATTN_MAX_HEADS=4096"},
