@@ -26,9 +26,11 @@
 #include "harness.h"
 #include "kernels/kernels.h"
 
-#if defined(ATTN_TEST_AMX_EMULATED)
-#define ATTN_AMX_EMULATE 1
-#include "kernels/amx/tile_amx.c"
+#if defined(ATTN_TEST_AMX_EMULATED) /* compiled with the AVX-512 flags in amx_emulated_tu.c */
+void attn_k_qk_tile_amx_emulated(const float *q_t, int64_t num_rows, int64_t head_size, const float *const *k_rows,
+                                 int64_t num_keys, float *s);
+void attn_k_pv_tile_amx_emulated(const float *p, int64_t num_keys, int64_t num_rows, const float *const *v_rows,
+                                 int64_t head_size_v, float *o_t);
 #endif
 
 #define QB       ATTN_QB

@@ -1,0 +1,8 @@
+/*
+ * amx_emulated_tu.c — the amx table's kernel source compiled a second time with ATTN_AMX_EMULATE (the scalar
+ * model of the tile instructions, src/kernels/amx/amx_ops.h) for tests/kernels/test_amx_emulated.c. Only this
+ * file carries the AVX-512 + AVX512-BF16 flags the kernels need, so the test's own code (main, the checks) stays
+ * plain x86-64 and runs, and reports why it skips, on a CPU without AVX-512.
+ */
+#define ATTN_AMX_EMULATE 1
+#include "kernels/amx/tile_amx.c"
