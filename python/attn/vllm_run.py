@@ -166,7 +166,7 @@ def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
             res["jobs"].append(dict(prompt_logprobs=scored, seconds=time.time() - t))
             continue
         sp = vllm.SamplingParams(temperature=0.0, max_tokens=job["max_tokens"],
-                                 ignore_eos=job.get("ignore_eos", False))
+                                 ignore_eos=job.get("ignore_eos", False), logprobs=job.get("logprobs"))
         outs = llm.generate(job["prompts"], sp, use_tqdm=False)
         dt = time.time() - t
         toks = [list(o.outputs[0].token_ids) for o in outs]
@@ -174,6 +174,10 @@ def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
                                 generated=sum(len(x) for x in toks),
                                 cached_tokens=[int(o.num_cached_tokens or 0) for o in outs],
                                 prompt_tokens=sum(len(o.prompt_token_ids) for o in outs)))
+        if job.get("logprobs"):  # per generated token: the ids of the top `logprobs` candidates, best first
+            res["jobs"][-1]["top_tokens"] = [
+                [[int(k) for k, _ in sorted(d.items(), key=lambda kv: kv[1].rank)][:job["logprobs"]]
+                 for d in (o.outputs[0].logprobs or [])] for o in outs]
     t = time.time()
     llm.llm_engine.engine_core.shutdown()
     if spec.get("single_process"):

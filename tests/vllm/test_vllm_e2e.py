@@ -52,8 +52,10 @@ def _gen_spec(model, dtype, jobs, **kw):
 # blocks of 32 and three prefill chunks of 64, so later chunks read earlier chunks' fp8 pages) scored
 # teacher-forced by the bf16 engine and the bf16 + fp8 (E4M3, k_scale = v_scale = 1 as vLLM loads SmolLM2)
 # engine; per text the mean |logprob difference| of the text's tokens must stay <= FP8_MAX_MEAN_DLOGP nats and
-# the model's top-1 token must agree at >= FP8_MIN_TOP1 of the positions; and the first FP8_GREEDY_PREFIX greedy
-# tokens of each b3 answer must equal bf16's. Measured (docs/SERVING.md): 0.07-0.08 nats and 95-96 % (vLLM's
+# the model's top-1 token must agree at >= FP8_MIN_TOP1 of the positions; and the greedy b3 answers must agree
+# as vLLM's own quantized-model tests require (check_logprobs_close): equal up to the first position where they
+# differ, and there each side's token is among the other's top FP8_GREEDY_TOPK candidates (a near-tie that the
+# fp8 rounding flips; the first token must be equal). Measured (docs/SERVING.md): 0.07-0.08 nats and 95-96 % (vLLM's
 # own CPU fp8 backend on the same texts: 0.11-0.15 nats, 91-93 %), all 8 greedy tokens equal.
 FP8_TEXTS = [LONG + " The scheduler batched every request with its neighbours and paged their caches, so the notes "
              "say the same thing five times.",
@@ -61,7 +63,7 @@ FP8_TEXTS = [LONG + " The scheduler batched every request with its neighbours an
              "Millions of tourists visit the city every year to see its monuments and walk along the Seine."]
 FP8_MAX_MEAN_DLOGP = 0.15
 FP8_MIN_TOP1 = 0.90
-FP8_GREEDY_PREFIX = 4
+FP8_GREEDY_TOPK = 5
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +71,11 @@ def runs():
     model = vr.smollm2_checkpoint()
     p = _prompts()
     f32 = _gen_spec(model, "float32", [dict(prompts=p[b], max_tokens=MAX_TOKENS) for b in ("b1", "b3", "b8")])
-    bf16 = _gen_spec(model, "bfloat16", [dict(prompts=p["b3"], max_tokens=MAX_TOKENS)])
+    bf16 = _gen_spec(model, "bfloat16", [dict(prompts=p["b3"], max_tokens=MAX_TOKENS, logprobs=FP8_GREEDY_TOPK)])
     score = dict(prompts=FP8_TEXTS, prompt_logprobs=1)
     bf16_scored = dict(bf16, jobs=bf16["jobs"] + [score])  # attn only: the fp8 tolerance's reference
-    fp8 = _gen_spec(model, "bfloat16", [dict(prompts=p["b3"], max_tokens=MAX_TOKENS), score], kv_cache_dtype="fp8")
+    fp8 = _gen_spec(model, "bfloat16", [dict(prompts=p["b3"], max_tokens=MAX_TOKENS, logprobs=FP8_GREEDY_TOPK), score],
+                    kv_cache_dtype="fp8")
     fx = vr.minilm_fixture()
     emb = dict(model=vr.minilm_dir(), runner="pooling", dtype="float32", max_model_len=256,
                single_process=True, jobs=[dict(prompts=fx["sentences"])])
@@ -149,5 +152,11 @@ def test_fp8_kv_cache_within_tolerance_of_bf16(runs):
         assert top1 >= FP8_MIN_TOP1, f"text {i}: top-1 agreement {top1:.3f} < {FP8_MIN_TOP1}"
     a, b = runs["attn_bf16"]["jobs"][0], runs["attn_fp8"]["jobs"][0]
     for i, (ta, tb) in enumerate(zip(a["tokens"], b["tokens"])):
-        n = FP8_GREEDY_PREFIX
-        assert len(tb) >= n and ta[:n] == tb[:n], f"request {i}: fp8 {b['texts'][i]!r} vs bf16 {a['texts'][i]!r}"
+        what = f"request {i}: fp8 {b['texts'][i]!r} vs bf16 {a['texts'][i]!r}"
+        assert ta and tb and ta[0] == tb[0], what
+        j = next((j for j, (x, y) in enumerate(zip(ta, tb)) if x != y), None)
+        print(f"\n[vllm e2e] fp8 vs bf16 greedy, request {i}: "
+              + ("identical" if j is None else f"first difference at token {j}"))
+        if j is not None:  # vLLM's check_logprobs_close: each token among the other's top candidates there
+            top_a, top_b = a["top_tokens"][i][j], b["top_tokens"][i][j]
+            assert tb[j] in top_a and ta[j] in top_b, f"{what}: token {j} {tb[j]} / {ta[j]} vs top {top_a} / {top_b}"
