@@ -673,26 +673,18 @@ def _plan_config(num_blocks: int, block_size: int, num_heads: int, num_kv_heads:
 
 
 _PLAN_INFO_OFFSETS = {f: getattr(_capi.PlanInfo, f).offset for f, _ in _capi.PlanInfo._fields_}
-_iota_cache = np.arange(1 << 12, dtype=np.int32)
+_iota_caches = {np.dtype(np.int32): np.arange(1 << 12, dtype=np.int32)}
 
 
-def _iota64(n: int) -> np.ndarray:
-    """0, 1, ..., n - 1 as uint64 (a view of a cached array)."""
-    global _iota64_cache
-    if n > _iota64_cache.shape[0]:
-        _iota64_cache = np.arange(max(n, 2 * _iota64_cache.shape[0]), dtype=np.uint64)
-    return _iota64_cache[:n]
-
-
-_iota64_cache = np.arange(1 << 10, dtype=np.uint64)
-
-
-def _iota(n: int) -> np.ndarray:
-    """0, 1, ..., n - 1 (int32; a view of a cached array: Plan.identity_order compares with it every step)."""
-    global _iota_cache
-    if n > _iota_cache.shape[0]:
-        _iota_cache = np.arange(max(n, 2 * _iota_cache.shape[0]), dtype=np.int32)
-    return _iota_cache[:n]
+def _iota(n: int, dtype: Any = np.int32) -> np.ndarray:
+    """0, 1, ..., n - 1 of `dtype` (a view of a cached array: Plan.identity_order compares with the int32 one
+    every step, Plan._of_arrays builds block addresses from the uint64 one)."""
+    dt = np.dtype(dtype)
+    cache = _iota_caches.get(dt)
+    if cache is None or n > cache.shape[0]:
+        size = max(n, 2 * cache.shape[0] if cache is not None else 1 << 10)
+        cache = _iota_caches[dt] = np.arange(size, dtype=dt)
+    return cache[:n]
 
 
 # attn_request as a NumPy record (Plan._of_arrays fills a whole ctypes request array in one assignment per field)
@@ -785,7 +777,7 @@ class Plan:
             v["num_scheduled_tokens"] = num_scheduled_tokens
             v["kind"] = PlanRequest.KINDS[kind]
             # row r's address (libattn reads no block id of a request with num_block_ids 0)
-            v["block_ids"] = _iota64(n) * bt.strides[0] + bt.__array_interface__["data"][0]
+            v["block_ids"] = _iota(n, np.uint64) * bt.strides[0] + bt.__array_interface__["data"][0]
             v["num_block_ids"] = num_block_ids
             if encoder_len is not None:
                 v["encoder_len"] = encoder_len
