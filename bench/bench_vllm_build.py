@@ -17,14 +17,15 @@ Speed lives here only (tests/python/test_vllm_plugin_stubbed.py checks that both
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 import vllm_stubs  # noqa: E402
+from bench_python_overhead import _stats  # noqa: E402  (the same timing loop)
 
 vllm_stubs.install()
 
@@ -34,23 +35,6 @@ from attn import ops  # noqa: E402
 from attn import vllm_backend as vb  # noqa: E402
 
 H, HK, D, BS, WIDTH = 9, 3, 64, 16, 64
-
-
-def _stats(f, reps: int) -> tuple:
-    for _ in range(100):
-        f()
-    ts = [0.0] * reps
-    pc = time.perf_counter
-    gc.disable()
-    try:
-        for i in range(reps):
-            t0 = pc()
-            f()
-            ts[i] = pc() - t0
-    finally:
-        gc.enable()
-    ts.sort()
-    return ts[0] * 1e6, ts[reps // 2] * 1e6
 
 
 def per_request(b, cm):
@@ -89,8 +73,8 @@ def main() -> None:
         cfg = vllm_stubs.vllm_config(H, kv_caches={"layers.0.attn": kv})
         b = vb.AttnMetadataBuilder(spec, ["layers.0.attn"], cfg, None)
         cm = vllm_stubs.common_attn_metadata(computed, q_lens, BS, WIDTH, rng, nb, padded_reqs=8)
-        new = _stats(lambda: b.build(0, cm), args.reps)
-        old = _stats(lambda: per_request(b, cm), args.reps)
+        new = _stats(lambda: b.build(0, cm), args.reps, warmup=100)
+        old = _stats(lambda: per_request(b, cm), args.reps, warmup=100)
         print(f"| {label} | {new[0]:.1f} / {new[1]:.1f} | {old[0]:.1f} / {old[1]:.1f} |")
 
 
