@@ -141,3 +141,15 @@ def binding(request, monkeypatch):
         pytest.skip("attn._ext is not built")
     return request.param
 
+
+class DLPackOnly:
+    """A DLPack producer that is not an ndarray: exercises the capsule path of attn._ext without torch."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._a.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()

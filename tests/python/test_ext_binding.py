@@ -18,7 +18,7 @@ import pytest
 
 import attn
 from attn import _binding, vllm_ops
-from conftest import HAVE_ML_DTYPES, HAVE_TORCH, ROOT, set_ext
+from conftest import HAVE_ML_DTYPES, HAVE_TORCH, ROOT, DLPackOnly, set_ext
 
 EXT = _binding.ext
 needs_ext = pytest.mark.skipif(EXT is None, reason=f"attn._ext not loaded ({_binding.reason})")
@@ -300,19 +300,6 @@ def test_backend_forward_parity(monkeypatch, ctx1):
     assert not spy.fallbacks
 
 
-class _DLPackOnly:
-    """A DLPack producer that is not an ndarray (exercises the capsule path of _ext.c without torch)."""
-
-    def __init__(self, a):
-        self._a = a
-
-    def __dlpack__(self, *args, **kwargs):
-        return self._a.__dlpack__(*args, **kwargs)
-
-    def __dlpack_device__(self):
-        return self._a.__dlpack_device__()
-
-
 @needs_ext
 def test_dlpack_capsules_take_the_fast_path(monkeypatch, ctx1):
     x = _decode_inputs(np.float32, keys=20)
@@ -320,14 +307,14 @@ def test_dlpack_capsules_take_the_fast_path(monkeypatch, ctx1):
     spy = _Spy(EXT)
     set_ext(monkeypatch, spy)
     out = np.zeros_like(x["q"])
-    r = attn.paged_attention(_DLPackOnly(x["q"]), _DLPackOnly(x["kv"]), _DLPackOnly(x["qsl"]),
-                             _DLPackOnly(x["sl"]), _DLPackOnly(x["bt"]), out=_DLPackOnly(out), ctx=ctx1)
-    assert isinstance(r, _DLPackOnly) and not spy.fallbacks
+    r = attn.paged_attention(DLPackOnly(x["q"]), DLPackOnly(x["kv"]), DLPackOnly(x["qsl"]),
+                             DLPackOnly(x["sl"]), DLPackOnly(x["bt"]), out=DLPackOnly(out), ctx=ctx1)
+    assert isinstance(r, DLPackOnly) and not spy.fallbacks
     np.testing.assert_array_equal(out, want)
     # a non-contiguous view through DLPack (strides in elements)
     big = np.zeros((1, 2 * H, D), np.float32)
     big[:, ::2] = x["q"]
-    r2 = attn.paged_attention(_DLPackOnly(big[:, ::2]), x["kv"], x["qsl"], x["sl"], x["bt"], ctx=ctx1)
+    r2 = attn.paged_attention(DLPackOnly(big[:, ::2]), x["kv"], x["qsl"], x["sl"], x["bt"], ctx=ctx1)
     np.testing.assert_array_equal(r2, want)
     assert not spy.fallbacks
 

@@ -30,6 +30,8 @@ import pytest
 
 import attn
 from attn import _binding, _capi, flash
+from attn._arrays import _DLTensor
+from conftest import DLPackOnly
 
 EXT = _binding.ext
 needs_ext = pytest.mark.skipif(EXT is None, reason=f"attn._ext not loaded ({_binding.reason})")
@@ -37,22 +39,8 @@ H, HKV, D, BS, NB = 4, 2, 16, 8, 4
 
 
 # ------------------------------------------------------------------------------------------------
-# DLPack tensors crafted by hand
+# DLPack tensors crafted by hand (the DLTensor layout of attn._arrays, which reads them on the ctypes path)
 # ------------------------------------------------------------------------------------------------
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
 class _DLManaged(ctypes.Structure):
     _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
 
@@ -100,19 +88,6 @@ class Crafted:
 
     def __dlpack_device__(self):
         return (self._m.dl_tensor.device.device_type, 0)
-
-
-class _Wrapped:
-    """A DLPack producer that is not an ndarray: the capsule path of the extension for a NumPy array."""
-
-    def __init__(self, a):
-        self._a = a
-
-    def __dlpack__(self, *args, **kwargs):
-        return self._a.__dlpack__(*args, **kwargs)
-
-    def __dlpack_device__(self):
-        return self._a.__dlpack_device__()
 
 
 class _DLPackRaises:
@@ -367,7 +342,7 @@ def _mutants(a, rng):
         a.reshape(-1)[:1], a[..., :0], a[:0], np.broadcast_to(a[:1], a.shape),
         np.lib.stride_tricks.as_strided(a, a.shape, (0,) * a.ndim), np.expand_dims(a, 0), a[(None,) * 7],
         np.asarray(a, order="F"), a.copy(), a.tolist(), a.view(np.uint8) if a.dtype.itemsize > 1 else a,
-        _Wrapped(a), _Wrapped(a[::-1]), _DLPackRaises(), _DLPackNotCapsule(), _BoolRaises(), None, 3, "x",
+        DLPackOnly(a), DLPackOnly(a[::-1]), _DLPackRaises(), _DLPackNotCapsule(), _BoolRaises(), None, 3, "x",
         Crafted(a.shape, a.dtype, data=None), Crafted(a.shape[:-1] + (0,), a.dtype, data=None),
         Crafted((1 << 40, 1 << 40) + a.shape[2:], a.dtype), Crafted(a.shape, a.dtype, ndim=-1),
         Crafted(a.shape, a.dtype, ndim=7), Crafted(a.shape, a.dtype, device_type=2),
