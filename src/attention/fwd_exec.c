@@ -437,18 +437,18 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                 if (attn_fx_raw(p, &sl[k].blk)) any_raw = 1;
                 else any_float = 1;
             }
-            const int fp8 = attn_fx_widens(p, kern); /* few-row blocks read the widened float rows */
-            if (any_raw && !fp8) {
+            const int widen = attn_fx_widens(p, kern); /* few-row blocks read the widened float rows */
+            if (any_raw && !widen) {
                 for (int64_t t = ta; t < tb; t++) {
                     sc->k_raw[t - ta] = attn_seq_k_row(seq, t, g);
                     sc->v_raw[t - ta] = attn_seq_v_row(seq, t, g);
                 }
             }
-            if (any_float || (any_raw && fp8)) {
+            if (any_float || (any_raw && widen)) {
                 attn_fwd_rows(kern, seq, p->kv_dtype, 0, g, ta, tb, p->head_size, sc->k_tile, sc->k_rows);
                 attn_fwd_rows(kern, seq, p->kv_dtype, 1, g, ta, tb, p->head_size_v, sc->v_tile, sc->v_rows);
             }
-            if (any_raw && fp8)
+            if (any_raw && widen)
                 for (int64_t t = ta; t < tb; t++) {
                     sc->k_raw[t - ta] = sc->k_rows[t - ta];
                     sc->v_raw[t - ta] = sc->v_rows[t - ta];
