@@ -8,8 +8,12 @@ BUILD ?= build
 SAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
-# The interpreter the Python tests run with; CMake builds the extension attn._ext for it.
-PYTHON3 := $(shell command -v python3 2>/dev/null)
+# The project's own virtual environment: scripts/python-deps.sh creates it with the python3 on PATH and every
+# pip install of set-up goes into it, never into the system interpreter. The Python tests and the demo run with
+# its python, and CMake builds the extension attn._ext for it. VENV=... picks another directory.
+VENV ?= .venv
+PYTHON3 := $(abspath $(VENV))/bin/python
+export ATTN_VENV := $(abspath $(VENV))
 
 .PHONY: all deps build run run-synthetic run-vllm test test-c test-python test-python-ctypes test-sanitize test-vllm test-mpi \
   install clean
@@ -19,7 +23,7 @@ all: build
 deps:
 	@bash scripts/setup.sh
 
-CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(if $(PYTHON3),-DPython3_EXECUTABLE=$(PYTHON3)) \
+CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PYTHON3) \
 	  $(CMAKE_FLAGS)
 
 build: deps
@@ -38,7 +42,7 @@ build-quiet:
 # synthetic workload instead; `make run-synthetic` runs that workload directly.
 run: build-quiet
 	@ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
-	  python3 -m attn.demo
+	  $(PYTHON3) -m attn_demo
 
 run-synthetic: build
 	@./$(BUILD)/cli/attn run
@@ -48,14 +52,14 @@ test-c: build
 
 test-python: build
 	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
-	  ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python python3 -m pytest -q -rs tests/python; \
+	  ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python $(PYTHON3) -m pytest -q -rs tests/python; \
 	fi
 
 # The Python suite again through the ctypes binding only (the compiled attn._ext switched off). The default
 # run already compares both bindings entry by entry (tests/python/test_ext_binding.py).
 test-python-ctypes: build
 	@ATTN_PY_BACKEND=ctypes ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
-	  python3 -m pytest -q -rs tests/python
+	  $(PYTHON3) -m pytest -q -rs tests/python
 
 # Every test: C suites (ctest) and the Python suite (pytest; attn._ext is found next to libattn.so).
 test: test-c test-python
@@ -96,7 +100,7 @@ fuzz:
 VLLM_ARGS ?= --embed
 run-vllm: build
 	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
-	  $$PY -m attn.vllm_run $(VLLM_ARGS)
+	  $$PY -m attn_demo.vllm_run $(VLLM_ARGS)
 
 test-vllm: build
 	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
@@ -116,9 +120,9 @@ test-integrations: build
 # -np 2, 3 and 4 (oversubscribed, OMP_NUM_THREADS=1 per rank, each run under `timeout`; ctest label mpi).
 MPI_BUILD ?= build-mpi
 test-mpi: deps
-	@bash scripts/mpi_env.sh
+	@PYTHON=$(PYTHON3) bash scripts/mpi_env.sh
 	@cmake -S . -B $(MPI_BUILD) -DCMAKE_BUILD_TYPE=Release -DATTN_MPI=ON -DATTN_MPI_TESTS=ON -DATTN_MPI_CLI=ON \
-	  $(if $(PYTHON3),-DPython3_EXECUTABLE=$(PYTHON3)) $(CMAKE_FLAGS) >/dev/null
+	  -DPython3_EXECUTABLE=$(PYTHON3) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(MPI_BUILD) -j $(JOBS) --target attn_mpi_check
 	@cd $(MPI_BUILD) && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ctest --output-on-failure -L mpi
 

@@ -9,7 +9,11 @@ import importlib.util
 import os
 import sys
 
-import numpy as np
+# One OpenBLAS thread (unless set): the suite's NumPy products are small, and on a loaded machine OpenBLAS's
+# spinning pool slowed the real-model tests several times over. Results do not depend on it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -30,6 +34,10 @@ def _select_attn():
 
 
 _select_attn()
+# the real-model demo package (python/attn_demo) is not part of an installed attn: the source tree's copy, after
+# whatever attn was selected above
+if os.path.join(ROOT, "python") not in sys.path:
+    sys.path.append(os.path.join(ROOT, "python"))
 
 import attn  # noqa: E402
 
