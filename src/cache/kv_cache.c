@@ -78,17 +78,20 @@ void attn_kv_scatter(const attn_kv_layout *c, const attn_kv_rows *rows, const at
 }
 
 /* Each head row into an fp8 cache: dst[d] = encode(x / scale), x / scale in float32, saturating RNE (vLLM's
- * scaled_convert), by the table's cvt_to_fp8 (the integer encoder, bitwise attn_fp8_from_float). */
+ * scaled_convert), by the table's cvt_to_fp8 (the integer encoder, bitwise attn_fp8_from_float). The scale of
+ * kv head g is the per-head entry when the rows carry an array, else the scalar. */
 void attn_kv_scatter_fp8(const attn_kv_layout *c, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
                          int64_t num_tokens, const struct attn_kernels *kern) {
     for (int64_t t = 0; t < num_tokens; t++) {
         const int64_t slot = attn_tensor_get_index(slot_mapping, t);
         if (slot < 0) continue;
         for (int64_t g = 0; g < c->num_kv_heads; g++) {
-            kern->cvt_to_fp8(rows->key + t * rows->key_row_stride + g * rows->key_head_stride, rows->dtype,
-                             rows->k_scale, c->dtype, (uint8_t *)attn_kv_slot(c, 0, slot, g), c->head_size);
-            kern->cvt_to_fp8(rows->value + t * rows->value_row_stride + g * rows->value_head_stride, rows->dtype,
-                             rows->v_scale, c->dtype, (uint8_t *)attn_kv_slot(c, 1, slot, g), c->head_size);
+            const float ks = rows->k_scales ? rows->k_scales[g] : rows->k_scale;
+            const float vs = rows->v_scales ? rows->v_scales[g] : rows->v_scale;
+            kern->cvt_to_fp8(rows->key + t * rows->key_row_stride + g * rows->key_head_stride, rows->dtype, ks,
+                             c->dtype, (uint8_t *)attn_kv_slot(c, 0, slot, g), c->head_size);
+            kern->cvt_to_fp8(rows->value + t * rows->value_row_stride + g * rows->value_head_stride, rows->dtype, vs,
+                             c->dtype, (uint8_t *)attn_kv_slot(c, 1, slot, g), c->head_size);
         }
     }
 }

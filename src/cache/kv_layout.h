@@ -46,6 +46,7 @@ typedef struct attn_kv_rows {
     attn_dtype dtype;
     int64_t key_row_stride, key_head_stride, value_row_stride, value_head_stride; /* bytes */
     float k_scale, v_scale; /* fp8 cache: stored = encode(x / scale); ignored otherwise */
+    const float *k_scales, *v_scales; /* [num_kv_heads] or NULL: per-head scales replacing the scalar */
 } attn_kv_rows;
 /* `kern`: the caller's kernel table, whose cvt_to_fp8 encodes the rows of an fp8 cache (bitwise the scalar
  * attn_fp8_from_float on every table, so the cache bytes do not depend on the table). */

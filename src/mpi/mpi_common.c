@@ -26,6 +26,11 @@ attn_status am_fail(attn_status status, const char *fmt, ...) {
     return status;
 }
 
+attn_status am_params_load(const attn_params *in, attn_params *out) {
+    const attn_status st = attn_params_copy(out, in);
+    return st == ATTN_STATUS_OK ? st : am_fail(st, "%s", attn_last_error());
+}
+
 attn_status am_fail_attn(attn_status status, const char *what) {
     return am_fail(status, "%s: %s (%s)", what, attn_last_error(), attn_status_string(status));
 }
@@ -131,9 +136,10 @@ static uint64_t am_view_shape_hash(const attn_tensor *t) {
 }
 
 int am_params_facts(const attn_params *params, int32_t num_heads, int kv_scales, am_fact *facts) {
-    attn_params d;
-    attn_params_init(&d);
-    const attn_params *p = params ? params : &d;
+    attn_params d; /* the struct_size rule; an invalid struct reads as the defaults here and fails in the check */
+    if (attn_params_copy(&d, params) != ATTN_STATUS_OK)
+        attn_params_init(&d);
+    const attn_params *p = &d;
     int n = 0;
     facts[n++] = am_int_fact("params.causal", p->causal);
     facts[n++] = am_int_fact("params.window_left", p->window_left);
