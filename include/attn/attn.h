@@ -428,6 +428,8 @@ ATTN_API attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_ten
 
 /* Copies whole blocks inside one cache (copy-on-write): for each row i in order,
  * kv_cache[:, dst] = kv_cache[:, src] with (src, dst) = block_mapping[i] (keys and values).
+ *   kv_cache: as attn_reshape_and_cache, or a U8 view of an fp8 cache (vLLM allocates fp8 caches as uint8):
+ *             blocks move as bytes whatever the dtype.
  *   block_mapping: int64 or int32 [num_pairs, 2]; every id must be in [0, num_blocks) (checked first).
  * Pairs are applied in order (a later pair sees earlier copies). Returns INVALID_ARGUMENT, OVERFLOW.
  * Source: vllm-ascend's AscendAttentionBackend.copy_blocks. */
@@ -435,7 +437,9 @@ ATTN_API attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, cons
 
 /* Copies whole blocks between two caches (e.g. to/from a host offload pool): dst_cache[:, dst] =
  * src_cache[:, src] for each (src, dst) = block_mapping[i]. The caches must share dtype, block_size,
- * num_kv_heads and head_size (num_blocks may differ) and must not overlap; src ids are checked against
+ * num_kv_heads and head_size (num_blocks may differ) and must not overlap; U8 is accepted as vLLM's fp8
+ * storage, and a U8 cache pairs with a U8 or fp8 cache of either format (bytes are moved; the codes keep the
+ * meaning of the cache they came from). src ids are checked against
  * src_cache and dst ids against dst_cache before anything is written.
  *   block_mapping: int64 or int32 [num_pairs, 2]. Returns INVALID_ARGUMENT, OVERFLOW.
  * Source: vllm-ascend's AscendAttentionBackend.swap_blocks. */

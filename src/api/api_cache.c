@@ -145,7 +145,7 @@ static attn_status attn_check_block_mapping(const attn_tensor *m, const attn_kv_
 attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, const attn_tensor *block_mapping) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
     attn_kv_layout c;
-    ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &c));
+    ATTN_TRY(attn_kv_layout_of_bytes(kv_cache, "kv_cache", &c)); /* a byte copy: vLLM's u8 fp8 caches too */
     ATTN_TRY(attn_check_block_mapping(block_mapping, &c, "kv_cache", &c, "kv_cache"));
     ATTN_CHECK(!attn_tensor_overlap(kv_cache, block_mapping), ATTN_STATUS_INVALID_ARGUMENT,
                "kv_cache: overlaps block_mapping in memory");
@@ -158,10 +158,14 @@ attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cache, attn_t
                              const attn_tensor *block_mapping) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
     attn_kv_layout s, d;
-    ATTN_TRY(attn_kv_layout_of(src_cache, "src_cache", &s));
-    ATTN_TRY(attn_kv_layout_of(dst_cache, "dst_cache", &d));
-    ATTN_CHECK(s.dtype == d.dtype, ATTN_STATUS_INVALID_ARGUMENT, "dst_cache: dtype %s differs from src_cache dtype %s",
-               attn_dtype_name(d.dtype), attn_dtype_name(s.dtype));
+    ATTN_TRY(attn_kv_layout_of_bytes(src_cache, "src_cache", &s));
+    ATTN_TRY(attn_kv_layout_of_bytes(dst_cache, "dst_cache", &d));
+    /* bytes move: equal dtypes, or a u8 view of fp8 codes with u8 or either fp8 format */
+    const int bytes_ok = (s.dtype == ATTN_DTYPE_U8 && (d.dtype == ATTN_DTYPE_U8 || attn_dtype_is_fp8(d.dtype))) ||
+                         (d.dtype == ATTN_DTYPE_U8 && attn_dtype_is_fp8(s.dtype));
+    ATTN_CHECK(s.dtype == d.dtype || bytes_ok, ATTN_STATUS_INVALID_ARGUMENT,
+               "dst_cache: dtype %s differs from src_cache dtype %s", attn_dtype_name(d.dtype),
+               attn_dtype_name(s.dtype));
     ATTN_TRY(attn_tensor_check_dim(dst_cache, "dst_cache", 2, s.block_size, "src_cache block_size"));
     ATTN_TRY(attn_tensor_check_dim(dst_cache, "dst_cache", 3, s.num_kv_heads, "src_cache num_kv_heads"));
     ATTN_TRY(attn_tensor_check_dim(dst_cache, "dst_cache", 4, s.head_size, "src_cache head_size"));

@@ -13,10 +13,16 @@
 #include "core/tensor.h"
 #include "kernels/kernels.h"
 
-attn_status attn_kv_layout_of(const attn_tensor *c, const char *name, attn_kv_layout *l) {
+static attn_status attn_kv_layout_check(const attn_tensor *c, const char *name, int allow_u8, attn_kv_layout *l) {
     ATTN_TRY(attn_tensor_check(c, name, 5, 1));
-    ATTN_CHECK(attn_dtype_is_float(c->dtype) || attn_dtype_is_fp8(c->dtype), ATTN_STATUS_INVALID_ARGUMENT,
-               "%s: dtype %s, expected f32, f16, bf16, fp8_e4m3 or fp8_e5m2", name, attn_dtype_name(c->dtype));
+    if (allow_u8)
+        ATTN_CHECK(attn_dtype_is_float(c->dtype) || attn_dtype_is_fp8(c->dtype) || c->dtype == ATTN_DTYPE_U8,
+                   ATTN_STATUS_INVALID_ARGUMENT,
+                   "%s: dtype %s, expected f32, f16, bf16, fp8_e4m3, fp8_e5m2 or u8 (an fp8 cache's bytes)", name,
+                   attn_dtype_name(c->dtype));
+    else
+        ATTN_CHECK(attn_dtype_is_float(c->dtype) || attn_dtype_is_fp8(c->dtype), ATTN_STATUS_INVALID_ARGUMENT,
+                   "%s: dtype %s, expected f32, f16, bf16, fp8_e4m3 or fp8_e5m2", name, attn_dtype_name(c->dtype));
     ATTN_CHECK(c->shape[0] == 2, ATTN_STATUS_INVALID_ARGUMENT,
                "%s: shape[0]=%lld, expected 2 ([2, num_blocks, block_size, num_kv_heads, head_size])", name,
                (long long)c->shape[0]);
@@ -45,6 +51,14 @@ attn_status attn_kv_layout_of(const attn_tensor *c, const char *name, attn_kv_la
     l->row_stride = c->strides[2] * es;
     l->head_stride = c->strides[3] * es;
     return ATTN_STATUS_OK;
+}
+
+attn_status attn_kv_layout_of(const attn_tensor *c, const char *name, attn_kv_layout *l) {
+    return attn_kv_layout_check(c, name, 0, l);
+}
+
+attn_status attn_kv_layout_of_bytes(const attn_tensor *c, const char *name, attn_kv_layout *l) {
+    return attn_kv_layout_check(c, name, 1, l);
 }
 
 /* One head row of head_size elements: copy when dtypes match, else convert through float (RNE). */

@@ -8,7 +8,8 @@
  *     with a zero tail is accepted; attn_params_copy applies the same rule;
  *   - attn_reshape_and_cache_ex: the four older entries are the same writes, statuses and callback as the
  *     options entry; per-head fp8 scales are bitwise the oracle's per-head write; bad per-head scales name
- *     the entry and write nothing; a float cache ignores every scale.
+ *     the entry and write nothing; a float cache ignores every scale;
+ *   - copy_blocks / swap_blocks on a u8 view of an fp8 cache (vLLM's allocation): byte copies.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -373,6 +374,59 @@ static void test_cache_write_per_head(void **state) {
     attn_ctx_destroy(f.ctx);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * copy_blocks / swap_blocks on vLLM's u8 fp8 caches
+ * --------------------------------------------------------------------------------------------- */
+static void test_copy_swap_u8_cache(void **state) {
+    (void)state;
+    attn_ctx *ctx;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    enum { NB = 4, BS = 2, HK = 2, D = 8, BLK = BS * HK * D, N = 2 * NB * BLK };
+    uint8_t cache[N], orig[N], host[N];
+    for (int i = 0; i < N; i++)
+        cache[i] = orig[i] = (uint8_t)(i * 37 + 11);
+    const int64_t cs[5] = {2, NB, BS, HK, D}, ms[2] = {2, 2};
+    int64_t map[4] = {0, 3, 2, 1};
+    attn_tensor tc = attn_tensor_make(cache, ATTN_DTYPE_U8, 5, cs), tm = attn_tensor_make(map, ATTN_DTYPE_I64, 2, ms);
+    assert_int_equal(attn_copy_blocks(ctx, &tc, &tm), ATTN_STATUS_OK);
+    for (int kv = 0; kv < 2; kv++) {
+        assert_memory_equal(cache + (kv * NB + 3) * BLK, orig + (kv * NB + 0) * BLK, BLK);
+        assert_memory_equal(cache + (kv * NB + 1) * BLK, orig + (kv * NB + 2) * BLK, BLK);
+        assert_memory_equal(cache + (kv * NB + 0) * BLK, orig + (kv * NB + 0) * BLK, BLK);
+        assert_memory_equal(cache + (kv * NB + 2) * BLK, orig + (kv * NB + 2) * BLK, BLK);
+    }
+    /* u8 -> fp8 (and back): the bytes move */
+    memset(host, 0, sizeof host);
+    attn_tensor th = attn_tensor_make(host, ATTN_DTYPE_FP8_E4M3, 5, cs);
+    assert_int_equal(attn_swap_blocks(ctx, &tc, &th, &tm), ATTN_STATUS_OK);
+    for (int kv = 0; kv < 2; kv++)
+        assert_memory_equal(host + (kv * NB + 3) * BLK, cache + (kv * NB + 0) * BLK, BLK);
+    attn_tensor tcf = attn_tensor_make(cache, ATTN_DTYPE_FP8_E5M2, 5, cs),
+                thu = attn_tensor_make(host, ATTN_DTYPE_U8, 5, cs);
+    assert_int_equal(attn_swap_blocks(ctx, &tcf, &thu, &tm), ATTN_STATUS_OK);
+    /* u8 with a float cache: refused, nothing written */
+    float fh[N];
+    memset(fh, 0, sizeof fh);
+    attn_tensor tfh = attn_tensor_make(fh, ATTN_DTYPE_F32, 5, cs);
+    assert_int_equal(attn_swap_blocks(ctx, &tc, &tfh, &tm), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "dst_cache: dtype f32 differs from src_cache dtype u8"));
+    for (int i = 0; i < N; i++)
+        assert_true(fh[i] == 0.0f);
+    /* other integer dtypes stay refused */
+    attn_tensor ti = attn_tensor_make(cache, ATTN_DTYPE_I32, 5, cs);
+    memcpy(orig, cache, sizeof cache);
+    assert_int_equal(attn_copy_blocks(ctx, &ti, &tm), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(
+        strstr(attn_last_error(), "kv_cache: dtype i32, expected f32, f16, bf16, fp8_e4m3, fp8_e5m2 or u8"));
+    assert_memory_equal(cache, orig, sizeof cache);
+    /* a u8 cache is still not a cache the write or the attention entries read */
+    float k[HK * D] = {0};
+    int64_t rs[3] = {1, HK, D}, ss[1] = {1}, slot = 0;
+    attn_tensor tk = attn_tensor_make(k, ATTN_DTYPE_F32, 3, rs), ts = attn_tensor_make(&slot, ATTN_DTYPE_I64, 1, ss);
+    assert_int_equal(attn_reshape_and_cache(ctx, &tk, &tk, &tc, &ts), ATTN_STATUS_INVALID_ARGUMENT);
+    attn_ctx_destroy(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_init_sized_writes_struct_size_bytes),
@@ -380,6 +434,7 @@ int main(void) {
         cmocka_unit_test(test_plan_config_and_quant_struct_size),
         cmocka_unit_test(test_cache_write_ex_wrappers),
         cmocka_unit_test(test_cache_write_per_head),
+        cmocka_unit_test(test_copy_swap_u8_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
