@@ -107,6 +107,19 @@ ATTN_API size_t attn_dtype_size(attn_dtype dtype);
 /* Static lower-case name ("f32", "bf16", ...) or "unknown". */
 ATTN_API const char *attn_dtype_name(attn_dtype dtype);
 
+/* IEEE binary16 and bfloat16 codecs, the ones every entry uses to read and write f16/bf16 tensors (bindings and
+ * tools use them to build inputs and read outputs with the library's bits). Encoding rounds to nearest, ties
+ * to even; finite values that round beyond the largest finite value (65504 for f16, about 3.39e38 for bf16)
+ * give ±inf, as IEEE 754 rounding does; values below half the smallest subnormal give ±0 (f16 keeps
+ * subnormals; bf16 has float32's range). NaN stays NaN with its sign, quieted (f16: the top 10 payload bits
+ * kept, the quiet bit set; bf16: the top 7 payload bits kept, the quiet bit set). Decoding is exact (every f16
+ * and bf16 value is a float32). Never fail, never allocate. Semantics: IEEE 754-2019 binary16 and
+ * roundTiesToEven; bfloat16 as the upper 16 bits of binary32 (PyTorch, ml_dtypes). */
+ATTN_API uint16_t attn_f16_from_float(float x);
+ATTN_API float attn_f16_to_float(uint16_t bits);
+ATTN_API uint16_t attn_bf16_from_float(float x);
+ATTN_API float attn_bf16_to_float(uint16_t bits);
+
 #define ATTN_MAX_DIMS 6
 
 /* Documented limits (docs/ROBUSTNESS.md). Every entry checks them before it measures, allocates or computes,

@@ -275,64 +275,11 @@ void *am_alloc(int64_t bytes) {
 }
 
 /* ---- dtype conversion -------------------------------------------------------------------------------- */
-static float am_f16_to_f32(uint16_t h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-    float f;
-    if (exp == 0)
-        f = ldexpf((float)man, -24); /* zero or subnormal: man · 2^-24 */
-    else if (exp == 31)
-        f = man ? NAN : INFINITY;
-    else
-        f = ldexpf((float)(man | 0x400u), (int)exp - 25);
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u |= sign;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint16_t am_f32_to_f16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    const float a = fabsf(f);
-    if (isnan(f))
-        return (uint16_t)(sign | 0x7E00u);
-    if (a >= 65520.0f) /* rounds to inf (max finite 65504, halfway to 2^16 is 65520) */
-        return (uint16_t)(sign | 0x7C00u);
-    if (a < 6.103515625e-05f) { /* subnormal range: units of 2^-24, nearest-even by rintf */
-        const float m = rintf(a * 16777216.0f);
-        return (uint16_t)(sign | (uint16_t)m); /* m == 1024 is the smallest normal, also correct */
-    }
-    int e;
-    const float fr = frexpf(a, &e);              /* a = fr · 2^e, fr in [0.5, 1) */
-    float m = rintf(ldexpf(fr, 11));             /* 11 significant bits, in [1024, 2048] */
-    if (m >= 2048.0f) {
-        m = 1024.0f;
-        e++;
-    }
-    const int be = e - 1 + 15; /* biased exponent of 1.xxx · 2^(e−1) */
-    if (be >= 31)
-        return (uint16_t)(sign | 0x7C00u);
-    return (uint16_t)(sign | (uint16_t)(be << 10) | ((uint16_t)m & 0x3FFu));
-}
-
-static float am_bf16_to_f32(uint16_t b) {
-    const uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint16_t am_f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if (isnan(f))
-        return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
+/* f16/bf16 through libattn's codecs (attn_f16_from_float ...), the bits its entries use. */
+static float am_f16_to_f32(uint16_t h) { return attn_f16_to_float(h); }
+static uint16_t am_f32_to_f16(float f) { return attn_f16_from_float(f); }
+static float am_bf16_to_f32(uint16_t b) { return attn_bf16_to_float(b); }
+static uint16_t am_f32_to_bf16(float f) { return attn_bf16_from_float(f); }
 
 void am_to_f32(const void *src, attn_dtype dtype, float *dst, int64_t n) {
     if (dtype == ATTN_DTYPE_F32) {
