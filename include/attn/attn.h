@@ -21,6 +21,21 @@
  *     thread"), before anything is written, instead of sharing the scratch; the check is one atomic
  *     compare-and-swap (no lock, no wait). The cache entries (reshape_and_cache, copy/swap_blocks, merge) use
  *     no scratch and may share a ctx. The last-error message is thread-local.
+ *
+ * Stability (CHANGELOG.md records every change):
+ *   - Stable: status values (never renumbered), the dtype/layout/causal/state/request-kind enum values, the
+ *     exported symbols (abi/exported_symbols.txt), and the contract of the core and serving entries: context,
+ *     dense / varlen / merge, the oracle twins of those, paged cache ops (attn_reshape_and_cache_ex and its
+ *     wrappers, copy/swap_blocks, kv_cache_alloc, the KV-stored notification), plan and paged attention,
+ *     capabilities, the fp8 / f16 / bf16 codecs. Option structs are size-prefixed (below): fields are only
+ *     appended, so a caller built against an older header keeps working with a newer library. Before 1.0 a
+ *     minor version may still break the ABI (it says so in CHANGELOG.md, as 0.2 does by adding struct_size).
+ *   - Experimental (may change or go in any release; each is marked "Experimental" in CHANGELOG.md): the
+ *     diffusion section — attn_forward_padded, attn_forward_packed, attn_forward_piecewise,
+ *     attn_forward_paged_piecewise, attn_forward_kv_prefix, attn_forward_prescaled (and their workspace sizes
+ *     and oracle twins) — and the quantized-attention section: attn_quantize_mx / attn_dequantize_mx,
+ *     attn_fp4_e2m1_*, attn_e8m0_to_float, attn_hadamard_*, attn_quant_params and attn_forward_quant(_ref).
+ *     Their semantics follow upstream projects that are still moving (vllm-omni, MindIE-SD).
  */
 #ifndef ATTN_ATTN_H
 #define ATTN_ATTN_H
