@@ -138,61 +138,15 @@ double attn_cli_rng_uniform(attn_cli_rng *rng, double lo, double hi) {
     return lo + (hi - lo) * ((double)(attn_cli_rng_u64(rng) >> 11) * 0x1.0p-53);
 }
 
-static uint32_t attn_cli_f32_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
+/* f16/bf16 through the library's codecs (attn.h attn_f16_from_float ...): the CLI's inputs and readings have
+ * the bits every entry uses. */
+uint16_t attn_cli_f32_to_f16(float x) { return attn_f16_from_float(x); }
 
-static float attn_cli_bits_f32(uint32_t u) {
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
+float attn_cli_f16_to_f32(uint16_t h) { return attn_f16_to_float(h); }
 
-uint16_t attn_cli_f32_to_f16(float x) {
-    const uint32_t u = attn_cli_f32_bits(x);
-    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    const uint32_t abs = u & 0x7FFFFFFFu;
-    if (abs >= 0x7F800000u)
-        return (uint16_t)(sign | 0x7C00u | (abs > 0x7F800000u ? 0x200u : 0u));
-    if (abs >= 0x477FF000u)
-        return (uint16_t)(sign | 0x7C00u); /* rounds to >= 65520: inf */
-    if (abs < 0x38800000u) {               /* subnormal half (or zero) */
-        const float a = attn_cli_bits_f32(abs);
-        const float scaled = a * 16777216.0f; /* a / 2^-24, exact; rint rounds to nearest even */
-        return (uint16_t)(sign | (uint16_t)lrintf(scaled));
-    }
-    const uint32_t mant = abs & 0x7FFFFFu;
-    uint32_t h = ((abs >> 23) - 112u) << 10 | (mant >> 13);
-    const uint32_t rest = mant & 0x1FFFu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
-        h++;
-    return (uint16_t)(sign | h);
-}
+uint16_t attn_cli_f32_to_bf16(float x) { return attn_bf16_from_float(x); }
 
-float attn_cli_f16_to_f32(uint16_t h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    const uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-    if (e == 0) {
-        const float v = (float)m * 0x1.0p-24f;
-        return sign ? -v : v;
-    }
-    if (e == 31)
-        return attn_cli_bits_f32(sign | 0x7F800000u | (m << 13));
-    return attn_cli_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-uint16_t attn_cli_f32_to_bf16(float x) {
-    const uint32_t u = attn_cli_f32_bits(x);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
-        return (uint16_t)((u >> 16) | 0x40u);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-float attn_cli_bf16_to_f32(uint16_t h) {
-    return attn_cli_bits_f32((uint32_t)h << 16);
-}
+float attn_cli_bf16_to_f32(uint16_t h) { return attn_bf16_to_float(h); }
 
 float attn_cli_load(const void *buf, attn_dtype dtype, size_t i) {
     switch (dtype) {

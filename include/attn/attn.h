@@ -21,6 +21,21 @@
  *     thread"), before anything is written, instead of sharing the scratch; the check is one atomic
  *     compare-and-swap (no lock, no wait). The cache entries (reshape_and_cache, copy/swap_blocks, merge) use
  *     no scratch and may share a ctx. The last-error message is thread-local.
+ *
+ * Stability (CHANGELOG.md records every change):
+ *   - Stable: status values (never renumbered), the dtype/layout/causal/state/request-kind enum values, the
+ *     exported symbols (abi/exported_symbols.txt), and the contract of the core and serving entries: context,
+ *     dense / varlen / merge, the oracle twins of those, paged cache ops (attn_reshape_and_cache_ex and its
+ *     wrappers, copy/swap_blocks, kv_cache_alloc, the KV-stored notification), plan and paged attention,
+ *     capabilities, the fp8 / f16 / bf16 codecs. Option structs are size-prefixed (below): fields are only
+ *     appended, so a caller built against an older header keeps working with a newer library. Before 1.0 a
+ *     minor version may still break the ABI (it says so in CHANGELOG.md, as 0.2 does by adding struct_size).
+ *   - Experimental (may change or go in any release; each is marked "Experimental" in CHANGELOG.md): the
+ *     diffusion section — attn_forward_padded, attn_forward_packed, attn_forward_piecewise,
+ *     attn_forward_paged_piecewise, attn_forward_kv_prefix, attn_forward_prescaled (and their workspace sizes
+ *     and oracle twins) — and the quantized-attention section: attn_quantize_mx / attn_dequantize_mx,
+ *     attn_fp4_e2m1_*, attn_e8m0_to_float, attn_hadamard_*, attn_quant_params and attn_forward_quant(_ref).
+ *     Their semantics follow upstream projects that are still moving (vllm-omni, MindIE-SD).
  */
 #ifndef ATTN_ATTN_H
 #define ATTN_ATTN_H
@@ -106,6 +121,19 @@ typedef enum attn_dtype {
 ATTN_API size_t attn_dtype_size(attn_dtype dtype);
 /* Static lower-case name ("f32", "bf16", ...) or "unknown". */
 ATTN_API const char *attn_dtype_name(attn_dtype dtype);
+
+/* IEEE binary16 and bfloat16 codecs, the ones every entry uses to read and write f16/bf16 tensors (bindings and
+ * tools use them to build inputs and read outputs with the library's bits). Encoding rounds to nearest, ties
+ * to even; finite values that round beyond the largest finite value (65504 for f16, about 3.39e38 for bf16)
+ * give ±inf, as IEEE 754 rounding does; values below half the smallest subnormal give ±0 (f16 keeps
+ * subnormals; bf16 has float32's range). NaN stays NaN with its sign, quieted (f16: the top 10 payload bits
+ * kept, the quiet bit set; bf16: the top 7 payload bits kept, the quiet bit set). Decoding is exact (every f16
+ * and bf16 value is a float32). Never fail, never allocate. Semantics: IEEE 754-2019 binary16 and
+ * roundTiesToEven; bfloat16 as the upper 16 bits of binary32 (PyTorch, ml_dtypes). */
+ATTN_API uint16_t attn_f16_from_float(float x);
+ATTN_API float attn_f16_to_float(uint16_t bits);
+ATTN_API uint16_t attn_bf16_from_float(float x);
+ATTN_API float attn_bf16_to_float(uint16_t bits);
 
 #define ATTN_MAX_DIMS 6
 
@@ -217,10 +245,30 @@ typedef enum attn_layout {
     ATTN_LAYOUT_BNSD = 1  /* [batch, heads, seq, head_size]           */
 } attn_layout;
 
+/* ---- Size-prefixed option structs -------------------------------------------------------------------
+ * attn_params, attn_plan_config, attn_quant_params and attn_cache_write_options start with
+ * `size_t struct_size`, which their *_init function sets to the caller's sizeof (the init names are macros
+ * over *_init_sized(p, sizeof *p), so a program compiled against an older header never has more bytes
+ * written than its struct holds). The library reads a struct through struct_size by one rule:
+ *   - struct_size < the struct's ATTN_*_SIZE_MIN (the fields of its first version): INVALID_ARGUMENT
+ *     ("params.struct_size=0: expected >= 80 (set by attn_params_init)"); this is also what an
+ *     uninitialised struct usually gets;
+ *   - ATTN_*_SIZE_MIN <= struct_size <= sizeof (this library's struct): the fields that lie wholly inside
+ *     struct_size are read, the fields past it take their defaults (what *_init writes);
+ *   - sizeof < struct_size <= ATTN_STRUCT_SIZE_MAX (a caller compiled against a newer header): accepted when
+ *     every byte past this library's sizeof is 0 (a field appended later has the all-zero bytes as its
+ *     default, so the caller left it at its default); UNSUPPORTED naming the first nonzero byte otherwise
+ *     (an option this library does not know); struct_size > ATTN_STRUCT_SIZE_MAX is INVALID_ARGUMENT.
+ * A NULL pointer, where an entry accepts one, means all defaults. Fields are only ever appended, and an
+ * appended field's default is all-zero bytes (NULL, 0). attn_capabilities_get follows the same idea with an
+ * explicit caps_size. */
+#define ATTN_STRUCT_SIZE_MAX ((size_t)4096)
+
 /* Options shared by every attention entry. Initialise with attn_params_init(), then set fields.
  * Order of application (docs/SEMANTICS.md §1): scale → soft-cap → ALiBi →
  * additive mask → keep-masks (causal, window, key padding, mask) → softmax. */
 typedef struct attn_params {
+    size_t struct_size;          /* sizeof(attn_params) of the caller, set by attn_params_init (see above)  */
     float softmax_scale;         /* multiplier of q·k; 0 = default 1/sqrt(head_size)                       */
     int32_t causal;              /* attn_causal                                                            */
     int32_t window_left;         /* keys visible iff p_i − window_left <= j; −1 = unbounded (HF/vLLM W → W−1)*/
@@ -255,14 +303,45 @@ typedef struct attn_params {
      * decode(bits)·k_scale for keys and decode(bits)·v_scale for values, as vLLM dequantizes ("Dequant(FP8) ·
      * scale => HP"). Read only by the paged entries on an fp8 cache, where each must be finite and > 0
      * (INVALID_ARGUMENT "params.k_scale=0 ..."); ignored for f32/f16/bf16 caches, as vLLM ignores the scales
-     * for kv_cache_dtype "auto". Default 1. */
+     * for kv_cache_dtype "auto". Default 1. The same fields and rules apply to the scales of a cache write
+     * (attn_cache_write_options.k_scale / v_scale): a cache written with scales s is read with the same s. */
     float k_scale;
     float v_scale;
+    /* Per-head fp8 scales (vLLM kv_scale_type "attn_head": one key and one value scale per KV head):
+     * float32 [num_kv_heads] or NULL. When set, an element of kv head g of an fp8 cache means
+     * decode(bits)·k_scales[g] (keys) / decode(bits)·v_scales[g] (values), and the scalar k_scale / v_scale
+     * is not read; NULL = the scalar for every head. Each of the num_kv_heads entries (the cache's shape[3])
+     * must be finite and > 0 (INVALID_ARGUMENT "params.k_scales[3]=0: expected a finite value > 0 for the
+     * fp8_e4m3 kv_cache"); the array must hold num_kv_heads floats (the C API cannot check its length; the
+     * Python layer does). Read by the same entries, under the same conditions, as k_scale / v_scale (ignored
+     * for float caches). Applied exactly as the scalar: k_scales[g] multiplies the finished dot product
+     * (softmax_scale·k_scales[g] rounded once to float32) and v_scales[g] the final normalisation, so a
+     * per-head array whose entries all equal k_scale gives the scalar call's bits. Past
+     * ATTN_PARAMS_SIZE_MIN: a struct_size that ends before them reads NULL. Default NULL. */
+    const float *k_scales;
+    const float *v_scales;
 } attn_params;
 
-/* Defaults: scale 0 (= 1/sqrt(head_size)), no causal, window (−1, −1), softcap 0, no ALiBi, sinks, masks
- * (mask, key_padding_mask and additive_mask NULL), k_scale = v_scale = 1. */
-ATTN_API void attn_params_init(attn_params *params);
+/* Smallest struct_size the entries accept: the fields through v_scale. */
+#define ATTN_PARAMS_SIZE_MIN (offsetof(attn_params, v_scale) + sizeof(float))
+
+/* Defaults: struct_size = sizeof *params, scale 0 (= 1/sqrt(head_size)), no causal, window (−1, −1), softcap 0,
+ * no ALiBi, sinks, masks (mask, key_padding_mask and additive_mask NULL), k_scale = v_scale = 1,
+ * k_scales = v_scales = NULL. attn_params_init(p) is a macro for attn_params_init_sized(p, sizeof *p);
+ * attn_params_init_sized writes the first struct_size bytes only (zeroing those past this library's fields)
+ * and sets params->struct_size = struct_size when that field fits. NULL params or struct_size 0: no effect.
+ * The function attn_params_init (the exported symbol, reached as (attn_params_init)(p) or through dlsym)
+ * writes sizeof(attn_params) of the loaded library. */
+ATTN_API void attn_params_init_sized(attn_params *params, size_t struct_size);
+ATTN_API void(attn_params_init)(attn_params *params);
+#define attn_params_init(params) attn_params_init_sized((params), sizeof *(params))
+
+/* *dst = src read by the struct_size rule above: this library's attn_params with src's fields that fit in
+ * src->struct_size and the defaults for the rest (dst->struct_size = sizeof(attn_params)); NULL src gives the
+ * defaults. For libraries layered on attn (libattn_mpi) that copy or edit a caller's params before passing
+ * them on. Returns INVALID_ARGUMENT (dst NULL, struct_size out of range), UNSUPPORTED (a nonzero byte past
+ * this library's struct); *dst is untouched on failure. */
+ATTN_API attn_status attn_params_copy(attn_params *dst, const attn_params *src);
 
 /* ================================================================================================
  * Dense and packed variable-length attention forward (FlashAttention-2 algorithm, exact softmax)
@@ -339,7 +418,12 @@ ATTN_API attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_te
  * Token slot s lives in block s / block_size at row s % block_size;
  * slot = block_table[r][pos / block_size]·block_size + pos % block_size. */
 
-/* Writes new keys/values into the cache: for every token t with slot_mapping[t] >= 0,
+/* Cache writes. One entry takes every option: attn_reshape_and_cache_ex with attn_cache_write_options (fp8
+ * scales, per tensor or per KV head, and the "KV stored" callback), below after the notification types. The
+ * four older entries (attn_reshape_and_cache, _scaled, _notify, _scaled_notify) are thin wrappers over it,
+ * bitwise the same writes, statuses and messages; they stay until 1.0 (CHANGELOG.md).
+ *
+ * Writes new keys/values into the cache: for every token t with slot_mapping[t] >= 0,
  * kv_cache[0][slot / block_size][slot % block_size] = key[t] and kv_cache[1][...] = value[t].
  *   key, value:   [num_tokens, num_kv_heads, head_size] f32/f16/bf16 (same dtype; converted to the cache
  *                 dtype with round-to-nearest-even when they differ)
@@ -349,7 +433,8 @@ ATTN_API attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_te
  * Every slot is checked before anything is written: a slot >= num_blocks·block_size is INVALID_ARGUMENT
  * ("slot_mapping: entry 5 = 9001 >= num_blocks·block_size = 4096") and the cache is untouched. Duplicate
  * slots: the later token wins. The cache must not overlap key/value/slot_mapping.
- * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM reshape_and_cache(_flash), vllm-ascend reshape_and_cache. */
+ * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM reshape_and_cache(_flash), vllm-ascend reshape_and_cache.
+ * Wrapper: attn_reshape_and_cache_ex(ctx, key, value, kv_cache, slot_mapping, NULL). */
 ATTN_API attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
                                             attn_tensor *kv_cache, const attn_tensor *slot_mapping);
 
@@ -363,13 +448,16 @@ ATTN_API attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *ke
  *   k_scale, v_scale: fp8 cache: finite and > 0, else INVALID_ARGUMENT ("k_scale=0: expected a finite value
  *   > 0 for the fp8_e4m3 kv_cache"), checked before anything is written.
  * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM csrc/cache_kernels.cu reshape_and_cache_flash_kernel and
- * quantization/fp8/nvidia/quant_utils.cuh (stored code = fp8(value / scale)). */
+ * quantization/fp8/nvidia/quant_utils.cuh (stored code = fp8(value / scale)).
+ * Wrapper: attn_reshape_and_cache_ex with options {k_scale, v_scale}. */
 ATTN_API attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
                                                    attn_tensor *kv_cache, const attn_tensor *slot_mapping,
                                                    float k_scale, float v_scale);
 
 /* Copies whole blocks inside one cache (copy-on-write): for each row i in order,
  * kv_cache[:, dst] = kv_cache[:, src] with (src, dst) = block_mapping[i] (keys and values).
+ *   kv_cache: as attn_reshape_and_cache, or a U8 view of an fp8 cache (vLLM allocates fp8 caches as uint8):
+ *             blocks move as bytes whatever the dtype.
  *   block_mapping: int64 or int32 [num_pairs, 2]; every id must be in [0, num_blocks) (checked first).
  * Pairs are applied in order (a later pair sees earlier copies). Returns INVALID_ARGUMENT, OVERFLOW.
  * Source: vllm-ascend's AscendAttentionBackend.copy_blocks. */
@@ -377,7 +465,9 @@ ATTN_API attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, cons
 
 /* Copies whole blocks between two caches (e.g. to/from a host offload pool): dst_cache[:, dst] =
  * src_cache[:, src] for each (src, dst) = block_mapping[i]. The caches must share dtype, block_size,
- * num_kv_heads and head_size (num_blocks may differ) and must not overlap; src ids are checked against
+ * num_kv_heads and head_size (num_blocks may differ) and must not overlap; U8 is accepted as vLLM's fp8
+ * storage, and a U8 cache pairs with a U8 or fp8 cache of either format (bytes are moved; the codes keep the
+ * meaning of the cache they came from). src ids are checked against
  * src_cache and dst ids against dst_cache before anything is written.
  *   block_mapping: int64 or int32 [num_pairs, 2]. Returns INVALID_ARGUMENT, OVERFLOW.
  * Source: vllm-ascend's AscendAttentionBackend.swap_blocks. */
@@ -449,7 +539,9 @@ typedef struct attn_kv_notify {
  * threads included), before this function returns; the caller's other threads see the data once they
  * synchronise with the callback (e.g. through the producer's queue). It is never made on a validation
  * failure (bad key/value/cache/slot_mapping, or a bad notify: NULL, NULL on_stored, layer_idx < 0), and then
- * nothing is written either. No allocation, no lock. Returns INVALID_ARGUMENT, OVERFLOW. */
+ * nothing is written either. No allocation, no lock. Returns INVALID_ARGUMENT, OVERFLOW.
+ * Wrapper: attn_reshape_and_cache_ex with options {notify}; notify NULL is INVALID_ARGUMENT here ("notify: is
+ * NULL (use attn_reshape_and_cache)"). */
 ATTN_API attn_status attn_reshape_and_cache_notify(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
                                                    attn_tensor *kv_cache, const attn_tensor *slot_mapping,
                                                    const attn_kv_notify *notify);
@@ -458,11 +550,66 @@ ATTN_API attn_status attn_reshape_and_cache_notify(attn_ctx *ctx, const attn_ten
  * after a successful write, never on a validation failure (bad scales included: then nothing is written and no
  * call is made). The event's kv_cache is the fp8 cache: a consumer moves the codes as bytes and uses the same
  * scales. Returns INVALID_ARGUMENT, OVERFLOW. Source: vllm-ascend's is_kv_producer reshape_cache_event, with vLLM's
- * fp8 cache write (attn_reshape_and_cache_scaled). */
+ * fp8 cache write (attn_reshape_and_cache_scaled). Wrapper: attn_reshape_and_cache_ex with options {k_scale,
+ * v_scale, notify} (notify NULL: INVALID_ARGUMENT, as attn_reshape_and_cache_notify). */
 ATTN_API attn_status attn_reshape_and_cache_scaled_notify(attn_ctx *ctx, const attn_tensor *key,
                                                           const attn_tensor *value, attn_tensor *kv_cache,
                                                           const attn_tensor *slot_mapping, float k_scale,
                                                           float v_scale, const attn_kv_notify *notify);
+
+/* Options of a cache write (attn_reshape_and_cache_ex). Size-prefixed (the struct_size rule of attn_params;
+ * ATTN_CACHE_WRITE_OPTIONS_SIZE_MIN = sizeof of this first version). Initialise with
+ * attn_cache_write_options_init(), then set fields. The scale fields have the names, meaning and checks of
+ * the read side's attn_params.k_scale / v_scale / k_scales / v_scales: a cache is read with the scales it was
+ * written with. */
+typedef struct attn_cache_write_options {
+    size_t struct_size;          /* sizeof(attn_cache_write_options), set by attn_cache_write_options_init    */
+    /* fp8 cache: key element stored as encode(x / k_scale), value element as encode(x / v_scale) (vLLM's
+     * per-tensor layer._k_scale / _v_scale); finite and > 0 (INVALID_ARGUMENT "k_scale=0: expected a finite
+     * value > 0 for the fp8_e4m3 kv_cache"). Not read for an f32/f16/bf16 cache. Default 1. */
+    float k_scale;
+    float v_scale;
+    /* Per-head fp8 scales (vLLM kv_scale_type "attn_head"): float32 [num_kv_heads] or NULL. When set, kv head
+     * g is stored as encode(x / k_scales[g]) (values: v_scales[g]) and the scalar is not read. Every entry
+     * finite and > 0 (INVALID_ARGUMENT "k_scales[1]=nan: expected a finite value > 0 for the fp8_e4m3
+     * kv_cache"), checked before anything is written; not read for a float cache. Default NULL. */
+    const float *k_scales;
+    const float *v_scales;
+    /* Disaggregated prefill: NULL = no callback; else after a successful write exactly one call
+     * notify->on_stored(notify->user, &event), under the rules of attn_reshape_and_cache_notify (a bad
+     * notify — NULL on_stored, layer_idx < 0 — is INVALID_ARGUMENT before anything is written). Default NULL. */
+    const attn_kv_notify *notify;
+} attn_cache_write_options;
+
+#define ATTN_CACHE_WRITE_OPTIONS_SIZE_MIN (offsetof(attn_cache_write_options, notify) + sizeof(void *))
+
+/* Defaults: struct_size = sizeof *opts, k_scale = v_scale = 1, k_scales = v_scales = NULL, notify NULL. A macro
+ * over attn_cache_write_options_init_sized(opts, sizeof *opts) (writes the first struct_size bytes only, as
+ * attn_params_init_sized). NULL opts: no effect. */
+ATTN_API void attn_cache_write_options_init_sized(attn_cache_write_options *opts, size_t struct_size);
+#define attn_cache_write_options_init(opts) attn_cache_write_options_init_sized((opts), sizeof *(opts))
+
+/* The cache write with every option: for every token t with slot_mapping[t] >= 0,
+ * kv_cache[0][slot / block_size][slot % block_size][g] = key[t][g] and kv_cache[1][...][g] = value[t][g],
+ * converted to the cache dtype: float caches round-to-nearest-even; fp8 caches encode(x / scale) with the
+ * scale of kv head g (opts->k_scales[g] / v_scales[g] when set, else opts->k_scale / v_scale), x / scale in
+ * float32, saturating to ±max (448 E4M3, 57344 E5M2; ±inf saturates too, NaN stays NaN) as vLLM's
+ * scaled_convert (__NV_SATFINITE). Then, if opts->notify is set, its one on_stored call.
+ *   key, value:   [num_tokens, num_kv_heads, head_size] f32/f16/bf16, same dtype (fp8 rows: INVALID_ARGUMENT)
+ *   kv_cache:     [2, num_blocks, block_size, num_kv_heads, head_size] f32/f16/bf16/fp8_e4m3/fp8_e5m2; must
+ *                 not overlap key, value or slot_mapping
+ *   slot_mapping: int64 or int32 [n], n <= num_tokens (trailing rows ignored); a negative slot writes nothing;
+ *                 a slot >= num_blocks·block_size is INVALID_ARGUMENT ("slot_mapping: entry 5 = 9001 >=
+ *                 num_blocks·block_size = 4096"); duplicate slots: the later token wins
+ *   opts:         NULL = the defaults (= attn_reshape_and_cache); struct_size checked by the rule above
+ * Every argument, slot and scale is checked before anything is written; on failure the cache is untouched
+ * and no callback is made. No allocation, no lock. Returns INVALID_ARGUMENT, UNSUPPORTED (opts->struct_size
+ * past this library's struct with a nonzero tail), OVERFLOW. Source: vLLM csrc/cache_kernels.cu
+ * reshape_and_cache(_flash) (per-tensor and, since kv_scale_type "attn_head", per-head k_scale / v_scale
+ * tensors), vllm-ascend reshape_and_cache and its is_kv_producer reshape_cache_event. */
+ATTN_API attn_status attn_reshape_and_cache_ex(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                               attn_tensor *kv_cache, const attn_tensor *slot_mapping,
+                                               const attn_cache_write_options *opts);
 
 /* Iterates the runs of an event in token order: start with *cursor = 0; each call fills *run and returns 1,
  * or returns 0 when none is left (and for NULL arguments). A run ends at a skipped slot (< 0), at a block
@@ -500,8 +647,10 @@ typedef struct attn_request {
     int64_t encoder_len;          /* CROSS only: cached encoder keys (>= 0); ignored otherwise            */
 } attn_request;
 
-/* Model/engine constants of a plan. Initialise with attn_plan_config_init(). */
+/* Model/engine constants of a plan. Initialise with attn_plan_config_init() (size-prefixed: the struct_size rule
+ * of attn_params applies, ATTN_PLAN_CONFIG_SIZE_MIN = the fields through spec_method_mtp). */
 typedef struct attn_plan_config {
+    size_t struct_size;              /* sizeof(attn_plan_config), set by attn_plan_config_init       */
     int32_t num_blocks;              /* blocks in the cache (block ids are checked against it)      */
     int32_t block_size;              /* >= 1 (fast: 16, 32, 64, 128)                               */
     int32_t num_heads;               /* query heads                                                 */
@@ -513,8 +662,16 @@ typedef struct attn_plan_config {
     int32_t spec_method_mtp;         /* 1 if the speculative method is "mtp" (C12 rules 2-3)        */
 } attn_plan_config;
 
-/* Defaults: all zero except block_size 128, num_speculative_tokens 0, chunked_prefill_enabled 1. */
-ATTN_API void attn_plan_config_init(attn_plan_config *config);
+#define ATTN_PLAN_CONFIG_SIZE_MIN (offsetof(attn_plan_config, spec_method_mtp) + sizeof(int32_t))
+
+/* Defaults: struct_size = sizeof *config, all zero except block_size 128, num_speculative_tokens 0,
+ * chunked_prefill_enabled 1. A macro over attn_plan_config_init_sized(config, sizeof *config), which writes
+ * the first struct_size bytes only (as attn_params_init_sized); the exported attn_plan_config_init writes
+ * this library's sizeof. attn_plan_create reads config by the struct_size rule (INVALID_ARGUMENT /
+ * UNSUPPORTED as attn_params). */
+ATTN_API void attn_plan_config_init_sized(attn_plan_config *config, size_t struct_size);
+ATTN_API void(attn_plan_config_init)(attn_plan_config *config);
+#define attn_plan_config_init(config) attn_plan_config_init_sized((config), sizeof *(config))
 
 /* The step's metadata and work plan, built once per engine step and reused by every layer. Opaque. */
 typedef struct attn_plan attn_plan;
@@ -858,6 +1015,7 @@ typedef enum attn_quant_format {
 } attn_quant_format;
 
 typedef struct attn_quant_params {
+    size_t struct_size;    /* sizeof(attn_quant_params), set by attn_quant_params_init             */
     int32_t format;        /* attn_quant_format                                                    */
     int32_t rotate;        /* 1 (default) = Hadamard rotation of Q and K before quantization        */
     uint32_t rotation_seed; /* default ATTN_HADAMARD_SEED                                          */
@@ -865,8 +1023,15 @@ typedef struct attn_quant_params {
     int32_t kv_block_rows; /* FP8 formats: key/value rows per scale block (default 256)            */
 } attn_quant_params;
 
-/* Defaults for `format` (rotation on, seed 425500, FP8 row blocks 128/256 as MindIE-SD). */
-ATTN_API void attn_quant_params_init(attn_quant_params *qp, attn_quant_format format);
+#define ATTN_QUANT_PARAMS_SIZE_MIN (offsetof(attn_quant_params, kv_block_rows) + sizeof(int32_t))
+
+/* Defaults for `format` (struct_size = sizeof *qp, rotation on, seed 425500, FP8 row blocks 128/256 as
+ * MindIE-SD). A macro over attn_quant_params_init_sized(qp, sizeof *qp, format) (writes the first struct_size
+ * bytes only, as attn_params_init_sized); the exported attn_quant_params_init writes this library's sizeof.
+ * The quantized entries read qp by the struct_size rule of attn_params (INVALID_ARGUMENT / UNSUPPORTED). */
+ATTN_API void attn_quant_params_init_sized(attn_quant_params *qp, size_t struct_size, attn_quant_format format);
+ATTN_API void(attn_quant_params_init)(attn_quant_params *qp, attn_quant_format format);
+#define attn_quant_params_init(qp, format) attn_quant_params_init_sized((qp), sizeof *(qp), (format))
 
 /* Quantized dense attention: Q and K are rotated (if qp->rotate), Q, K and V are quantized to qp->format
  * and dequantized to float32 in the workspace, then attention runs in float32 (accumulation, P and the

@@ -32,7 +32,7 @@ from . import _arrays, _capi
 
 _ENTRIES = ("attn_version_number", "attn_paged_attention", "attn_forward_paged", "attn_reshape_and_cache", "attn_forward",
             "attn_forward_varlen", "attn_merge_attn_states", "attn_last_error", "attn_clear_error",
-            "attn_params_init")
+            "attn_params_init_sized")
 _OPTIONAL_ENTRIES = ("attn_reshape_and_cache_scaled",)  # fp8 KV cache writes
 
 

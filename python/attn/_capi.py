@@ -79,9 +79,12 @@ class Tensor(Structure):
 
 
 class Params(Structure):
-    """attn_params (known leading fields). Always allocated through :class:`ParamsBuffer`."""
+    """attn_params, size-prefixed: struct_size = sizeof(Params), set by attn_params_init_sized, tells the
+    library which fields this mirror knows (attn.h "Size-prefixed option structs": fields past it read as
+    their defaults, so a newer libattn works with this mirror unchanged)."""
 
     _fields_ = [
+        ("struct_size", c_size_t),
         ("softmax_scale", c_float),
         ("causal", c_int32),
         ("window_left", c_int32),
@@ -94,18 +97,20 @@ class Params(Structure):
         ("additive_mask", POINTER(Tensor)),
         ("k_scale", c_float),  # fp8 KV cache dequantization scales; attn_params_init: 1
         ("v_scale", c_float),
+        ("k_scales", POINTER(c_float)),  # per-KV-head fp8 scales [num_kv_heads] or NULL
+        ("v_scales", POINTER(c_float)),
     ]
 
 
 class ParamsBuffer(Structure):
-    """attn_params followed by spare room: attn_params_init() may write fields that a newer header
-    appended after the ones mirrored here, and must never write past our allocation."""
+    """The attn_params of one call (attn_params_init_sized writes sizeof(Params) bytes, no more)."""
 
-    _fields_ = [("p", Params), ("_spare", ctypes.c_char * 512)]
+    _fields_ = [("p", Params)]
 
 
 class PlanConfig(Structure):
     _fields_ = [
+        ("struct_size", c_size_t),  # sizeof(PlanConfig), set by attn_plan_config_init_sized
         ("num_blocks", c_int32),
         ("block_size", c_int32),
         ("num_heads", c_int32),
@@ -119,7 +124,7 @@ class PlanConfig(Structure):
 
 
 class PlanConfigBuffer(Structure):
-    _fields_ = [("c", PlanConfig), ("_spare", ctypes.c_char * 256)]
+    _fields_ = [("c", PlanConfig)]
 
 
 class Request(Structure):
@@ -202,8 +207,23 @@ class KVNotify(Structure):
     _fields_ = [("on_stored", KV_STORED_FN), ("user", ctypes.c_void_p), ("layer_idx", c_int32)]
 
 
+class CacheWriteOptions(Structure):
+    """attn_cache_write_options: fp8 scales (per tensor or per KV head) and the KV-stored callback of
+    attn_reshape_and_cache_ex; struct_size set by attn_cache_write_options_init_sized."""
+
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("k_scale", c_float),
+        ("v_scale", c_float),
+        ("k_scales", POINTER(c_float)),
+        ("v_scales", POINTER(c_float)),
+        ("notify", POINTER(KVNotify)),
+    ]
+
+
 class QuantParams(Structure):
     _fields_ = [
+        ("struct_size", c_size_t),  # sizeof(QuantParams), set by attn_quant_params_init_sized
         ("format", c_int32),
         ("rotate", c_int32),
         ("rotation_seed", ctypes.c_uint32),
@@ -213,7 +233,7 @@ class QuantParams(Structure):
 
 
 class QuantParamsBuffer(Structure):
-    _fields_ = [("q", QuantParams), ("_spare", ctypes.c_char * 256)]
+    _fields_ = [("q", QuantParams)]
 
 
 QUANT_FP8_E4M3 = 0
@@ -345,6 +365,8 @@ _SIGNATURES = {
     "attn_isa_available": (c_int, [c_char_p]),
     "attn_cpu_features": (c_char_p, []),
     "attn_params_init": (None, [_P]),
+    "attn_params_init_sized": (None, [_P, c_size_t]),
+    "attn_params_copy": (c_int, [_P, _P]),
     # dense / varlen / merge
     "attn_forward": (c_int, [_CTX, c_int, _T, _T, _T, _P, _T, _T]),
     "attn_forward_varlen": (c_int, [_CTX, _T, _T, _T, _T, _T, _P, _T, _T]),
@@ -356,10 +378,13 @@ _SIGNATURES = {
     "attn_reshape_and_cache_scaled": (c_int, [_CTX, _T, _T, _T, _T, c_float, c_float]),
     "attn_reshape_and_cache_notify": (c_int, [_CTX, _T, _T, _T, _T, POINTER(KVNotify)]),
     "attn_reshape_and_cache_scaled_notify": (c_int, [_CTX, _T, _T, _T, _T, c_float, c_float, POINTER(KVNotify)]),
+    "attn_cache_write_options_init_sized": (None, [POINTER(CacheWriteOptions), c_size_t]),
+    "attn_reshape_and_cache_ex": (c_int, [_CTX, _T, _T, _T, _T, POINTER(CacheWriteOptions)]),
     "attn_kv_stored_next": (c_int, [POINTER(KVStored), POINTER(c_int64), POINTER(KVBlockRows)]),
     "attn_copy_blocks": (c_int, [_CTX, _T, _T]),
     "attn_swap_blocks": (c_int, [_CTX, _T, _T, _T]),
     "attn_plan_config_init": (None, [POINTER(PlanConfig)]),
+    "attn_plan_config_init_sized": (None, [POINTER(PlanConfig), c_size_t]),
     "attn_plan_create": (c_int, [POINTER(PlanConfig), POINTER(Request), c_int64, POINTER(_PLAN)]),
     "attn_plan_free": (None, [_PLAN]),
     "attn_plan_workspace_size": (c_size_t, [_PLAN]),
@@ -397,6 +422,7 @@ _SIGNATURES = {
     "attn_hadamard_signs": (c_int, [c_int64, ctypes.c_uint32, c_void_p]),
     "attn_hadamard_rotate": (c_int, [c_void_p, c_int64, c_int64, ctypes.c_uint32, c_void_p]),
     "attn_quant_params_init": (None, [POINTER(QuantParams), c_int]),
+    "attn_quant_params_init_sized": (None, [POINTER(QuantParams), c_size_t, c_int]),
     "attn_forward_quant_workspace_size": (c_int, [c_int, _T, _T, _T, POINTER(c_size_t)]),
     "attn_forward_quant": (c_int, [_CTX, c_int, _T, _T, _T, POINTER(QuantParams), _P, _T, _T,
                                    c_void_p, c_size_t]),
@@ -560,13 +586,20 @@ def capabilities() -> dict:
 
 
 def new_params() -> ParamsBuffer:
-    """A zeroed, oversized attn_params initialised with attn_params_init()."""
+    """attn_params initialised with attn_params_init_sized(p, sizeof(Params)): struct_size = this mirror's size."""
     buf = ParamsBuffer()
-    fn("attn_params_init")(ctypes.byref(buf.p))
+    fn("attn_params_init_sized")(ctypes.byref(buf.p), ctypes.sizeof(Params))
     return buf
 
 
 def new_plan_config() -> PlanConfigBuffer:
     buf = PlanConfigBuffer()
-    fn("attn_plan_config_init")(ctypes.byref(buf.c))
+    fn("attn_plan_config_init_sized")(ctypes.byref(buf.c), ctypes.sizeof(PlanConfig))
     return buf
+
+
+def new_cache_write_options() -> CacheWriteOptions:
+    """attn_cache_write_options initialised with attn_cache_write_options_init_sized (scales 1, no callback)."""
+    o = CacheWriteOptions()
+    fn("attn_cache_write_options_init_sized")(ctypes.byref(o), ctypes.sizeof(CacheWriteOptions))
+    return o

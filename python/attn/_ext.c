@@ -49,7 +49,7 @@ typedef attn_status (*ext_merge_fn)(attn_ctx *, const attn_tensor *, const attn_
                                     const attn_tensor *, attn_tensor *, attn_tensor *);
 typedef const char *(*ext_last_error_fn)(void);
 typedef void (*ext_clear_error_fn)(void);
-typedef void (*ext_params_init_fn)(attn_params *);
+typedef void (*ext_params_init_fn)(attn_params *, size_t);
 typedef unsigned (*ext_version_fn)(void);
 
 /* Unevaluated check that a typedef matches the header's declaration (nothing is linked). */
@@ -64,7 +64,7 @@ ATTN_EXT_CHECK_TYPE(attn_forward_varlen, ext_varlen_fn);
 ATTN_EXT_CHECK_TYPE(attn_merge_attn_states, ext_merge_fn);
 ATTN_EXT_CHECK_TYPE(attn_last_error, ext_last_error_fn);
 ATTN_EXT_CHECK_TYPE(attn_clear_error, ext_clear_error_fn);
-ATTN_EXT_CHECK_TYPE(attn_params_init, ext_params_init_fn);
+ATTN_EXT_CHECK_TYPE(attn_params_init_sized, ext_params_init_fn);
 ATTN_EXT_CHECK_TYPE(attn_version_number, ext_version_fn);
 
 static struct ext_lib {
@@ -77,7 +77,7 @@ static struct ext_lib {
     ext_merge_fn merge_attn_states;
     ext_last_error_fn last_error;
     ext_clear_error_fn clear_error;
-    attn_params params_default; /* attn_params_init() output, copied per call */
+    attn_params params_default; /* attn_params_init_sized() output (struct_size set), copied per call */
     int ready;
 } g_lib;
 
@@ -1641,7 +1641,7 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     static const char *names[] = {"attn_paged_attention", "attn_forward_paged",  "attn_reshape_and_cache",
                                   "attn_forward",         "attn_forward_varlen", "attn_merge_attn_states",
-                                  "attn_last_error",      "attn_clear_error",    "attn_params_init",
+                                  "attn_last_error",      "attn_clear_error",    "attn_params_init_sized",
                                   "attn_version_number"};
     void *fp[10];
     for (int i = 0; i < 10; i++) {
@@ -1674,7 +1674,7 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
     memcpy(&g_lib.reshape_and_cache_scaled, &scaled_fp, sizeof scaled_fp);
     ext_params_init_fn params_init;
     memcpy(&params_init, &fp[8], sizeof fp[8]);
-    params_init(&g_lib.params_default);
+    params_init(&g_lib.params_default, sizeof g_lib.params_default);
 
     PyObject **slots[4] = {&g_py.ndarray_type, &g_py.np_empty, &g_py.alloc_like, &g_py.make_error};
     for (int i = 0; i < 4; i++) {

@@ -257,7 +257,8 @@ def quant_params(format: str = "fp8_e4m3", rotate: Optional[bool] = None,
     if format not in _QUANT_FORMATS:
         raise ValueError(f"format={format!r}: expected one of {sorted(_QUANT_FORMATS)}")
     buf = _capi.QuantParamsBuffer()
-    _capi.fn("attn_quant_params_init")(ctypes.byref(buf.q), _QUANT_FORMATS[format])
+    _capi.fn("attn_quant_params_init_sized")(ctypes.byref(buf.q), ctypes.sizeof(_capi.QuantParams),
+                                             _QUANT_FORMATS[format])
     if rotate is not None:
         buf.q.rotate = int(bool(rotate))
     if rotation_seed is not None:

@@ -136,6 +136,7 @@ static attn_status attn_dense_prepare(attn_layout layout, const attn_tensor *q, 
 attn_status attn_forward(attn_ctx *ctx, attn_layout layout, const attn_tensor *q, const attn_tensor *k,
                          const attn_tensor *v, const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_PARAMS_LOAD(params);
     attn_dense_call call;
     attn_problem p;
     memset(&p, 0, sizeof p);
@@ -145,6 +146,7 @@ attn_status attn_forward(attn_ctx *ctx, attn_layout layout, const attn_tensor *q
 
 attn_status attn_ref_forward(attn_layout layout, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                              const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
+    ATTN_PARAMS_LOAD(params);
     attn_dense_call call;
     attn_problem p;
     memset(&p, 0, sizeof p);
@@ -271,6 +273,7 @@ attn_status attn_forward_varlen(attn_ctx *ctx, const attn_tensor *q, const attn_
                                 const attn_tensor *cu_seqlens_q, const attn_tensor *cu_seqlens_k,
                                 const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_PARAMS_LOAD(params);
     attn_varlen_call call;
     attn_problem p;
     memset(&p, 0, sizeof p);
@@ -281,6 +284,7 @@ attn_status attn_forward_varlen(attn_ctx *ctx, const attn_tensor *q, const attn_
 attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                     const attn_tensor *cu_seqlens_q, const attn_tensor *cu_seqlens_k,
                                     const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
+    ATTN_PARAMS_LOAD(params);
     attn_varlen_call call;
     attn_problem p;
     memset(&p, 0, sizeof p);

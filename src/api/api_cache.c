@@ -1,5 +1,6 @@
 /*
- * api_cache.c — entry points of the paged KV cache ops: reshape_and_cache, copy_blocks, swap_blocks.
+ * api_cache.c — entry points of the paged KV cache ops: the cache write (attn_reshape_and_cache_ex and its
+ * wrappers), copy_blocks, swap_blocks.
  * Each validates every argument and every index (all slots, all block ids) before the first write, so a
  * failing call leaves the cache untouched. The copying itself lives in src/cache/kv_cache.c; the cache
  * allocation (attn_kv_cache_alloc: huge pages) in src/cache/kv_alloc.c.
@@ -8,6 +9,8 @@
 #include <stdint.h>
 
 #include "api/ctx.h"
+#include "api/kv_events.h"
+#include "api/validate.h"
 #include "cache/kv_layout.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -46,23 +49,24 @@ static int64_t attn_index2(const attn_tensor *t, int64_t i, int64_t j) {
     return t->dtype == ATTN_DTYPE_I64 ? ((const int64_t *)t->data)[off] : ((const int32_t *)t->data)[off];
 }
 
-/* fp8 cache scale (vLLM k_scale / v_scale): finite and > 0. */
-static attn_status attn_check_kv_scale(float scale, const char *name, attn_dtype cache_dtype) {
-    ATTN_CHECK(isfinite(scale) && scale > 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
-               "%s=%g: expected a finite value > 0 for the %s kv_cache", name, (double)scale,
-               attn_dtype_name(cache_dtype));
-    return ATTN_STATUS_OK;
-}
-
-attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
-                                          attn_tensor *kv_cache, const attn_tensor *slot_mapping, float k_scale,
-                                          float v_scale) {
+/* The one cache write (attn.h attn_reshape_and_cache_ex); the four older entries below and in api_kv_events.c
+ * are wrappers. Checks, in this order: opts (struct_size), notify, ctx, the cache, the fp8 scales, key/value,
+ * slot_mapping, every slot, overlaps; then the scatter, then the callback. */
+attn_status attn_reshape_and_cache_ex(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                      attn_tensor *kv_cache, const attn_tensor *slot_mapping,
+                                      const attn_cache_write_options *opts_in) {
+    attn_cache_write_options o;
+    ATTN_TRY(attn_cache_write_options_read(opts_in, &o));
+    if (o.notify) ATTN_TRY(attn_kv_events_check_notify(o.notify));
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
     attn_kv_layout c;
     ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &c));
     if (attn_dtype_is_fp8(c.dtype)) { /* float caches ignore the scales, as vLLM does for "auto" */
-        ATTN_TRY(attn_check_kv_scale(k_scale, "k_scale", c.dtype));
-        ATTN_TRY(attn_check_kv_scale(v_scale, "v_scale", c.dtype));
+        /* a per-head array replaces its scalar, which is then not read (nor checked) */
+        if (o.k_scales) ATTN_TRY(attn_check_fp8_scales(o.k_scales, c.num_kv_heads, "k_scales", c.dtype));
+        else ATTN_TRY(attn_check_fp8_scale(o.k_scale, "k_scale", c.dtype));
+        if (o.v_scales) ATTN_TRY(attn_check_fp8_scales(o.v_scales, c.num_kv_heads, "v_scales", c.dtype));
+        else ATTN_TRY(attn_check_fp8_scale(o.v_scale, "v_scale", c.dtype));
     }
     ATTN_TRY(attn_check_new_kv(key, "key", &c, NULL));
     ATTN_TRY(attn_check_new_kv(value, "value", &c, key));
@@ -97,14 +101,25 @@ attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_tensor *key,
     rows.key_head_stride = key->strides[1] * ke;
     rows.value_row_stride = value->strides[0] * ke;
     rows.value_head_stride = value->strides[1] * ke;
-    rows.k_scale = k_scale, rows.v_scale = v_scale;
+    rows.k_scale = o.k_scale, rows.v_scale = o.v_scale;
+    rows.k_scales = o.k_scales, rows.v_scales = o.v_scales;
     attn_kv_scatter(&c, &rows, slot_mapping, num_tokens, ctx->kern);
+    if (o.notify) attn_kv_events_notify(kv_cache, slot_mapping, o.notify);
     return ATTN_STATUS_OK;
+}
+
+attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                          attn_tensor *kv_cache, const attn_tensor *slot_mapping, float k_scale,
+                                          float v_scale) {
+    attn_cache_write_options o;
+    attn_cache_write_options_init(&o);
+    o.k_scale = k_scale, o.v_scale = v_scale;
+    return attn_reshape_and_cache_ex(ctx, key, value, kv_cache, slot_mapping, &o);
 }
 
 attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
                                    attn_tensor *kv_cache, const attn_tensor *slot_mapping) {
-    return attn_reshape_and_cache_scaled(ctx, key, value, kv_cache, slot_mapping, 1.0f, 1.0f);
+    return attn_reshape_and_cache_ex(ctx, key, value, kv_cache, slot_mapping, NULL);
 }
 
 /* block_mapping [num_pairs, 2]: column 0 checked against `src`, column 1 against `dst`. */
@@ -130,7 +145,7 @@ static attn_status attn_check_block_mapping(const attn_tensor *m, const attn_kv_
 attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, const attn_tensor *block_mapping) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
     attn_kv_layout c;
-    ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &c));
+    ATTN_TRY(attn_kv_layout_of_bytes(kv_cache, "kv_cache", &c)); /* a byte copy: vLLM's u8 fp8 caches too */
     ATTN_TRY(attn_check_block_mapping(block_mapping, &c, "kv_cache", &c, "kv_cache"));
     ATTN_CHECK(!attn_tensor_overlap(kv_cache, block_mapping), ATTN_STATUS_INVALID_ARGUMENT,
                "kv_cache: overlaps block_mapping in memory");
@@ -143,10 +158,14 @@ attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cache, attn_t
                              const attn_tensor *block_mapping) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
     attn_kv_layout s, d;
-    ATTN_TRY(attn_kv_layout_of(src_cache, "src_cache", &s));
-    ATTN_TRY(attn_kv_layout_of(dst_cache, "dst_cache", &d));
-    ATTN_CHECK(s.dtype == d.dtype, ATTN_STATUS_INVALID_ARGUMENT, "dst_cache: dtype %s differs from src_cache dtype %s",
-               attn_dtype_name(d.dtype), attn_dtype_name(s.dtype));
+    ATTN_TRY(attn_kv_layout_of_bytes(src_cache, "src_cache", &s));
+    ATTN_TRY(attn_kv_layout_of_bytes(dst_cache, "dst_cache", &d));
+    /* bytes move: equal dtypes, or a u8 view of fp8 codes with u8 or either fp8 format */
+    const int bytes_ok = (s.dtype == ATTN_DTYPE_U8 && (d.dtype == ATTN_DTYPE_U8 || attn_dtype_is_fp8(d.dtype))) ||
+                         (d.dtype == ATTN_DTYPE_U8 && attn_dtype_is_fp8(s.dtype));
+    ATTN_CHECK(s.dtype == d.dtype || bytes_ok, ATTN_STATUS_INVALID_ARGUMENT,
+               "dst_cache: dtype %s differs from src_cache dtype %s", attn_dtype_name(d.dtype),
+               attn_dtype_name(s.dtype));
     ATTN_TRY(attn_tensor_check_dim(dst_cache, "dst_cache", 2, s.block_size, "src_cache block_size"));
     ATTN_TRY(attn_tensor_check_dim(dst_cache, "dst_cache", 3, s.num_kv_heads, "src_cache num_kv_heads"));
     ATTN_TRY(attn_tensor_check_dim(dst_cache, "dst_cache", 4, s.head_size, "src_cache head_size"));

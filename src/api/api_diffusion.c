@@ -305,6 +305,7 @@ attn_status attn_forward_padded(attn_ctx *ctx, attn_layout layout, const attn_te
                                 const attn_tensor *v, const attn_tensor *key_padding_mask, const attn_params *params,
                                 attn_tensor *out, attn_tensor *lse_opt, void *workspace, size_t workspace_size) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_PARAMS_LOAD(params);
     return diff_padded(ctx, layout, q, k, v, key_padding_mask, params, out, lse_opt, workspace, workspace_size);
 }
 
@@ -312,6 +313,7 @@ attn_status attn_ref_forward_padded(attn_layout layout, const attn_tensor *q, co
                                     const attn_tensor *v, const attn_tensor *key_padding_mask,
                                     const attn_params *params, attn_tensor *out, attn_tensor *lse_opt, void *workspace,
                                     size_t workspace_size) {
+    ATTN_PARAMS_LOAD(params);
     return diff_padded(NULL, layout, q, k, v, key_padding_mask, params, out, lse_opt, workspace, workspace_size);
 }
 
@@ -334,6 +336,7 @@ attn_status attn_forward_packed(attn_ctx *ctx, const attn_tensor *q, const attn_
                                 const attn_tensor *cu_seqlens_q, const attn_tensor *cu_seqlens_k,
                                 const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_PARAMS_LOAD(params);
     attn_tensor q3, k3, v3, o3;
     ATTN_TRY(diff_drop_batch(q, "q", &q3));
     ATTN_TRY(diff_drop_batch(k, "k", &k3));
@@ -425,6 +428,7 @@ attn_status attn_forward_piecewise(attn_ctx *ctx, attn_layout layout, const attn
                                    const attn_query_range *query_ranges, int64_t num_query_ranges,
                                    const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_PARAMS_LOAD(params);
     return diff_piecewise(ctx, layout, q, k, v, spans, num_spans, query_ranges, num_query_ranges, params, out, lse_opt);
 }
 
@@ -432,6 +436,7 @@ attn_status attn_ref_forward_piecewise(attn_layout layout, const attn_tensor *q,
                                        const attn_tensor *v, const attn_span *spans, int64_t num_spans,
                                        const attn_query_range *query_ranges, int64_t num_query_ranges,
                                        const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
+    ATTN_PARAMS_LOAD(params);
     return diff_piecewise(NULL, layout, q, k, v, spans, num_spans, query_ranges, num_query_ranges, params, out,
                           lse_opt);
 }
@@ -522,7 +527,7 @@ static attn_status diff_paged_piecewise(attn_ctx *ctx, const attn_tensor *q, con
         ATTN_TRY(attn_tensor_check_dim(lse, "lse", 2, query_len, "query_len"));
     }
     ATTN_TRY(attn_opts_resolve(params, num_heads, c.cache.head_size, 0, &p.opts));
-    ATTN_TRY(attn_opts_resolve_kv_scales(params, c.cache.dtype, &p.opts));
+    ATTN_TRY(attn_opts_resolve_kv_scales(params, c.cache.dtype, c.cache.num_kv_heads, &p.opts));
     ATTN_TRY(diff_check_i32(seq_lens, "seq_lens", 1));
     ATTN_TRY(attn_tensor_check_dim(seq_lens, "seq_lens", 0, rows, "rows"));
     ATTN_TRY(diff_check_i32(bt, "block_table", 2));
@@ -604,6 +609,7 @@ attn_status attn_forward_paged_piecewise(attn_ctx *ctx, const attn_tensor *q, co
                                          const attn_query_range *query_ranges, int64_t num_query_ranges,
                                          const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_PARAMS_LOAD(params);
     return diff_paged_piecewise(ctx, q, kv_cache, seq_lens, block_table, spans, num_spans, query_ranges,
                                 num_query_ranges, params, out, lse_opt);
 }
@@ -613,6 +619,7 @@ attn_status attn_ref_forward_paged_piecewise(const attn_tensor *q, const attn_te
                                              const attn_span *spans, int64_t num_spans,
                                              const attn_query_range *query_ranges, int64_t num_query_ranges,
                                              const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
+    ATTN_PARAMS_LOAD(params);
     return diff_paged_piecewise(NULL, q, kv_cache, seq_lens, block_table, spans, num_spans, query_ranges,
                                 num_query_ranges, params, out, lse_opt);
 }
@@ -624,6 +631,7 @@ attn_status attn_forward_kv_prefix(attn_ctx *ctx, attn_layout layout, const attn
                                    const attn_tensor *v, int64_t valid_kv_length, const attn_params *params,
                                    attn_tensor *out, attn_tensor *lse_opt) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_PARAMS_LOAD(params);
     diff_dims d = {0};
     ATTN_TRY(diff_check_qkv(layout, q, k, v, &d));
     ATTN_CHECK(valid_kv_length >= 0 && valid_kv_length <= d.seq_k, ATTN_STATUS_INVALID_ARGUMENT,
@@ -695,6 +703,7 @@ attn_status attn_forward_prescaled(attn_ctx *ctx, attn_layout layout, const attn
                                    const attn_tensor *v, int32_t input_scale_log2, const attn_params *params,
                                    attn_tensor *out, attn_tensor *lse_opt, void *workspace, size_t workspace_size) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_PARAMS_LOAD(params);
     ATTN_CHECK(input_scale_log2 >= 0 && input_scale_log2 <= 30, ATTN_STATUS_INVALID_ARGUMENT,
                "input_scale_log2=%d is outside 0..30", (int)input_scale_log2);
     diff_dims d = {0};
@@ -750,15 +759,7 @@ attn_status attn_forward_prescaled(attn_ctx *ctx, attn_layout layout, const attn
 /* ---------------------------------------------------------------------------------------------
  * Quantized attention (docs/DIFFUSION.md §5)
  * --------------------------------------------------------------------------------------------- */
-void attn_quant_params_init(attn_quant_params *qp, attn_quant_format format) {
-    if (!qp)
-        return;
-    qp->format = (int32_t)format;
-    qp->rotate = 1;
-    qp->rotation_seed = ATTN_HADAMARD_SEED;
-    qp->q_block_rows = 128;
-    qp->kv_block_rows = 256;
-}
+/* attn_quant_params_init(_sized): src/api/api_info.c, with the other defaults. */
 
 /* float32 BNSD sizes of the dequantized Q, K, V (each rounded up to 16 floats). */
 static attn_status diff_quant_sizes(const diff_dims *d, size_t sizes[3]) {
@@ -836,10 +837,7 @@ static attn_status diff_quant(attn_ctx *ctx, attn_layout layout, const attn_tens
                               const attn_tensor *v, const attn_quant_params *qp_in, const attn_params *params,
                               attn_tensor *out, attn_tensor *lse, void *workspace, size_t workspace_size) {
     attn_quant_params qp;
-    if (qp_in)
-        qp = *qp_in;
-    else
-        attn_quant_params_init(&qp, ATTN_QUANT_FP8_E4M3);
+    ATTN_TRY(attn_quant_params_read(qp_in, &qp)); /* NULL = FP8_E4M3 defaults; the struct_size rule */
     diff_dims d = {0};
     diff_call call;
     attn_problem p;
@@ -897,11 +895,13 @@ attn_status attn_forward_quant(attn_ctx *ctx, attn_layout layout, const attn_ten
                                const attn_tensor *v, const attn_quant_params *qp, const attn_params *params,
                                attn_tensor *out, attn_tensor *lse_opt, void *workspace, size_t workspace_size) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_PARAMS_LOAD(params);
     return diff_quant(ctx, layout, q, k, v, qp, params, out, lse_opt, workspace, workspace_size);
 }
 
 attn_status attn_ref_forward_quant(attn_layout layout, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                    const attn_quant_params *qp, const attn_params *params, attn_tensor *out,
                                    attn_tensor *lse_opt) {
+    ATTN_PARAMS_LOAD(params);
     return diff_quant(NULL, layout, q, k, v, qp, params, out, lse_opt, NULL, 0);
 }

@@ -1,5 +1,6 @@
 /*
- * api_info.c — version queries, parameter defaults and the serving capability query. The capability values
+ * api_info.c — version queries, the defaults of every size-prefixed options struct (*_init_sized) and the
+ * serving capability query. The capability values
  * restate the validation rules of the entries they describe (the source is named next to each one), so a
  * change to a rule must change its value here; tests/unit/test_capabilities.c checks them against the
  * entries themselves.
@@ -16,20 +17,75 @@ unsigned attn_version_number(void) { return ATTN_VERSION_NUMBER; }
 
 const char *attn_version_string(void) { return ATTN_VERSION_STRING; }
 
-void attn_params_init(attn_params *params) {
-    if (!params) return;
-    params->softmax_scale = 0.0f;
-    params->causal = ATTN_CAUSAL_NONE;
-    params->window_left = -1;
-    params->window_right = -1;
-    params->softcap = 0.0f;
-    params->alibi_slopes = NULL;
-    params->sinks = NULL;
-    params->mask = NULL;
-    params->key_padding_mask = NULL;
-    params->additive_mask = NULL;
-    params->k_scale = 1.0f;
-    params->v_scale = 1.0f;
+/* Writes the first struct_size bytes of `defaults` (known bytes) to `dst`, zeroing bytes past `known`, and
+ * stores struct_size in dst's leading size_t when it fits (the *_init_sized contract in attn.h). */
+static void attn_sized_init(void *dst, size_t struct_size, void *defaults, size_t known) {
+    if (!dst || struct_size == 0) return;
+    memcpy(defaults, &struct_size, sizeof struct_size);
+    if (struct_size <= known) {
+        memcpy(dst, defaults, struct_size);
+    } else {
+        memcpy(dst, defaults, known);
+        memset((char *)dst + known, 0, struct_size - known);
+    }
+}
+
+void attn_params_init_sized(attn_params *params, size_t struct_size) {
+    attn_params d;
+    memset(&d, 0, sizeof d);
+    d.softmax_scale = 0.0f;
+    d.causal = ATTN_CAUSAL_NONE;
+    d.window_left = -1;
+    d.window_right = -1;
+    d.softcap = 0.0f;
+    d.alibi_slopes = NULL;
+    d.sinks = NULL;
+    d.mask = NULL;
+    d.key_padding_mask = NULL;
+    d.additive_mask = NULL;
+    d.k_scale = 1.0f;
+    d.v_scale = 1.0f;
+    d.k_scales = NULL;
+    d.v_scales = NULL;
+    attn_sized_init(params, struct_size, &d, sizeof d);
+}
+
+void(attn_params_init)(attn_params *params) { attn_params_init_sized(params, sizeof *params); }
+
+void attn_plan_config_init_sized(attn_plan_config *config, size_t struct_size) {
+    attn_plan_config d;
+    memset(&d, 0, sizeof d);
+    d.block_size = 128;
+    d.chunked_prefill_enabled = 1;
+    attn_sized_init(config, struct_size, &d, sizeof d);
+}
+
+void(attn_plan_config_init)(attn_plan_config *config) { attn_plan_config_init_sized(config, sizeof *config); }
+
+void attn_quant_params_init_sized(attn_quant_params *qp, size_t struct_size, attn_quant_format format) {
+    attn_quant_params d;
+    memset(&d, 0, sizeof d);
+    d.format = (int32_t)format;
+    d.rotate = 1;
+    d.rotation_seed = ATTN_HADAMARD_SEED;
+    d.q_block_rows = 128;
+    d.kv_block_rows = 256;
+    attn_sized_init(qp, struct_size, &d, sizeof d);
+}
+
+void(attn_quant_params_init)(attn_quant_params *qp, attn_quant_format format) {
+    attn_quant_params_init_sized(qp, sizeof *qp, format);
+}
+
+void attn_cache_write_options_init_sized(attn_cache_write_options *opts, size_t struct_size) {
+    attn_cache_write_options d;
+    memset(&d, 0, sizeof d);
+    d.k_scale = 1.0f;
+    d.v_scale = 1.0f;
+    d.k_scales = NULL;
+    d.v_scales = NULL;
+    d.notify = NULL;
+    attn_sized_init(opts, struct_size, &d, sizeof d);
 }
 
 #define ATTN_BIT(x) (1u << (unsigned)(x))

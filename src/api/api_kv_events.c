@@ -1,12 +1,13 @@
 /*
  * api_kv_events.c — the per-layer "KV stored" notification of disaggregated prefill: a cache
- * write (attn_reshape_and_cache, unchanged) followed by one synchronous callback that describes the rows
+ * write (attn_reshape_and_cache_ex, src/api/api_cache.c) followed by one synchronous callback that describes the rows
  * written, and the iterator over those rows as (block, row range) runs. It computes nothing itself and
  * allocates nothing: the runs are derived from the caller's slot_mapping on demand.
  */
 #include <stdint.h>
 #include <string.h>
 
+#include "api/kv_events.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -34,8 +35,7 @@ int attn_kv_stored_next(const attn_kv_stored *event, int64_t *cursor, attn_kv_bl
     return 1;
 }
 
-/* Checks notify (before anything is written). */
-static attn_status kv_events_check_notify(const attn_kv_notify *notify) {
+attn_status attn_kv_events_check_notify(const attn_kv_notify *notify) {
     ATTN_CHECK(notify != NULL, ATTN_STATUS_INVALID_ARGUMENT, "notify: is NULL (use attn_reshape_and_cache)");
     ATTN_CHECK(notify->on_stored != NULL, ATTN_STATUS_INVALID_ARGUMENT, "notify: on_stored is NULL");
     ATTN_CHECK(notify->layer_idx >= 0, ATTN_STATUS_INVALID_ARGUMENT, "notify: layer_idx=%d, expected >= 0",
@@ -43,8 +43,7 @@ static attn_status kv_events_check_notify(const attn_kv_notify *notify) {
     return ATTN_STATUS_OK;
 }
 
-/* The one callback after a successful write. */
-static void kv_events_notify(attn_tensor *kv_cache, const attn_tensor *slot_mapping, const attn_kv_notify *notify) {
+void attn_kv_events_notify(attn_tensor *kv_cache, const attn_tensor *slot_mapping, const attn_kv_notify *notify) {
     attn_kv_stored ev;
     memset(&ev, 0, sizeof ev);
     ev.layer_idx = notify->layer_idx;
@@ -58,21 +57,25 @@ static void kv_events_notify(attn_tensor *kv_cache, const attn_tensor *slot_mapp
     notify->on_stored(notify->user, &ev);
 }
 
+/* The notify wrappers of attn_reshape_and_cache_ex: notify is required here (NULL is INVALID_ARGUMENT, checked
+ * first, as before the options entry existed). */
 attn_status attn_reshape_and_cache_notify(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
                                           attn_tensor *kv_cache, const attn_tensor *slot_mapping,
                                           const attn_kv_notify *notify) {
-    ATTN_TRY(kv_events_check_notify(notify));
-    /* validates everything before the first write; on failure the cache is untouched and no call is made */
-    ATTN_TRY(attn_reshape_and_cache(ctx, key, value, kv_cache, slot_mapping));
-    kv_events_notify(kv_cache, slot_mapping, notify);
-    return ATTN_STATUS_OK;
+    ATTN_TRY(attn_kv_events_check_notify(notify));
+    attn_cache_write_options o;
+    attn_cache_write_options_init(&o);
+    o.notify = notify;
+    return attn_reshape_and_cache_ex(ctx, key, value, kv_cache, slot_mapping, &o);
 }
 
 attn_status attn_reshape_and_cache_scaled_notify(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
                                                  attn_tensor *kv_cache, const attn_tensor *slot_mapping, float k_scale,
                                                  float v_scale, const attn_kv_notify *notify) {
-    ATTN_TRY(kv_events_check_notify(notify));
-    ATTN_TRY(attn_reshape_and_cache_scaled(ctx, key, value, kv_cache, slot_mapping, k_scale, v_scale));
-    kv_events_notify(kv_cache, slot_mapping, notify);
-    return ATTN_STATUS_OK;
+    ATTN_TRY(attn_kv_events_check_notify(notify));
+    attn_cache_write_options o;
+    attn_cache_write_options_init(&o);
+    o.k_scale = k_scale, o.v_scale = v_scale;
+    o.notify = notify;
+    return attn_reshape_and_cache_ex(ctx, key, value, kv_cache, slot_mapping, &o);
 }

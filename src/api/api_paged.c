@@ -104,7 +104,7 @@ static attn_status attn_paged_check_qo(const attn_tensor *q, const attn_kv_layou
         ATTN_TRY(attn_tensor_check_dim(lse, "lse", 1, num_tokens, "num_tokens"));
     }
     ATTN_TRY(attn_opts_resolve(params, num_heads, cache->head_size, 0, &p->opts));
-    ATTN_TRY(attn_opts_resolve_kv_scales(params, cache->dtype, &p->opts));
+    ATTN_TRY(attn_opts_resolve_kv_scales(params, cache->dtype, cache->num_kv_heads, &p->opts));
     p->num_heads = num_heads;
     p->num_kv_heads = cache->num_kv_heads;
     p->head_size = p->head_size_v = cache->head_size;
@@ -197,6 +197,7 @@ attn_status attn_paged_attention(attn_ctx *ctx, const attn_tensor *q, const attn
                                  const attn_tensor *block_table, const attn_params *params, attn_tensor *out,
                                  attn_tensor *lse_opt) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_PARAMS_LOAD(params);
     attn_paged_call call;
     attn_problem p;
     memset(&p, 0, sizeof p);
@@ -208,6 +209,7 @@ attn_status attn_ref_paged_attention(const attn_tensor *q, const attn_tensor *kv
                                      const attn_tensor *query_start_loc, const attn_tensor *seq_lens,
                                      const attn_tensor *block_table, const attn_params *params, attn_tensor *out,
                                      attn_tensor *lse_opt) {
+    ATTN_PARAMS_LOAD(params);
     attn_paged_call call;
     attn_problem p;
     memset(&p, 0, sizeof p);
@@ -366,6 +368,7 @@ attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, const attn_
                                const attn_tensor *value_opt, const attn_tensor *kv_cache, const attn_params *params,
                                attn_tensor *out, attn_tensor *lse_opt, void *workspace, size_t workspace_size) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_PARAMS_LOAD(params);
     ATTN_CHECK(plan != NULL, ATTN_STATUS_INVALID_ARGUMENT, "plan: is NULL");
     const attn_plan_config *cfg = &plan->cfg;
     attn_paged_call call;

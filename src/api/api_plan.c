@@ -4,22 +4,22 @@
  */
 #include <string.h>
 
+#include "api/validate.h"
 #include "core/error.h"
 #include "plan/plan.h"
 
-void attn_plan_config_init(attn_plan_config *config) {
-    if (!config) return;
-    memset(config, 0, sizeof *config);
-    config->block_size = 128;
-    config->chunked_prefill_enabled = 1;
-}
+/* attn_plan_config_init(_sized): src/api/api_info.c, with the other defaults. */
 
 attn_status attn_plan_create(const attn_plan_config *config, const attn_request *requests, int64_t num_requests,
                              attn_plan **plan) {
     ATTN_CHECK(plan != NULL, ATTN_STATUS_INVALID_ARGUMENT, "plan: is NULL");
     *plan = NULL;
     ATTN_CHECK(config != NULL, ATTN_STATUS_INVALID_ARGUMENT, "config: is NULL");
-    return attn_plan_build(config, requests, num_requests, plan);
+    attn_plan_config cfg; /* read by the struct_size rule; the plan keeps this copy */
+    attn_plan_config_init(&cfg);
+    size_t size;
+    ATTN_TRY(attn_sized_read(config, sizeof cfg, ATTN_PLAN_CONFIG_SIZE_MIN, "config", &cfg, &size));
+    return attn_plan_build(&cfg, requests, num_requests, plan);
 }
 
 void attn_plan_free(attn_plan *plan) { attn_plan_destroy(plan); }

@@ -4,20 +4,96 @@
 #include "api/validate.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/checked_math.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
+attn_status attn_sized_read(const void *in, size_t known, size_t min, const char *name, void *out, size_t *in_size) {
+    size_t size;
+    memcpy(&size, in, sizeof size);
+    ATTN_CHECK(size >= min, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s.struct_size=%zu: expected >= %zu (set it with the struct's _init function)", name, size, min);
+    ATTN_CHECK(size <= ATTN_STRUCT_SIZE_MAX, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s.struct_size=%zu exceeds ATTN_STRUCT_SIZE_MAX=%zu (set it with the struct's _init function)", name,
+               size, ATTN_STRUCT_SIZE_MAX);
+    const unsigned char *bytes = (const unsigned char *)in;
+    for (size_t i = known; i < size; i++)
+        ATTN_CHECK(bytes[i] == 0, ATTN_STATUS_UNSUPPORTED,
+                   "%s.struct_size=%zu: byte %zu, past this library's %zu-byte struct, is nonzero (a field this "
+                   "library does not know is set)",
+                   name, size, i, known);
+    memcpy(out, in, size < known ? size : known);
+    memcpy(out, &known, sizeof known);
+    *in_size = size;
+    return ATTN_STATUS_OK;
+}
+
+/* 1 if the field [offset, offset + size) lies wholly inside a caller's struct_size. */
+static int attn_field_fits(size_t struct_size, size_t offset, size_t size) { return offset + size <= struct_size; }
+
+attn_status attn_params_copy(attn_params *dst, const attn_params *src) {
+    ATTN_CHECK(dst != NULL, ATTN_STATUS_INVALID_ARGUMENT, "dst: is NULL");
+    attn_params p;
+    attn_params_init(&p);
+    if (src) {
+        size_t size;
+        ATTN_TRY(attn_sized_read(src, sizeof p, ATTN_PARAMS_SIZE_MIN, "params", &p, &size));
+        /* fields appended after the first version: defaults unless they lie wholly inside struct_size */
+        if (!attn_field_fits(size, offsetof(attn_params, k_scales), sizeof p.k_scales)) p.k_scales = NULL;
+        if (!attn_field_fits(size, offsetof(attn_params, v_scales), sizeof p.v_scales)) p.v_scales = NULL;
+    }
+    *dst = p;
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_quant_params_read(const attn_quant_params *in, attn_quant_params *out) {
+    attn_quant_params q;
+    attn_quant_params_init(&q, ATTN_QUANT_FP8_E4M3);
+    if (in) {
+        size_t size;
+        ATTN_TRY(attn_sized_read(in, sizeof q, ATTN_QUANT_PARAMS_SIZE_MIN, "qp", &q, &size));
+    }
+    *out = q;
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_cache_write_options_read(const attn_cache_write_options *in, attn_cache_write_options *out) {
+    attn_cache_write_options o;
+    attn_cache_write_options_init(&o);
+    if (in) {
+        size_t size;
+        ATTN_TRY(attn_sized_read(in, sizeof o, ATTN_CACHE_WRITE_OPTIONS_SIZE_MIN, "opts", &o, &size));
+    }
+    *out = o;
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_check_fp8_scale(float scale, const char *name, attn_dtype cache_dtype) {
+    ATTN_CHECK(isfinite(scale) && scale > 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s=%g: expected a finite value > 0 for the %s kv_cache", name, (double)scale,
+               attn_dtype_name(cache_dtype));
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_check_fp8_scales(const float *scales, int64_t num_kv_heads, const char *name, attn_dtype cache_dtype) {
+    if (!scales) return ATTN_STATUS_OK;
+    for (int64_t g = 0; g < num_kv_heads; g++)
+        ATTN_CHECK(isfinite(scales[g]) && scales[g] > 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
+                   "%s[%lld]=%g: expected a finite value > 0 for the %s kv_cache", name, (long long)g,
+                   (double)scales[g], attn_dtype_name(cache_dtype));
+    return ATTN_STATUS_OK;
+}
+
 attn_status attn_opts_resolve(const attn_params *params, int64_t num_heads, int64_t head_size, int allow_masks,
                               attn_opts *opts) {
     attn_params def;
-    if (!params) {
-        attn_params_init(&def);
-        params = &def;
-    }
+    ATTN_TRY(attn_params_copy(&def, params));
+    params = &def;
     ATTN_CHECK(isfinite(params->softmax_scale), ATTN_STATUS_INVALID_ARGUMENT,
                "params.softmax_scale=%g is not finite", (double)params->softmax_scale);
     ATTN_CHECK(params->causal >= ATTN_CAUSAL_NONE && params->causal <= ATTN_CAUSAL_TOP_LEFT,
@@ -51,21 +127,22 @@ attn_status attn_opts_resolve(const attn_params *params, int64_t num_heads, int6
     opts->key_padding_mask = params->key_padding_mask;
     opts->additive_mask = params->additive_mask;
     opts->k_scale = opts->v_scale = 1.0f; /* the paged entries set an fp8 cache's scales */
+    opts->k_scales = opts->v_scales = NULL;
     return ATTN_STATUS_OK;
 }
 
-attn_status attn_opts_resolve_kv_scales(const attn_params *params, attn_dtype cache_dtype, attn_opts *opts) {
+attn_status attn_opts_resolve_kv_scales(const attn_params *params, attn_dtype cache_dtype, int64_t num_kv_heads,
+                                        attn_opts *opts) {
     if (!attn_dtype_is_fp8(cache_dtype)) return ATTN_STATUS_OK;
-    attn_params def;
-    attn_params_init(&def);
-    const attn_params *pp = params ? params : &def;
-    ATTN_CHECK(isfinite(pp->k_scale) && pp->k_scale > 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
-               "params.k_scale=%g: expected a finite value > 0 for the %s kv_cache", (double)pp->k_scale,
-               attn_dtype_name(cache_dtype));
-    ATTN_CHECK(isfinite(pp->v_scale) && pp->v_scale > 0.0f, ATTN_STATUS_INVALID_ARGUMENT,
-               "params.v_scale=%g: expected a finite value > 0 for the %s kv_cache", (double)pp->v_scale,
-               attn_dtype_name(cache_dtype));
-    opts->k_scale = pp->k_scale, opts->v_scale = pp->v_scale;
+    attn_params pp;
+    ATTN_TRY(attn_params_copy(&pp, params));
+    /* a per-head array replaces its scalar, which is then not read (nor checked) */
+    if (pp.k_scales) ATTN_TRY(attn_check_fp8_scales(pp.k_scales, num_kv_heads, "params.k_scales", cache_dtype));
+    else ATTN_TRY(attn_check_fp8_scale(pp.k_scale, "params.k_scale", cache_dtype));
+    if (pp.v_scales) ATTN_TRY(attn_check_fp8_scales(pp.v_scales, num_kv_heads, "params.v_scales", cache_dtype));
+    else ATTN_TRY(attn_check_fp8_scale(pp.v_scale, "params.v_scale", cache_dtype));
+    opts->k_scale = pp.k_scale, opts->v_scale = pp.v_scale;
+    opts->k_scales = pp.k_scales, opts->v_scales = pp.v_scales;
     return ATTN_STATUS_OK;
 }
 

@@ -98,12 +98,15 @@ void attn_fwd_block_init(const attn_problem *p, const attn_fwd_shape *sh, const 
 }
 
 /* The factor of q·k in a logit: softmax_scale, times k_scale for fp8 keys (decode(k)·k_scale:
- * scale·q·(k·k_scale) = (scale·k_scale)·q·k). It is applied to the finished dot product
+ * scale·q·(k·k_scale) = (scale·k_scale)·q·k); with per-head scales the k scale of the block's kv head (a block
+ * never mixes kv heads), rounded the same way, so equal per-head entries give the scalar's bits. It is
+ * applied to the finished dot product
  * (attn_fwd_tile_logits_mask), not folded into q: q_t holds q's own values, exact in a table's operand
  * format (bf16 q stays exact when a table rounds q_t to bf16), and a logit carries one rounding of the
  * scale instead of one per term (docs/SEMANTICS.md §4). */
-static float attn_fwd_logit_scale(const attn_problem *p) {
-    if (attn_dtype_is_fp8(p->kv_dtype)) return (float)((double)p->opts.softmax_scale * (double)p->opts.k_scale);
+static float attn_fwd_logit_scale(const attn_problem *p, const attn_fwd_block *blk) {
+    if (attn_dtype_is_fp8(p->kv_dtype))
+        return (float)((double)p->opts.softmax_scale * (double)attn_opts_k_scale(&p->opts, blk->kv_head));
     return p->opts.softmax_scale;
 }
 
@@ -221,7 +224,7 @@ void attn_fwd_partition(const attn_problem *p, const struct attn_kernels *kern, 
 /* The logit scale, soft-cap, ALiBi and the mask on a score tile of keys [a, b) (the steps between Q·Kᵀ and the
  * softmax): s = scale·(q·k) on the block's lanes, then the options. */
 void attn_fwd_tile_logits_mask(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, float *s) {
-    const float scale = attn_fwd_logit_scale(p);
+    const float scale = attn_fwd_logit_scale(p, blk);
     const int32_t nr = blk->num_rows;
     for (int64_t k = 0; k < b - a; k++)
         for (int32_t r = 0; r < nr; r++) s[k * ATTN_QB + r] *= scale;
@@ -321,8 +324,9 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
             mm = top;
         }
         /* empty row (nothing visible, no sink): l = 0 exactly; a NaN l (a visible NaN logit) propagates */
-        /* fp8 values mean decode(v)·v_scale: Σ p·(v·v_scale) / l = (Σ p·v)·(v_scale / l) */
-        const double vs = attn_dtype_is_fp8(p->kv_dtype) ? (double)p->opts.v_scale : 1.0;
+        /* fp8 values mean decode(v)·v_scale: Σ p·(v·v_scale) / l = (Σ p·v)·(v_scale / l); per-head: the
+         * block's kv head's v scale */
+        const double vs = attn_dtype_is_fp8(p->kv_dtype) ? (double)attn_opts_v_scale(&p->opts, blk->kv_head) : 1.0;
         const float inv = ll != 0.0 ? (float)(exp((double)m[r] - mm) / ll * vs) : 0.0f;
         for (int64_t d = 0; d < Dv; d++) sc->row_tmp[d] = l[r] != 0.0f ? o[d * ATTN_QB + r] * inv : 0.0f;
         const int64_t row = attn_seq_q_row(&blk->seq, blk->row_token[r]);

@@ -13,10 +13,16 @@
 #include "core/tensor.h"
 #include "kernels/kernels.h"
 
-attn_status attn_kv_layout_of(const attn_tensor *c, const char *name, attn_kv_layout *l) {
+static attn_status attn_kv_layout_check(const attn_tensor *c, const char *name, int allow_u8, attn_kv_layout *l) {
     ATTN_TRY(attn_tensor_check(c, name, 5, 1));
-    ATTN_CHECK(attn_dtype_is_float(c->dtype) || attn_dtype_is_fp8(c->dtype), ATTN_STATUS_INVALID_ARGUMENT,
-               "%s: dtype %s, expected f32, f16, bf16, fp8_e4m3 or fp8_e5m2", name, attn_dtype_name(c->dtype));
+    if (allow_u8)
+        ATTN_CHECK(attn_dtype_is_float(c->dtype) || attn_dtype_is_fp8(c->dtype) || c->dtype == ATTN_DTYPE_U8,
+                   ATTN_STATUS_INVALID_ARGUMENT,
+                   "%s: dtype %s, expected f32, f16, bf16, fp8_e4m3, fp8_e5m2 or u8 (an fp8 cache's bytes)", name,
+                   attn_dtype_name(c->dtype));
+    else
+        ATTN_CHECK(attn_dtype_is_float(c->dtype) || attn_dtype_is_fp8(c->dtype), ATTN_STATUS_INVALID_ARGUMENT,
+                   "%s: dtype %s, expected f32, f16, bf16, fp8_e4m3 or fp8_e5m2", name, attn_dtype_name(c->dtype));
     ATTN_CHECK(c->shape[0] == 2, ATTN_STATUS_INVALID_ARGUMENT,
                "%s: shape[0]=%lld, expected 2 ([2, num_blocks, block_size, num_kv_heads, head_size])", name,
                (long long)c->shape[0]);
@@ -45,6 +51,14 @@ attn_status attn_kv_layout_of(const attn_tensor *c, const char *name, attn_kv_la
     l->row_stride = c->strides[2] * es;
     l->head_stride = c->strides[3] * es;
     return ATTN_STATUS_OK;
+}
+
+attn_status attn_kv_layout_of(const attn_tensor *c, const char *name, attn_kv_layout *l) {
+    return attn_kv_layout_check(c, name, 0, l);
+}
+
+attn_status attn_kv_layout_of_bytes(const attn_tensor *c, const char *name, attn_kv_layout *l) {
+    return attn_kv_layout_check(c, name, 1, l);
 }
 
 /* One head row of head_size elements: copy when dtypes match, else convert through float (RNE). */
@@ -78,17 +92,20 @@ void attn_kv_scatter(const attn_kv_layout *c, const attn_kv_rows *rows, const at
 }
 
 /* Each head row into an fp8 cache: dst[d] = encode(x / scale), x / scale in float32, saturating RNE (vLLM's
- * scaled_convert), by the table's cvt_to_fp8 (the integer encoder, bitwise attn_fp8_from_float). */
+ * scaled_convert), by the table's cvt_to_fp8 (the integer encoder, bitwise attn_fp8_from_float). The scale of
+ * kv head g is the per-head entry when the rows carry an array, else the scalar. */
 void attn_kv_scatter_fp8(const attn_kv_layout *c, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
                          int64_t num_tokens, const struct attn_kernels *kern) {
     for (int64_t t = 0; t < num_tokens; t++) {
         const int64_t slot = attn_tensor_get_index(slot_mapping, t);
         if (slot < 0) continue;
         for (int64_t g = 0; g < c->num_kv_heads; g++) {
-            kern->cvt_to_fp8(rows->key + t * rows->key_row_stride + g * rows->key_head_stride, rows->dtype,
-                             rows->k_scale, c->dtype, (uint8_t *)attn_kv_slot(c, 0, slot, g), c->head_size);
-            kern->cvt_to_fp8(rows->value + t * rows->value_row_stride + g * rows->value_head_stride, rows->dtype,
-                             rows->v_scale, c->dtype, (uint8_t *)attn_kv_slot(c, 1, slot, g), c->head_size);
+            const float ks = rows->k_scales ? rows->k_scales[g] : rows->k_scale;
+            const float vs = rows->v_scales ? rows->v_scales[g] : rows->v_scale;
+            kern->cvt_to_fp8(rows->key + t * rows->key_row_stride + g * rows->key_head_stride, rows->dtype, ks,
+                             c->dtype, (uint8_t *)attn_kv_slot(c, 0, slot, g), c->head_size);
+            kern->cvt_to_fp8(rows->value + t * rows->value_row_stride + g * rows->value_head_stride, rows->dtype, vs,
+                             c->dtype, (uint8_t *)attn_kv_slot(c, 1, slot, g), c->head_size);
         }
     }
 }

@@ -15,7 +15,7 @@ struct attn_kernels;
 
 typedef struct attn_kv_layout {
     char *base;            /* element [0][0][0][0][0]                                  */
-    attn_dtype dtype;      /* f32 / f16 / bf16 / fp8_e4m3 / fp8_e5m2                    */
+    attn_dtype dtype;      /* f32 / f16 / bf16 / fp8_e4m3 / fp8_e5m2 (u8: byte moves only) */
     int64_t elem_size;     /* bytes per element                                         */
     int64_t num_blocks, block_size, num_kv_heads, head_size;
     int64_t kv_stride;     /* bytes between the key and the value cache                 */
@@ -27,6 +27,9 @@ typedef struct attn_kv_layout {
 /* Validates a cache view (5-D, float or fp8 dtype, last dim contiguous, aligned) and fills *l. `name` is used in
  * messages ("kv_cache: shape[0]=3, expected 2"). */
 attn_status attn_kv_layout_of(const attn_tensor *cache, const char *name, attn_kv_layout *l);
+/* attn_kv_layout_of that also accepts a U8 cache (vLLM's allocation of an fp8 cache), for the entries that
+ * move blocks as bytes (copy_blocks, swap_blocks). */
+attn_status attn_kv_layout_of_bytes(const attn_tensor *cache, const char *name, attn_kv_layout *l);
 
 /* Byte address of (kv, block, row, head): kv 0 = key, 1 = value. */
 static inline char *attn_kv_row(const attn_kv_layout *l, int64_t kv, int64_t block, int64_t row, int64_t head) {
@@ -46,6 +49,7 @@ typedef struct attn_kv_rows {
     attn_dtype dtype;
     int64_t key_row_stride, key_head_stride, value_row_stride, value_head_stride; /* bytes */
     float k_scale, v_scale; /* fp8 cache: stored = encode(x / scale); ignored otherwise */
+    const float *k_scales, *v_scales; /* [num_kv_heads] or NULL: per-head scales replacing the scalar */
 } attn_kv_rows;
 /* `kern`: the caller's kernel table, whose cvt_to_fp8 encodes the rows of an fp8 cache (bitwise the scalar
  * attn_fp8_from_float on every table, so the cache bytes do not depend on the table). */

@@ -36,3 +36,9 @@ const char *attn_dtype_name(attn_dtype dtype) {
     }
     return "unknown";
 }
+
+/* The public f16/bf16 codecs (attn.h): the inline ones of core/dtype.h that every conversion uses. */
+uint16_t attn_f16_from_float(float x) { return attn_f32_to_f16(x); }
+float attn_f16_to_float(uint16_t bits) { return attn_f16_to_f32(bits); }
+uint16_t attn_bf16_from_float(float x) { return attn_f32_to_bf16(x); }
+float attn_bf16_to_float(uint16_t bits) { return attn_bf16_to_f32(bits); }

@@ -36,7 +36,14 @@ typedef struct attn_opts {
     /* fp8 KV: a K/V element of an FP8 kv_dtype is decode(bits)·k_scale / ·v_scale. Read only when
      * kv_dtype is FP8_E4M3 / FP8_E5M2 (validated finite > 0 then); 1 from attn_opts_resolve. */
     float k_scale, v_scale;
+    /* Per-head fp8 scales [num_kv_heads] or NULL (attn_params.k_scales / v_scales): when set they replace the
+     * scalar for kv head g (validated finite > 0); NULL from attn_opts_resolve. */
+    const float *k_scales, *v_scales;
 } attn_opts;
+
+/* The fp8 scale of kv head g: the per-head entry when set, else the scalar. */
+static inline float attn_opts_k_scale(const attn_opts *o, int64_t g) { return o->k_scales ? o->k_scales[g] : o->k_scale; }
+static inline float attn_opts_v_scale(const attn_opts *o, int64_t g) { return o->v_scales ? o->v_scales[g] : o->v_scale; }
 
 /* One sequence of the call: seq_q query rows attending over seq_k keys. */
 typedef struct attn_seq_view {

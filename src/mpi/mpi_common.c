@@ -26,6 +26,11 @@ attn_status am_fail(attn_status status, const char *fmt, ...) {
     return status;
 }
 
+attn_status am_params_load(const attn_params *in, attn_params *out) {
+    const attn_status st = attn_params_copy(out, in);
+    return st == ATTN_STATUS_OK ? st : am_fail(st, "%s", attn_last_error());
+}
+
 attn_status am_fail_attn(attn_status status, const char *what) {
     return am_fail(status, "%s: %s (%s)", what, attn_last_error(), attn_status_string(status));
 }
@@ -131,9 +136,10 @@ static uint64_t am_view_shape_hash(const attn_tensor *t) {
 }
 
 int am_params_facts(const attn_params *params, int32_t num_heads, int kv_scales, am_fact *facts) {
-    attn_params d;
-    attn_params_init(&d);
-    const attn_params *p = params ? params : &d;
+    attn_params d; /* the struct_size rule; an invalid struct reads as the defaults here and fails in the check */
+    if (attn_params_copy(&d, params) != ATTN_STATUS_OK)
+        attn_params_init(&d);
+    const attn_params *p = &d;
     int n = 0;
     facts[n++] = am_int_fact("params.causal", p->causal);
     facts[n++] = am_int_fact("params.window_left", p->window_left);
@@ -269,64 +275,11 @@ void *am_alloc(int64_t bytes) {
 }
 
 /* ---- dtype conversion -------------------------------------------------------------------------------- */
-static float am_f16_to_f32(uint16_t h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-    float f;
-    if (exp == 0)
-        f = ldexpf((float)man, -24); /* zero or subnormal: man · 2^-24 */
-    else if (exp == 31)
-        f = man ? NAN : INFINITY;
-    else
-        f = ldexpf((float)(man | 0x400u), (int)exp - 25);
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u |= sign;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint16_t am_f32_to_f16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    const float a = fabsf(f);
-    if (isnan(f))
-        return (uint16_t)(sign | 0x7E00u);
-    if (a >= 65520.0f) /* rounds to inf (max finite 65504, halfway to 2^16 is 65520) */
-        return (uint16_t)(sign | 0x7C00u);
-    if (a < 6.103515625e-05f) { /* subnormal range: units of 2^-24, nearest-even by rintf */
-        const float m = rintf(a * 16777216.0f);
-        return (uint16_t)(sign | (uint16_t)m); /* m == 1024 is the smallest normal, also correct */
-    }
-    int e;
-    const float fr = frexpf(a, &e);              /* a = fr · 2^e, fr in [0.5, 1) */
-    float m = rintf(ldexpf(fr, 11));             /* 11 significant bits, in [1024, 2048] */
-    if (m >= 2048.0f) {
-        m = 1024.0f;
-        e++;
-    }
-    const int be = e - 1 + 15; /* biased exponent of 1.xxx · 2^(e−1) */
-    if (be >= 31)
-        return (uint16_t)(sign | 0x7C00u);
-    return (uint16_t)(sign | (uint16_t)(be << 10) | ((uint16_t)m & 0x3FFu));
-}
-
-static float am_bf16_to_f32(uint16_t b) {
-    const uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint16_t am_f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if (isnan(f))
-        return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
+/* f16/bf16 through libattn's codecs (attn_f16_from_float ...), the bits its entries use. */
+static float am_f16_to_f32(uint16_t h) { return attn_f16_to_float(h); }
+static uint16_t am_f32_to_f16(float f) { return attn_f16_from_float(f); }
+static float am_bf16_to_f32(uint16_t b) { return attn_bf16_to_float(b); }
+static uint16_t am_f32_to_bf16(float f) { return attn_bf16_from_float(f); }
 
 void am_to_f32(const void *src, attn_dtype dtype, float *dst, int64_t n) {
     if (dtype == ATTN_DTYPE_F32) {

@@ -20,6 +20,11 @@ attn_status am_fail(attn_status status, const char *fmt, ...)
     ;
 /* Copies libattn's attn_last_error() into our message, prefixed by `what`, and returns status. */
 attn_status am_fail_attn(attn_status status, const char *what);
+/* *out = the caller's params read by libattn's struct_size rule (attn_params_copy; NULL = defaults); on failure
+ * our message is libattn's ("params.struct_size=0: ...") and *out is untouched. Every entry reads a caller's
+ * params through this, never by `*params` (which would read sizeof(attn_params) of this header from a struct
+ * that an older caller made smaller). */
+attn_status am_params_load(const attn_params *in, attn_params *out);
 /* Maps an MPI return code to OK or INTERNAL with the MPI error string. */
 attn_status am_mpi(int rc, const char *what);
 

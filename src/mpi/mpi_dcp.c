@@ -171,6 +171,8 @@ static attn_status dcp_validate(attn_ctx *ctx, const attn_mpi_dcp_plan *p, const
                                 const attn_tensor *lse) {
     const attn_mpi_dcp_config *c = &p->cfg;
     AM_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: NULL");
+    attn_params loaded;
+    AM_TRY(am_params_load(params, &loaded)); /* struct_size rule, before any field is read */
     static const char *const qn[3] = {"num_tokens", "config.num_heads", "config.head_size"};
     const int64_t qe[3] = {-1, c->num_heads, c->head_size};
     AM_TRY(am_check_view(q, "q", 3, -1, qe, qn));
@@ -259,10 +261,7 @@ attn_status attn_mpi_dcp_forward(attn_ctx *ctx, attn_mpi_dcp_plan *plan, const a
             for (int64_t h = 0; h < H; h++)
                 am_to_f32(am_at(q, t, h, 0, 0), q->dtype, p->qf + (t * H + h) * D, D);
         attn_params lp;
-        if (params)
-            lp = *params;
-        else
-            attn_params_init(&lp);
+        (void)am_params_load(params, &lp); /* cannot fail: dcp_validate read it first */
         if (p->rank != 0)
             lp.sinks = NULL; /* the sink joins the denominator once: rank 0's state carries it */
         attn_tensor qf = am_view(p->qf, ATTN_DTYPE_F32, 3, T, H, D, 0);

@@ -159,8 +159,11 @@ void attn_mpi_ring_plan_free(attn_mpi_ring_plan *plan) {
 
 /* ---- validation -------------------------------------------------------------------------------------- */
 static attn_status ring_check_params(const attn_params *params) {
+    attn_params loaded;
+    AM_TRY(am_params_load(params, &loaded));
     if (!params)
         return ATTN_STATUS_OK;
+    params = &loaded;
     AM_CHECK(params->causal >= ATTN_CAUSAL_NONE && params->causal <= ATTN_CAUSAL_TOP_LEFT, ATTN_STATUS_INVALID_ARGUMENT,
              "params.causal=%d, expected 0..2", params->causal);
     AM_CHECK(params->window_left == -1 && params->window_right == -1, ATTN_STATUS_UNSUPPORTED,
@@ -248,10 +251,7 @@ static attn_status ring_run(attn_ctx *ctx, attn_mpi_ring_plan *p, const attn_par
                 if (lq == 0 || lk == 0 || (causal && kg[kc] > qg[qc]))
                     continue;
                 attn_params lp;
-                if (params)
-                    lp = *params;
-                else
-                    attn_params_init(&lp);
+                (void)am_params_load(params, &lp); /* cannot fail: ring_check_params read it first */
                 lp.causal = kg[kc] == qg[qc] && causal ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE;
                 if (!(s == 0 && kc == qc))
                     lp.sinks = NULL; /* the sink joins the denominator once: with the diagonal chunk */

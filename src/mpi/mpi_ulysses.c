@@ -277,8 +277,11 @@ static attn_status uly_check_bcast(const attn_tensor *m, const char *name, const
 
 /* The options the entry (mode 0 dense, 1 varlen, 2 USP) can take, checked before any data moves. */
 static attn_status uly_check_params(const attn_mpi_ulysses_plan *p, const attn_params *params, int mode) {
+    attn_params loaded;
+    AM_TRY(am_params_load(params, &loaded));
     if (!params)
         return ATTN_STATUS_OK;
+    params = &loaded;
     const int has_mask = params->mask || params->key_padding_mask || params->additive_mask;
     AM_CHECK(mode == 0 || !has_mask, ATTN_STATUS_UNSUPPORTED, "params masks: not supported by the %s entry",
              mode == 1 ? "varlen" : "USP");
@@ -331,10 +334,7 @@ typedef struct uly_params {
 } uly_params;
 
 static attn_status uly_local_params(const attn_mpi_ulysses_plan *p, const attn_params *params, uly_params *u) {
-    if (params)
-        u->prm = *params;
-    else
-        attn_params_init(&u->prm);
+    AM_TRY(am_params_load(params, &u->prm)); /* the struct_size rule (uly_check_params read it first) */
     const int64_t h0 = p->rank * p->heads_local;
     if (u->prm.alibi_slopes)
         u->prm.alibi_slopes += h0;

@@ -29,6 +29,13 @@ void attn_ref_reshape_and_cache_scaled(const float *key, const float *value, int
                                        int64_t head_size, const int64_t *slot_mapping, void *cache,
                                        attn_dtype cache_dtype, int64_t num_blocks, int64_t block_size, float k_scale,
                                        float v_scale);
+/* Per-head scales: k_scales / v_scales [num_kv_heads] (kv head g stored as encode(x / k_scales[g])); NULL = the
+ * scalar for every head. attn_ref_reshape_and_cache_scaled is this with NULL arrays. */
+void attn_ref_reshape_and_cache_head_scaled(const float *key, const float *value, int64_t num_tokens,
+                                            int64_t num_kv_heads, int64_t head_size, const int64_t *slot_mapping,
+                                            void *cache, attn_dtype cache_dtype, int64_t num_blocks,
+                                            int64_t block_size, float k_scale, float v_scale, const float *k_scales,
+                                            const float *v_scales);
 /* Literal saturating round-to-nearest-even FP8 encode: the nearest finite code by search (ties to the even code),
  * beyond max → ±max, NaN → S.1111111. */
 uint8_t attn_ref_fp8_encode(attn_dtype fmt, float x);

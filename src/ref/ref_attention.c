@@ -96,14 +96,16 @@ attn_status attn_ref_run(const attn_problem *p) {
     }
     const int64_t group = p->num_heads / p->num_kv_heads;
     const attn_opts *o = &p->opts;
-    /* fp8 K/V: element = decode(bits)·scale, the dequantized value, in double */
+    /* fp8 K/V: element = decode(bits)·scale, the dequantized value, in double; the scale of kv head g is
+     * k_scales[g] / v_scales[g] when the call has per-head arrays, else the scalar */
     const int fp8 = attn_dtype_is_fp8(p->kv_dtype);
-    const double k_scale = fp8 ? (double)o->k_scale : 1.0, v_scale = fp8 ? (double)o->v_scale : 1.0;
     for (int64_t b = 0; b < p->num_seqs; b++) {
         attn_seq_view s;
         p->get_seq(p, b, &s);
         for (int64_t h = 0; h < p->num_heads; h++) {
             const int64_t g = h / group;
+            const double k_scale = !fp8 ? 1.0 : o->k_scales ? (double)o->k_scales[g] : (double)o->k_scale;
+            const double v_scale = !fp8 ? 1.0 : o->v_scales ? (double)o->v_scales[g] : (double)o->v_scale;
             for (int64_t i = 0; i < s.seq_q; i++) {
                 const char *qrow = s.q + attn_seq_q_row(&s, i) * s.q_row_stride + h * s.q_head_stride;
                 const int64_t pos = ref_query_pos(p, &s, i);

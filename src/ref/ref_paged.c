@@ -54,6 +54,15 @@ void attn_ref_reshape_and_cache_scaled(const float *key, const float *value, int
                                        int64_t head_size, const int64_t *slot_mapping, void *cache,
                                        attn_dtype cache_dtype, int64_t num_blocks, int64_t block_size, float k_scale,
                                        float v_scale) {
+    attn_ref_reshape_and_cache_head_scaled(key, value, num_tokens, num_kv_heads, head_size, slot_mapping, cache,
+                                           cache_dtype, num_blocks, block_size, k_scale, v_scale, NULL, NULL);
+}
+
+void attn_ref_reshape_and_cache_head_scaled(const float *key, const float *value, int64_t num_tokens,
+                                            int64_t num_kv_heads, int64_t head_size, const int64_t *slot_mapping,
+                                            void *cache, attn_dtype cache_dtype, int64_t num_blocks,
+                                            int64_t block_size, float k_scale, float v_scale, const float *k_scales,
+                                            const float *v_scales) {
     const int fp8 = attn_dtype_is_fp8(cache_dtype);
     for (int64_t t = 0; t < num_tokens; t++) {
         const int64_t slot = slot_mapping[t];
@@ -64,8 +73,9 @@ void attn_ref_reshape_and_cache_scaled(const float *key, const float *value, int
                 const int64_t ki = ref_cache_index(num_blocks, block_size, num_kv_heads, head_size, 0, slot, g, d);
                 const int64_t vi = ref_cache_index(num_blocks, block_size, num_kv_heads, head_size, 1, slot, g, d);
                 if (fp8) { /* stored = encode(x / scale), x / scale in float32 (vLLM scaled_convert) */
-                    ((uint8_t *)cache)[ki] = attn_ref_fp8_encode(cache_dtype, key[src] / k_scale);
-                    ((uint8_t *)cache)[vi] = attn_ref_fp8_encode(cache_dtype, value[src] / v_scale);
+                    const float ks = k_scales ? k_scales[g] : k_scale, vs = v_scales ? v_scales[g] : v_scale;
+                    ((uint8_t *)cache)[ki] = attn_ref_fp8_encode(cache_dtype, key[src] / ks);
+                    ((uint8_t *)cache)[vi] = attn_ref_fp8_encode(cache_dtype, value[src] / vs);
                 } else {
                     attn_store_f(cache, cache_dtype, ki, key[src]);
                     attn_store_f(cache, cache_dtype, vi, value[src]);

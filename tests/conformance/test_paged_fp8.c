@@ -9,6 +9,10 @@
  *     dequantizes decode(bits)·scale in double) and of the oracle on an f32 cache holding the dequantized values
  *     (the scales mean what vLLM means); plan path bitwise equal to the plan-less path; bitwise equal for 1, 2, 3
  *     threads;
+ *   - per-head scales (vLLM kv_scale_type "attn_head": attn_cache_write_options.k_scales / v_scales on the write,
+ *     attn_params.k_scales / v_scales on the read): the write bitwise the oracle's per-head write, the reads
+ *     within tolerance of the oracle (which looks the scale up per kv head) and of an f32 cache holding the
+ *     per-head dequantized values, and per-head arrays whose entries all equal the scalar bitwise the scalar call;
  *   - bad input: scales <= 0 / NaN / inf, fp8 key/value, u8 caches, fp8 q, fp8 key_opt mismatch: the status, the
  *     message naming the argument, and nothing written.
  */
@@ -163,6 +167,7 @@ typedef struct fp8_case {
     int64_t num_heads, num_kv_heads, head_size, block_size;
     float k_scale, v_scale, softcap;
     int alibi, sinks, window;
+    int per_head; /* 1: per-kv-head scales k_scale·(1 + g), v_scale / (1 + g) through the options write and params */
     const fp8_req *reqs;
     int64_t num_reqs;
 } fp8_case;
@@ -183,8 +188,24 @@ typedef struct fp8_step {
     uint8_t *cache;
     void *q;
     float alibi[16], sinks[16];
+    float k_scales[16], v_scales[16]; /* per-head case: [num_kv_heads] */
     attn_params params;
 } fp8_step;
+
+/* The fp8 scale of kv head g of a case (the scalar, or its per-head value). */
+static float fp8_k_scale(const fp8_case *k, int64_t g) { return k->per_head ? k->k_scale * (float)(1 + g) : k->k_scale; }
+static float fp8_v_scale(const fp8_case *k, int64_t g) { return k->per_head ? k->v_scale / (float)(1 + g) : k->v_scale; }
+
+/* A cache write of the case: attn_reshape_and_cache_scaled, or the options entry with per-head arrays. */
+static attn_status fp8_write(attn_ctx *ctx, const fp8_case *k, const fp8_step *s, const attn_tensor *tk,
+                             const attn_tensor *tv, attn_tensor *tc, const attn_tensor *ts) {
+    if (!k->per_head) return attn_reshape_and_cache_scaled(ctx, tk, tv, tc, ts, k->k_scale, k->v_scale);
+    attn_cache_write_options o;
+    attn_cache_write_options_init(&o);
+    o.k_scale = 0.0f, o.v_scale = NAN; /* not read: the arrays replace them */
+    o.k_scales = s->k_scales, o.v_scales = s->v_scales;
+    return attn_reshape_and_cache_ex(ctx, tk, tv, tc, ts, &o);
+}
 
 static void fp8_step_build(attn_ctx *ctx, const fp8_case *k, uint64_t seed, fp8_step *s) {
     th_rng rng;
@@ -197,6 +218,7 @@ static void fp8_step_build(attn_ctx *ctx, const fp8_case *k, uint64_t seed, fp8_
         if (need > max_blocks) max_blocks = need;
     }
     s->num_blocks = total_blocks;
+    for (int64_t g = 0; g < Hk; g++) s->k_scales[g] = fp8_k_scale(k, g), s->v_scales[g] = fp8_v_scale(k, g);
     const size_t n_cache = (size_t)(2 * total_blocks * BS * Hk * D);
     s->cache = malloc(n_cache);
     for (size_t i = 0; i < n_cache; i++) s->cache[i] = (uint8_t)th_rng_int(&rng, 0, 255); /* garbage, NaN codes too */
@@ -242,7 +264,7 @@ static void fp8_step_build(attn_ctx *ctx, const fp8_case *k, uint64_t seed, fp8_
         int64_t rs[3] = {n, Hk, D}, ss[1] = {n};
         attn_tensor tk = attn_tensor_make(kr, ATTN_DTYPE_F32, 3, rs), tv = attn_tensor_make(vr, ATTN_DTYPE_F32, 3, rs);
         attn_tensor ts = attn_tensor_make(slots, ATTN_DTYPE_I64, 1, ss);
-        assert_int_equal(attn_reshape_and_cache_scaled(ctx, &tk, &tv, &tc, &ts, k->k_scale, k->v_scale), ATTN_STATUS_OK);
+        assert_int_equal(fp8_write(ctx, k, s, &tk, &tv, &tc, &ts), ATTN_STATUS_OK);
         free(kr), free(vr), free(slots);
     }
     /* this step's rows (bf16 key/value, as a bf16 model hands them) through the plan's slot_mapping */
@@ -253,12 +275,16 @@ static void fp8_step_build(attn_ctx *ctx, const fp8_case *k, uint64_t seed, fp8_
     int64_t rs[3] = {T, Hk, D}, ss[1] = {T};
     attn_tensor tk = attn_tensor_make(kn, ATTN_DTYPE_BF16, 3, rs), tv = attn_tensor_make(vn, ATTN_DTYPE_BF16, 3, rs);
     attn_tensor ts = attn_tensor_make((void *)s->info.slot_mapping, ATTN_DTYPE_I64, 1, ss);
-    assert_int_equal(attn_reshape_and_cache_scaled(ctx, &tk, &tv, &tc, &ts, k->k_scale, k->v_scale), ATTN_STATUS_OK);
+    assert_int_equal(fp8_write(ctx, k, s, &tk, &tv, &tc, &ts), ATTN_STATUS_OK);
     free(kn), free(vn);
     s->q = th_alloc_fill(&rng, k->q_dtype, (size_t)(T * H * D), -1.5, 1.5);
     attn_params_init(&s->params);
     s->params.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     s->params.k_scale = k->k_scale, s->params.v_scale = k->v_scale;
+    if (k->per_head) {
+        s->params.k_scale = -1.0f, s->params.v_scale = INFINITY; /* not read: the arrays replace them */
+        s->params.k_scales = s->k_scales, s->params.v_scales = s->v_scales;
+    }
     s->params.softcap = k->softcap;
     for (int64_t h = 0; h < H; h++) s->alibi[h] = 0.05f * (float)(h + 1), s->sinks[h] = (float)th_rng_range(&rng, -1, 2);
     if (k->alibi) s->params.alibi_slopes = s->alibi;
@@ -324,14 +350,18 @@ static void fp8_check_case(const fp8_case *k, uint64_t seed) {
     /* oracle 2: an f32 cache holding decode(bits)·scale (what the fp8 cache means to vLLM), scales ignored */
     const size_t n_cache = (size_t)(2 * s.num_blocks * BS * Hk * D), half = n_cache / 2;
     float *deq = malloc(n_cache * sizeof(float));
-    for (size_t i = 0; i < n_cache; i++)
-        deq[i] = (float)((double)attn_fp8_to_float(k->fmt, s.cache[i]) * (i < half ? k->k_scale : k->v_scale));
+    for (size_t i = 0; i < n_cache; i++) {
+        const int64_t g = (int64_t)(i / (size_t)D) % Hk; /* contiguous [2, NB, BS, Hk, D] */
+        deq[i] = (float)((double)attn_fp8_to_float(k->fmt, s.cache[i]) * (i < half ? fp8_k_scale(k, g) : fp8_v_scale(k, g)));
+    }
     void *out_deq = th_alloc_nan(k->q_dtype, n);
     float *lse_deq = (float *)th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * T));
     attn_tensor tcd = attn_tensor_make(deq, ATTN_DTYPE_F32, 5, cs);
     attn_tensor tod = attn_tensor_make(out_deq, k->q_dtype, 3, qs), tld = attn_tensor_make(lse_deq, ATTN_DTYPE_F32, 2, ls);
     attn_params pf = s.params;
     pf.k_scale = 0.0f, pf.v_scale = NAN; /* ignored for an f32 cache, as vLLM ignores them for "auto" */
+    const float zeros[16] = {0};
+    pf.k_scales = pf.v_scales = zeros; /* ignored too */
     assert_int_equal(attn_ref_paged_attention(&tq, &tcd, &qsl, &sl, &bt, &pf, &tod, &tld), ATTN_STATUS_OK);
     /* the oracle's tolerance for q's dtype, widened for logits up to Σ|scale·q·k| <= 3·sqrt(D) (|q| <= 1.5,
      * |k| <= 2 after dequantization): the fast path folds k_scale into the query pre-scale in float32 */
@@ -506,6 +536,65 @@ static void test_fp8_equals_float_caches(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* Per-head scales: decode, prefix and mixed steps, both formats, against both oracles (fp8_check_case). */
+static void test_fp8_per_head(void **state) {
+    (void)state;
+    const int small = th_test_small();
+    for (int f = 0; f < 2; f++) {
+        fp8_case k;
+        memset(&k, 0, sizeof k);
+        k.fmt = fp8_formats[f], k.q_dtype = f == 0 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+        k.num_heads = 8, k.num_kv_heads = 4, k.head_size = 64, k.block_size = 16;
+        k.k_scale = f == 0 ? 0.0125f : 2.0f, k.v_scale = f == 0 ? 0.04f : 0.5f;
+        k.per_head = 1;
+        k.reqs = small ? reqs_small : reqs_mixed;
+        k.num_reqs = small ? 3 : 5;
+        fp8_check_case(&k, 900 + (uint64_t)f);
+    }
+}
+
+/* Per-head arrays whose entries all equal the scalar: bitwise the scalar call (fast paths and oracle), i.e. the
+ * scalar case is the per-head case with a constant array. */
+static void test_fp8_per_head_equal_scalar(void **state) {
+    (void)state;
+    attn_ctx *ctx;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    fp8_case k;
+    memset(&k, 0, sizeof k);
+    k.fmt = ATTN_DTYPE_FP8_E4M3, k.q_dtype = ATTN_DTYPE_BF16;
+    k.num_heads = 6, k.num_kv_heads = 3, k.head_size = 40, k.block_size = 8;
+    k.k_scale = 0.03f, k.v_scale = 0.7f;
+    k.reqs = reqs_small, k.num_reqs = 3;
+    fp8_step s;
+    fp8_step_build(ctx, &k, 950, &s);
+    fp8_result a, b;
+    fp8_run_fast(ctx, &k, &s, &a);
+    const float ks[3] = {0.03f, 0.03f, 0.03f}, vs[3] = {0.7f, 0.7f, 0.7f};
+    s.params.k_scales = ks, s.params.v_scales = vs;
+    fp8_run_fast(ctx, &k, &s, &b);
+    const size_t n = (size_t)(s.info.num_tokens * k.num_heads * k.head_size) * attn_dtype_size(k.q_dtype);
+    const size_t nl = (size_t)(s.info.num_tokens * k.num_heads) * sizeof(float);
+    assert_true(fp8_bitwise(a.out_plan, b.out_plan, n) && fp8_bitwise(a.out_less, b.out_less, n));
+    assert_true(fp8_bitwise(a.lse_plan, b.lse_plan, nl) && fp8_bitwise(a.lse_less, b.lse_less, nl));
+    /* a bad per-head entry is named and nothing is written */
+    const float bad[3] = {0.03f, 0.03f, -2.0f};
+    s.params.k_scales = bad;
+    memset(b.out_less, 0x5E, n);
+    int64_t qs[3] = {s.info.num_tokens, k.num_heads, k.head_size};
+    int64_t cs[5] = {2, s.num_blocks, k.block_size, k.num_kv_heads, k.head_size};
+    attn_tensor tq = attn_tensor_make(s.q, k.q_dtype, 3, qs), tc = attn_tensor_make(s.cache, k.fmt, 5, cs);
+    attn_tensor to = attn_tensor_make(b.out_less, k.q_dtype, 3, qs);
+    attn_tensor qsl, sl, bt;
+    fp8_meta(&s, &qsl, &sl, &bt);
+    assert_int_equal(attn_paged_attention(ctx, &tq, &tc, &qsl, &sl, &bt, &s.params, &to, NULL),
+                     ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "params.k_scales[2]=-2: expected a finite value > 0 for the fp8_e4m3"));
+    for (size_t i = 0; i < n; i++) assert_int_equal(((unsigned char *)b.out_less)[i], 0x5E);
+    fp8_result_free(&a), fp8_result_free(&b);
+    fp8_step_free(&s);
+    attn_ctx_destroy(ctx);
+}
+
 /* Options fold correctly with the scales: soft-cap (k_scale inside the tanh argument), ALiBi, sinks, window. */
 static void test_fp8_options(void **state) {
     (void)state;
@@ -647,6 +736,7 @@ int main(void) {
         cmocka_unit_test(test_fp8_codecs),          cmocka_unit_test(test_fp8_cache_write),
         cmocka_unit_test(test_fp8_decode),          cmocka_unit_test(test_fp8_prefill_prefix),
         cmocka_unit_test(test_fp8_chunked),         cmocka_unit_test(test_fp8_options),
+        cmocka_unit_test(test_fp8_per_head),        cmocka_unit_test(test_fp8_per_head_equal_scalar),
         cmocka_unit_test(test_fp8_bad_inputs),      cmocka_unit_test(test_fp8_equals_float_caches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
