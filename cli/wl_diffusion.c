@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <attn/attn_experimental.h>
+
 #include "util.h"
 #include "workload.h"
 

@@ -1,4 +1,5 @@
-"""Diffusion entries of libattn (attn.h "Diffusion" section): padded self-attention, packed documents,
+"""Diffusion entries of libattn (include/attn/attn_experimental.h: experimental, they may change in any minor
+release): padded self-attention, packed documents,
 piecewise causal/full spans (dense, or over a paged KV cache), prefix K/V slicing, power-of-two pre-scaling, quantized attention, and the
 FP8 / MX / FP4 encoders and the Hadamard rotation they use.
 

@@ -13,6 +13,7 @@
 
 #include "api/ctx.h"
 #include "api/validate.h"
+#include "attn/attn_experimental.h"
 #include "cache/kv_layout.h"
 #include "core/checked_math.h"
 #include "core/dtype.h"

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/attn_experimental.h"
 #include "core/error.h"
 #include "kernels/kernels.h"
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "attn/attn.h"
+#include "attn/attn_experimental.h" /* attn_span, attn_query_range, attn_quant_params */
 
 /* Options resolved from attn_params (scale filled in, windows widened to int64). */
 typedef struct attn_opts {

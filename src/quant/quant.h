@@ -1,7 +1,8 @@
 /*
  * quant.h — internal low-precision formats of quantized diffusion attention: the small-float description shared by FP8 E4M3,
  * FP8 E5M2 and FP4 E2M1, saturating round-to-nearest-even encoding, exact decoding, MX (E8M0) shared
- * exponents, and the Hadamard sign vector. The public wrappers are in attn.h ("Diffusion" section).
+ * exponents, and the Hadamard sign vector. The public wrappers are in
+ * attn_experimental.h (FP8 codecs: attn.h).
  */
 #ifndef ATTN_QUANT_QUANT_H
 #define ATTN_QUANT_QUANT_H
@@ -9,6 +10,7 @@
 #include <stdint.h>
 
 #include "attn/attn.h"
+#include "attn/attn_experimental.h"
 
 #define ATTN_MX_BLOCK 32 /* OCP MX v1.0 block size k */
 

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "attn/attn_experimental.h"
 #include "core/error.h"
 #include "quant/quant.h"
 

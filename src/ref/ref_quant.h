@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "attn/attn.h"
+#include "attn/attn_experimental.h"
 
 /* Same contract as attn_quant_fake_tensor (src/quant/quant.h), one thread, literal arithmetic.
  * x: float32 [num_mats][seq][width]; role 0 = Q, 1 = K, 2 = V. */

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "attn/attn_experimental.h"
 #include "harness.h"
 
 static void expect_close(const attn_tensor *got, const attn_tensor *exp, attn_dtype dt, const char *what) {

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "attn/attn_experimental.h"
 #include "harness.h"
 
 typedef enum { HK_DENSE, HK_VARLEN, HK_PAGED } hk_entry;

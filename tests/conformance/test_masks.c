@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "attn/attn_experimental.h"
 #include "harness.h"
 
 typedef struct mt_bufs {

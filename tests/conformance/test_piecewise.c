@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "attn/attn_experimental.h"
 #include "harness.h"
 
 /* The §B.2 keep matrix of the local queries: [Sq][Sk]. */

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "attn/attn_experimental.h"
 #include "harness.h"
 
 static const char *fmt_name[4] = {"fp8 e4m3 (block)", "fp8 e5m2 (block)", "mxfp8 (e4m3)", "mxfp4 (e2m1)"};

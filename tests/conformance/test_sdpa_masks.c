@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "attn/attn_experimental.h"
 #include "harness.h"
 
 /* ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
  * Every usable kernel table; out and LSE within the tolerance of the dtype and table; the same status when the
  * oracle refuses (e.g. query ranges outside the keys).
  */
+#include "attn/attn_experimental.h"
 #include "fuzz_diff.h"
 
 /* 0..3 sorted, disjoint spans inside [0, limit]; 0..2 query ranges covering [0, Sq) inside [0, limit) (ranges

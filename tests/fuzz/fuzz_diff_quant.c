@@ -7,6 +7,7 @@
  * nearest-code quantization, then the float oracle): out and LSE within the float tolerance of the dtype and
  * table (docs/DIFFUSION.md), the same status when the oracle refuses, nothing written then.
  */
+#include "attn/attn_experimental.h"
 #include "fuzz_diff.h"
 
 static int fzd_quant_run(const uint8_t *data, size_t size) {

@@ -6,6 +6,7 @@
  * kernel table against attn_ref_forward_varlen: out and LSE within the tolerance of the dtype and table; rows
  * past cu_seqlens_q[last] untouched.
  */
+#include "attn/attn_experimental.h"
 #include "fuzz_diff.h"
 
 static int fzd_varlen_run(const uint8_t *data, size_t size) {

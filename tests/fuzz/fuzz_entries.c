@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/attn_experimental.h"
 
 typedef struct rd {
     const uint8_t *p;

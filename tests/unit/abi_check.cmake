@@ -1,6 +1,6 @@
 # abi_check.cmake — the exported dynamic symbols of libattn.so versus abi/exported_symbols.txt and the ATTN_API
-# declarations of include/attn/attn.h (docs/CONTRIBUTING.md §2, libxsmm idea). Run by ctest
-# (unit.abi_exported_symbols) and by the update_abi target:
+# declarations of include/attn/attn.h and include/attn/attn_experimental.h (docs/CONTRIBUTING.md §2, libxsmm
+# idea). Run by ctest (unit.abi_exported_symbols) and by the update_abi target:
 #   cmake -DNM=nm -DLIB=libattn.so -DLIST=abi/exported_symbols.txt -DHEADER=include/attn/attn.h
 #         -DMODE=check|update -P tests/unit/abi_check.cmake
 # Regenerate the list after adding an API function:  cmake --build <build-dir> --target update_abi
@@ -82,7 +82,7 @@ foreach(s IN LISTS exported)
     string(APPEND errors "  + libattn.so exports '${s}' but abi/exported_symbols.txt does not list it: add the line '${s}'\n")
   endif()
   if(NOT s IN_LIST declared)
-    string(APPEND errors "  ! libattn.so exports '${s}' but include/attn/attn.h declares no ATTN_API '${s}': make it static/hidden or declare it\n")
+    string(APPEND errors "  ! libattn.so exports '${s}' but neither attn.h nor attn_experimental.h declares ATTN_API '${s}': make it static/hidden or declare it\n")
   endif()
 endforeach()
 foreach(s IN LISTS listed)
@@ -92,7 +92,7 @@ foreach(s IN LISTS listed)
 endforeach()
 foreach(s IN LISTS declared)
   if(NOT s IN_LIST exported)
-    string(APPEND errors "  ! include/attn/attn.h declares ATTN_API '${s}' but libattn.so does not export it: define it in src/api\n")
+    string(APPEND errors "  ! include/attn/ declares ATTN_API '${s}' but libattn.so does not export it: define it in src/api\n")
   endif()
 endforeach()
 if(errors)
@@ -100,4 +100,4 @@ if(errors)
                       "After an intended change run: cmake --build <build-dir> --target update_abi (and commit abi/exported_symbols.txt)")
 endif()
 list(LENGTH exported n)
-message(STATUS "abi_check: ${n} exported symbols match abi/exported_symbols.txt and attn.h")
+message(STATUS "abi_check: ${n} exported symbols match abi/exported_symbols.txt and the ATTN_API declarations of ${_headers}")

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "attn/attn_experimental.h"
 #include "harness.h"
 
 #define CANARY 0x5A

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "attn/attn_experimental.h"
 #include "harness.h"
 #include "ref/ref.h"
 

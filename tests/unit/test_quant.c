@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "attn/attn_experimental.h"
 #include "harness.h"
 
 #define E4M3 ATTN_DTYPE_FP8_E4M3

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "attn/attn_experimental.h"
 #include "harness.h"
 #include "core/tensor.h"
 #include "kernels/generic/tile_kernels.h"

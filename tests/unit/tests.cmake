@@ -1,5 +1,5 @@
 # tests/unit/tests.cmake — the ABI check (included by tests/CMakeLists.txt): the exported dynamic symbols of
-# libattn.so must equal abi/exported_symbols.txt and the ATTN_API declarations of attn.h.
+# libattn.so must equal abi/exported_symbols.txt and the ATTN_API declarations of attn.h and attn_experimental.h.
 # After adding a public function, regenerate the list with:  cmake --build <build-dir> --target update_abi
 if(TARGET attn)
   find_program(ATTN_NM NAMES nm llvm-nm)
