@@ -741,8 +741,9 @@ ATTN_API attn_status attn_plan_get_info(const attn_plan *plan, attn_plan_info *i
  *   workspace: >= attn_plan_workspace_size bytes, 4-byte aligned (64 recommended), not overlapping any
  *             tensor (NULL allowed when the size is 0); its contents are scratch, overwritten each call
  * fp8 cache (FP8_E4M3 / FP8_E5M2): keys and values are dequantized inside the call with params->k_scale /
- * v_scale (finite, > 0): k_scale is folded into the query pre-scale (softmax_scale·k_scale) and v_scale into
- * the final normalisation, K/V rows are widened exactly to float32 on the converted-row path; key_opt /
+ * v_scale (finite, > 0), or with params->k_scales / v_scales per KV head: the finished dot product q·k is
+ * multiplied by softmax_scale·k_scale (rounded once to float32; q itself is not scaled) and v_scale enters the
+ * final normalisation, K/V rows are widened exactly to float32 on the converted-row path; key_opt /
  * value_opt then hold fp8 codes with the same scales (docs/SERVING.md "fp8 KV cache").
  * Per request: DECODER rows use params->causal (bottom-right expected) over seq_len keys; ENCODER_ONLY and
  * CROSS rows are non-causal. Window, ALiBi, soft-cap, sinks apply to every request. params->mask,

@@ -18,7 +18,7 @@
 
 /* Per-thread scratch, carved from one fixed-size slice per thread (no allocation while computing). */
 typedef struct attn_fwd_scratch {
-    float *q_t;          /* [ATTN_HEAD_SIZE_MAX][ATTN_QB]  packed, pre-scaled query block        */
+    float *q_t;          /* [ATTN_HEAD_SIZE_MAX][ATTN_QB]  packed query block (unscaled q)       */
     float *s;            /* [ATTN_KV_TILE][ATTN_QB]        scores → P                            */
     float *o_part;       /* [ATTN_HEAD_SIZE_MAX][ATTN_QB]  partition accumulator                 */
     float *m_part;       /* [ATTN_QB]                                                           */
@@ -81,7 +81,8 @@ void attn_fwd_shape_of(const attn_problem *p, attn_fwd_shape *sh);
 void attn_fwd_block_init(const attn_problem *p, const attn_fwd_shape *sh, const attn_seq_view *seq,
                          int64_t kv_head, int64_t head_chunk, int64_t token_block, attn_fwd_block *blk);
 
-/* Packs the block's queries into sc->q_t (pre-scaled). */
+/* Packs the block's queries into sc->q_t as float32, unscaled (the logit scale is applied to the finished dot
+ * product, attn_fwd_tile_logits_mask). */
 void attn_fwd_pack_q(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                      attn_fwd_scratch *sc);
 

@@ -5,7 +5,7 @@
  * (docs/CONTRIBUTING.md §6).
  *
  * Tile layouts (lanes = query rows, docs/KERNELS.md §2), lane stride ATTN_QB:
- *   q_t  [head_size][ATTN_QB]   query block transposed, pre-scaled by the driver
+ *   q_t  [head_size][ATTN_QB]   query block transposed, unscaled (the driver scales finished dot products)
  *   s    [num_keys][ATTN_QB]    scores scale·q·k (natural units); −inf marks an invisible key; P in place after softmax
  *   o_t  [head_size_v][ATTN_QB] unnormalised output accumulator
  *   m, l [ATTN_QB]              running max (natural units) and running sum of exp2((s − m)·log2 e)

@@ -4,8 +4,8 @@ caches), attn.paged_attention and attn.Plan.forward reading the fp8 pages, throu
 
 Oracles: the stored codes equal ml_dtypes' round-to-nearest-even cast of clip(x / scale, ±max) (saturation as
 vLLM's kernels; an independent codec); attention equals the float64 NumPy reference (conftest.np_attend) on the
-dequantized keys decode(code)·scale within 2e-5 (f32 queries; the fast path folds k_scale into the query
-pre-scale in float32). Bad scales raise AttnInvalidArgumentError with the cache untouched.
+dequantized keys decode(code)·scale within 2e-5 (f32 queries; the fast path multiplies the finished dot product
+by softmax_scale·k_scale rounded once to float32). Bad scales raise AttnInvalidArgumentError with the cache untouched.
 """
 
 import importlib.util

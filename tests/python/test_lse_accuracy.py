@@ -1,7 +1,7 @@
 """LSE accuracy for large logits (docs/SEMANTICS.md §4): attn's float32 LSE against the float64 LSE of
-the float32-rounded exact logits, in float32 ulps of the reference. The fast path folds softmax_scale·log2(e)
-into q and accumulates each dot product in float32 (d ascending), so its logits carry the float32 dot-product
-error, which grows like sqrt(head_size); the documented bound is 2 + 2·sqrt(head_size) ulps (measured: 4, 6,
+the float32-rounded exact logits, in float32 ulps of the reference. The fast path accumulates each dot product
+of the unscaled q in float32 (d ascending), then multiplies it by softmax_scale, so its logits carry the float32
+dot-product error, which grows like sqrt(head_size); the documented bound is 2 + 2·sqrt(head_size) ulps (measured: 4, 6,
 11, 16 ulps at head_size 32, 64, 128, 256 with |logits| up to ~4e3)."""
 import math
 
