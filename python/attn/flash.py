@@ -420,15 +420,20 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     use (not zero-copy; allocate one [2, ...] tensor to avoid it).
     fp8 caches (torch float8_e4m3fn / float8_e5m2, or ml_dtypes): k_descale / v_descale (flash-attn 3) give the
     scales, key = fp8(k_cache)·k_descale, value = fp8(v_cache)·v_descale; new k/v are stored as fp8(k / k_descale)
-    (attn_reshape_and_cache_scaled). A number, or a float array of shape [batch, nheads_k] (flash-attn 3) / [1]
-    / []: attn has one scale per tensor, so every entry must be equal (else ValueError); finite and > 0. None
-    means 1. Float caches ignore them (as vLLM's "auto" cache ignores k_scale/v_scale). q_descale: fp8 queries
-    are not supported, so it must be None or all ones.
+    (attn_reshape_and_cache_ex). Each is a number or a 0-d / one-element float array (one scale per tensor), a
+    float array [nheads_k] (one scale per KV head: head g reads fp8·k_descale[g] and stores fp8(k / k_descale[g]);
+    attn_params.k_scales), or flash-attn 3's [batch, nheads_k] whose rows must all be equal (attn has one scale
+    per KV head for the whole cache, not per sequence), then its first row is used; any other shape, unequal
+    rows, or an entry that is not finite and > 0 raises ValueError naming the argument. None means 1. Float
+    caches ignore them (as vLLM's "auto" cache ignores k_scale/v_scale; the shapes are still checked). Per-head
+    scales run through the ctypes binding (the compiled extension takes per-tensor scales only). q_descale:
+    attn has no fp8 queries (q is in a float dtype), so anything but None or all ones raises ValueError naming
+    q_descale.
     Returns out [batch, seqlen_q, nheads, headdim_v]; with return_softmax_lse also softmax_lse float32
     [batch, nheads, seqlen_q]."""
     k_sc, v_sc = _descales(q_descale, k_descale, v_descale, q, k_cache)
     if (_ext is not None and rotary_cos is None and rotary_sin is None and cache_leftpad is None
-            and k_sc == 1.0 and v_sc == 1.0):
+            and _unit(k_sc) and _unit(v_sc)):
         r = _ext.kvcache(_ctx_ptr(ctx), q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table,
                          softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
                          bool(return_softmax_lse))
@@ -520,12 +525,13 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
               softcap=softcap, alibi_slopes=None if slopes is not None else alibi_slopes, sinks=sinks,
               ctx=ctx)
     scales = {}
-    if (k_sc != 1.0 or v_sc != 1.0) and ops.is_fp8_cache(kc, None):
+    if not (_unit(k_sc) and _unit(v_sc)) and ops.is_fp8_cache(kc, None):
         scales = dict(k_scale=k_sc, v_scale=v_sc)  # float caches ignore the descales
         if leftpad is not None and block_table is None:
             raise ValueError("k_descale/v_descale with cache_leftpad need a paged cache (block_table)")
         kw.update(scales)
-    ops.Params(num_heads=nheads, **{n: kw[n] for n in kw if n != "ctx"})  # option errors: before writes
+    ops.Params(num_heads=nheads, num_kv_heads=kc.shape[2],
+               **{n: kw[n] for n in kw if n != "ctx"})  # option errors: before writes
     _arrays.tensor(qa, "q"), _arrays.tensor(kc, "k_cache", True), _arrays.tensor(vc, "v_cache", True)
     if seqlen_new:
         _arrays.tensor(ka, "k"), _arrays.tensor(va, "v")  # dtypes
@@ -563,31 +569,56 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     return out, lse
 
 
-def _descale(name: str, x: Any) -> float:
-    """One per-tensor scale from a flash-attn 3 descale argument (None: 1): a number or an array whose entries
-    are all equal, finite and > 0."""
-    if x is None:
-        return 1.0
+def _unit(s: Any) -> bool:
+    """True for the per-tensor scale 1 (a float), False for another value or a per-head array."""
+    return not isinstance(s, np.ndarray) and s == 1.0
+
+
+def _descale_array(name: str, x: Any) -> np.ndarray:
     try:
-        a = np.asarray(_arrays.as_numpy(x, name) if not isinstance(x, (int, float)) else x, dtype=np.float64)
+        return np.asarray(_arrays.as_numpy(x, name) if not isinstance(x, (int, float)) else x, dtype=np.float64)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{name}: expected a number or a float array, got {type(x).__name__}") from e
+
+
+def _descale(name: str, x: Any, num_kv_heads: Optional[int]) -> Any:
+    """The scale of a flash-attn 3 descale argument (None: 1): a float (a number, a 0-d or one-element array), or
+    a float32 [num_kv_heads] array (per KV head: an array [num_kv_heads], or flash-attn 3's [batch,
+    num_kv_heads] whose rows are all equal). Every entry finite and > 0; ValueError naming the argument
+    otherwise."""
+    if x is None:
+        return 1.0
+    a = _descale_array(name, x)
     if a.size == 0:
         raise ValueError(f"{name}: is empty")
-    v = float(a.reshape(-1)[0])
-    if not np.all(a == v):
-        raise ValueError(f"{name}: entries differ (min {float(a.min())}, max {float(a.max())}); attn supports one "
-                         f"scale per tensor (per-tensor fp8), not per (batch, head)")
-    if not (np.isfinite(v) and v > 0):
-        raise ValueError(f"{name}={v}: must be finite and > 0")
-    return v
+    bad = np.nonzero(~(np.isfinite(a) & (a > 0)).reshape(-1))[0]
+    if bad.size:
+        raise ValueError(f"{name}={float(a.reshape(-1)[bad[0]])}: must be finite and > 0")
+    if a.size == 1:
+        return float(a.reshape(-1)[0])
+    if a.ndim == 2 and a.shape[1] == num_kv_heads:
+        if not np.all(a == a[:1]):
+            r = int(np.nonzero(np.any(a != a[:1], axis=1))[0][0])
+            raise ValueError(f"{name}: row {r} differs from row 0 (shape {list(a.shape)} = [batch, nheads_k]); attn "
+                             "has one scale per KV head for the whole cache, not per (batch, head)")
+        a = a[0]
+    if a.ndim != 1 or a.shape[0] != num_kv_heads:
+        raise ValueError(f"{name}: shape {list(a.shape)}, expected a scalar, [nheads_k] = [{num_kv_heads}] or "
+                         f"[batch, nheads_k] with equal rows")
+    return np.ascontiguousarray(a, dtype=np.float32)
 
 
-def _descales(q_descale: Any, k_descale: Any, v_descale: Any, q: Any, k_cache: Any) -> Tuple[float, float]:
-    """(k_scale, v_scale) of flash_attn_with_kvcache's descale arguments; q_descale must be trivial."""
-    if q_descale is not None and _descale("q_descale", q_descale) != 1.0:
-        raise ValueError("q_descale: fp8 queries are not supported (q is dequantized by the caller); pass None")
-    return _descale("k_descale", k_descale), _descale("v_descale", v_descale)
+def _descales(q_descale: Any, k_descale: Any, v_descale: Any, q: Any, k_cache: Any) -> Tuple[Any, Any]:
+    """(k_scale, v_scale) of flash_attn_with_kvcache's descale arguments (floats or float32 [nheads_k] arrays);
+    q_descale must be None or all ones: attn has no fp8 queries."""
+    if q_descale is not None:
+        a = _descale_array("q_descale", q_descale)
+        if a.size == 0 or not np.all(a == 1.0):
+            raise ValueError("q_descale: fp8 queries are not supported (q is in a float dtype: dequantize it "
+                             "first); pass None or ones")
+    shape = _arrays.shape_of(k_cache, "k_cache")
+    hk = int(shape[2]) if len(shape) == 4 else None
+    return _descale("k_descale", k_descale, hk), _descale("v_descale", v_descale, hk)
 
 
 def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pos: np.ndarray,

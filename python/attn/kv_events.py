@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import _arrays, _capi
-from .ops import Array, Context, _ctx, cache_write_scales, kv_cache_tensor
+from .ops import Array, Context, _ctx, cache_write_scales, kv_cache_tensor, reshape_and_cache_ex
 from ._arrays import tensor
 
 
@@ -60,7 +60,7 @@ def reshape_and_cache_notify(key: Array, value: Array, kv_cache: Array, slot_map
                              kv_cache_dtype: Optional[str] = None, k_scale: Any = None, v_scale: Any = None,
                              ctx: Optional[Context] = None) -> None:
     """attn.reshape_and_cache (same arguments and checks, fp8 caches with kv_cache_dtype / k_scale / v_scale
-    included: attn_reshape_and_cache_scaled_notify), then ``on_stored(event)`` once, synchronously, after the
+    included, per-tensor or per-KV-head: attn_reshape_and_cache_scaled_notify / attn_reshape_and_cache_ex), then ``on_stored(event)`` once, synchronously, after the
     write is complete (the event describes what was stored, see :class:`KVStored`). Not called when the write is
     rejected (AttnInvalidArgumentError, cache untouched). An exception raised by ``on_stored`` propagates from
     this call after the write."""
@@ -83,7 +83,9 @@ def reshape_and_cache_notify(key: Array, value: Array, kv_cache: Array, slot_map
 
     cb = _capi.KV_STORED_FN(trampoline)
     nt = _capi.KVNotify(cb, None, layer)
-    if fp8:
+    if isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray):  # per-KV-head scales
+        reshape_and_cache_ex(ctx, tk, tv, tc, sm, ks, vs, nt)
+    elif fp8:
         _capi.call("attn_reshape_and_cache_scaled_notify", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr, ks, vs,
                    ctypes.byref(nt))
     else:

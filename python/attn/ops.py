@@ -234,14 +234,22 @@ class Params:
                  causal: Causal = False, window_size: Sequence[int] = (-1, -1), softcap: float = 0.0,
                  alibi_slopes: Optional[Array] = None, sinks: Optional[Array] = None,
                  mask: Optional[Array] = None, key_padding_mask: Optional[Array] = None,
-                 additive_mask: Optional[Array] = None, k_scale: Any = None, v_scale: Any = None):
+                 additive_mask: Optional[Array] = None, k_scale: Any = None, v_scale: Any = None,
+                 num_kv_heads: Optional[int] = None):
         self.buf = _capi.new_params()
         p = self.buf.p
         self._keep = []
-        if k_scale is not None:  # fp8 KV cache scales (read by the paged entries on an fp8 cache only)
-            p.k_scale = kv_scale(k_scale, "k_scale")
-        if v_scale is not None:
-            p.v_scale = kv_scale(v_scale, "v_scale")
+        # fp8 KV cache scales (read by the paged entries on an fp8 cache only): per tensor, or with num_kv_heads
+        # also per KV head (a [num_kv_heads] array -> params.k_scales / v_scales)
+        for name, x in (("k_scale", k_scale), ("v_scale", v_scale)):
+            if x is None:
+                continue
+            s = kv_scale(x, name) if num_kv_heads is None else kv_scales(x, name, num_kv_heads)
+            if isinstance(s, np.ndarray):
+                self._keep.append(s)
+                setattr(p, name + "s", s.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+            else:
+                setattr(p, name, s)
         p.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
         if softmax_scale is not None and p.softmax_scale == 0.0:
             # a zero scale (flash-attn, SDPA: uniform weights); attn_params' 0 means "default", so the smallest
@@ -306,6 +314,29 @@ def kv_scale(x: Any, name: str) -> float:
     if a.size != 1:
         raise ValueError(f"{name}: {a.size} values, expected one per-tensor scale")
     return float(a.reshape(-1)[0])
+
+
+def kv_scales(x: Any, name: str, num_kv_heads: Optional[int]) -> Union[float, np.ndarray]:
+    """An fp8 scale argument as libattn takes it: a float for one scale per tensor (a number, or a 0-d /
+    one-element array or tensor: vLLM's layer._k_scale), or a contiguous float32 [num_kv_heads] array for one
+    scale per KV head (vLLM kv_scale_type "attn_head": attn_params.k_scales / attn_cache_write_options.k_scales).
+    Any other shape raises ValueError naming the argument. Range checks (finite, > 0) are the C library's."""
+    if isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool):
+        return float(x)
+    a = _arrays.as_numpy(x, name) if not isinstance(x, np.ndarray) else x
+    if a.size == 1:
+        return float(a.reshape(-1)[0])
+    if a.ndim == 1 and num_kv_heads is not None and a.shape[0] == num_kv_heads:
+        return np.ascontiguousarray(a, dtype=np.float32)
+    raise ValueError(f"{name}: shape {list(a.shape)}, expected a scalar (one scale per tensor) or "
+                     f"[num_kv_heads] = [{num_kv_heads}] (one scale per KV head)")
+
+
+def _cache_num_kv_heads(kv_cache: Array) -> Optional[int]:
+    """num_kv_heads of a [2, num_blocks, block_size, num_kv_heads, head_size] cache (None for another rank: the
+    C entry then reports the shape)."""
+    shape = _arrays.shape_of(kv_cache, "kv_cache")
+    return int(shape[3]) if len(shape) == 5 else None
 
 
 def kv_cache_tensor(kv_cache: Array, name: str, writable: bool, kv_cache_dtype: Optional[str]
@@ -525,13 +556,27 @@ def merge_attn_states(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array, *,
 # Serving: paged KV cache
 # ------------------------------------------------------------------------------------------------
 def cache_write_scales(kv_cache: Array, kv_cache_dtype: Optional[str], k_scale: Any,
-                       v_scale: Any) -> Tuple[bool, float, float]:
+                       v_scale: Any) -> Tuple[bool, Any, Any]:
     """(is the cache fp8, k_scale, v_scale) of a cache write: the scales are read only for an fp8 cache (default
-    1; a float cache ignores them, as vLLM does for "auto")."""
+    1; a float cache ignores them, as vLLM does for "auto"). Each is a float, or a float32 [num_kv_heads] array
+    of per-KV-head scales (see kv_scales)."""
     fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
-    ks = 1.0 if k_scale is None or not fp8 else kv_scale(k_scale, "k_scale")
-    vs = 1.0 if v_scale is None or not fp8 else kv_scale(v_scale, "v_scale")
-    return fp8, ks, vs
+    return (fp8,) + _read_scales(fp8, kv_cache, k_scale, v_scale)
+
+
+def reshape_and_cache_ex(ctx: Optional[Context], tk: Any, tv: Any, tc: Any, sm: Any, ks: Any, vs: Any,
+                         notify: Any = None) -> None:
+    """attn_reshape_and_cache_ex on attn_tensor refs: scales as cache_write_scales gives them (floats, or float32
+    [num_kv_heads] arrays, which must stay alive during the call), notify an optional _capi.KVNotify."""
+    o = _capi.new_cache_write_options()
+    if notify is not None:
+        o.notify = ctypes.pointer(notify)
+    for name, s in (("k_scale", ks), ("v_scale", vs)):
+        if isinstance(s, np.ndarray):
+            setattr(o, name + "s", s.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+        else:
+            setattr(o, name, s)
+    _capi.call("attn_reshape_and_cache_ex", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr, ctypes.byref(o))
 
 
 def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: Array, *,
@@ -544,10 +589,14 @@ def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: A
     Every slot is checked before anything is written.
     fp8 cache (kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2" on a uint8 cache, or an ml_dtypes / torch
     float8 cache): stored = fp8(x / k_scale) (values: v_scale), saturating (attn_reshape_and_cache_scaled);
-    scales default 1. For a float cache the scales are ignored, as vLLM ignores them for "auto"."""
+    scales default 1. k_scale / v_scale: a number or one-element array (per tensor), or a float array
+    [num_kv_heads] (per KV head, vLLM kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]);
+    attn_reshape_and_cache_ex; through ctypes, not the compiled extension); other shapes raise ValueError
+    naming the argument. For a float cache the scales are ignored, as vLLM ignores them for "auto"."""
     fp8, ks, vs = cache_write_scales(kv_cache, kv_cache_dtype, k_scale, v_scale)
     code = kv_cache_dtype_code(kv_cache_dtype)
-    if _ext is not None:
+    per_head = isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray)
+    if _ext is not None and not per_head:
         r = (_ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping) if not fp8 else
              _ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping, code, ks, vs))
         if r is not _NI:
@@ -555,7 +604,9 @@ def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: A
     sm = tensor(_arrays.index_array(slot_mapping, "slot_mapping", np.int64), "slot_mapping")
     tk, tv = tensor(key, "key"), tensor(value, "value")
     tc = kv_cache_tensor(kv_cache, "kv_cache", True, kv_cache_dtype)
-    if fp8:
+    if per_head:
+        reshape_and_cache_ex(ctx, tk, tv, tc, sm, ks, vs)
+    elif fp8:
         _capi.call("attn_reshape_and_cache_scaled", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr, ks, vs)
     else:
         _capi.call("attn_reshape_and_cache", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr)
@@ -594,9 +645,12 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
     (cached + new keys); block_table int32 [num_reqs, max_blocks]. out like q; lse float32
     [num_heads, num_tokens]. causal defaults to True (bottom-right per request). An fp8 cache
     (kv_cache_dtype on a uint8 cache, or a float8 array) is dequantized inside the call with k_scale /
-    v_scale (default 1; ignored for a float cache)."""
+    v_scale (default 1; ignored for a float cache): each a number or one-element array (per tensor), or a
+    float array [num_kv_heads] (per KV head, attn_params.k_scales / v_scales; through ctypes, not the compiled
+    extension); other shapes raise ValueError naming the argument."""
     fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
-    if _ext is not None and not reference:
+    ks, vs = _read_scales(fp8, kv_cache, k_scale, v_scale)
+    if _ext is not None and not reference and not (isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray)):
         if not fp8:
             r = _ext.paged_attention(_ctx_ptr(ctx), q, kv_cache, query_start_loc, seq_lens, block_table,
                                      softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
@@ -605,9 +659,7 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
             r = _ext.paged_attention(_ctx_ptr(ctx), q, kv_cache, query_start_loc, seq_lens, block_table,
                                      softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
                                      lse, bool(return_lse or lse is not None),
-                                     kv_cache_dtype_code(kv_cache_dtype),
-                                     1.0 if k_scale is None else kv_scale(k_scale, "k_scale"),
-                                     1.0 if v_scale is None else kv_scale(v_scale, "v_scale"))
+                                     kv_cache_dtype_code(kv_cache_dtype), ks, vs)
         if r is not _NI:
             return r
     qa = _arrays.as_numpy(q, "q")
@@ -619,7 +671,8 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
         lse = _lse_out(q, (qa.shape[1], qa.shape[0]))
     params = _opts(num_heads, dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
                                    softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks,
-                                   k_scale=k_scale if fp8 else None, v_scale=v_scale if fp8 else None))
+                                   k_scale=ks if fp8 else None, v_scale=vs if fp8 else None,
+                                   num_kv_heads=_per_head_count(ks, vs)))
     qsl = tensor(_arrays.index_array(query_start_loc, "query_start_loc"), "query_start_loc")
     sl = tensor(_arrays.index_array(seq_lens, "seq_lens"), "seq_lens")
     bt = tensor(_arrays.index_array(block_table, "block_table"), "block_table")
@@ -635,6 +688,26 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
 
 
 _FLT_TRUE_MIN = float(np.finfo(np.float32).smallest_subnormal)
+
+
+def _per_head_count(ks: Any, vs: Any) -> Optional[int]:
+    """num_kv_heads of the per-head scale arrays among (ks, vs) (both checked by kv_scales), None if both are
+    floats."""
+    for s in (ks, vs):
+        if isinstance(s, np.ndarray):
+            return int(s.shape[0])
+    return None
+
+
+def _read_scales(fp8: bool, kv_cache: Array, k_scale: Any, v_scale: Any) -> Tuple[Any, Any]:
+    """(k_scale, v_scale) of a paged read or a cache write as floats or float32 [num_kv_heads] arrays
+    (kv_scales; num_kv_heads is the cache's); (1, 1) for a float cache, which ignores them."""
+    if not fp8:
+        return 1.0, 1.0
+    simple = all(s is None or isinstance(s, (int, float)) for s in (k_scale, v_scale))
+    hk = None if simple else _cache_num_kv_heads(kv_cache)
+    return (1.0 if k_scale is None else kv_scales(k_scale, "k_scale", hk),
+            1.0 if v_scale is None else kv_scales(v_scale, "v_scale", hk))
 
 
 def _int64_arg(v: Any, name: str) -> int:
@@ -839,7 +912,8 @@ class Plan:
         """One layer of the step (attn_forward_paged). q [num_tokens, num_heads, head_size] in PLAN row
         order (see token_src); kv_cache with this step's keys written (slot_mapping). key/value
         [num_tokens, num_kv_heads, head_size] only for encoder-only requests. out like q; lse float32
-        [num_heads, num_tokens]. fp8 cache: kv_cache_dtype / k_scale / v_scale as paged_attention."""
+        [num_heads, num_tokens]. fp8 cache: kv_cache_dtype / k_scale / v_scale (per tensor or per KV head) as
+        paged_attention."""
         own = self._ws_lock.acquire(blocking=False)  # False: another thread's forward holds the plan's workspace
         try:
             if own:  # the plan's workspace: its address was taken once (ndarray.ctypes costs ~1 us a call)
@@ -859,7 +933,8 @@ class Plan:
                  lse: Optional[Array], return_lse: bool, kv_cache_dtype: Optional[str], k_scale: Any,
                  v_scale: Any, ctx: Optional[Context]) -> Any:
         fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
-        if _ext is not None:
+        ks, vs = _read_scales(fp8, kv_cache, k_scale, v_scale)
+        if _ext is not None and not (isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray)):
             if not fp8:
                 r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,
                                        softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
@@ -868,9 +943,7 @@ class Plan:
                 r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,
                                        softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
                                        lse, bool(return_lse or lse is not None), ws_ptr, ws_size,
-                                       kv_cache_dtype_code(kv_cache_dtype),
-                                       1.0 if k_scale is None else kv_scale(k_scale, "k_scale"),
-                                       1.0 if v_scale is None else kv_scale(v_scale, "v_scale"))
+                                       kv_cache_dtype_code(kv_cache_dtype), ks, vs)
             if r is not _NI:
                 return r
         qa = _arrays.as_numpy(q, "q")
@@ -882,7 +955,8 @@ class Plan:
         params = _opts(self.num_heads, dict(softmax_scale=softmax_scale, causal=causal,
                                             window_size=window_size, softcap=softcap,
                                             alibi_slopes=alibi_slopes, sinks=sinks,
-                                            k_scale=k_scale if fp8 else None, v_scale=v_scale if fp8 else None))
+                                            k_scale=ks if fp8 else None, v_scale=vs if fp8 else None,
+                                            num_kv_heads=_per_head_count(ks, vs)))
         tq, tc = tensor(qa, "q"), kv_cache_tensor(kv_cache, "kv_cache", False, kv_cache_dtype)
         tk = None if key is None else kv_cache_tensor(key, "key", False, kv_cache_dtype)
         tv = None if value is None else kv_cache_tensor(value, "value", False, kv_cache_dtype)

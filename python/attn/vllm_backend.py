@@ -145,6 +145,55 @@ def _layer_scales(layer: Any) -> Tuple[float, float]:
     return (float(getattr(layer, "_k_scale_float", 1.0)), float(getattr(layer, "_v_scale_float", 1.0)))
 
 
+def _layer_kv_scales(layer: Any, num_kv_heads: int) -> Tuple[Any, Any]:
+    """The fp8 KV scales of an Attention layer as attn takes them: per tensor (floats, _layer_scales), or per KV
+    head when the layer's _k_scale / _v_scale tensor has num_kv_heads > 1 elements (vLLM kv_scale_type
+    "attn_head"): then a contiguous float32 [num_kv_heads] copy of that tensor (attn_params.k_scales /
+    attn_cache_write_options.k_scales). Read per call, as _layer_scales. A scale tensor of another size raises
+    ValueError naming it."""
+    ks, vs = _layer_scales(layer)
+    res = []
+    for name, s in (("_k_scale", ks), ("_v_scale", vs)):
+        t = getattr(layer, name, None)
+        n = 1 if t is None or not hasattr(t, "numel") else int(t.numel())
+        if n == 1:
+            res.append(s)
+        elif n == num_kv_heads:
+            res.append(np.ascontiguousarray(t.detach().float().cpu().numpy().reshape(-1), dtype=np.float32))
+        else:
+            raise ValueError(f"attn: layer.{name} has {n} elements, expected 1 (one scale per tensor) or "
+                             f"num_kv_heads={num_kv_heads} (kv_scale_type 'attn_head': one per KV head)")
+    return res[0], res[1]
+
+
+def _is_per_head(ks: Any, vs: Any) -> bool:
+    return isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray)
+
+
+def _cache_write_ex(tk: _capi.Tensor, tv: _capi.Tensor, kv: _capi.Tensor, ts: _capi.Tensor, ks: Any, vs: Any,
+                    notify: Optional[_capi.KVNotify] = None) -> None:
+    """The fp8 cache write with per-KV-head scales (and the optional KV-stored callback):
+    attn_reshape_and_cache_ex. The scale arrays stay alive in the caller's frame during the call."""
+    o = _capi.new_cache_write_options()
+    for name, s in (("k_scale", ks), ("v_scale", vs)):
+        if isinstance(s, np.ndarray):
+            setattr(o, name + "s", s.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+        else:
+            setattr(o, name, s)
+    if notify is not None:
+        o.notify = ctypes.pointer(notify)
+    _check(_capi.fn("attn_reshape_and_cache_ex")(_context().handle, ctypes.byref(tk), ctypes.byref(tv),
+                                                 ctypes.byref(kv), ctypes.byref(ts), ctypes.byref(o)),
+           "attn_reshape_and_cache_ex")
+
+
+# fp8 query dtypes of this torch (none in an old one): vLLM quantizes queries (Attention.query_quant with
+# layer._q_scale) only for a backend whose impl sets supports_quant_query_input, which this one does not, so a
+# float8 query means something else went wrong: forward refuses it by name instead of misreading the bytes.
+_FP8_QUERY_DTYPES = frozenset(d for d in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None))
+                              if d is not None)
+
+
 def _check(status: int, name: str) -> None:
     if status != _capi.STATUS_OK:
         _capi.check(status, name)
@@ -447,8 +496,11 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         self.sinks = sinks
         self.is_encoder = attn_type in _ENCODER_TYPES
         # fp8 KV cache (kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2"): vLLM allocates it as uint8; attn reads
-        # it as this fp8 format with the layer's per-tensor _k_scale_float / _v_scale_float (encoder attention
-        # has no cache: its rows stay in the model dtype)
+        # it as this fp8 format with the layer's per-tensor _k_scale_float / _v_scale_float, or per KV head with
+        # its _k_scale / _v_scale tensors when they hold num_kv_heads values (kv_scale_type "attn_head",
+        # _layer_kv_scales: the write and the read then go through ctypes). Encoder attention has no cache: its
+        # rows stay in the model dtype. layer._q_scale is not read: vLLM quantizes queries only for an impl
+        # with supports_quant_query_input, which this one leaves unset (forward refuses a float8 query).
         self.fp8_code = None if self.is_encoder else ops.KV_CACHE_DTYPES.get(kv_cache_dtype)
         self._params: Optional[Tuple[ops.Params, ops.Params]] = None
         self._kv_key: Any = None
@@ -533,7 +585,10 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         if self.on_kv_stored is not None:  # disaggregated prefill: the KV producer's per-layer hook
             return self._kv_cache_update_notify(layer, key, value, kv, slot_mapping)
         if self.fp8_code is not None:  # stored = fp8(x / scale), saturating (attn_reshape_and_cache_scaled)
-            ks, vs = _layer_scales(layer)
+            ks, vs = _layer_kv_scales(layer, self.num_kv_heads)
+            if _is_per_head(ks, vs):  # vLLM kv_scale_type "attn_head": through ctypes (the extension takes floats)
+                _cache_write_ex(_tensor(key), _tensor(value), kv, _tensor(slot_mapping), ks, vs)
+                return
             if _EXT is not None and _EXT.reshape_and_cache(_ctx_ptr(), key, value, self._kv_tensor, slot_mapping,
                                                             self.fp8_code, ks, vs) is not _NI:
                 return
@@ -571,7 +626,12 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         tk, tv, ts = _tensor(key), _tensor(value), _tensor(slot_mapping)
         nt = _capi.KVNotify(_capi.KV_STORED_FN(trampoline), None, idx)
         if getattr(self, "fp8_code", None) is not None:  # the fp8 cache write with the layer's scales
-            ks, vs = _layer_scales(layer)
+            ks, vs = _layer_kv_scales(layer, self.num_kv_heads)
+            if _is_per_head(ks, vs):
+                _cache_write_ex(tk, tv, kv, ts, ks, vs, nt)
+                if failure:
+                    raise failure[0]
+                return
             _check(_capi.fn("attn_reshape_and_cache_scaled_notify")(
                 _context().handle, ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(kv), ctypes.byref(ts), ks, vs,
                 ctypes.byref(nt)), "attn_reshape_and_cache_scaled_notify")
@@ -591,6 +651,10 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         num_heads, head_size] written in place. attn_metadata None = vLLM's profiling run: no-op."""
         if output_scale is not None or output_block_scale is not None:
             raise NotImplementedError("attn: fused output quantization is not supported")
+        if query.dtype in _FP8_QUERY_DTYPES:
+            raise NotImplementedError(f"attn: query dtype {query.dtype}: quantized queries (vLLM query_quant with "
+                                      "layer._q_scale) are not supported; this backend does not set "
+                                      "supports_quant_query_input, so queries should arrive in the model dtype")
         if attn_metadata is None:
             return output
         meta = attn_metadata
@@ -618,7 +682,9 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         else:
             res = out
         done = False
-        if _EXT is not None:
+        scales = None if self.fp8_code is None else _layer_kv_scales(layer, self.num_kv_heads)
+        per_head = scales is not None and _is_per_head(*scales)
+        if _EXT is not None and not per_head:  # per-head scales: ctypes below (the extension takes floats)
             # the compiled path (attn._ext.forward_paged, as attn.Plan.forward): q / res / cache as DLPack
             # views, the step's handles from the metadata; NotImplemented continues on ctypes below
             o = self._ext_options()[0 if causal else 1]
@@ -628,17 +694,27 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             else:  # the fp8 pages are dequantized inside attn with the layer's scales
                 done = _EXT.forward_paged(meta.ctx_ptr, meta.plan_ptr, meta.plan.num_heads, q, kvt, k, v, *o, res,
                                           None, False, meta.ws_ptr, meta.workspace_size, self.fp8_code,
-                                          *_layer_scales(layer)) is not _NI
+                                          *scales) is not _NI
         if not done:
             params = self._option_blocks()[0 if causal else 1]
-            if self.fp8_code is not None:
-                params.buf.p.k_scale, params.buf.p.v_scale = _layer_scales(layer)
+            p = params.buf.p
+            if scales is not None:  # per tensor: the floats; per head: the arrays (alive in `scales`)
+                for name, s in zip(("k_scale", "v_scale"), scales):
+                    if isinstance(s, np.ndarray):
+                        setattr(p, name, 1.0)
+                        setattr(p, name + "s", s.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+                    else:
+                        setattr(p, name, s)
             tq, to = _tensor(q), _tensor(res)
             tk = None if k is None else ctypes.byref(_tensor(k))
             tv = None if v is None else ctypes.byref(_tensor(v))
-            _check(_F["attn_forward_paged"](_context().handle, meta.plan.handle, ctypes.byref(tq), tk, tv,
-                                            ctypes.byref(kv), params.ptr, ctypes.byref(to), None,
-                                            meta.workspace, meta.workspace_size), "attn_forward_paged")
+            try:
+                _check(_F["attn_forward_paged"](_context().handle, meta.plan.handle, ctypes.byref(tq), tk, tv,
+                                                ctypes.byref(kv), params.ptr, ctypes.byref(to), None,
+                                                meta.workspace, meta.workspace_size), "attn_forward_paged")
+            finally:
+                if per_head:  # the shared option block must not keep pointers into this call's arrays
+                    p.k_scales = p.v_scales = None
         if src is not None:
             out.index_copy_(0, src, res)
         return output

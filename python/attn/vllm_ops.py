@@ -23,16 +23,19 @@ from .flash import _kv_view, doubled
 from .ops import _NI, Array, Context, _ctx_ptr, _ext
 
 
-def _check_cache_dtype(kv_cache_dtype: str, k_scale: Any, v_scale: Any) -> Optional[tuple]:
+def _check_cache_dtype(kv_cache_dtype: str, k_scale: Any, v_scale: Any, key_cache: Array) -> Optional[tuple]:
     """kv_cache_dtype "auto" (the cache has the model's dtype): k_scale / v_scale are accepted and ignored,
     as vLLM's reshape_and_cache(_flash) does (it reads them only for fp8 caches, and vLLM passes them on
     every call); returns None. "fp8" / "fp8_e4m3" / "fp8_e5m2" (uint8 caches, vLLM's allocation): returns
-    (attn dtype code, k_scale, v_scale) as floats (None = 1); other names raise NotImplementedError."""
+    (attn dtype code, k_scale, v_scale), each a float (None = 1) or a float32 [num_kv_heads] array of per-head
+    scales (ops.kv_scales; num_kv_heads = key_cache.shape[2]); other names raise NotImplementedError."""
     code = ops.kv_cache_dtype_code(kv_cache_dtype)
     if code is None:
         return None  # scales unused for "auto", like vLLM
-    return (code, 1.0 if k_scale is None else ops.kv_scale(k_scale, "k_scale"),
-            1.0 if v_scale is None else ops.kv_scale(v_scale, "v_scale"))
+    shape = _arrays.shape_of(key_cache, "key_cache")
+    hk = int(shape[2]) if len(shape) == 4 else None
+    return (code, 1.0 if k_scale is None else ops.kv_scales(k_scale, "k_scale", hk),
+            1.0 if v_scale is None else ops.kv_scales(v_scale, "v_scale", hk))
 
 
 def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: Array,
@@ -47,9 +50,12 @@ def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: A
     is written (also for two separately allocated caches); errors name the argument.
     kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2": uint8 caches (or float8 arrays) receive
     fp8(x / k_scale) and fp8(x / v_scale), saturating (attn_reshape_and_cache_scaled); k_scale / v_scale
-    are floats or one-element tensors (vLLM's layer._k_scale)."""
-    fp8 = _check_cache_dtype(kv_cache_dtype, k_scale, v_scale)
-    if _ext is not None:
+    are floats or one-element tensors (vLLM's layer._k_scale), or float tensors [num_kv_heads] (vLLM's
+    kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]); attn_reshape_and_cache_ex, through
+    ctypes); other shapes raise ValueError naming the argument."""
+    fp8 = _check_cache_dtype(kv_cache_dtype, k_scale, v_scale, key_cache)
+    per_head = fp8 is not None and (isinstance(fp8[1], np.ndarray) or isinstance(fp8[2], np.ndarray))
+    if _ext is not None and not per_head:
         r = (_ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping)
              if fp8 is None else
              _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping, *fp8))
