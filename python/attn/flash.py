@@ -408,7 +408,8 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     cache_leftpad: int32 [batch] (flash-attn): the keys of sequence b are cache positions
     cache_leftpad[b] ... cache_seqlens[b] + seqlen_new - 1 (cache_seqlens counts the padding); positions
     below are never read, and causal masks and ALiBi count from the first real key. 0 <= cache_leftpad[b]
-    <= cache_seqlens[b]. With block_table the keys in use are gathered (a COPY); flash-attn 2 rejects it.
+    <= cache_seqlens[b]. With block_table the keys in use are gathered (a COPY); flash-attn 2 rejects it. Not
+    with an fp8 cache (ValueError naming cache_leftpad, before anything is written).
     rotary_cos, rotary_sin: [seqlen_ro, rotary_dim / 2] (flash-attn; any float dtype, computed in float32):
     q and the new k are rotated on their first rotary_dim features before the cache write (k itself is
     not modified), interleaved (GPT-J pairs 2i, 2i+1; the default) or not (GPT-NeoX halves). The new key
@@ -525,10 +526,12 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
               softcap=softcap, alibi_slopes=None if slopes is not None else alibi_slopes, sinks=sinks,
               ctx=ctx)
     scales = {}
-    if not (_unit(k_sc) and _unit(v_sc)) and ops.is_fp8_cache(kc, None):
+    fp8 = ops.is_fp8_cache(kc, None)
+    if leftpad is not None and fp8:  # checked before the cache write (the dense entry takes no fp8 keys)
+        raise ValueError("cache_leftpad: not supported with an fp8 cache (the left-padded keys are attended by the "
+                         "dense entry, which reads no fp8 keys)")
+    if not (_unit(k_sc) and _unit(v_sc)) and fp8:
         scales = dict(k_scale=k_sc, v_scale=v_sc)  # float caches ignore the descales
-        if leftpad is not None and block_table is None:
-            raise ValueError("k_descale/v_descale with cache_leftpad need a paged cache (block_table)")
         kw.update(scales)
     ops.Params(num_heads=nheads, num_kv_heads=kc.shape[2],
                **{n: kw[n] for n in kw if n != "ctx"})  # option errors: before writes

@@ -430,3 +430,17 @@ def test_vllm_plugin_per_head_scales(plugin_backend):
     res = json.loads(r.stdout.strip().splitlines()[-1])
     assert res["error"] and "layer._v_scale has 3 elements" in res["error"], res
 
+
+def test_cache_leftpad_on_fp8_cache_is_refused_before_writing(rng, ctx1):
+    """The left-padded path attends through the dense entry, which reads no fp8 keys: refused by name, and the
+    new keys are not written first."""
+    kv = np.zeros((2, 8, 4, HK, D), ml_dtypes.float8_e4m3fn)
+    bt = np.array([[3, 0, 6, 1], [2, 7, 4, 5]], np.int32)
+    q = rng.standard_normal((2, 1, H, D)).astype(np.float32)
+    kn = rng.standard_normal((2, 1, HK, D)).astype(np.float32)
+    for extra in ({}, dict(k_descale=KS, v_descale=0.5)):
+        with pytest.raises(ValueError, match="cache_leftpad"):
+            attn.flash_attn_with_kvcache(q, kv[0], kv[1], k=kn, v=kn, cache_seqlens=np.array([5, 9], np.int32),
+                                         block_table=bt, cache_leftpad=np.array([1, 2], np.int32), ctx=ctx1,
+                                         **extra)
+        assert not kv.view(np.uint8).any()
