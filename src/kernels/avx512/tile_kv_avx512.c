@@ -67,17 +67,46 @@ static inline __attribute__((always_inline)) __m512i k512_fp8x32_to_f16(__m256i 
                                      0xF8); /* mag | (sign & 0x8000) */
 }
 
-/* 32 fp8 codes at p widened to f32: elements 0..15 in *lo, 16..31 in *hi. */
+/* 16 fp8 codes (the low 16 bytes of c) widened to f32. */
+static inline __attribute__((always_inline)) __m512 k512_fp8x16_to_f32(__m128i c, const int DT) {
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(k512_fp8x32_to_f16(_mm256_castsi128_si256(c), DT)));
+}
+
+/* E4M3 words w = code | (code & 0x80) << 8 → binary16 bits (k512_e4m3_f16 of the magnitude, the sign ORed in). */
+static inline __attribute__((always_inline)) __m512i k512_e4m3_words_to_f16(__m512i w) {
+    const __m512i *t = (const __m512i *)(const void *)k512_e4m3_f16;
+    const __m512i lo = _mm512_permutex2var_epi16(_mm512_load_si512(t), w, _mm512_load_si512(t + 1));
+    const __m512i hi = _mm512_permutex2var_epi16(_mm512_load_si512(t + 2), w, _mm512_load_si512(t + 3));
+    const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), lo, hi);
+    return _mm512_ternarylogic_epi32(mag, w, _mm512_set1_epi16((short)0x8000), 0xF8); /* mag | (w & 0x8000) */
+}
+
+/* 64 fp8 codes z → binary16 bits as k512_fp8x32_to_f16, by in-lane byte unpacks: *lo holds bytes 0..7 of each
+ * 128-bit lane of z, *hi bytes 8..15 (word j of a lane = byte j of that half). E5M2 NaN codes are first made
+ * sign | 0x7E (binary16 sign | 0x7E00); E4M3 words get the sign in bit 15 from the unpack. */
+static inline __attribute__((always_inline)) void k512_fp8x64_to_f16(__m512i z, __m512i *lo, __m512i *hi,
+                                                                     const int DT) {
+    if (DT == ATTN_DTYPE_FP8_E5M2) {
+        const __mmask64 nan =
+            _mm512_cmpgt_epu8_mask(_mm512_and_si512(z, _mm512_set1_epi8(0x7F)), _mm512_set1_epi8(0x7C));
+        z = _mm512_mask_mov_epi8(
+            z, nan, _mm512_ternarylogic_epi32(z, _mm512_set1_epi8((char)0x80), _mm512_set1_epi8(0x7E), 0xEA));
+        *lo = _mm512_unpacklo_epi8(_mm512_setzero_si512(), z);
+        *hi = _mm512_unpackhi_epi8(_mm512_setzero_si512(), z);
+        return;
+    }
+    const __m512i sgn = _mm512_and_si512(z, _mm512_set1_epi8((char)0x80));
+    *lo = k512_e4m3_words_to_f16(_mm512_unpacklo_epi8(z, sgn));
+    *hi = k512_e4m3_words_to_f16(_mm512_unpackhi_epi8(z, sgn));
+}
+
+/* 32 fp8 codes at p widened to f32: elements 0..15 in *lo, 16..31 in *hi (P·V: one vpmovzxbw per 32 codes
+ * measured faster than the in-lane unpacks of k512_fp8x64_to_f16 and a qword permute for E4M3, equal for E5M2). */
 static inline __attribute__((always_inline)) void k512_fp8x32_load(const uint8_t *p, __m512 *lo, __m512 *hi,
                                                                    const int DT) {
     const __m512i h = k512_fp8x32_to_f16(_mm256_loadu_si256((const __m256i *)(const void *)p), DT);
     *lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
     *hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
-}
-
-/* 16 fp8 codes (the low 16 bytes of c) widened to f32. */
-static inline __attribute__((always_inline)) __m512 k512_fp8x16_to_f32(__m128i c, const int DT) {
-    return _mm512_cvtph_ps(_mm512_castsi512_si256(k512_fp8x32_to_f16(_mm256_castsi128_si256(c), DT)));
 }
 
 /* 16 consecutive elements of a row from element d0 (masked by m), widened to f32. DT: attn_dtype. */
@@ -130,23 +159,25 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
     _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     int64_t d0 = 0;
     if (k512_is_fp8(DT)) { /* 64 head dimensions per transpose: dword j of a row = codes d0+4j .. d0+4j+3 */
-        /* per 128-bit lane (4 keys): byte 4i + key ← byte 4·key + i; then dword 4i + lane ← dword 4·lane + i,
-         * so byte 16i + b of y holds dimension d0 + 4j + i of key b */
+        /* per 128-bit lane (4 keys): byte 4i + key ← byte 4·key + i (dword 4L + i = code i of keys 4L..4L+3), then
+         * dwords 0,4,1,5 | 8,12,9,13 | 2,6,3,7 | 10,14,11,15, so that the low unpack half holds codes 0 and 2 of
+         * keys 0..15 and the high half codes 1 and 3 */
         const __m512i bsel =
             _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
-        const __m512i dsel = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+        const __m512i dsel = _mm512_setr_epi32(0, 4, 1, 5, 8, 12, 9, 13, 2, 6, 3, 7, 10, 14, 11, 15);
         for (; d0 + 64 <= head_size; d0 += 64) {
             _Pragma("GCC unroll 16") for (int b = 0; b < 16; b++) x[b] =
                 b < nk ? _mm512_loadu_ps((const float *)(const void *)((const uint8_t *)k_rows[b] + d0))
                        : _mm512_setzero_ps();
             k512_transpose16(x);
             _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
-                const __m512i y = _mm512_permutexvar_epi32(dsel, _mm512_shuffle_epi8(_mm512_castps_si512(x[j]), bsel));
-                const __m512i h01 = k512_fp8x32_to_f16(_mm512_castsi512_si256(y), DT);
-                const __m512i h23 = k512_fp8x32_to_f16(_mm512_extracti64x4_epi64(y, 1), DT);
-                const __m512 k4[4] = {
-                    _mm512_cvtph_ps(_mm512_castsi512_si256(h01)), _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h01, 1)),
-                    _mm512_cvtph_ps(_mm512_castsi512_si256(h23)), _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h23, 1))};
+                __m512i lo, hi;
+                k512_fp8x64_to_f16(_mm512_permutexvar_epi32(dsel, _mm512_shuffle_epi8(_mm512_castps_si512(x[j]), bsel)),
+                                   &lo, &hi, DT);
+                const __m512 k4[4] = {_mm512_cvtph_ps(_mm512_castsi512_si256(lo)),
+                                      _mm512_cvtph_ps(_mm512_castsi512_si256(hi)),
+                                      _mm512_cvtph_ps(_mm512_extracti64x4_epi64(lo, 1)),
+                                      _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hi, 1))};
                 _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
                     const float *q = q_t + (d0 + 4 * j + i) * ATTN_QB;
                     _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) acc[r] =
@@ -155,8 +186,8 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
             }
         }
     }
-    if (DT == ATTN_DTYPE_BF16 ||
-        DT == ATTN_DTYPE_F16) { /* 32 head dimensions per transpose: dword j of a row = (d0+2j, d0+2j+1) */
+    /* 16-bit K: 32 head dimensions per transpose, dword j of a row = (d0+2j, d0+2j+1) */
+    if (DT == ATTN_DTYPE_BF16 || DT == ATTN_DTYPE_F16) {
         for (; d0 + 32 <= head_size; d0 += 32) {
             _Pragma("GCC unroll 16") for (int b = 0; b < 16; b++) x[b] =
                 b < nk ? _mm512_loadu_ps((const float *)(const void *)((const uint16_t *)k_rows[b] + d0))
