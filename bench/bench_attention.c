@@ -4,7 +4,8 @@
  * (GB/s of K+V read, GFLOP/s = 4·L·D·H_q), min and median of repeats, as ratios to the fp32 FMA peak and
  * the read bandwidth measured in the same run. For each usable ISA and for 1 and all threads.
  *
- * Usage: bench_attention [--isa NAME] [--threads N] [--reps N] [--quick]
+ * Usage: bench_attention [--isa NAME] [--threads N] [--reps N] [--quick] [--cases I,J,...]
+ * --cases runs only the listed rows of the case table (0-based, in the order printed without it).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -89,16 +90,30 @@ static int bench_run(attn_ctx *ctx, const bench_case *c, int reps, double peak, 
     return rc;
 }
 
+/* 1 when `ci` is one of the comma-separated indices in `list`. */
+static int bench_listed(const char *list, int ci) {
+    for (const char *c = list; *c;) {
+        char *end;
+        const long v = strtol(c, &end, 10);
+        if (end == c) return 0;
+        if (v == ci) return 1;
+        c = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *only = NULL;
     int reps = 5, max_threads = 0, quick = 0;
+    const char *case_list = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--isa") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) max_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--cases") && i + 1 < argc) case_list = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--isa NAME] [--threads N] [--reps N] [--quick]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--isa NAME] [--threads N] [--reps N] [--quick] [--cases I,J,...]\n", argv[0]);
             return 2;
         }
     }
@@ -133,6 +148,7 @@ int main(int argc, char **argv) {
             if (attn_ctx_set_num_threads(ctx, threads) != ATTN_STATUS_OK) break;
             for (int ci = 0; ci < num_cases && rc == 0; ci++) {
                 if (quick && ci != 1 && ci != 5) continue;
+                if (case_list && !bench_listed(case_list, ci)) continue;
                 rc = bench_run(ctx, &cases[ci], reps, peak1 * threads, bw1 * threads);
             }
         }

@@ -9,7 +9,11 @@
  * K/V rows are `--kv-stride` floats apart (default 1024 = 4 KiB: the BSND layout with 8 kv heads × 128,
  * rows used in place, which maps every row of a tile to the same L1 sets); `--kv-stride 272` packs them.
  *
- * Usage: bench_kernels [--isa NAME] [--reps N] [--quick] [--kv-stride FLOATS]
+ * --kv times the decode kernels instead: qk_tile_kv and pv_rows_kv on one 64-key tile, D = 128, 1 / 4 / 8 rows,
+ * K/V in each storage dtype the table reads in place (f32, f16, bf16, and fp8 E4M3 / E5M2 where fp8_kv), rows
+ * `--kv-stride` elements apart.
+ *
+ * Usage: bench_kernels [--isa NAME] [--reps N] [--quick] [--kv-stride FLOATS] [--kv]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -18,6 +22,7 @@
 #include <string.h>
 
 #include "bench_peak.h"
+#include "core/dtype.h"
 #include "dispatch/dispatch.h"
 #include "kernels/kernels.h"
 
@@ -149,17 +154,66 @@ static void bench_time(const struct attn_kernels *kt, bench_bufs *b, bench_op op
     bench_min_median(t, reps, tmin, tmed);
 }
 
+/* --kv: the decode kernels on storage-dtype rows (GFLOP/s as for qk/pv: 2·keys·rows·D per call). */
+static void bench_kv(const struct attn_kernels *kt, const char *name, bench_bufs *b, int reps, double peak) {
+    static const attn_dtype dts[5] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_FP8_E4M3,
+                                      ATTN_DTYPE_FP8_E5M2};
+    static const int64_t rows[3] = {1, 4, 8};
+    const int64_t D = 128;
+    for (int di = 0; di < 5; di++) {
+        const attn_dtype dt = dts[di];
+        const int fp8 = dt == ATTN_DTYPE_FP8_E4M3 || dt == ATTN_DTYPE_FP8_E5M2;
+        if (fp8 && !kt->fp8_kv) continue;
+        const size_t es = attn_dtype_size(dt);
+        const void *kv_rows[NK];
+        for (int64_t k = 0; k < NK; k++) {
+            unsigned char *row = (unsigned char *)b->kv + (size_t)k * (size_t)b->kv_stride * es;
+            for (int64_t d = 0; d < D; d++) {
+                const float x = bench_uniform(-1.0f, 1.0f);
+                uint32_t u;
+                memcpy(&u, &x, 4);
+                if (dt == ATTN_DTYPE_F32) memcpy(row + 4 * d, &x, 4);
+                else if (dt == ATTN_DTYPE_BF16) ((uint16_t *)(void *)row)[d] = (uint16_t)(u >> 16);
+                else if (dt == ATTN_DTYPE_F16) ((uint16_t *)(void *)row)[d] = attn_f32_to_f16(x);
+                else row[d] = (uint8_t)((u >> 9) & 0x7B) | (uint8_t)((u >> 24) & 0x80); /* finite codes */
+            }
+            kv_rows[k] = row;
+        }
+        for (int ri = 0; ri < 3; ri++) {
+            const int64_t nr = rows[ri];
+            double tq[64], tp[64];
+            const int n = reps > 64 ? 64 : reps;
+            for (int r = -1; r < n; r++) {
+                const double t0 = bench_now();
+                for (int it = 0; it < 50; it++) kt->qk_tile_kv(b->q_t, nr, D, kv_rows, dt, NK, b->s);
+                const double t1 = bench_now();
+                for (int it = 0; it < 50; it++) kt->pv_rows_kv(b->s0, NK, nr, kv_rows, dt, D, b->o_t);
+                const double t2 = bench_now();
+                if (r >= 0) tq[r] = (t1 - t0) / 50, tp[r] = (t2 - t1) / 50;
+            }
+            double qmin, qmed, pmin, pmed;
+            bench_min_median(tq, n, &qmin, &qmed);
+            bench_min_median(tp, n, &pmin, &pmed);
+            const double fl = 2.0 * NK * (double)nr * (double)D;
+            printf("%-8s %-9s %-8s %4lld %4lld %7.1f GF/s %7.1f GF/s %6.1f%%  %7.1f GF/s %7.1f GF/s %6.1f%%\n", name,
+                   "kv", attn_dtype_name(dt), (long long)D, (long long)nr, fl / qmin * 1e-9, fl / qmed * 1e-9,
+                   100.0 * fl / qmin * 1e-9 / peak, fl / pmin * 1e-9, fl / pmed * 1e-9, 100.0 * fl / pmin * 1e-9 / peak);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     const char *only = NULL;
-    int reps = 7, quick = 0;
+    int reps = 7, quick = 0, kv = 0;
     int64_t kv_stride = 1024;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--isa") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--kv-stride") && i + 1 < argc) kv_stride = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--kv")) kv = 1;
         else {
-            fprintf(stderr, "usage: %s [--isa NAME] [--reps N] [--quick] [--kv-stride FLOATS]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--isa NAME] [--reps N] [--quick] [--kv-stride FLOATS] [--kv]\n", argv[0]);
             return 2;
         }
     }
@@ -185,6 +239,17 @@ int main(int argc, char **argv) {
     for (int r = 0; r < ATTN_QB; r++) b.m[r] = 0.0f, b.l[r] = 0.0f;
     memset(b.o_t, 0, ATTN_HEAD_SIZE_MAX * ATTN_QB * sizeof(float));
 
+    if (kv) {
+        printf("%-8s %-9s %-8s %4s %4s %12s %12s %7s  %12s %12s %7s\n", "isa", "kernels", "kv dtype", "D", "rows",
+               "qk min", "qk median", "%zmm", "pv min", "pv median", "%zmm");
+        for (int32_t i = 0; i < attn_isa_count(); i++) {
+            const char *name = attn_isa_name(i);
+            const struct attn_kernels *kt = attn_dispatch_by_name(name);
+            if ((only && strcmp(only, name)) || !kt) continue;
+            bench_kv(kt, name, &b, reps, peak);
+        }
+        return 0;
+    }
     static const int64_t Ds[] = {64, 128, 256};
     static const int64_t rows[] = {32, 16, 4};
     int failed = 0;

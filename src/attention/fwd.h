@@ -148,7 +148,7 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
 
 /* Runs a whole validated problem, bitwise equal to running each block alone (block_init, pack_q, then
  * partition + fold in ascending order, finalize; tests/conformance/test_driver_paths.c): prefill items are GQA
- * super-blocks (sequence, kv head, up to 4 query blocks), decode-shaped problems (every sequence
+ * super-blocks (sequence, kv head, up to 16 query blocks), decode-shaped problems (every sequence
  * <= 16 query tokens) use items of all kv heads of a sequence walking the keys in memory order. */
 void attn_fwd_run(const attn_problem *p, const attn_exec *ex);
 

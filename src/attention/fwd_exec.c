@@ -1,6 +1,6 @@
 /*
  * fwd_exec.c — the driver's schedules of multi-block work items (docs/KERNELS.md §5, §6):
- *   - prefill: a GQA super-block = (sequence, kv head, up to 4 query blocks); each kv tile is fetched
+ *   - prefill: a GQA super-block = (sequence, kv head, up to 16 query blocks); each kv tile is fetched
  *     (converted, or copied into a padded-stride tile when f32 rows are a multiple of 1 KiB apart) once
  *     and every block of the item runs on it;
  *   - decode-shaped problems: (sequence, group of kv heads) walking the keys tile by tile in memory order,
@@ -33,7 +33,9 @@ typedef struct attn_fx_slot {
 } attn_fx_slot;
 
 #define ATTN_FX_HEADER_BYTES (((sizeof(attn_fx_slot) * ATTN_FWD_MULTI_MAX) + 63) & ~(size_t)63)
-#define ATTN_FX_SUPER 4   /* query blocks per prefill super-block (§2.5: 4 × 32 rows)  */
+#define ATTN_FX_SUPER 16       /* query blocks per prefill super-block, at most (16 × 32 rows)      */
+#define ATTN_FX_SUPER_MIN 4    /* ... and at least, when more items are needed to feed the threads */
+#define ATTN_FX_ITEMS_PER_THREAD 4
 #define ATTN_FX_DECODE_Q 16 /* sequences with at most this many query tokens: decode items */
 
 static int64_t attn_fx_slot_floats(const attn_problem *p) {
@@ -519,6 +521,7 @@ typedef struct attn_fx_job {
     int64_t heads_per_item; /* decode: kv heads per item                                  */
     int64_t items_per_seq;  /* decode: kv-head groups; prefill: kv heads × super-blocks   */
     int64_t supers;         /* prefill: super-blocks per kv head                          */
+    int64_t super_size;     /* prefill: query blocks per super-block                      */
 } attn_fx_job;
 
 static void attn_fx_item(void *arg, int64_t item, int32_t tid) {
@@ -540,10 +543,10 @@ static void attn_fx_item(void *arg, int64_t item, int32_t tid) {
             for (int64_t c = 0; c < sh->head_chunks; c++)
                 for (int64_t tb = 0; tb < num_tb; tb++)
                     attn_fwd_block_init(p, sh, &seq, g, c, tb, attn_fwd_multi_block(p, &sc, n++));
-    } else { /* entries e = tb·head_chunks + c of kv head g, super-block sb = e / ATTN_FX_SUPER */
+    } else { /* entries e = tb·head_chunks + c of kv head g, super-block sb = e / super_size */
         const int64_t g = rem / job->supers;
         const int64_t sb = job->supers - 1 - rem % job->supers; /* long causal blocks first */
-        for (int64_t e = sb * ATTN_FX_SUPER; e < (sb + 1) * ATTN_FX_SUPER; e++) {
+        for (int64_t e = sb * job->super_size; e < (sb + 1) * job->super_size; e++) {
             const int64_t tb = e / sh->head_chunks, c = e % sh->head_chunks;
             if (tb >= num_tb) break;
             attn_fwd_block_init(p, sh, &seq, g, c, tb, attn_fwd_multi_block(p, &sc, n++));
@@ -584,7 +587,18 @@ void attn_fwd_run(const attn_problem *p, const attn_exec *ex) {
         job.heads_per_item = hpi;
         job.items_per_seq = groups;
     } else {
-        job.supers = (blocks_per_head + ATTN_FX_SUPER - 1) / ATTN_FX_SUPER;
+        /* Every K/V tile an item reads is fetched (converted, or copied into a padded-stride tile) once for
+         * all of its blocks, so larger super-blocks fetch each tile fewer times per call; halved while the
+         * call would have fewer than ATTN_FX_ITEMS_PER_THREAD items per thread. Which blocks share an item
+         * never changes a bit (each block makes the same kernel calls in the same order). */
+        int64_t ss = cap < ATTN_FX_SUPER ? cap : ATTN_FX_SUPER;
+        while (ss > ATTN_FX_SUPER_MIN &&
+               p->num_seqs * p->num_kv_heads * ((blocks_per_head + ss - 1) / ss) <
+                   (int64_t)ATTN_FX_ITEMS_PER_THREAD * ex->num_threads)
+            ss /= 2;
+        if (ss < ATTN_FX_SUPER_MIN) ss = ATTN_FX_SUPER_MIN;
+        job.super_size = ss;
+        job.supers = (blocks_per_head + ss - 1) / ss;
         job.items_per_seq = p->num_kv_heads * job.supers;
     }
     attn_parallel_for(ex->num_threads, p->num_seqs * job.items_per_seq, attn_fx_item, &job);

@@ -1,13 +1,15 @@
 /*
- * tile_kv_avx512.c — qk_tile_kv / pv_rows_kv on AVX-512: K/V rows in their storage dtype (f32, f16, bf16)
- * read in place from the caller's tensor or cache page and widened in registers, so a decode step makes no
- * conversion pass through a workspace (docs/KERNELS.md §5).
+ * tile_kv_avx512.c — qk_tile_kv / pv_rows_kv on AVX-512: K/V rows in their storage dtype (f32, f16, bf16,
+ * FP8_E4M3, FP8_E5M2) read in place from the caller's tensor or cache page and widened in registers, so a
+ * decode step makes no conversion pass through a workspace (docs/KERNELS.md §5).
  *
  * qk, few rows (decode: one token × the GQA group, or a short speculative block): 16 keys in the lanes, K
  * transposed in registers, the same FMA chain over d ascending from 0 as qk_tile. pv_rows_kv: head
  * dimensions in the lanes of a row-major accumulator, the same chain over k ascending as pv_tile (bf16 V:
  * even/odd column halves of 64-byte loads, the pair-split layout of attn_rows_kv_col).
- * Widening bf16/f16 to f32 is exact, so every output is bitwise the float kernels' on the converted rows
+ * fp8 codes become binary16 (exact for both formats) and then f32 by vcvtph2ps; fp8 K is transposed as 32-bit
+ * groups of 4 codes, 64 head dimensions per transpose, regrouped by one byte shuffle and one dword permute.
+ * Widening bf16/f16/fp8 to f32 is exact, so every output is bitwise the float kernels' on the converted rows
  * (tests/kernels checks it for every dtype and row count).
  * 16-bit K is transposed as 32-bit pairs (d, d+1), 32 head dimensions per transpose, then split into the
  * even and odd halves: half the shuffles of transposing widened floats. qk on more rows widens rows in
@@ -24,11 +26,96 @@
 
 #define K512_KV_QK_ROWS 12 /* as qk_tile_avx512's keys-in-lanes threshold */
 
+/* fp8 E4M3 magnitude (7 bits) → the binary16 bits of its value: every E4M3 value (subnormals m·2^-9 included) is
+ * a binary16 value; entries 8..126 are (mag << 7) + 0x2000 (rebias 7 → 15), 0..7 the subnormals, 127 (NaN)
+ * the quiet NaN 0x7E00, which vcvtph2ps widens to 0x7fc00000 as the scalar widening (attn_fp8_e4m3_to_f32). */
+static const uint16_t k512_e4m3_f16[128] __attribute__((aligned(64))) = {
+    0x0000, 0x1800, 0x1C00, 0x1E00, 0x2000, 0x2100, 0x2200, 0x2300, 0x2400, 0x2480, 0x2500, 0x2580, 0x2600,
+    0x2680, 0x2700, 0x2780, 0x2800, 0x2880, 0x2900, 0x2980, 0x2A00, 0x2A80, 0x2B00, 0x2B80, 0x2C00, 0x2C80,
+    0x2D00, 0x2D80, 0x2E00, 0x2E80, 0x2F00, 0x2F80, 0x3000, 0x3080, 0x3100, 0x3180, 0x3200, 0x3280, 0x3300,
+    0x3380, 0x3400, 0x3480, 0x3500, 0x3580, 0x3600, 0x3680, 0x3700, 0x3780, 0x3800, 0x3880, 0x3900, 0x3980,
+    0x3A00, 0x3A80, 0x3B00, 0x3B80, 0x3C00, 0x3C80, 0x3D00, 0x3D80, 0x3E00, 0x3E80, 0x3F00, 0x3F80, 0x4000,
+    0x4080, 0x4100, 0x4180, 0x4200, 0x4280, 0x4300, 0x4380, 0x4400, 0x4480, 0x4500, 0x4580, 0x4600, 0x4680,
+    0x4700, 0x4780, 0x4800, 0x4880, 0x4900, 0x4980, 0x4A00, 0x4A80, 0x4B00, 0x4B80, 0x4C00, 0x4C80, 0x4D00,
+    0x4D80, 0x4E00, 0x4E80, 0x4F00, 0x4F80, 0x5000, 0x5080, 0x5100, 0x5180, 0x5200, 0x5280, 0x5300, 0x5380,
+    0x5400, 0x5480, 0x5500, 0x5580, 0x5600, 0x5680, 0x5700, 0x5780, 0x5800, 0x5880, 0x5900, 0x5980, 0x5A00,
+    0x5A80, 0x5B00, 0x5B80, 0x5C00, 0x5C80, 0x5D00, 0x5D80, 0x5E00, 0x5E80, 0x5F00, 0x7E00};
+
+static inline __attribute__((always_inline)) int k512_is_fp8(const int DT) {
+    return DT == ATTN_DTYPE_FP8_E4M3 || DT == ATTN_DTYPE_FP8_E5M2;
+}
+
+/* 32 fp8 codes → the binary16 bits of their values (exact: every E4M3 / E5M2 value is a binary16 value), NaN
+ * codes as the quiet NaN sign | 0x7E00, so vcvtph2ps gives the bits of cvt_to_f32 (attn_fp8_to_float) for every
+ * code. E5M2 is the high byte of the binary16 of the same value; E4M3 looks its magnitude up in k512_e4m3_f16
+ * (two 64-entry word permutes, bit 6 selects) and ORs the sign in. */
+static inline __attribute__((always_inline)) __m512i k512_fp8x32_to_f16(__m256i codes, const int DT) {
+    const __m512i w = _mm512_cvtepu8_epi16(codes);
+    if (DT == ATTN_DTYPE_FP8_E5M2) {
+        const __m512i h = _mm512_slli_epi16(w, 8);
+        /* NaN: magnitude > 0x7C, i.e. (code << 9) > 0xF800 as 16 bits (the sign shifted out) */
+        const __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_slli_epi16(w, 9), _mm512_set1_epi16((short)0xF800));
+        const __m512i q = _mm512_ternarylogic_epi32(h, _mm512_set1_epi16((short)0x8000), _mm512_set1_epi16(0x7E00),
+                                                    0xEA); /* (h & 0x8000) | 0x7E00 */
+        return _mm512_mask_mov_epi16(h, nan, q);
+    }
+    const __m512i *t = (const __m512i *)(const void *)k512_e4m3_f16;
+    const __m512i lo = _mm512_permutex2var_epi16(_mm512_load_si512(t), w, _mm512_load_si512(t + 1));
+    const __m512i hi = _mm512_permutex2var_epi16(_mm512_load_si512(t + 2), w, _mm512_load_si512(t + 3));
+    const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), lo, hi);
+    return _mm512_ternarylogic_epi32(mag, _mm512_slli_epi16(w, 8), _mm512_set1_epi16((short)0x8000),
+                                     0xF8); /* mag | (sign & 0x8000) */
+}
+
+/* 16 fp8 codes (the low 16 bytes of c) widened to f32. */
+static inline __attribute__((always_inline)) __m512 k512_fp8x16_to_f32(__m128i c, const int DT) {
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(k512_fp8x32_to_f16(_mm256_castsi128_si256(c), DT)));
+}
+
+/* E4M3 words w = code | (code & 0x80) << 8 → binary16 bits (k512_e4m3_f16 of the magnitude, the sign ORed in). */
+static inline __attribute__((always_inline)) __m512i k512_e4m3_words_to_f16(__m512i w) {
+    const __m512i *t = (const __m512i *)(const void *)k512_e4m3_f16;
+    const __m512i lo = _mm512_permutex2var_epi16(_mm512_load_si512(t), w, _mm512_load_si512(t + 1));
+    const __m512i hi = _mm512_permutex2var_epi16(_mm512_load_si512(t + 2), w, _mm512_load_si512(t + 3));
+    const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), lo, hi);
+    return _mm512_ternarylogic_epi32(mag, w, _mm512_set1_epi16((short)0x8000), 0xF8); /* mag | (w & 0x8000) */
+}
+
+/* 64 fp8 codes z → binary16 bits as k512_fp8x32_to_f16, by in-lane byte unpacks: *lo holds bytes 0..7 of each
+ * 128-bit lane of z, *hi bytes 8..15 (word j of a lane = byte j of that half). E5M2 NaN codes are first made
+ * sign | 0x7E (binary16 sign | 0x7E00); E4M3 words get the sign in bit 15 from the unpack. */
+static inline __attribute__((always_inline)) void k512_fp8x64_to_f16(__m512i z, __m512i *lo, __m512i *hi,
+                                                                     const int DT) {
+    if (DT == ATTN_DTYPE_FP8_E5M2) {
+        const __mmask64 nan =
+            _mm512_cmpgt_epu8_mask(_mm512_and_si512(z, _mm512_set1_epi8(0x7F)), _mm512_set1_epi8(0x7C));
+        z = _mm512_mask_mov_epi8(
+            z, nan, _mm512_ternarylogic_epi32(z, _mm512_set1_epi8((char)0x80), _mm512_set1_epi8(0x7E), 0xEA));
+        *lo = _mm512_unpacklo_epi8(_mm512_setzero_si512(), z);
+        *hi = _mm512_unpackhi_epi8(_mm512_setzero_si512(), z);
+        return;
+    }
+    const __m512i sgn = _mm512_and_si512(z, _mm512_set1_epi8((char)0x80));
+    *lo = k512_e4m3_words_to_f16(_mm512_unpacklo_epi8(z, sgn));
+    *hi = k512_e4m3_words_to_f16(_mm512_unpackhi_epi8(z, sgn));
+}
+
+/* 32 fp8 codes at p widened to f32: elements 0..15 in *lo, 16..31 in *hi (P·V: one vpmovzxbw per 32 codes
+ * measured faster than the in-lane unpacks of k512_fp8x64_to_f16 and a qword permute for E4M3, equal for E5M2). */
+static inline __attribute__((always_inline)) void k512_fp8x32_load(const uint8_t *p, __m512 *lo, __m512 *hi,
+                                                                   const int DT) {
+    const __m512i h = k512_fp8x32_to_f16(_mm256_loadu_si256((const __m256i *)(const void *)p), DT);
+    *lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    *hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+}
+
 /* 16 consecutive elements of a row from element d0 (masked by m), widened to f32. DT: attn_dtype. */
 static inline __attribute__((always_inline)) __m512 k512_kv_load(const void *row, int64_t d0, __mmask16 m,
                                                                  const int DT) {
     if (DT == ATTN_DTYPE_F32)
         return _mm512_maskz_loadu_ps(m, (const float *)row + d0);
+    if (k512_is_fp8(DT))
+        return k512_fp8x16_to_f32(_mm_maskz_loadu_epi8(m, (const uint8_t *)row + d0), DT);
     const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + d0);
     if (DT == ATTN_DTYPE_BF16)
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -39,6 +126,8 @@ static inline __attribute__((always_inline)) __m512 k512_kv_load(const void *row
 static inline __attribute__((always_inline)) __m512 k512_kv_load16(const void *row, int64_t d0, const int DT) {
     if (DT == ATTN_DTYPE_F32)
         return _mm512_loadu_ps((const float *)row + d0);
+    if (k512_is_fp8(DT))
+        return k512_fp8x16_to_f32(_mm_loadu_si128((const __m128i *)(const void *)((const uint8_t *)row + d0)), DT);
     const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + d0));
     if (DT == ATTN_DTYPE_BF16)
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -69,7 +158,36 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
     __m512 x[16];
     _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     int64_t d0 = 0;
-    if (DT != ATTN_DTYPE_F32) { /* 32 head dimensions per transpose: dword j of a row = (d0+2j, d0+2j+1) */
+    if (k512_is_fp8(DT)) { /* 64 head dimensions per transpose: dword j of a row = codes d0+4j .. d0+4j+3 */
+        /* per 128-bit lane (4 keys): byte 4i + key ← byte 4·key + i (dword 4L + i = code i of keys 4L..4L+3), then
+         * dwords 0,4,1,5 | 8,12,9,13 | 2,6,3,7 | 10,14,11,15, so that the low unpack half holds codes 0 and 2 of
+         * keys 0..15 and the high half codes 1 and 3 */
+        const __m512i bsel =
+            _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+        const __m512i dsel = _mm512_setr_epi32(0, 4, 1, 5, 8, 12, 9, 13, 2, 6, 3, 7, 10, 14, 11, 15);
+        for (; d0 + 64 <= head_size; d0 += 64) {
+            _Pragma("GCC unroll 16") for (int b = 0; b < 16; b++) x[b] =
+                b < nk ? _mm512_loadu_ps((const float *)(const void *)((const uint8_t *)k_rows[b] + d0))
+                       : _mm512_setzero_ps();
+            k512_transpose16(x);
+            _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
+                __m512i lo, hi;
+                k512_fp8x64_to_f16(_mm512_permutexvar_epi32(dsel, _mm512_shuffle_epi8(_mm512_castps_si512(x[j]), bsel)),
+                                   &lo, &hi, DT);
+                const __m512 k4[4] = {_mm512_cvtph_ps(_mm512_castsi512_si256(lo)),
+                                      _mm512_cvtph_ps(_mm512_castsi512_si256(hi)),
+                                      _mm512_cvtph_ps(_mm512_extracti64x4_epi64(lo, 1)),
+                                      _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hi, 1))};
+                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+                    const float *q = q_t + (d0 + 4 * j + i) * ATTN_QB;
+                    _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) acc[r] =
+                        _mm512_fmadd_ps(k4[i], _mm512_set1_ps(q[r]), acc[r]);
+                }
+            }
+        }
+    }
+    /* 16-bit K: 32 head dimensions per transpose, dword j of a row = (d0+2j, d0+2j+1) */
+    if (DT == ATTN_DTYPE_BF16 || DT == ATTN_DTYPE_F16) {
         for (; d0 + 32 <= head_size; d0 += 32) {
             _Pragma("GCC unroll 16") for (int b = 0; b < 16; b++) x[b] =
                 b < nk ? _mm512_loadu_ps((const float *)(const void *)((const uint16_t *)k_rows[b] + d0))
@@ -131,6 +249,10 @@ static inline __attribute__((always_inline)) void k512_qk_kv_few(const float *q_
             k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F32);                                    \
         else if (kv_dtype == ATTN_DTYPE_BF16)                                                                          \
             k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_BF16);                                   \
+        else if (kv_dtype == ATTN_DTYPE_FP8_E4M3)                                                                      \
+            k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E4M3);                               \
+        else if (kv_dtype == ATTN_DTYPE_FP8_E5M2)                                                                      \
+            k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E5M2);                               \
         else                                                                                                           \
             k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F16);                                    \
         return;
@@ -171,7 +293,12 @@ static inline __attribute__((always_inline)) void k512_pv_rows_pass(const float 
         acc[r][c] = _mm512_loadu_ps(o_d + (r0 + r) * head_size_v + d0 + 16 * c);
     for (int64_t k = 0; k < num_keys; k++) {
         __m512 v[8];
-        _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) v[c] = k512_kv_load16(v_rows[k], d0 + 16 * c, DT);
+        if (k512_is_fp8(DT) && NC % 2 == 0) { /* 32 codes per widening */
+            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c += 2)
+                k512_fp8x32_load((const uint8_t *)v_rows[k] + d0 + 16 * c, &v[c], &v[c + 1], DT);
+        } else {
+            _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++) v[c] = k512_kv_load16(v_rows[k], d0 + 16 * c, DT);
+        }
         const float *pk = p + k * ATTN_QB + r0;
         _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) {
             const __m512 pr = _mm512_set1_ps(pk[r]);
@@ -276,6 +403,10 @@ void attn_k_pv_rows_kv_avx512(const float *p, int64_t num_keys, int64_t num_rows
         k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F32);
     else if (kv_dtype == ATTN_DTYPE_BF16)
         k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_BF16);
+    else if (kv_dtype == ATTN_DTYPE_FP8_E4M3)
+        k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E4M3);
+    else if (kv_dtype == ATTN_DTYPE_FP8_E5M2)
+        k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E5M2);
     else
         k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F16);
 }
