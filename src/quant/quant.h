@@ -43,7 +43,6 @@ static inline int attn_is_pow2(int64_t x) {
     return x > 0 && (x & (x - 1)) == 0;
 }
 
-#endif
 
 /* ---------------------------------------------------------------------------------------------
  * Fake quantization of attention operands (quantize then dequantize, float32 in place)
@@ -59,3 +58,26 @@ void attn_quant_fake_tensor(float *x, int64_t num_mats, int64_t seq, int64_t wid
 
 /* The element dtype of an attn_quant_format. */
 attn_dtype attn_quant_elem_dtype(int32_t format);
+
+/* ---------------------------------------------------------------------------------------------
+ * Codes for the quantized-attention fast path (quant_codes.c)
+ * --------------------------------------------------------------------------------------------- */
+#include "attention/fwd_quant.h"
+
+/* A source operand in the caller's layout: element (b, s, h, 0) at data + b·batch_stride + s·seq_stride +
+ * h·head_stride (bytes), rows of F32/F16/BF16. */
+typedef struct attn_qsrc {
+    const char *data;
+    attn_dtype dtype;
+    int64_t batch_stride, seq_stride, head_stride;
+} attn_qsrc;
+
+/* Quantizes src [batch][seq][heads][width] into out (codes, and fscale or escale as set; block_rows for FP8)
+ * with the rotation, scales and encodings of attn_quant_fake_tensor for `role`: decode(code)·scale is bitwise
+ * the value the fake quantization stores. Matrices in parallel on ex's threads and per-thread scratch slices;
+ * kern: the float table (cvt_to_f32, cvt_to_fp8). */
+void attn_quant_codes_tensor(const attn_qsrc *src, int64_t batch, int64_t heads, int64_t seq, int64_t width,
+                             attn_qrole role, const attn_quant_params *qp, const struct attn_kernels *kern,
+                             const attn_exec *ex, attn_qoperand *out);
+
+#endif

@@ -1,0 +1,168 @@
+/*
+ * quant_codes.c — quantization of whole Q/K/V operands into codes and scales for the quantized-attention fast
+ * path (src/attention/fwd_quant.c, docs/DIFFUSION.md §5): the same rotation, scales and encodings as the fake
+ * quantization of quant_tensor.c — so decode(code)·scale is bitwise the value that path keeps in float32 — but
+ * written as one byte per FP8 element / two E2M1 per byte plus float (FP8) or E8M0 (MX) scales. Rows are read
+ * in place in the caller's layout and dtype and converted by the float table's cvt_to_f32; FP8 codes come from
+ * its cvt_to_fp8 (bitwise attn_qfmt_encode of the float32 quotient, tests/kernels/test_fp8_encode.c), E2M1 from
+ * a branch-free comparison encoder equal to attn_qfmt_encode. Matrices run in parallel; scratch comes from the
+ * context's per-thread slices. Not reproduced here: nothing beyond what quant_tensor.c does.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "parallel/parallel.h"
+#include "quant/quant.h"
+
+#include "kernels/kernels.h"
+
+/* E2M1 code of y (saturating, ties to even; NaN → 0 as attn_qfmt_encode): the magnitude code counts the
+ * rounding thresholds below |y| (ties 0.25 → 0, 0.75 → 1, 1.25 → 1, 1.75 → 2, 2.5 → 2, 3.5 → 4, 5 → 4). */
+static inline uint8_t attn_e2m1_code(float y) {
+    const float a = fabsf(y);
+    const unsigned c = (unsigned)(a > 0.25f) + (unsigned)(a >= 0.75f) + (unsigned)(a > 1.25f) + (unsigned)(a >= 1.75f) +
+                       (unsigned)(a > 2.5f) + (unsigned)(a >= 3.5f) + (unsigned)(a > 5.0f);
+    if (a != a)
+        return 0;
+    return (uint8_t)((signbit(y) ? 8u : 0u) | c);
+}
+
+/* Encodes n scaled floats y (already divided by their scale) into row `dst` of the element format. */
+static void attn_qc_encode(const struct attn_kernels *kern, attn_dtype elem, const float *y, int64_t n, float scale,
+                           uint8_t *dst) {
+    if (elem != ATTN_DTYPE_FP4_E2M1) {
+        kern->cvt_to_fp8(y, ATTN_DTYPE_F32, scale, elem, dst, n);
+        return;
+    }
+    for (int64_t i = 0; i + 1 < n; i += 2)
+        dst[i / 2] = (uint8_t)(attn_e2m1_code(y[i] / scale) | attn_e2m1_code(y[i + 1] / scale) << 4);
+    if (n & 1)
+        dst[n / 2] = attn_e2m1_code(y[n - 1] / scale);
+}
+
+typedef struct attn_qc_job {
+    const attn_qsrc *src;
+    int64_t heads, seq, width;
+    attn_qrole role;
+    const attn_quant_params *qp;
+    const struct attn_kernels *kern;
+    char *scratch;
+    size_t slice;
+    attn_dtype elem;
+    const attn_qfmt *f;
+    attn_qoperand *out;
+    int8_t signs[256];
+} attn_qc_job;
+
+/* Row r of matrix (b, h) as float32 in x, rotated if the job rotates. */
+static void attn_qc_row(const attn_qc_job *j, int64_t b, int64_t h, int64_t r, double *tmp, float *x) {
+    const char *row = j->src->data + b * j->src->batch_stride + h * j->src->head_stride + r * j->src->seq_stride;
+    j->kern->cvt_to_f32(row, j->src->dtype, x, j->width);
+    if (j->qp->rotate && j->role != ATTN_QROLE_V)
+        attn_hadamard_row(x, j->signs, j->width, tmp, x);
+}
+
+static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
+    const attn_qc_job *j = (const attn_qc_job *)arg;
+    const int64_t b = mat / j->heads, h = mat % j->heads, S = j->seq, W = j->width;
+    char *base = j->scratch + (size_t)tid * j->slice;
+    double *tmp = (double *)(void *)base;                        /* [256] */
+    float *row = (float *)(void *)(base + 256 * sizeof(double)); /* [256] */
+    float *cache = row + 256;                                    /* the rest of the slice */
+    const size_t cache_floats = (j->slice - 256 * sizeof(double) - 256 * sizeof(float)) / sizeof(float);
+    attn_qoperand *o = j->out;
+    uint8_t *codes = o->codes + mat * S * o->row_bytes;
+    const float fmax = (float)j->f->max;
+    if (!j->out->escale) { /* FP8 block scales */
+        const int64_t rows = o->block_rows, nblk = (S + rows - 1) / rows;
+        for (int64_t blk = 0; blk < nblk; blk++) {
+            const int64_t r0 = blk * rows, r1 = r0 + rows < S ? r0 + rows : S;
+            const int cached = (size_t)((r1 - r0) * W) <= cache_floats;
+            float amax = 0.0f;
+            for (int64_t r = r0; r < r1; r++) {
+                float *x = cached ? cache + (r - r0) * W : row;
+                attn_qc_row(j, b, h, r, tmp, x);
+                for (int64_t e = 0; e < W; e++)
+                    if (fabsf(x[e]) > amax)
+                        amax = fabsf(x[e]);
+            }
+            const float scale = amax > 0.0f ? amax / fmax : 1.0f;
+            o->fscale[mat * nblk + blk] = scale;
+            for (int64_t r = r0; r < r1; r++) {
+                float *x = cached ? cache + (r - r0) * W : row;
+                if (!cached)
+                    attn_qc_row(j, b, h, r, tmp, x);
+                attn_qc_encode(j->kern, j->elem, x, W, scale, codes + r * o->row_bytes);
+            }
+        }
+    } else if (j->role != ATTN_QROLE_V) { /* MX along head_size */
+        const int64_t nb = (W + 31) / 32;
+        for (int64_t r = 0; r < S; r++) {
+            attn_qc_row(j, b, h, r, tmp, row);
+            uint8_t *e8 = o->escale + (mat * S + r) * nb;
+            for (int64_t c = 0; c < nb; c++) {
+                const int64_t c0 = c * 32, n = W - c0 < 32 ? W - c0 : 32;
+                float amax = 0.0f;
+                int bad = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    const float a = fabsf(row[c0 + i]);
+                    bad |= !isfinite(a);
+                    if (a > amax)
+                        amax = a;
+                }
+                const int32_t se = bad ? 0 : attn_mx_shared_exp(j->f, amax);
+                e8[c] = bad ? 0xFF : (uint8_t)(se + 127);
+                const float inv = bad ? 0.0f : (float)ldexp(1.0, -se); /* exact: 2^-se in [2^-127, 2^127] */
+                for (int64_t i = 0; i < n; i++)
+                    row[c0 + i] *= inv; /* x·2^-se, one rounding as ldexp → float */
+            }
+            attn_qc_encode(j->kern, j->elem, row, W, 1.0f, codes + r * o->row_bytes);
+        }
+    } else { /* MX V: blocks of 32 tokens per channel */
+        const int64_t nvb = (S + 31) / 32;
+        float *blkx = cache; /* [32][W] */
+        float inv[256];
+        for (int64_t vb = 0; vb < nvb; vb++) {
+            const int64_t r0 = vb * 32, r1 = r0 + 32 < S ? r0 + 32 : S;
+            for (int64_t r = r0; r < r1; r++)
+                attn_qc_row(j, b, h, r, tmp, blkx + (r - r0) * W);
+            uint8_t *e8 = o->escale + (mat * nvb + vb) * W;
+            for (int64_t d = 0; d < W; d++) {
+                float amax = 0.0f;
+                int bad = 0;
+                for (int64_t r = 0; r < r1 - r0; r++) {
+                    const float a = fabsf(blkx[r * W + d]);
+                    bad |= !isfinite(a);
+                    if (a > amax)
+                        amax = a;
+                }
+                const int32_t se = bad ? 0 : attn_mx_shared_exp(j->f, amax);
+                e8[d] = bad ? 0xFF : (uint8_t)(se + 127);
+                inv[d] = bad ? 0.0f : (float)ldexp(1.0, -se);
+            }
+            for (int64_t r = r0; r < r1; r++) {
+                float *x = blkx + (r - r0) * W;
+                for (int64_t d = 0; d < W; d++)
+                    x[d] *= inv[d];
+                attn_qc_encode(j->kern, j->elem, x, W, 1.0f, codes + r * o->row_bytes);
+            }
+        }
+    }
+}
+
+void attn_quant_codes_tensor(const attn_qsrc *src, int64_t batch, int64_t heads, int64_t seq, int64_t width,
+                             attn_qrole role, const attn_quant_params *qp, const struct attn_kernels *kern,
+                             const attn_exec *ex, attn_qoperand *out) {
+    if (batch <= 0 || heads <= 0 || seq <= 0 || width <= 0)
+        return;
+    attn_qc_job j;
+    j.src = src, j.heads = heads, j.seq = seq, j.width = width, j.role = role, j.qp = qp, j.kern = kern;
+    j.scratch = ex->scratch, j.slice = attn_fwd_scratch_bytes();
+    j.elem = attn_quant_elem_dtype(qp->format);
+    j.f = attn_qfmt_of(j.elem);
+    j.out = out;
+    if (qp->rotate && role != ATTN_QROLE_V)
+        attn_hadamard_sign_vector(width, qp->rotation_seed, j.signs);
+    attn_parallel_for(ex->num_threads, batch * heads, attn_qc_mat, &j);
+}
