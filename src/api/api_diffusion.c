@@ -914,23 +914,22 @@ static attn_status diff_quant_codes(attn_ctx *ctx, const struct attn_quant_kerne
         off += sizes[t];
     }
     const attn_tensor *src[3] = {q, k, v};
-    const attn_qrole roles[3] = {ATTN_QROLE_Q, ATTN_QROLE_K, ATTN_QROLE_V};
     const int64_t heads[3] = {d->num_heads, d->num_kv_heads, d->num_kv_heads};
     const int64_t seqs[3] = {d->seq_q, d->seq_k, d->seq_k};
     attn_problem pq = *p;
     pq.q_dtype = ATTN_DTYPE_F32, pq.kv_dtype = ATTN_DTYPE_F32; /* no fp8 k_scale/v_scale in the logit step */
     ATTN_TRY(attn_ctx_claim(ctx));
     const attn_exec ex = attn_ctx_exec(ctx);
+    attn_qsrc s[3];
     for (int t = 0; t < 3; t++) {
         const int64_t es = (int64_t)attn_dtype_size(src[t]->dtype);
-        attn_qsrc s;
-        s.data = (const char *)src[t]->data;
-        s.dtype = src[t]->dtype;
-        s.batch_stride = src[t]->strides[0] * es;
-        s.seq_stride = src[t]->strides[d->s_dim] * es;
-        s.head_stride = src[t]->strides[d->n_dim] * es;
-        attn_quant_codes_tensor(&s, d->batch, heads[t], seqs[t], widths[t], roles[t], qp, ctx->kern, &ex, ops[t]);
+        s[t].data = (const char *)src[t]->data;
+        s[t].dtype = src[t]->dtype;
+        s[t].batch_stride = src[t]->strides[0] * es;
+        s[t].seq_stride = src[t]->strides[d->s_dim] * es;
+        s[t].head_stride = src[t]->strides[d->n_dim] * es;
     }
+    attn_quant_codes(s, d->batch, heads, seqs, widths, qp, ctx->kern, qk, &ex, ops);
     attn_fwd_quant_run(&pq, &qa, qk, &ex);
     attn_ctx_release(ctx);
     return ATTN_STATUS_OK;

@@ -84,6 +84,13 @@ struct attn_quant_kernels {
      * num_keys is 0); pp: [ATTN_KV_TILE / 2][ATTN_QB] scratch */
     void (*pv_bf16)(const float *p, int64_t num_keys, int64_t num_rows, const float *vs, const uint32_t *vtp,
                     int64_t vt_stride, int64_t head_size_v, uint32_t *pp, float *o_t);
+    /* quantization helpers (generic/quant_prep.h, bitwise the scalar reference): the Hadamard rotation of a row
+     * (attn_hadamard_row, norm = 1/sqrt(n)), max |x| as float bits over non-NaN values with a NaN/inf flag, the same
+     * per column of rows, and E2M1 encoding into nibbles (attn_qfmt_encode) */
+    void (*hadamard_row)(const float *src, const int8_t *signs, int64_t n, double *tmp, float *dst, double norm);
+    uint32_t (*absmax_bits)(const float *x, int64_t n, uint32_t *nonfinite);
+    void (*absmax_cols)(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite);
+    void (*encode_e2m1)(const float *y, int64_t n, uint8_t *dst);
     /* the online-softmax update (the float table's, kernel_list.h) */
     void (*softmax_tile)(float *s, int64_t num_keys, int64_t num_rows, float *m, float *l, float *o_t,
                          int64_t head_size_v);
@@ -91,6 +98,10 @@ struct attn_quant_kernels {
 #if defined(ATTN_HAVE_AVX2)
 void attn_k_dequant_row_avx2(const uint8_t *codes, attn_dtype elem, int64_t n, const float *sc, int sc_shift,
                              float *dst);
+void attn_k_hadamard_row_avx2(const float *src, const int8_t *signs, int64_t n, double *tmp, float *dst, double norm);
+uint32_t attn_k_absmax_bits_avx2(const float *x, int64_t n, uint32_t *nonfinite);
+void attn_k_absmax_cols_avx2(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite);
+void attn_k_encode_e2m1_avx2(const float *y, int64_t n, uint8_t *dst);
 extern const struct attn_quant_kernels attn_quant_kernels_avx2;
 #endif
 #if defined(ATTN_HAVE_AVX512BF16)
@@ -105,6 +116,10 @@ void attn_k_qk_bf16_avx512bf16(const uint32_t *qp, int64_t num_rows, int64_t hea
                                float *s);
 void attn_k_pv_bf16_avx512bf16(const float *p, int64_t num_keys, int64_t num_rows, const float *vs,
                                const uint32_t *vtp, int64_t vt_stride, int64_t head_size_v, uint32_t *pp, float *o_t);
+void attn_k_hadamard_row_avx512bf16(const float *src, const int8_t *signs, int64_t n, double *tmp, float *dst, double norm);
+uint32_t attn_k_absmax_bits_avx512bf16(const float *x, int64_t n, uint32_t *nonfinite);
+void attn_k_absmax_cols_avx512bf16(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite);
+void attn_k_encode_e2m1_avx512bf16(const float *y, int64_t n, uint8_t *dst);
 extern const struct attn_quant_kernels attn_quant_kernels_avx512bf16;
 #endif
 

@@ -72,12 +72,13 @@ typedef struct attn_qsrc {
     int64_t batch_stride, seq_stride, head_stride;
 } attn_qsrc;
 
-/* Quantizes src [batch][seq][heads][width] into out (codes, and fscale or escale as set; block_rows for FP8)
- * with the rotation, scales and encodings of attn_quant_fake_tensor for `role`: decode(code)·scale is bitwise
- * the value the fake quantization stores. Matrices in parallel on ex's threads and per-thread scratch slices;
- * kern: the float table (cvt_to_f32, cvt_to_fp8). */
-void attn_quant_codes_tensor(const attn_qsrc *src, int64_t batch, int64_t heads, int64_t seq, int64_t width,
-                             attn_qrole role, const attn_quant_params *qp, const struct attn_kernels *kern,
-                             const attn_exec *ex, attn_qoperand *out);
+/* Quantizes the three operands src[t] (t = Q, K, V: [batch][seq[t]][heads[t]][width[t]]) into out[t] (codes,
+ * and fscale or escale as set; block_rows for FP8) with the rotation, scales and encodings of
+ * attn_quant_fake_tensor for role t: decode(code)·scale is bitwise the value the fake quantization stores.
+ * All matrices of the three in one parallel loop on ex's threads and per-thread scratch slices; kern: the float
+ * table (cvt_to_f32, cvt_to_fp8), qk: the quant table (rotation, maxima, E2M1 encoding). */
+void attn_quant_codes(const attn_qsrc src[3], int64_t batch, const int64_t heads[3], const int64_t seq[3],
+                      const int64_t width[3], const attn_quant_params *qp, const struct attn_kernels *kern,
+                      const struct attn_quant_kernels *qk, const attn_exec *ex, attn_qoperand *out[3]);
 
 #endif

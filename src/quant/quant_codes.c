@@ -9,6 +9,7 @@
  * context's per-thread slices. Not reproduced here: nothing beyond what quant_tensor.c does.
  */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "core/dtype.h"
@@ -17,36 +18,14 @@
 
 #include "kernels/kernels.h"
 
-/* E2M1 code of y (saturating, ties to even; NaN → 0 as attn_qfmt_encode): the magnitude code counts the
- * rounding thresholds below |y| (ties 0.25 → 0, 0.75 → 1, 1.25 → 1, 1.75 → 2, 2.5 → 2, 3.5 → 4, 5 → 4). */
-static inline uint8_t attn_e2m1_code(float y) {
-    const float a = fabsf(y);
-    const unsigned c = (unsigned)(a > 0.25f) + (unsigned)(a >= 0.75f) + (unsigned)(a > 1.25f) + (unsigned)(a >= 1.75f) +
-                       (unsigned)(a > 2.5f) + (unsigned)(a >= 3.5f) + (unsigned)(a > 5.0f);
-    if (a != a)
-        return 0;
-    return (uint8_t)((signbit(y) ? 8u : 0u) | c);
-}
-
-/* Encodes n scaled floats y (already divided by their scale) into row `dst` of the element format. */
-static void attn_qc_encode(const struct attn_kernels *kern, attn_dtype elem, const float *y, int64_t n, float scale,
-                           uint8_t *dst) {
-    if (elem != ATTN_DTYPE_FP4_E2M1) {
-        kern->cvt_to_fp8(y, ATTN_DTYPE_F32, scale, elem, dst, n);
-        return;
-    }
-    for (int64_t i = 0; i + 1 < n; i += 2)
-        dst[i / 2] = (uint8_t)(attn_e2m1_code(y[i] / scale) | attn_e2m1_code(y[i + 1] / scale) << 4);
-    if (n & 1)
-        dst[n / 2] = attn_e2m1_code(y[n - 1] / scale);
-}
-
 typedef struct attn_qc_job {
     const attn_qsrc *src;
     int64_t heads, seq, width;
     attn_qrole role;
     const attn_quant_params *qp;
     const struct attn_kernels *kern;
+    const struct attn_quant_kernels *qk;
+    double norm;
     char *scratch;
     size_t slice;
     attn_dtype elem;
@@ -55,12 +34,21 @@ typedef struct attn_qc_job {
     int8_t signs[256];
 } attn_qc_job;
 
+/* Encodes n scaled floats y into row `dst` of the element format: FP8 codes of y / scale (the float table's
+ * cvt_to_fp8), E2M1 (MX only, scale 1) by the quant table. */
+static void attn_qc_encode(const attn_qc_job *j, const float *y, int64_t n, float scale, uint8_t *dst) {
+    if (j->elem != ATTN_DTYPE_FP4_E2M1)
+        j->kern->cvt_to_fp8(y, ATTN_DTYPE_F32, scale, j->elem, dst, n);
+    else
+        j->qk->encode_e2m1(y, n, dst);
+}
+
 /* Row r of matrix (b, h) as float32 in x, rotated if the job rotates. */
 static void attn_qc_row(const attn_qc_job *j, int64_t b, int64_t h, int64_t r, double *tmp, float *x) {
     const char *row = j->src->data + b * j->src->batch_stride + h * j->src->head_stride + r * j->src->seq_stride;
     j->kern->cvt_to_f32(row, j->src->dtype, x, j->width);
     if (j->qp->rotate && j->role != ATTN_QROLE_V)
-        attn_hadamard_row(x, j->signs, j->width, tmp, x);
+        j->qk->hadamard_row(x, j->signs, j->width, tmp, x, j->norm);
 }
 
 static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
@@ -93,7 +81,7 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
                 float *x = cached ? cache + (r - r0) * W : row;
                 if (!cached)
                     attn_qc_row(j, b, h, r, tmp, x);
-                attn_qc_encode(j->kern, j->elem, x, W, scale, codes + r * o->row_bytes);
+                attn_qc_encode(j, x, W, scale, codes + r * o->row_bytes);
             }
         }
     } else if (j->role != ATTN_QROLE_V) { /* MX along head_size */
@@ -117,7 +105,7 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
                 for (int64_t i = 0; i < n; i++)
                     row[c0 + i] *= inv; /* x·2^-se, one rounding as ldexp → float */
             }
-            attn_qc_encode(j->kern, j->elem, row, W, 1.0f, codes + r * o->row_bytes);
+            attn_qc_encode(j, row, W, 1.0f, codes + r * o->row_bytes);
         }
     } else { /* MX V: blocks of 32 tokens per channel */
         const int64_t nvb = (S + 31) / 32;
@@ -145,24 +133,43 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
                 float *x = blkx + (r - r0) * W;
                 for (int64_t d = 0; d < W; d++)
                     x[d] *= inv[d];
-                attn_qc_encode(j->kern, j->elem, x, W, 1.0f, codes + r * o->row_bytes);
+                attn_qc_encode(j, x, W, 1.0f, codes + r * o->row_bytes);
             }
         }
     }
 }
 
-void attn_quant_codes_tensor(const attn_qsrc *src, int64_t batch, int64_t heads, int64_t seq, int64_t width,
-                             attn_qrole role, const attn_quant_params *qp, const struct attn_kernels *kern,
-                             const attn_exec *ex, attn_qoperand *out) {
-    if (batch <= 0 || heads <= 0 || seq <= 0 || width <= 0)
-        return;
-    attn_qc_job j;
-    j.src = src, j.heads = heads, j.seq = seq, j.width = width, j.role = role, j.qp = qp, j.kern = kern;
-    j.scratch = ex->scratch, j.slice = attn_fwd_scratch_bytes();
-    j.elem = attn_quant_elem_dtype(qp->format);
-    j.f = attn_qfmt_of(j.elem);
-    j.out = out;
-    if (qp->rotate && role != ATTN_QROLE_V)
-        attn_hadamard_sign_vector(width, qp->rotation_seed, j.signs);
-    attn_parallel_for(ex->num_threads, batch * heads, attn_qc_mat, &j);
+typedef struct attn_qc_all {
+    attn_qc_job jobs[3];
+    int64_t first[4]; /* item ranges of the operands */
+} attn_qc_all;
+
+static void attn_qc_item(void *arg, int64_t item, int32_t tid) {
+    const attn_qc_all *a = (const attn_qc_all *)arg;
+    int t = 0;
+    while (item >= a->first[t + 1])
+        t++;
+    attn_qc_mat((void *)(uintptr_t)&a->jobs[t], item - a->first[t], tid);
+}
+
+void attn_quant_codes(const attn_qsrc src[3], int64_t batch, const int64_t heads[3], const int64_t seq[3],
+                      const int64_t width[3], const attn_quant_params *qp, const struct attn_kernels *kern,
+                      const struct attn_quant_kernels *qk, const attn_exec *ex, attn_qoperand *out[3]) {
+    attn_qc_all a;
+    a.first[0] = 0;
+    for (int t = 0; t < 3; t++) {
+        attn_qc_job *j = &a.jobs[t];
+        j->src = &src[t], j->heads = heads[t], j->seq = seq[t], j->width = width[t], j->role = (attn_qrole)t;
+        j->qp = qp, j->kern = kern, j->qk = qk;
+        j->norm = 1.0 / sqrt((double)width[t]);
+        j->scratch = ex->scratch, j->slice = attn_fwd_scratch_bytes();
+        j->elem = attn_quant_elem_dtype(qp->format);
+        j->f = attn_qfmt_of(j->elem);
+        j->out = out[t];
+        if (qp->rotate && t != ATTN_QROLE_V)
+            attn_hadamard_sign_vector(width[t], qp->rotation_seed, j->signs);
+        const int64_t n = batch > 0 && seq[t] > 0 && width[t] > 0 ? batch * heads[t] : 0;
+        a.first[t + 1] = a.first[t] + n;
+    }
+    attn_parallel_for(ex->num_threads, a.first[3], attn_qc_item, &a);
 }

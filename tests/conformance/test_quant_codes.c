@@ -21,7 +21,9 @@
 
 #include <cmocka.h>
 
+#include "dispatch/dispatch.h"
 #include "harness.h"
+#include "kernels/kernels.h"
 
 typedef struct qcase {
     int fmt, rot;
@@ -221,8 +223,62 @@ static void test_bf16_vs_oracle(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* The E2M1 encoder and the maxima of every usable quant table equal the scalar reference bit for bit (the
+ * encoder on ties, signed zeros, saturation, NaN/inf, subnormals and random values; odd lengths). */
+static void test_quant_helpers(void **state) {
+    (void)state;
+    const struct attn_kernels *tabs[2] = {attn_dispatch_by_name("avx2"), attn_dispatch_by_name("avx512")};
+    int ran = 0;
+    for (int t = 0; t < 2; t++) {
+        const struct attn_quant_kernels *qk = tabs[t] ? attn_dispatch_quant(tabs[t]) : NULL;
+        if (!qk || (t == 1 && strcmp(qk->name, "avx512bf16") != 0))
+            continue;
+        ran++;
+        enum { N = 4099 };
+        static float y[N];
+        static uint8_t got[(N + 1) / 2];
+        const float special[] = {0.0f,  -0.0f, 0.25f,   0.75f,   1.25f,  1.75f,   2.5f,     3.5f,      5.0f,
+                                 6.0f,  7.0f,  1e30f,   -0.25f,  -0.75f, -1.25f,  -1.75f,   -2.5f,     -3.5f,
+                                 -5.0f, -6.0f, 0.2499f, 0.2501f, 1e-40f, -1e-40f, INFINITY, -INFINITY, NAN,
+                                 -NAN,  0.5f,  1.0f,    1.5f,    2.0f,   3.0f,    4.0f};
+        th_rng rng;
+        th_rng_seed(&rng, 77);
+        for (int i = 0; i < N; i++)
+            y[i] = i < (int)(sizeof special / sizeof special[0]) ? special[i] : (float)th_rng_range(&rng, -8, 8);
+        for (int64_t n = N - 3; n <= N; n++) {
+            memset(got, 0xAA, sizeof got);
+            qk->encode_e2m1(y, n, got);
+            for (int64_t i = 0; i < n; i++) {
+                const uint8_t c = (uint8_t)((got[i / 2] >> (4 * (i & 1))) & 0xF);
+                if (c != attn_fp4_e2m1_from_float(y[i]))
+                    print_error("%s: e2m1(%a) = %u, expected %u\n", qk->name, (double)y[i], c,
+                                attn_fp4_e2m1_from_float(y[i]));
+                assert_int_equal(c, attn_fp4_e2m1_from_float(y[i]));
+            }
+            if (n & 1)
+                assert_int_equal(got[n / 2] >> 4, 0);
+        }
+        uint32_t nf = 0;
+        const uint32_t m = qk->absmax_bits(y + 12, 10, &nf); /* -0.25 .. -6, 0.2499, 0.2501 */
+        float mf;
+        memcpy(&mf, &m, 4);
+        assert_true(mf == 6.0f);
+        assert_int_equal(nf, 0);
+        nf = 0;
+        const uint32_t m2 = qk->absmax_bits(y, 30, &nf); /* includes ±inf and NaN: inf counts, NaN does not */
+        memcpy(&mf, &m2, 4);
+        assert_true(isinf(mf));
+        assert_int_not_equal(nf, 0);
+    }
+    if (!ran) {
+        print_message("skipped: no quant kernel table runs on this machine\n");
+        skip();
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quant_helpers),
         cmocka_unit_test(test_avx2_bitwise_fake),
         cmocka_unit_test(test_bf16_vs_oracle),
     };

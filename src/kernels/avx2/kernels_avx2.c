@@ -27,4 +27,8 @@ const struct attn_kernels attn_kernels_avx2 = {
 const struct attn_quant_kernels attn_quant_kernels_avx2 = {
     .name = "avx2",
     .dequant_row = attn_k_dequant_row_avx2,
+    .hadamard_row = attn_k_hadamard_row_avx2,
+    .absmax_bits = attn_k_absmax_bits_avx2,
+    .absmax_cols = attn_k_absmax_cols_avx2,
+    .encode_e2m1 = attn_k_encode_e2m1_avx2,
 };

@@ -1,0 +1,52 @@
+/*
+ * quant_prep_avx512bf16.c — the quantization helpers of the avx512bf16 quant table (kernels.h, struct
+ * attn_quant_kernels): the portable bodies of generic/quant_prep.h compiled with this folder's flags, where the
+ * compiler vectorizes them; bitwise the scalar reference (see that header).
+ */
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512BF16__)
+#error "quant_prep_avx512bf16.c must be compiled with -mavx512f -mavx512bf16"
+#endif
+#include <immintrin.h>
+
+#include "kernels/generic/quant_prep.h"
+#include "kernels/kernels.h"
+
+void attn_k_hadamard_row_avx512bf16(const float *src, const int8_t *signs, int64_t n, double *tmp, float *dst,
+                                    double norm) {
+    kqp_hadamard_row(src, signs, n, tmp, dst, norm);
+}
+
+uint32_t attn_k_absmax_bits_avx512bf16(const float *x, int64_t n, uint32_t *nonfinite) {
+    return kqp_absmax_bits(x, n, nonfinite);
+}
+
+void attn_k_absmax_cols_avx512bf16(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite) {
+    kqp_absmax_cols(x, rows, width, amax, nonfinite);
+}
+
+/* 16 values per step: the magnitude code is the number of thresholds below |y| (kqp_e2m1's comparisons as
+ * masked increments), NaN → 0, then the codes of lanes 2i and 2i + 1 joined into one byte inside each 64-bit
+ * lane ((lane >> 28) brings the odd code to bits 4..7) and narrowed. */
+void attn_k_encode_e2m1_avx512bf16(const float *y, int64_t n, uint8_t *dst) {
+    int64_t i = 0;
+    const __m512i one = _mm512_set1_epi32(1);
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_loadu_si512(y + i);
+        const __m512i ab = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
+        const __m512 a = _mm512_castsi512_ps(ab);
+        __m512i c = _mm512_setzero_si512();
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.25f), _CMP_GT_OQ), c, one);
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.75f), _CMP_GE_OQ), c, one);
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.25f), _CMP_GT_OQ), c, one);
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.75f), _CMP_GE_OQ), c, one);
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.5f), _CMP_GT_OQ), c, one);
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(3.5f), _CMP_GE_OQ), c, one);
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(5.0f), _CMP_GT_OQ), c, one);
+        c = _mm512_or_si512(c, _mm512_and_si512(_mm512_srli_epi32(u, 28), _mm512_set1_epi32(8)));
+        c = _mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(ab, _mm512_set1_epi32(0x7F800000)), c);
+        const __m512i pairs = _mm512_or_si512(c, _mm512_srli_epi64(c, 28));
+        _mm_storel_epi64((__m128i *)(void *)(dst + i / 2), _mm512_cvtepi64_epi8(pairs));
+    }
+    if (i < n)
+        kqp_encode_e2m1(y + i, n - i, dst + i / 2);
+}
