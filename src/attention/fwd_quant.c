@@ -1,6 +1,6 @@
 /*
  * fwd_quant.c — the quantized-attention driver (fwd_quant.h): work items of (batch, kv head, head chunk, up to
- * four query blocks); per kv tile the K and V codes are widened once (bf16 tables: K as bf16 rows, V as key-pair
+ * eight query blocks); per kv tile the K and V codes are widened once (bf16 tables: K as bf16 rows, V as key-pair
  * columns; f32-staging tables: float32 rows, as the fake-quantization path holds them) and every block of the
  * item runs Q·Kᵀ, the logit step of fwd.c (softmax_scale, soft-cap, ALiBi), the online softmax and P·V on it.
  * Tiles and partitions sit at the absolute positions of fwd.c (ATTN_KV_TILE, ATTN_KV_PARTITION, fold in
@@ -14,7 +14,7 @@
 
 #include "parallel/parallel.h"
 
-#define ATTN_FQ_BLOCKS 4 /* query blocks per work item (each K/V tile is widened once for them) */
+#define ATTN_FQ_BLOCKS 8 /* query blocks per work item (each K/V tile is widened once for them) */
 
 /* Per-block state carved from the thread scratch's multi region. */
 typedef struct attn_fq_block {
@@ -24,6 +24,9 @@ typedef struct attn_fq_block {
     float m_acc[ATTN_QB], l_acc[ATTN_QB], m[ATTN_QB], l[ATTN_QB];
     float o_acc[ATTN_HEAD_SIZE_MAX * ATTN_QB], o[ATTN_HEAD_SIZE_MAX * ATTN_QB];
 } attn_fq_block;
+
+_Static_assert(ATTN_FQ_BLOCKS * sizeof(attn_fq_block) <= ATTN_FWD_MULTI_BYTES,
+               "the blocks of a quant item must fit the thread scratch's multi region");
 
 typedef struct attn_fq_job {
     const attn_problem *p;
@@ -50,7 +53,7 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
     const float one = 1.0f;
     memset(fb->q_t, 0, sizeof fb->q_t);
     for (int r = 0; r < ATTN_QB; r++)
-        fb->row_scale[r] = 1.0f;
+        fb->row_scale[r] = p->opts.softmax_scale; /* bf16: (dot·(scale_q·softmax_scale))·scale_k */
     for (int32_t r = 0; r < fb->blk.num_rows; r++) {
         const int64_t mat = b * p->num_heads + fb->blk.row_head[r], t = fb->blk.row_token[r];
         const uint8_t *codes = qa->q.codes + (mat * qa->seq_q + t) * qa->q.row_bytes;
@@ -63,7 +66,8 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
             s = qa->q.fscale + mat * ((qa->seq_q + qa->q.block_rows - 1) / qa->q.block_rows) + t / qa->q.block_rows;
         } else {
             fb->row_scale[r] =
-                qa->q.fscale[mat * ((qa->seq_q + qa->q.block_rows - 1) / qa->q.block_rows) + t / qa->q.block_rows];
+                qa->q.fscale[mat * ((qa->seq_q + qa->q.block_rows - 1) / qa->q.block_rows) + t / qa->q.block_rows] *
+                p->opts.softmax_scale;
         }
         if (bf16) {
             uint16_t *tmp = (uint16_t *)(void *)sc->row_tmp;
@@ -179,6 +183,8 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
         attn_fwd_state_reset(p->head_size_v, fb->m_acc, fb->l_acc, fb->o_acc);
     }
     const int64_t mat = b * p->num_kv_heads + g;
+    attn_problem p1 = *p; /* bf16 tables: softmax_scale is already in row_scale; soft-cap and ALiBi remain */
+    p1.opts.softmax_scale = 1.0f;
     float k_scale[ATTN_KV_TILE], v_scale[ATTN_KV_TILE];
     const int64_t Sk = qa->seq_k;
     for (int64_t part = 0; part * ATTN_KV_PARTITION < Sk; part++) {
@@ -196,8 +202,9 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
                 if (bf16) {
                     j->qk->qk_bf16((const uint32_t *)(const void *)fb->q_t, nr, p->head_size,
                                    (const uint16_t *)(const void *)sc.k_tile, attn_fq_tile_row(p->head_size), nk,
-                                   qa->mx ? NULL : fb->row_scale, qa->mx ? NULL : k_scale, sc.s);
-                    attn_fwd_tile_logits_mask(p, &fb->blk, a, e, sc.s);
+                                   fb->row_scale, qa->mx ? NULL : k_scale, sc.s);
+                    if (p->opts.softcap > 0.0f || p->opts.alibi_slopes)
+                        attn_fwd_tile_logits_mask(&p1, &fb->blk, a, e, sc.s);
                     j->qk->softmax_tile(sc.s, nk, nr, fb->m, fb->l, fb->o, p->head_size_v);
                     j->qk->pv_bf16(sc.s, nk, nr, qa->mx ? NULL : v_scale, (const uint32_t *)(const void *)sc.v_tile,
                                    vts, p->head_size_v, (uint32_t *)(void *)sc.p_tmp, fb->o);

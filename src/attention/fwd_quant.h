@@ -1,7 +1,7 @@
 /*
  * fwd_quant.h — the quantized-attention driver (attn_forward_quant's fast path, docs/DIFFUSION.md §5): Q, K and
  * V as 8/4-bit codes with their scales (filled by src/quant/quant_codes.c), attention per (batch, kv head, up to
- * four query blocks) with the online softmax of fwd.c, each K/V tile widened once per item by the quant kernel
+ * eight query blocks) with the online softmax of fwd.c, each K/V tile widened once per item by the quant kernel
  * table (kernels.h, struct attn_quant_kernels). Non-causal, unmasked problems only (the API refuses the rest).
  */
 #ifndef ATTN_ATTENTION_FWD_QUANT_H
