@@ -43,9 +43,35 @@ static void attn_qc_encode(const attn_qc_job *j, const float *y, int64_t n, floa
         j->qk->encode_e2m1(y, n, dst);
 }
 
+static inline float attn_qc_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* attn_mx_shared_exp from the bits of a finite amax: floor(log2 amax) − emax clamped to [−127, 127], −127 for 0
+ * (the exponent field, or the leading bit of a subnormal's mantissa: value m·2^-149). */
+static inline int32_t attn_qc_shared_exp(int32_t emax, uint32_t amax_bits) {
+    if (amax_bits == 0)
+        return -127;
+    const int32_t e = (int32_t)(amax_bits >> 23);
+    const int32_t fl = e ? e - 127 : (31 - __builtin_clz(amax_bits)) - 149;
+    const int32_t s = fl - emax;
+    return s < -127 ? -127 : s > 127 ? 127 : s;
+}
+
+/* 2^k for k in [−127, 127], exact (2^-127 is the float32 subnormal 0x00400000). */
+static inline float attn_qc_pow2(int32_t k) {
+    return attn_qc_f32(k >= -126 ? (uint32_t)(k + 127) << 23 : 0x00400000u);
+}
+
 /* Row r of matrix (b, h) as float32 in x, rotated if the job rotates. */
 static void attn_qc_row(const attn_qc_job *j, int64_t b, int64_t h, int64_t r, double *tmp, float *x) {
     const char *row = j->src->data + b * j->src->batch_stride + h * j->src->head_stride + r * j->src->seq_stride;
+    const int64_t bytes = j->width * (int64_t)attn_dtype_size(j->src->dtype);
+    if (r + 2 < j->seq) /* rows sit a head stride apart: fetch the one two ahead (no effect on results) */
+        for (int64_t off = 0; off < bytes; off += 64)
+            __builtin_prefetch(row + 2 * j->src->seq_stride + off, 0, 3);
     j->kern->cvt_to_f32(row, j->src->dtype, x, j->width);
     if (j->qp->rotate && j->role != ATTN_QROLE_V)
         j->qk->hadamard_row(x, j->signs, j->width, tmp, x, j->norm);
@@ -67,14 +93,14 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
         for (int64_t blk = 0; blk < nblk; blk++) {
             const int64_t r0 = blk * rows, r1 = r0 + rows < S ? r0 + rows : S;
             const int cached = (size_t)((r1 - r0) * W) <= cache_floats;
-            float amax = 0.0f;
+            uint32_t amax_bits = 0, nf = 0; /* max |x| over non-NaN values, as fabsf(x) > amax */
             for (int64_t r = r0; r < r1; r++) {
                 float *x = cached ? cache + (r - r0) * W : row;
                 attn_qc_row(j, b, h, r, tmp, x);
-                for (int64_t e = 0; e < W; e++)
-                    if (fabsf(x[e]) > amax)
-                        amax = fabsf(x[e]);
+                const uint32_t m = j->qk->absmax_bits(x, W, &nf);
+                amax_bits = m > amax_bits ? m : amax_bits;
             }
+            const float amax = attn_qc_f32(amax_bits);
             const float scale = amax > 0.0f ? amax / fmax : 1.0f;
             o->fscale[mat * nblk + blk] = scale;
             for (int64_t r = r0; r < r1; r++) {
@@ -91,17 +117,12 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
             uint8_t *e8 = o->escale + (mat * S + r) * nb;
             for (int64_t c = 0; c < nb; c++) {
                 const int64_t c0 = c * 32, n = W - c0 < 32 ? W - c0 : 32;
-                float amax = 0.0f;
-                int bad = 0;
-                for (int64_t i = 0; i < n; i++) {
-                    const float a = fabsf(row[c0 + i]);
-                    bad |= !isfinite(a);
-                    if (a > amax)
-                        amax = a;
-                }
-                const int32_t se = bad ? 0 : attn_mx_shared_exp(j->f, amax);
+                uint32_t nf = 0;
+                const uint32_t amax_bits = j->qk->absmax_bits(row + c0, n, &nf);
+                const int bad = nf != 0;
+                const int32_t se = bad ? 0 : attn_qc_shared_exp(j->f->emax, amax_bits);
                 e8[c] = bad ? 0xFF : (uint8_t)(se + 127);
-                const float inv = bad ? 0.0f : (float)ldexp(1.0, -se); /* exact: 2^-se in [2^-127, 2^127] */
+                const float inv = bad ? 0.0f : attn_qc_pow2(-se); /* exact: 2^-se in [2^-127, 2^127] */
                 for (int64_t i = 0; i < n; i++)
                     row[c0 + i] *= inv; /* x·2^-se, one rounding as ldexp → float */
             }
@@ -116,18 +137,15 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
             for (int64_t r = r0; r < r1; r++)
                 attn_qc_row(j, b, h, r, tmp, blkx + (r - r0) * W);
             uint8_t *e8 = o->escale + (mat * nvb + vb) * W;
+            uint32_t amax_bits[256], nf[256];
+            memset(amax_bits, 0, (size_t)W * sizeof(uint32_t));
+            memset(nf, 0, (size_t)W * sizeof(uint32_t));
+            j->qk->absmax_cols(blkx, r1 - r0, W, amax_bits, nf);
             for (int64_t d = 0; d < W; d++) {
-                float amax = 0.0f;
-                int bad = 0;
-                for (int64_t r = 0; r < r1 - r0; r++) {
-                    const float a = fabsf(blkx[r * W + d]);
-                    bad |= !isfinite(a);
-                    if (a > amax)
-                        amax = a;
-                }
-                const int32_t se = bad ? 0 : attn_mx_shared_exp(j->f, amax);
+                const int bad = nf[d] != 0;
+                const int32_t se = bad ? 0 : attn_qc_shared_exp(j->f->emax, amax_bits[d]);
                 e8[d] = bad ? 0xFF : (uint8_t)(se + 127);
-                inv[d] = bad ? 0.0f : (float)ldexp(1.0, -se);
+                inv[d] = bad ? 0.0f : attn_qc_pow2(-se);
             }
             for (int64_t r = r0; r < r1; r++) {
                 float *x = blkx + (r - r0) * W;

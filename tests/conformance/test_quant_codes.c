@@ -223,7 +223,7 @@ static void test_bf16_vs_oracle(void **state) {
     attn_ctx_destroy(ctx);
 }
 
-/* The E2M1 encoder and the maxima of every usable quant table equal the scalar reference bit for bit (the
+/* The rotation, the E2M1 encoder and the maxima of every usable quant table equal the scalar reference bit for bit (the
  * encoder on ties, signed zeros, saturation, NaN/inf, subnormals and random values; odd lengths). */
 static void test_quant_helpers(void **state) {
     (void)state;
@@ -257,6 +257,15 @@ static void test_quant_helpers(void **state) {
             }
             if (n & 1)
                 assert_int_equal(got[n / 2] >> 4, 0);
+        }
+        for (int64_t hs = 1; hs <= 256; hs *= 2) { /* the rotation: bitwise attn_hadamard_rotate */
+            int8_t signs[256];
+            double tmp[256];
+            float rot[256], ref[256];
+            assert_int_equal(attn_hadamard_signs(hs, ATTN_HADAMARD_SEED, signs), ATTN_STATUS_OK);
+            assert_int_equal(attn_hadamard_rotate(y + 40, 1, hs, ATTN_HADAMARD_SEED, ref), ATTN_STATUS_OK);
+            qk->hadamard_row(y + 40, signs, hs, tmp, rot, 1.0 / sqrt((double)hs));
+            assert_memory_equal(rot, ref, (size_t)hs * sizeof(float));
         }
         uint32_t nf = 0;
         const uint32_t m = qk->absmax_bits(y + 12, 10, &nf); /* -0.25 .. -6, 0.2499, 0.2501 */
