@@ -276,8 +276,9 @@ def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
                   lse: Optional[Array] = None, return_lse: bool = False, ctx: Optional[Context] = None,
                   reference: bool = False, **options: Any) -> Any:
     """Quantized attention (attn_forward_quant): Q, K (Hadamard-rotated unless rotate=False) and V are
-    quantized to ``format`` and dequantized, then attention runs in float32. Non-causal, no window,
-    no masks (UNSUPPORTED otherwise)."""
+    quantized to ``format``, then attention runs on the quantized values (on CPUs with AVX2 or
+    AVX512-BF16 directly on the codes; docs/DIFFUSION.md §5). Non-causal, no window, no masks
+    (UNSUPPORTED otherwise)."""
     d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
     qp = quant_params(format, rotate, rotation_seed, q_block_rows, kv_block_rows)
     if reference:
