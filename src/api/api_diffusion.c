@@ -903,7 +903,7 @@ static attn_status diff_quant_codes(attn_ctx *ctx, const struct attn_quant_kerne
     const int64_t rows[3] = {qp->q_block_rows, qp->kv_block_rows, qp->kv_block_rows};
     char *w = (char *)workspace;
     size_t off = 0;
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 3 && w; t++) { /* NULL workspace (need 0: empty operands): no offset is formed from it */
         ops[t]->codes = (uint8_t *)(w + sizes[0] + sizes[1] + sizes[2] + (t > 0 ? sizes[3] : 0) +
                                     (t > 1 ? sizes[4] : 0));
         ops[t]->row_bytes = qa.elem == ATTN_DTYPE_FP4_E2M1 ? (widths[t] + 1) / 2 : widths[t];

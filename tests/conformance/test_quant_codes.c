@@ -5,7 +5,7 @@
  *   on the same table, out and LSE;
  *   "avx512bf16" (only where the CPU has AVX512-BF16; skipped with the reason printed elsewhere): within
  *   th_tol_for_quant_bf16 of the double oracle attn_ref_forward_quant;
- * both over random shapes (head sizes 64..256, rotation on where a power of two, GQA, BSND/BNSD, partial scale
+ * both over random shapes (head sizes 64..256 and odd 33 / 7, rotation on where a power of two, GQA, BSND/BNSD, partial scale
  * blocks, head_size_v != head_size, f32/f16/bf16 inputs, LSE), and bitwise the same for 1, 2 and 3 threads.
  * REPRO lines give the seed; ATTN_TEST_SEED reruns one case.
  */
@@ -34,10 +34,10 @@ typedef struct qcase {
 } qcase;
 
 static qcase qcase_draw(th_rng *r, int small) {
-    static const int64_t ds[5] = {64, 96, 128, 192, 256};
+    static const int64_t ds[7] = {64, 96, 128, 192, 256, 33, 7}; /* and odd ones: a pad element, partial MX blocks */
     qcase c;
     c.fmt = (int)th_rng_int(r, 0, 3);
-    c.D = ds[th_rng_int(r, 0, 4)];
+    c.D = ds[th_rng_int(r, 0, 6)];
     c.rot = (c.D & (c.D - 1)) == 0 ? (int)th_rng_int(r, 0, 1) : 0;
     c.Dv = th_rng_int(r, 0, 2) == 0 ? th_rng_int(r, 1, 200) : c.D;
     c.layout = th_rng_int(r, 0, 1) ? ATTN_LAYOUT_BNSD : ATTN_LAYOUT_BSND;
