@@ -290,6 +290,12 @@ def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
     return d.result()
 
 
+def quant_kernels(ctx: Optional[Context] = None) -> str:
+    """The kernels :func:`forward_quant` runs on ``ctx`` (attn_forward_quant_kernels): "avx512bf16" (bf16
+    products, P rounded to bf16), "avx2" (bitwise the fake quantization) or "fake" (docs/DIFFUSION.md §5)."""
+    return _capi.fn("attn_forward_quant_kernels")(_ctx(ctx)).decode()
+
+
 # ------------------------------------------------------------------------------------------------
 # Formats
 # ------------------------------------------------------------------------------------------------
