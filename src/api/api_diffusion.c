@@ -831,7 +831,7 @@ attn_status attn_forward_quant_workspace_size(attn_layout layout, const attn_ten
 }
 
 const char *attn_forward_quant_kernels(const attn_ctx *ctx) {
-    const struct attn_quant_kernels *qk = attn_dispatch_quant(ctx ? ctx->kern : NULL);
+    const struct attn_quant_kernels *qk = attn_dispatch_quant(ctx ? ctx->kern : attn_dispatch_default());
     return qk ? qk->name : "fake";
 }
 

@@ -14,11 +14,20 @@
 
 #include "kernels/kernels.h"
 
-static inline __m256 kq_decode8(const uint8_t *codes, attn_dtype elem, int64_t i0, int n) {
+static inline __attribute__((always_inline)) __m256 kq_decode8(const uint8_t *codes, attn_dtype elem, int64_t i0,
+                                                               int n) {
     uint8_t buf[8] = {0};
     if (elem == ATTN_DTYPE_FP4_E2M1) {
-        memcpy(buf, codes + i0 / 2, (size_t)(n + 1) / 2);
-        const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)buf));
+        __m128i raw;
+        if (n == 8) {
+            int32_t w4;
+            memcpy(&w4, codes + i0 / 2, 4);
+            raw = _mm_cvtsi32_si128(w4);
+        } else {
+            memcpy(buf, codes + i0 / 2, (size_t)(n + 1) / 2);
+            raw = _mm_loadl_epi64((const __m128i *)(const void *)buf);
+        }
+        const __m128i w = _mm_cvtepu8_epi16(raw);
         const __m128i t = _mm_or_si128(_mm_and_si128(w, _mm_set1_epi16(0x0F)),
                                        _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0xF0)), 4));
         const __m256i c = _mm256_cvtepu8_epi32(t);
@@ -32,8 +41,12 @@ static inline __m256 kq_decode8(const uint8_t *codes, attn_dtype elem, int64_t i
         }
         return v;
     }
-    memcpy(buf, codes + i0, (size_t)n);
-    const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)buf));
+    const uint8_t *src = codes + i0;
+    if (n < 8) {
+        memcpy(buf, codes + i0, (size_t)n);
+        src = buf;
+    }
+    const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)src));
     const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
     const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
     const __m256 qnan = _mm256_set1_ps(__builtin_nanf(""));
@@ -57,7 +70,9 @@ void attn_k_dequant_row_avx2(const uint8_t *codes, attn_dtype elem, int64_t n, c
     for (int64_t i = 0; i < n; i += 8) {
         const int m = n - i < 8 ? (int)(n - i) : 8;
         __m256 f;
-        if (sc_shift == 0) {
+        if (sc_shift == 0 && m == 8) {
+            f = _mm256_loadu_ps(sc + i);
+        } else if (sc_shift == 0) {
             float t[8] = {0};
             memcpy(t, sc + i, (size_t)m * sizeof(float));
             f = _mm256_loadu_ps(t);
