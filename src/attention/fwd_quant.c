@@ -190,8 +190,9 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
     for (int64_t part = 0; part * ATTN_KV_PARTITION < Sk; part++) {
         const int64_t lo = part * ATTN_KV_PARTITION;
         const int64_t hi = lo + ATTN_KV_PARTITION < Sk ? lo + ATTN_KV_PARTITION : Sk;
-        for (int64_t i = 0; i < nblocks; i++)
-            attn_fwd_state_reset(p->head_size_v, fbs[i].m, fbs[i].l, fbs[i].o);
+        if (!bf16) /* f32 staging: fresh partition states, folded after the partition as fwd.c does */
+            for (int64_t i = 0; i < nblocks; i++)
+                attn_fwd_state_reset(p->head_size_v, fbs[i].m, fbs[i].l, fbs[i].o);
         for (int64_t a = lo; a < hi; a += ATTN_KV_TILE) {
             const int64_t e = a + ATTN_KV_TILE < hi ? a + ATTN_KV_TILE : hi, nk = e - a;
             int64_t vts = 0;
@@ -205,16 +206,17 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
                                    fb->row_scale, qa->mx ? NULL : k_scale, sc.s);
                     if (p->opts.softcap > 0.0f || p->opts.alibi_slopes)
                         attn_fwd_tile_logits_mask(&p1, &fb->blk, a, e, sc.s);
-                    j->qk->softmax_tile(sc.s, nk, nr, fb->m, fb->l, fb->o, p->head_size_v);
+                    /* one online softmax over all keys, straight into the folded state: no partitions to merge */
+                    j->qk->softmax_tile(sc.s, nk, nr, fb->m_acc, fb->l_acc, fb->o_acc, p->head_size_v);
                     j->qk->pv_bf16(sc.s, nk, nr, qa->mx ? NULL : v_scale, (const uint32_t *)(const void *)sc.v_tile,
-                                   vts, p->head_size_v, (uint32_t *)(void *)sc.p_tmp, fb->o);
+                                   vts, p->head_size_v, (uint32_t *)(void *)sc.p_tmp, fb->o_acc);
                 } else {
                     attn_fwd_tile(p, kern, &fb->blk, &sc, fb->q_t, sc.s, sc.k_rows, sc.v_rows, a, e, fb->m, fb->l,
                                   fb->o);
                 }
             }
         }
-        for (int64_t i = 0; i < nblocks; i++) {
+        for (int64_t i = 0; i < nblocks && !bf16; i++) {
             attn_fq_block *fb = &fbs[i];
             attn_fwd_fold(fb->blk.num_rows, p->head_size_v, fb->m_acc, fb->l_acc, fb->o_acc, fb->m, fb->l, fb->o);
         }
