@@ -84,6 +84,39 @@ double bench_peak_fma_gflops(int width_bits) {
     return flop_per_iter * (double)iters / tmin * 1e-9;
 }
 
+/* 24 VDPBF16PS chains (each zmm instruction: 16 lanes × 2 bf16 products = 64 flop). */
+__attribute__((target("avx512f,avx512bf16"), noinline)) static float bench_dpbf16(long iters) {
+    __m512 a[24];
+    const __m512i x = _mm512_set1_epi32(0x3f803f80); /* bf16 pair (1, 1) */
+    const __m512i y = _mm512_set1_epi32(0x33d633d6); /* bf16 pair (1e-7, 1e-7) */
+    for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps(1.0f + (float)i * 1e-3f);
+    for (long k = 0; k < iters; k++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; i++) a[i] = _mm512_dpbf16_ps(a[i], (__m512bh)x, (__m512bh)y);
+    }
+    __m512 s = _mm512_setzero_ps();
+    for (int i = 0; i < 24; i++) s = _mm512_add_ps(s, a[i]);
+    return _mm512_reduce_add_ps(s);
+}
+
+double bench_peak_dpbf16_gflops(void) {
+    volatile float sink = 0.0f;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512bf16")) return 0.0;
+    const long iters = 20000000;
+    double t[5];
+    sink += bench_dpbf16(iters / 10);
+    for (int r = 0; r < 5; r++) {
+        const double t0 = bench_now();
+        sink += bench_dpbf16(iters);
+        t[r] = bench_now() - t0;
+    }
+    double tmin, tmed;
+    bench_min_median(t, 5, &tmin, &tmed);
+    (void)sink;
+    return 24.0 * 64.0 * (double)iters / tmin * 1e-9;
+}
+
 double bench_read_gbs(size_t bytes) {
     const size_t n = bytes / sizeof(float);
     float *buf = NULL;

@@ -13,6 +13,8 @@ double bench_now(void);
 void bench_min_median(double *t, int n, double *min, double *median);
 /* Single-thread fp32 FMA peak in GFLOP/s for vector width 512 or 256 (0 if this CPU lacks it). */
 double bench_peak_fma_gflops(int width_bits);
+/* Single-thread VDPBF16PS peak in GFLOP/s (a bf16 pair = 2 products + 2 adds per lane; 0 without AVX512-BF16). */
+double bench_peak_dpbf16_gflops(void);
 /* Single-thread read bandwidth in GB/s over `bytes`. */
 double bench_read_gbs(size_t bytes);
 

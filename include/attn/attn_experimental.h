@@ -248,13 +248,24 @@ ATTN_API void attn_quant_params_init_sized(attn_quant_params *qp, size_t struct_
 ATTN_API void(attn_quant_params_init)(attn_quant_params *qp, attn_quant_format format);
 #define attn_quant_params_init(qp, format) attn_quant_params_init_sized((qp), sizeof *(qp), (format))
 
-/* Quantized dense attention: Q and K are rotated (if qp->rotate), Q, K and V are quantized to qp->format
- * and dequantized to float32 in the workspace, then attention runs in float32 (accumulation, P and the
- * softmax stay float, as MindIE keeps P in float). V is not rotated. The output is in q's dtype.
+/* Quantized dense attention: Q and K are rotated (if qp->rotate), Q, K and V are quantized to qp->format, then
+ * attention runs on the quantized values (softmax, LSE and the final normalisation in float32). V is not
+ * rotated. The output is in q's dtype. Which kernels run (attn_forward_quant_kernels, docs/DIFFUSION.md §5):
+ *   "avx512bf16" (CPU with AVX512-BF16; contexts on any table but avx2/generic): Q, K, V stay codes + scales in
+ *     the workspace; per kv tile K and V are widened exactly to bf16 (MX power-of-two scales applied exactly,
+ *     magnitudes below 2^-126 read as 0), Q·Kᵀ and P·V on VDPBF16PS with P·(FP8 V scale) rounded to bf16 (round
+ *     to nearest even), FP8 Q/K scales multiplying the finished dot. Not bitwise the fake-quantization result:
+ *     |out − oracle| <= 4e-3·max|v| + 4e-3·|out| beyond the output dtype's rounding, |LSE − oracle| <= 2e-4
+ *     (tests/conformance/test_quant_codes.c over random shapes).
+ *   "avx2" (CPU with AVX2+FMA, or a context on the avx2/generic table): codes + scales in the workspace,
+ *     widened to float32 per tile and run on the context's float kernels: bitwise the fake-quantization path
+ *     on the same table, which matches attn_ref_forward_quant within float32 tolerance.
+ *   "fake" (other CPUs): fake quantization into float32 copies in the workspace, then float32 attention.
+ * Bitwise the same for any thread count on each.
  *   q, k, v, out, lse_opt: as attn_forward (f32/f16/bf16; BSND or BNSD).
  *   qp: NULL = attn_quant_params_init(ATTN_QUANT_FP8_E4M3).
- *   workspace: >= attn_forward_quant_workspace_size(...) bytes (float32 copies of Q, K, V), 64-byte
- *   aligned recommended.
+ *   workspace: >= attn_forward_quant_workspace_size(...) bytes, 4-byte aligned (64 recommended): codes (one
+ *   byte per element) and scales where this CPU runs "avx512bf16" or "avx2", else float32 copies of Q, K, V.
  * Unsupported combinations return ATTN_STATUS_UNSUPPORTED naming the reason, never a silent fallback:
  * causal, window, params.mask, params.key_padding_mask, params.additive_mask, and rotation with a head_size
  * that is not a power of two (96, 192). Packed and piecewise inputs have no quantized entry (vllm-omni refuses them
@@ -269,6 +280,9 @@ ATTN_API attn_status attn_forward_quant(attn_ctx *ctx, attn_layout layout, const
                                         const attn_quant_params *qp, const attn_params *params,
                                         attn_tensor *out, attn_tensor *lse_opt, void *workspace,
                                         size_t workspace_size);
+/* The name of the kernels attn_forward_quant runs on ctx (NULL: a default context): "avx512bf16", "avx2" or
+ * "fake" (see attn_forward_quant). A static string; never NULL. */
+ATTN_API const char *attn_forward_quant_kernels(const attn_ctx *ctx);
 /* Oracle: rotation as a literal d×d product in double, quantization by nearest-code search over the
  * format's code table, then the float oracle on the dequantized values. Allocates its own buffers
  * (OUT_OF_MEMORY possible). */

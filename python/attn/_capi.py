@@ -427,6 +427,7 @@ _SIGNATURES = {
     "attn_forward_quant": (c_int, [_CTX, c_int, _T, _T, _T, POINTER(QuantParams), _P, _T, _T,
                                    c_void_p, c_size_t]),
     "attn_ref_forward_quant": (c_int, [c_int, _T, _T, _T, POINTER(QuantParams), _P, _T, _T]),
+    "attn_forward_quant_kernels": (c_char_p, [_CTX]),
 }
 
 def _checked_int(base: Any, bits: int, signed: bool) -> Any:

@@ -278,8 +278,9 @@ def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
                   lse: Optional[Array] = None, return_lse: bool = False, ctx: Optional[Context] = None,
                   reference: bool = False, **options: Any) -> Any:
     """Quantized attention (attn_forward_quant): Q, K (Hadamard-rotated unless rotate=False) and V are
-    quantized to ``format`` and dequantized, then attention runs in float32. Non-causal, no window,
-    no masks (UNSUPPORTED otherwise)."""
+    quantized to ``format``, then attention runs on the quantized values (on CPUs with AVX2 or
+    AVX512-BF16 directly on the codes; docs/DIFFUSION.md §5). Non-causal, no window, no masks
+    (UNSUPPORTED otherwise)."""
     d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
     qp = quant_params(format, rotate, rotation_seed, q_block_rows, kv_block_rows)
     if reference:
@@ -289,6 +290,12 @@ def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
     _capi.call("attn_forward_quant", _ctx(ctx), d.layout, *d.qkv, ctypes.byref(qp.q), d.params.ptr,
                *d.outs, ws, nbytes)
     return d.result()
+
+
+def quant_kernels(ctx: Optional[Context] = None) -> str:
+    """The kernels :func:`forward_quant` runs on ``ctx`` (attn_forward_quant_kernels): "avx512bf16" (bf16
+    products, P rounded to bf16), "avx2" (bitwise the fake quantization) or "fake" (docs/DIFFUSION.md §5)."""
+    return _capi.fn("attn_forward_quant_kernels")(_ctx(ctx)).decode()
 
 
 # ------------------------------------------------------------------------------------------------

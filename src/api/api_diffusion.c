@@ -19,6 +19,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "dispatch/dispatch.h"
 #include "quant/quant.h"
 #include "ref/ref.h"
 #include "ref/ref_quant.h"
@@ -782,15 +783,58 @@ static attn_status diff_quant_sizes(const diff_dims *d, size_t sizes[3]) {
     return ATTN_STATUS_OK;
 }
 
+/* Code-path sizes (each rounded up to 64 bytes): [0..3) the scales of Q, K, V — room for a float per row (FP8
+ * with 1-row blocks at most) or the E8M0 bytes of MX (Q/K ceil(width/32) per row, V width per 32 rows) — then
+ * [3..6) the codes of Q, K, V at one byte per element (E2M1 uses half of it). The format is not an argument of
+ * the size function, so the size covers every format. */
+static attn_status diff_quant_code_sizes(const diff_dims *d, size_t sizes[6]) {
+    const int64_t mats[3] = {d->batch * d->num_heads, d->batch * d->num_kv_heads, d->batch * d->num_kv_heads};
+    const int64_t seqs[3] = {d->seq_q, d->seq_k, d->seq_k};
+    const int64_t widths[3] = {d->head_size, d->head_size, d->head_size_v};
+    uint64_t total = 0;
+    for (int t = 0; t < 3; t++) {
+        int64_t elems, rows, per_row = (widths[t] + 31) / 32, sc, sv;
+        if (per_row < 4)
+            per_row = 4;
+        ATTN_CHECK(attn_mul_i64(mats[t], seqs[t], &rows) && attn_mul_i64(rows, widths[t], &elems) &&
+                       attn_mul_i64(rows, per_row, &sc) &&
+                       attn_mul_i64(mats[t], ((seqs[t] + 31) / 32) * widths[t], &sv),
+                   ATTN_STATUS_OVERFLOW, "workspace: operand %d overflows", t);
+        if (t == 2 && sv > sc)
+            sc = sv;
+        ATTN_CHECK((uint64_t)elems <= ATTN_MAX_WORKSPACE_BYTES && (uint64_t)sc <= ATTN_MAX_WORKSPACE_BYTES,
+                   ATTN_STATUS_OVERFLOW, "workspace: operand %d needs more than ATTN_MAX_WORKSPACE_BYTES=%llu", t,
+                   (unsigned long long)ATTN_MAX_WORKSPACE_BYTES);
+        sizes[t] = diff_round64((size_t)sc);
+        sizes[3 + t] = diff_round64((size_t)elems);
+        total += sizes[t] + sizes[3 + t];
+    }
+    ATTN_CHECK(total <= ATTN_MAX_WORKSPACE_BYTES, ATTN_STATUS_OVERFLOW,
+               "workspace: quantized Q, K, V need %llu bytes > ATTN_MAX_WORKSPACE_BYTES=%llu",
+               (unsigned long long)total, (unsigned long long)ATTN_MAX_WORKSPACE_BYTES);
+    return ATTN_STATUS_OK;
+}
+
 attn_status attn_forward_quant_workspace_size(attn_layout layout, const attn_tensor *q, const attn_tensor *k,
                                               const attn_tensor *v, size_t *bytes) {
     ATTN_CHECK(bytes != NULL, ATTN_STATUS_INVALID_ARGUMENT, "bytes: is NULL");
     diff_dims d = {0};
     ATTN_TRY(diff_check_qkv(layout, q, k, v, &d));
+    if (attn_dispatch_quant(NULL)) {
+        size_t s[6];
+        ATTN_TRY(diff_quant_code_sizes(&d, s));
+        *bytes = s[0] + s[1] + s[2] + s[3] + s[4] + s[5];
+        return ATTN_STATUS_OK;
+    }
     size_t s[3];
     ATTN_TRY(diff_quant_sizes(&d, s));
     *bytes = s[0] + s[1] + s[2];
     return ATTN_STATUS_OK;
+}
+
+const char *attn_forward_quant_kernels(const attn_ctx *ctx) {
+    const struct attn_quant_kernels *qk = attn_dispatch_quant(ctx ? ctx->kern : attn_dispatch_default());
+    return qk ? qk->name : "fake";
 }
 
 static attn_status diff_check_quant(const attn_quant_params *qp, const attn_params *params, const diff_dims *d) {
@@ -834,6 +878,65 @@ static void diff_load_bnsd(const attn_tensor *t, const diff_dims *d, int64_t hea
             }
 }
 
+/* The fast path: Q, K, V quantized into codes and scales in the workspace, attention on the codes
+ * (src/attention/fwd_quant.c) with the quant table qk. Everything is validated before this is called, except the
+ * workspace, checked first here. */
+static attn_status diff_quant_codes(attn_ctx *ctx, const struct attn_quant_kernels *qk, const diff_dims *d,
+                                    const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                    const attn_quant_params *qp, const attn_problem *p, attn_tensor *out,
+                                    attn_tensor *lse, void *workspace, size_t workspace_size) {
+    size_t sizes[6];
+    ATTN_TRY(diff_quant_code_sizes(d, sizes));
+    const size_t need = sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4] + sizes[5];
+    ATTN_CHECK(workspace_size >= need, ATTN_STATUS_WORKSPACE_TOO_SMALL,
+               "workspace_size=%zu, need %zu (scales %zu + %zu + %zu, codes Q %zu + K %zu + V %zu bytes)",
+               workspace_size, need, sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5]);
+    const attn_tensor *views[] = {q, k, v, out, lse};
+    const char *view_names[] = {"q", "k", "v", "out", "lse"};
+    ATTN_TRY(attn_validate_workspace(workspace, need, 4, views, view_names, 5));
+    attn_qattn qa;
+    memset(&qa, 0, sizeof qa);
+    const int mx = qp->format == ATTN_QUANT_MXFP8 || qp->format == ATTN_QUANT_MXFP4;
+    qa.elem = attn_quant_elem_dtype(qp->format);
+    qa.mx = mx;
+    qa.seq_q = d->seq_q, qa.seq_k = d->seq_k;
+    attn_qoperand *ops[3] = {&qa.q, &qa.k, &qa.v};
+    const int64_t widths[3] = {d->head_size, d->head_size, d->head_size_v};
+    const int64_t rows[3] = {qp->q_block_rows, qp->kv_block_rows, qp->kv_block_rows};
+    char *w = (char *)workspace;
+    size_t off = 0;
+    for (int t = 0; t < 3 && w; t++) { /* NULL workspace (need 0: empty operands): no offset is formed from it */
+        ops[t]->codes = (uint8_t *)(w + sizes[0] + sizes[1] + sizes[2] + (t > 0 ? sizes[3] : 0) +
+                                    (t > 1 ? sizes[4] : 0));
+        ops[t]->row_bytes = qa.elem == ATTN_DTYPE_FP4_E2M1 ? (widths[t] + 1) / 2 : widths[t];
+        if (mx)
+            ops[t]->escale = (uint8_t *)(w + off);
+        else
+            ops[t]->fscale = (float *)(void *)(w + off), ops[t]->block_rows = rows[t];
+        off += sizes[t];
+    }
+    const attn_tensor *src[3] = {q, k, v};
+    const int64_t heads[3] = {d->num_heads, d->num_kv_heads, d->num_kv_heads};
+    const int64_t seqs[3] = {d->seq_q, d->seq_k, d->seq_k};
+    attn_problem pq = *p;
+    pq.q_dtype = ATTN_DTYPE_F32, pq.kv_dtype = ATTN_DTYPE_F32; /* no fp8 k_scale/v_scale in the logit step */
+    ATTN_TRY(attn_ctx_claim(ctx));
+    const attn_exec ex = attn_ctx_exec(ctx);
+    attn_qsrc s[3];
+    for (int t = 0; t < 3; t++) {
+        const int64_t es = (int64_t)attn_dtype_size(src[t]->dtype);
+        s[t].data = (const char *)src[t]->data;
+        s[t].dtype = src[t]->dtype;
+        s[t].batch_stride = src[t]->strides[0] * es;
+        s[t].seq_stride = src[t]->strides[d->s_dim] * es;
+        s[t].head_stride = src[t]->strides[d->n_dim] * es;
+    }
+    attn_quant_codes(s, d->batch, heads, seqs, widths, qp, ctx->kern, qk, &ex, ops);
+    attn_fwd_quant_run(&pq, &qa, qk, &ex);
+    attn_ctx_release(ctx);
+    return ATTN_STATUS_OK;
+}
+
 static attn_status diff_quant(attn_ctx *ctx, attn_layout layout, const attn_tensor *q, const attn_tensor *k,
                               const attn_tensor *v, const attn_quant_params *qp_in, const attn_params *params,
                               attn_tensor *out, attn_tensor *lse, void *workspace, size_t workspace_size) {
@@ -846,6 +949,9 @@ static attn_status diff_quant(attn_ctx *ctx, attn_layout layout, const attn_tens
     ATTN_TRY(diff_check_qkv(layout, q, k, v, &d));
     ATTN_TRY(diff_check_quant(&qp, params, &d));
     ATTN_TRY(diff_prepare(layout, q, k, v, params, 0, out, lse, &d, &call, &p));
+    const struct attn_quant_kernels *qk = ctx ? attn_dispatch_quant(ctx->kern) : NULL;
+    if (qk)
+        return diff_quant_codes(ctx, qk, &d, q, k, v, &qp, &p, out, lse, workspace, workspace_size);
     size_t sizes[3];
     ATTN_TRY(diff_quant_sizes(&d, sizes));
     const size_t need = sizes[0] + sizes[1] + sizes[2];

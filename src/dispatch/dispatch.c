@@ -161,3 +161,20 @@ const char *attn_cpu_features(void) {
     }
     return buf;
 }
+
+const struct attn_quant_kernels *attn_dispatch_quant(const struct attn_kernels *float_table) {
+    const attn_cpu_feature_set *f = attn_cpu_detect();
+    const int float_is_avx2 = float_table && (strcmp(float_table->name, "avx2") == 0 ||
+                                              strcmp(float_table->name, "generic") == 0);
+    const char *env = getenv("ATTN_QUANT_KERNELS"); /* "fake": the fake-quantization path (tests, bench) */
+    if (env && strcmp(env, "fake") == 0) return NULL;
+#if defined(ATTN_HAVE_AVX512BF16)
+    if (!float_is_avx2 && attn_usable_avx512bf16(f)) return &attn_quant_kernels_avx512bf16;
+#endif
+#if defined(ATTN_HAVE_AVX2)
+    if (attn_usable_avx2(f)) return &attn_quant_kernels_avx2;
+#endif
+    (void)f;
+    (void)float_is_avx2;
+    return NULL;
+}

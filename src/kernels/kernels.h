@@ -53,6 +53,76 @@ struct attn_kernels {
     int fp8_kv; /* avx2, avx512 */
 };
 
+/* The quantized-attention kernels (attn_forward_quant, src/attention/fwd_quant.c, docs/DIFFUSION.md §5): Q, K and
+ * V stay in their 8/4-bit codes in the workspace and are widened per tile. Codes: FP8_E4M3 / FP8_E5M2 one byte
+ * per element; FP4_E2M1 two per byte, element 2i in the low nibble of byte i. `sc` is a float factor per
+ * element group, element i using sc[i >> sc_shift] (63: one factor for the row; 5: one per 32 elements, the MX
+ * blocks of a Q/K row; 0: one per element, the per-channel MX factors of a V row); decode(code)·factor is one
+ * float32 product rounded to nearest even, the same value the fake-quantization path stores.
+ * Two kinds of table:
+ *   f32 staging (avx2): only dequant_row; the driver widens rows into float32 tiles and runs the float
+ *     kernels of the context's table on them, so the bits equal the fake-quantization path on that table.
+ *   bf16 (avx512bf16): the four bf16 entries and softmax_tile; VDPBF16PS with P rounded to bf16. */
+struct attn_quant_kernels {
+    const char *name;
+    /* dst[i] = decode(codes element i)·sc[i >> sc_shift], i < n (float32) */
+    void (*dequant_row)(const uint8_t *codes, attn_dtype elem, int64_t n, const float *sc, int sc_shift, float *dst);
+    /* the same value truncated to bf16 (exact for every product of a code and a power of two that is a normal
+     * float; magnitudes below 2^-126 become a bf16 subnormal, which VDPBF16PS reads as 0); dst[n] = 0 if n odd */
+    void (*dequant_row_bf16)(const uint8_t *codes, attn_dtype elem, int64_t n, const float *sc, int sc_shift,
+                             uint16_t *dst);
+    /* vtp[d] = bf16(row0[d]·sc[d>>sh]) | bf16(row1[d]·sc[d>>sh]) << 16 for d < n, the pair operand of P·V over two
+     * consecutive keys; row1 NULL reads as zeros */
+    void (*v_pairs_bf16)(const uint8_t *row0, const uint8_t *row1, attn_dtype elem, int64_t n, const float *sc,
+                         int sc_shift, uint32_t *vtp);
+    /* s[k][r] = (Σ_j dot(qp[j][r], k16[k][2j..2j+1]))·row_scale[r]·key_scale[k] (a NULL scale is 1), j <
+     * ceil(head_size / 2), k < num_keys; qp [ceil(head_size/2)][ATTN_QB] bf16 pairs, k16 rows k_stride apart
+     * (even head_size or a zero pad element) */
+    void (*qk_bf16)(const uint32_t *qp, int64_t num_rows, int64_t head_size, const uint16_t *k16, int64_t k_stride,
+                    int64_t num_keys, const float *row_scale, const float *key_scale, float *s);
+    /* o_t[d][r] += Σ_j dot(bf16 pair (p[2j][r]·vs[2j], p[2j+1][r]·vs[2j+1]), vtp[j][d]) (vs NULL = 1; a key past
+     * num_keys is 0); pp: [ATTN_KV_TILE / 2][ATTN_QB] scratch */
+    void (*pv_bf16)(const float *p, int64_t num_keys, int64_t num_rows, const float *vs, const uint32_t *vtp,
+                    int64_t vt_stride, int64_t head_size_v, uint32_t *pp, float *o_t);
+    /* quantization helpers (generic/quant_prep.h, bitwise the scalar reference): the Hadamard rotation of a row
+     * (attn_hadamard_row, norm = 1/sqrt(n)), max |x| as float bits over non-NaN values with a NaN/inf flag, the same
+     * per column of rows, and E2M1 encoding into nibbles (attn_qfmt_encode) */
+    void (*hadamard_row)(const float *src, const int8_t *signs, int64_t n, double *tmp, float *dst, double norm);
+    uint32_t (*absmax_bits)(const float *x, int64_t n, uint32_t *nonfinite);
+    void (*absmax_cols)(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite);
+    void (*encode_e2m1)(const float *y, int64_t n, uint8_t *dst);
+    /* the online-softmax update (the float table's, kernel_list.h) */
+    void (*softmax_tile)(float *s, int64_t num_keys, int64_t num_rows, float *m, float *l, float *o_t,
+                         int64_t head_size_v);
+};
+#if defined(ATTN_HAVE_AVX2)
+void attn_k_dequant_row_avx2(const uint8_t *codes, attn_dtype elem, int64_t n, const float *sc, int sc_shift,
+                             float *dst);
+void attn_k_hadamard_row_avx2(const float *src, const int8_t *signs, int64_t n, double *tmp, float *dst, double norm);
+uint32_t attn_k_absmax_bits_avx2(const float *x, int64_t n, uint32_t *nonfinite);
+void attn_k_absmax_cols_avx2(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite);
+void attn_k_encode_e2m1_avx2(const float *y, int64_t n, uint8_t *dst);
+extern const struct attn_quant_kernels attn_quant_kernels_avx2;
+#endif
+#if defined(ATTN_HAVE_AVX512BF16)
+void attn_k_dequant_row_avx512bf16(const uint8_t *codes, attn_dtype elem, int64_t n, const float *sc, int sc_shift,
+                                   float *dst);
+void attn_k_dequant_row_bf16_avx512bf16(const uint8_t *codes, attn_dtype elem, int64_t n, const float *sc,
+                                        int sc_shift, uint16_t *dst);
+void attn_k_v_pairs_bf16_avx512bf16(const uint8_t *row0, const uint8_t *row1, attn_dtype elem, int64_t n,
+                                    const float *sc, int sc_shift, uint32_t *vtp);
+void attn_k_qk_bf16_avx512bf16(const uint32_t *qp, int64_t num_rows, int64_t head_size, const uint16_t *k16,
+                               int64_t k_stride, int64_t num_keys, const float *row_scale, const float *key_scale,
+                               float *s);
+void attn_k_pv_bf16_avx512bf16(const float *p, int64_t num_keys, int64_t num_rows, const float *vs,
+                               const uint32_t *vtp, int64_t vt_stride, int64_t head_size_v, uint32_t *pp, float *o_t);
+void attn_k_hadamard_row_avx512bf16(const float *src, const int8_t *signs, int64_t n, double *tmp, float *dst, double norm);
+uint32_t attn_k_absmax_bits_avx512bf16(const float *x, int64_t n, uint32_t *nonfinite);
+void attn_k_absmax_cols_avx512bf16(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite);
+void attn_k_encode_e2m1_avx512bf16(const float *y, int64_t n, uint8_t *dst);
+extern const struct attn_quant_kernels attn_quant_kernels_avx512bf16;
+#endif
+
 #define ATTN_X_PROTO(isa)
 #define ATTN_X_PROTO_GENERIC(ret, name, args) ret attn_k_##name##_generic args;
 #define ATTN_X_PROTO_AVX2(ret, name, args) ret attn_k_##name##_avx2 args;

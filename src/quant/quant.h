@@ -45,7 +45,6 @@ static inline int attn_is_pow2(int64_t x) {
     return x > 0 && (x & (x - 1)) == 0;
 }
 
-#endif
 
 /* ---------------------------------------------------------------------------------------------
  * Fake quantization of attention operands (quantize then dequantize, float32 in place)
@@ -61,3 +60,27 @@ void attn_quant_fake_tensor(float *x, int64_t num_mats, int64_t seq, int64_t wid
 
 /* The element dtype of an attn_quant_format. */
 attn_dtype attn_quant_elem_dtype(int32_t format);
+
+/* ---------------------------------------------------------------------------------------------
+ * Codes for the quantized-attention fast path (quant_codes.c)
+ * --------------------------------------------------------------------------------------------- */
+#include "attention/fwd_quant.h"
+
+/* A source operand in the caller's layout: element (b, s, h, 0) at data + b·batch_stride + s·seq_stride +
+ * h·head_stride (bytes), rows of F32/F16/BF16. */
+typedef struct attn_qsrc {
+    const char *data;
+    attn_dtype dtype;
+    int64_t batch_stride, seq_stride, head_stride;
+} attn_qsrc;
+
+/* Quantizes the three operands src[t] (t = Q, K, V: [batch][seq[t]][heads[t]][width[t]]) into out[t] (codes,
+ * and fscale or escale as set; block_rows for FP8) with the rotation, scales and encodings of
+ * attn_quant_fake_tensor for role t: decode(code)·scale is bitwise the value the fake quantization stores.
+ * All matrices of the three in one parallel loop on ex's threads and per-thread scratch slices; kern: the float
+ * table (cvt_to_f32, cvt_to_fp8), qk: the quant table (rotation, maxima, E2M1 encoding). */
+void attn_quant_codes(const attn_qsrc src[3], int64_t batch, const int64_t heads[3], const int64_t seq[3],
+                      const int64_t width[3], const attn_quant_params *qp, const struct attn_kernels *kern,
+                      const struct attn_quant_kernels *qk, const attn_exec *ex, attn_qoperand *out[3]);
+
+#endif

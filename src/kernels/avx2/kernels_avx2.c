@@ -21,3 +21,14 @@ const struct attn_kernels attn_kernels_avx2 = {
     .pv_rows_kv = attn_k_pv_rows_kv_avx2,
     .fp8_kv = 1,
 };
+
+/* The quantized-attention table on AVX2 (f32 staging: the driver runs the context's float kernels on the widened
+ * rows; src/dispatch/dispatch.c attn_dispatch_quant, docs/DIFFUSION.md §5). */
+const struct attn_quant_kernels attn_quant_kernels_avx2 = {
+    .name = "avx2",
+    .dequant_row = attn_k_dequant_row_avx2,
+    .hadamard_row = attn_k_hadamard_row_avx2,
+    .absmax_bits = attn_k_absmax_bits_avx2,
+    .absmax_cols = attn_k_absmax_cols_avx2,
+    .encode_e2m1 = attn_k_encode_e2m1_avx2,
+};

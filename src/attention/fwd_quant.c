@@ -1,0 +1,239 @@
+/*
+ * fwd_quant.c — the quantized-attention driver (fwd_quant.h): work items of (batch, kv head, head chunk, up to
+ * eight query blocks); per kv tile the K and V codes are widened once (bf16 tables: K as bf16 rows, V as key-pair
+ * columns; f32-staging tables: float32 rows, as the fake-quantization path holds them) and every block of the
+ * item runs Q·Kᵀ, the logit step of fwd.c (softmax_scale, soft-cap, ALiBi), the online softmax and P·V on it.
+ * Tiles and partitions sit at the absolute positions of fwd.c (ATTN_KV_TILE, ATTN_KV_PARTITION, fold in
+ * ascending order), so on an f32-staging table the bits are those of the fake-quantization path on the same
+ * float table. No mask, no causal rows: the API refuses them for quantized attention.
+ */
+#include "attention/fwd_quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "parallel/parallel.h"
+
+#define ATTN_FQ_BLOCKS 8 /* query blocks per work item (each K/V tile is widened once for them) */
+
+/* Per-block state carved from the thread scratch's multi region. */
+typedef struct attn_fq_block {
+    attn_fwd_block blk;
+    float q_t[ATTN_HEAD_SIZE_MAX * ATTN_QB]; /* f32: [D][QB] q_t; bf16: [ceil(D/2)][QB] pairs (uint32)  */
+    float row_scale[ATTN_QB];                /* FP8 Q scale per lane (bf16 tables)                   */
+    float m_acc[ATTN_QB], l_acc[ATTN_QB], m[ATTN_QB], l[ATTN_QB];
+    float o_acc[ATTN_HEAD_SIZE_MAX * ATTN_QB], o[ATTN_HEAD_SIZE_MAX * ATTN_QB];
+} attn_fq_block;
+
+_Static_assert(ATTN_FQ_BLOCKS * sizeof(attn_fq_block) <= ATTN_FWD_MULTI_BYTES,
+               "the blocks of a quant item must fit the thread scratch's multi region");
+
+typedef struct attn_fq_job {
+    const attn_problem *p;
+    const attn_qattn *qa;
+    const struct attn_quant_kernels *qk;
+    const attn_exec *ex;
+    attn_fwd_shape sh;
+    int64_t token_blocks, items_per_head, items_per_batch;
+} attn_fq_job;
+
+/* Float factors of a Q/K row's MX blocks (E8M0 bytes e[0..nb)). */
+static void attn_fq_row_factors(const uint8_t *e, int64_t nb, float *f) {
+    for (int64_t i = 0; i < nb; i++)
+        f[i] = attn_e8m0_factor(e[i]);
+}
+
+/* Stages the block's queries: f32 q_t (values decode·scale) or bf16 pairs plus the FP8 per-lane scale. */
+static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, attn_fwd_scratch *sc) {
+    const attn_problem *p = j->p;
+    const attn_qattn *qa = j->qa;
+    const int64_t D = p->head_size, nb = (D + 31) / 32;
+    const int bf16 = j->qk->qk_bf16 != NULL;
+    float fac[ATTN_HEAD_SIZE_MAX / 32];
+    const float one = 1.0f;
+    memset(fb->q_t, 0, sizeof fb->q_t);
+    for (int r = 0; r < ATTN_QB; r++)
+        fb->row_scale[r] = p->opts.softmax_scale; /* bf16: (dot·(scale_q·softmax_scale))·scale_k */
+    for (int32_t r = 0; r < fb->blk.num_rows; r++) {
+        const int64_t mat = b * p->num_heads + fb->blk.row_head[r], t = fb->blk.row_token[r];
+        const uint8_t *codes = qa->q.codes + (mat * qa->seq_q + t) * qa->q.row_bytes;
+        const float *s = &one;
+        int shift = 63;
+        if (qa->mx) {
+            attn_fq_row_factors(qa->q.escale + (mat * qa->seq_q + t) * nb, nb, fac);
+            s = fac, shift = 5;
+        } else if (!bf16) {
+            s = qa->q.fscale + mat * ((qa->seq_q + qa->q.block_rows - 1) / qa->q.block_rows) + t / qa->q.block_rows;
+        } else {
+            fb->row_scale[r] =
+                qa->q.fscale[mat * ((qa->seq_q + qa->q.block_rows - 1) / qa->q.block_rows) + t / qa->q.block_rows] *
+                p->opts.softmax_scale;
+        }
+        if (bf16) {
+            uint16_t *tmp = (uint16_t *)(void *)sc->row_tmp;
+            uint32_t *qp = (uint32_t *)(void *)fb->q_t;
+            j->qk->dequant_row_bf16(codes, qa->elem, D, s, shift, tmp);
+            const uint32_t *pairs = (const uint32_t *)(const void *)tmp;
+            for (int64_t i = 0; i < (D + 1) / 2; i++)
+                qp[i * ATTN_QB + r] = pairs[i];
+        } else {
+            j->qk->dequant_row(codes, qa->elem, D, s, shift, sc->row_tmp);
+            for (int64_t d = 0; d < D; d++)
+                fb->q_t[d * ATTN_QB + r] = sc->row_tmp[d];
+        }
+    }
+}
+
+/* The padded float/bf16 row stride of a staged tile: never a multiple of 1 KiB (fwd.c attn_fwd_rows). */
+static int64_t attn_fq_tile_row(int64_t width) {
+    int64_t t = ((width + 15) & ~(int64_t)15) + 16;
+    if (t % 256 == 0)
+        t += 16;
+    return t;
+}
+
+/* Stages keys [a, b) of kv matrix `mat`: K (and V) codes widened into the scratch tiles. */
+static void attn_fq_stage(const attn_fq_job *j, int64_t mat, int64_t a, int64_t b, attn_fwd_scratch *sc, float *k_scale,
+                          float *v_scale, int64_t *vt_stride) {
+    const attn_problem *p = j->p;
+    const attn_qattn *qa = j->qa;
+    const int64_t D = p->head_size, Dv = p->head_size_v, nb = (D + 31) / 32;
+    const int bf16 = j->qk->qk_bf16 != NULL;
+    const int64_t kblk = qa->mx ? 0 : (qa->seq_k + qa->k.block_rows - 1) / qa->k.block_rows;
+    const int64_t vblk = qa->mx ? 0 : (qa->seq_k + qa->v.block_rows - 1) / qa->v.block_rows;
+    const float one = 1.0f;
+    float fac[ATTN_HEAD_SIZE_MAX / 32];
+    float vfac[ATTN_HEAD_SIZE_MAX];
+    int64_t vfac_blk = -1;
+    const int64_t tk = attn_fq_tile_row(D), tv = attn_fq_tile_row(Dv);
+    *vt_stride = tv;
+    for (int64_t key = a; key < b; key++) {
+        const uint8_t *kc = qa->k.codes + (mat * qa->seq_k + key) * qa->k.row_bytes;
+        const float *s = &one;
+        int shift = 63;
+        if (qa->mx) {
+            attn_fq_row_factors(qa->k.escale + (mat * qa->seq_k + key) * nb, nb, fac);
+            s = fac, shift = 5;
+        } else {
+            const float ks = qa->k.fscale[mat * kblk + key / qa->k.block_rows];
+            if (bf16)
+                k_scale[key - a] = ks;
+            else
+                s = &qa->k.fscale[mat * kblk + key / qa->k.block_rows];
+        }
+        if (bf16)
+            j->qk->dequant_row_bf16(kc, qa->elem, D, s, shift, (uint16_t *)(void *)sc->k_tile + (key - a) * tk);
+        else {
+            float *dst = sc->k_tile + (key - a) * tk;
+            j->qk->dequant_row(kc, qa->elem, D, s, shift, dst);
+            sc->k_rows[key - a] = dst;
+        }
+    }
+    for (int64_t key = a; key < b; key += bf16 ? 2 : 1) {
+        const float *s = &one;
+        int shift = 63;
+        if (qa->mx) {
+            if (key / 32 != vfac_blk) {
+                vfac_blk = key / 32;
+                const uint8_t *e = qa->v.escale + (mat * ((qa->seq_k + 31) / 32) + vfac_blk) * Dv;
+                for (int64_t d = 0; d < Dv; d++)
+                    vfac[d] = attn_e8m0_factor(e[d]);
+            }
+            s = vfac, shift = 0;
+        } else if (!bf16) {
+            s = &qa->v.fscale[mat * vblk + key / qa->v.block_rows];
+        }
+        const uint8_t *vc = qa->v.codes + (mat * qa->seq_k + key) * qa->v.row_bytes;
+        if (bf16) {
+            if (!qa->mx) {
+                v_scale[key - a] = qa->v.fscale[mat * vblk + key / qa->v.block_rows];
+                if (key + 1 < b)
+                    v_scale[key + 1 - a] = qa->v.fscale[mat * vblk + (key + 1) / qa->v.block_rows];
+            }
+            j->qk->v_pairs_bf16(vc, key + 1 < b ? vc + qa->v.row_bytes : NULL, qa->elem, Dv, s, shift,
+                                (uint32_t *)(void *)sc->v_tile + ((key - a) / 2) * tv);
+        } else {
+            float *dst = sc->v_tile + (key - a) * tv;
+            j->qk->dequant_row(vc, qa->elem, Dv, s, shift, dst);
+            sc->v_rows[key - a] = dst;
+        }
+    }
+}
+
+static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
+    const attn_fq_job *j = (const attn_fq_job *)arg;
+    const attn_problem *p = j->p;
+    const attn_qattn *qa = j->qa;
+    const struct attn_kernels *kern = j->ex->kern;
+    const int bf16 = j->qk->qk_bf16 != NULL;
+    attn_fwd_scratch sc;
+    attn_fwd_scratch_carve(j->ex->scratch + (size_t)tid * attn_fwd_scratch_bytes(), &sc);
+    attn_fq_block *fbs = (attn_fq_block *)(void *)sc.multi;
+
+    const int64_t b = item / j->items_per_batch, rem = item % j->items_per_batch;
+    const int64_t head_item = rem / j->items_per_head, tb0 = (rem % j->items_per_head) * ATTN_FQ_BLOCKS;
+    const int64_t g = head_item / j->sh.head_chunks, chunk = head_item % j->sh.head_chunks;
+    attn_seq_view seq;
+    p->get_seq(p, b, &seq);
+    int64_t nblocks = j->token_blocks - tb0 < ATTN_FQ_BLOCKS ? j->token_blocks - tb0 : ATTN_FQ_BLOCKS;
+    for (int64_t i = 0; i < nblocks; i++) {
+        attn_fq_block *fb = &fbs[i];
+        attn_fwd_block_init(p, &j->sh, &seq, g, chunk, tb0 + i, &fb->blk);
+        attn_fq_pack_q(j, b, fb, &sc);
+        attn_fwd_state_reset(p->head_size_v, fb->m_acc, fb->l_acc, fb->o_acc);
+    }
+    const int64_t mat = b * p->num_kv_heads + g;
+    attn_problem p1 = *p; /* bf16 tables: softmax_scale is already in row_scale; soft-cap and ALiBi remain */
+    p1.opts.softmax_scale = 1.0f;
+    float k_scale[ATTN_KV_TILE], v_scale[ATTN_KV_TILE];
+    const int64_t Sk = qa->seq_k;
+    for (int64_t part = 0; part * ATTN_KV_PARTITION < Sk; part++) {
+        const int64_t lo = part * ATTN_KV_PARTITION;
+        const int64_t hi = lo + ATTN_KV_PARTITION < Sk ? lo + ATTN_KV_PARTITION : Sk;
+        if (!bf16) /* f32 staging: fresh partition states, folded after the partition as fwd.c does */
+            for (int64_t i = 0; i < nblocks; i++)
+                attn_fwd_state_reset(p->head_size_v, fbs[i].m, fbs[i].l, fbs[i].o);
+        for (int64_t a = lo; a < hi; a += ATTN_KV_TILE) {
+            const int64_t e = a + ATTN_KV_TILE < hi ? a + ATTN_KV_TILE : hi, nk = e - a;
+            int64_t vts = 0;
+            attn_fq_stage(j, mat, a, e, &sc, k_scale, v_scale, &vts);
+            for (int64_t i = 0; i < nblocks; i++) {
+                attn_fq_block *fb = &fbs[i];
+                const int64_t nr = fb->blk.num_rows;
+                if (bf16) {
+                    j->qk->qk_bf16((const uint32_t *)(const void *)fb->q_t, nr, p->head_size,
+                                   (const uint16_t *)(const void *)sc.k_tile, attn_fq_tile_row(p->head_size), nk,
+                                   fb->row_scale, qa->mx ? NULL : k_scale, sc.s);
+                    if (p->opts.softcap > 0.0f || p->opts.alibi_slopes)
+                        attn_fwd_tile_logits_mask(&p1, &fb->blk, a, e, sc.s);
+                    /* one online softmax over all keys, straight into the folded state: no partitions to merge */
+                    j->qk->softmax_tile(sc.s, nk, nr, fb->m_acc, fb->l_acc, fb->o_acc, p->head_size_v);
+                    j->qk->pv_bf16(sc.s, nk, nr, qa->mx ? NULL : v_scale, (const uint32_t *)(const void *)sc.v_tile,
+                                   vts, p->head_size_v, (uint32_t *)(void *)sc.p_tmp, fb->o_acc);
+                } else {
+                    attn_fwd_tile(p, kern, &fb->blk, &sc, fb->q_t, sc.s, sc.k_rows, sc.v_rows, a, e, fb->m, fb->l,
+                                  fb->o);
+                }
+            }
+        }
+        for (int64_t i = 0; i < nblocks && !bf16; i++) {
+            attn_fq_block *fb = &fbs[i];
+            attn_fwd_fold(fb->blk.num_rows, p->head_size_v, fb->m_acc, fb->l_acc, fb->o_acc, fb->m, fb->l, fb->o);
+        }
+    }
+    for (int64_t i = 0; i < nblocks; i++)
+        attn_fwd_finalize(p, kern, &fbs[i].blk, &sc, fbs[i].m_acc, fbs[i].l_acc, fbs[i].o_acc);
+}
+
+void attn_fwd_quant_run(const attn_problem *p, const attn_qattn *qa, const struct attn_quant_kernels *qk,
+                        const attn_exec *ex) {
+    attn_fq_job j;
+    j.p = p, j.qa = qa, j.qk = qk, j.ex = ex;
+    attn_fwd_shape_of(p, &j.sh);
+    j.token_blocks = (qa->seq_q + j.sh.tokens_per_block - 1) / j.sh.tokens_per_block;
+    j.items_per_head = (j.token_blocks + ATTN_FQ_BLOCKS - 1) / ATTN_FQ_BLOCKS;
+    j.items_per_batch = p->num_kv_heads * j.sh.head_chunks * j.items_per_head;
+    if (j.items_per_batch == 0 || p->num_seqs == 0)
+        return;
+    attn_parallel_for(ex->num_threads, p->num_seqs * j.items_per_batch, attn_fq_item, &j);
+}

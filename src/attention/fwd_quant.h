@@ -1,0 +1,46 @@
+/*
+ * fwd_quant.h — the quantized-attention driver (attn_forward_quant's fast path, docs/DIFFUSION.md §5): Q, K and
+ * V as 8/4-bit codes with their scales (filled by src/quant/quant_codes.c), attention per (batch, kv head, up to
+ * eight query blocks) with the online softmax of fwd.c, each K/V tile widened once per item by the quant kernel
+ * table (kernels.h, struct attn_quant_kernels). Non-causal, unmasked problems only (the API refuses the rest).
+ */
+#ifndef ATTN_ATTENTION_FWD_QUANT_H
+#define ATTN_ATTENTION_FWD_QUANT_H
+
+#include <stdint.h>
+
+#include "attention/fwd.h"
+
+/* One quantized operand, BNSD order: matrix m = batch·heads + head. */
+typedef struct attn_qoperand {
+    uint8_t *codes;     /* [num_mats][seq][row_bytes]: one byte per FP8 element, two E2M1 per byte (2i low)  */
+    int64_t row_bytes;  /* width (FP8) or (width + 1) / 2 (FP4)                                            */
+    float *fscale;      /* FP8: [num_mats][ceil(seq / block_rows)] scale (amax / max) per row block; MX: NULL */
+    int64_t block_rows; /* FP8 rows per scale block                                                         */
+    uint8_t *escale;    /* MX E8M0: Q/K [num_mats][seq][ceil(width / 32)]; V [num_mats][ceil(seq / 32)][width] */
+} attn_qoperand;
+
+typedef struct attn_qattn {
+    attn_dtype elem; /* FP8_E4M3, FP8_E5M2 or FP4_E2M1                                       */
+    int32_t mx;      /* 1: E8M0 scales (MXFP8 / MXFP4), 0: float block scales             */
+    attn_qoperand q, k, v;
+    int64_t seq_q, seq_k; /* every batch row has these lengths (dense)                         */
+} attn_qattn;
+
+/* E8M0 byte → its float factor 2^(e − 127) (0x00: the float32 subnormal 2^-127; 0xFF: NaN). */
+static inline float attn_e8m0_factor(uint8_t e) {
+    union {
+        uint32_t u;
+        float f;
+    } x;
+    x.u = e == 0xFF ? 0x7FC00000u : e == 0 ? 0x00400000u : (uint32_t)e << 23;
+    return x.f;
+}
+
+/* Runs problem p (its q/k/v views unused; out, LSE, heads, sizes, softmax_scale, soft-cap, ALiBi, sinks read) on
+ * the codes in qa with quant table qk, the float table ex->kern (f32-staging quant tables), ex's threads and
+ * per-thread scratch. Bitwise the same for any thread count. */
+void attn_fwd_quant_run(const attn_problem *p, const attn_qattn *qa, const struct attn_quant_kernels *qk,
+                        const attn_exec *ex);
+
+#endif

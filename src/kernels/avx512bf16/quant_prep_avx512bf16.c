@@ -1,0 +1,90 @@
+/*
+ * quant_prep_avx512bf16.c — the quantization helpers of the avx512bf16 quant table (kernels.h, struct
+ * attn_quant_kernels): the portable bodies of generic/quant_prep.h compiled with this folder's flags, where the
+ * compiler vectorizes them; bitwise the scalar reference (see that header).
+ */
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512BF16__)
+#error "quant_prep_avx512bf16.c must be compiled with -mavx512f -mavx512bf16"
+#endif
+#include <immintrin.h>
+
+#include "kernels/generic/quant_prep.h"
+#include "kernels/kernels.h"
+
+/* kqp_hadamard_row with 8 doubles per zmm: the butterflies of distance 1, 2 and 4 inside a register (partner
+ * by a permute, a + b in the lower and a − b in the upper element of each pair), the others between registers;
+ * the same IEEE operations element by element, so bitwise the scalar transform. */
+void attn_k_hadamard_row_avx512bf16(const float *src, const int8_t *signs, int64_t n, double *tmp, float *dst,
+                                    double norm) {
+    if (n < 16) {
+        kqp_hadamard_row(src, signs, n, tmp, dst, norm);
+        return;
+    }
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m512d sg =
+            _mm512_cvtepi32_pd(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(signs + i))));
+        __m512d x = _mm512_mul_pd(sg, _mm512_cvtps_pd(_mm256_loadu_ps(src + i)));
+        __m512d y = _mm512_permute_pd(x, 0x55);
+        x = _mm512_mask_sub_pd(_mm512_add_pd(x, y), 0xAA, y, x);
+        y = _mm512_permutex_pd(x, _MM_SHUFFLE(1, 0, 3, 2));
+        x = _mm512_mask_sub_pd(_mm512_add_pd(x, y), 0xCC, y, x);
+        y = _mm512_shuffle_f64x2(x, x, _MM_SHUFFLE(1, 0, 3, 2));
+        x = _mm512_mask_sub_pd(_mm512_add_pd(x, y), 0xF0, y, x);
+        _mm512_storeu_pd(tmp + i, x);
+    }
+    for (int64_t len = 8; len < n; len *= 2)
+        for (int64_t i = 0; i < n; i += 2 * len)
+            for (int64_t j = 0; j < len; j += 8) {
+                const __m512d a = _mm512_loadu_pd(tmp + i + j), b = _mm512_loadu_pd(tmp + i + len + j);
+                _mm512_storeu_pd(tmp + i + j, _mm512_add_pd(a, b));
+                _mm512_storeu_pd(tmp + i + len + j, _mm512_sub_pd(a, b));
+            }
+    const __m512d nm = _mm512_set1_pd(norm);
+    for (int64_t i = 0; i < n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_loadu_pd(tmp + i), nm)));
+}
+
+uint32_t attn_k_absmax_bits_avx512bf16(const float *x, int64_t n, uint32_t *nonfinite) {
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
+    __m512i m = _mm512_setzero_si512();
+    __mmask16 nf = 0;
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        const __m512i a = _mm512_and_si512(_mm512_maskz_loadu_epi32(k, x + i), abs_mask);
+        nf |= _mm512_cmpge_epu32_mask(a, inf);
+        m = _mm512_max_epu32(m, _mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(a, inf), a));
+    }
+    *nonfinite |= nf != 0;
+    return (uint32_t)_mm512_reduce_max_epu32(m);
+}
+
+void attn_k_absmax_cols_avx512bf16(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite) {
+    kqp_absmax_cols(x, rows, width, amax, nonfinite);
+}
+
+/* 16 values per step: the magnitude code is the number of thresholds below |y| (kqp_e2m1's comparisons as
+ * masked increments), NaN → 0, then the codes of lanes 2i and 2i + 1 joined into one byte inside each 64-bit
+ * lane ((lane >> 28) brings the odd code to bits 4..7) and narrowed. */
+void attn_k_encode_e2m1_avx512bf16(const float *y, int64_t n, uint8_t *dst) {
+    int64_t i = 0;
+    const __m512i one = _mm512_set1_epi32(1);
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_loadu_si512(y + i);
+        const __m512i ab = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
+        const __m512 a = _mm512_castsi512_ps(ab);
+        __m512i c = _mm512_setzero_si512();
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.25f), _CMP_GT_OQ), c, one);
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.75f), _CMP_GE_OQ), c, one);
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.25f), _CMP_GT_OQ), c, one);
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.75f), _CMP_GE_OQ), c, one);
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.5f), _CMP_GT_OQ), c, one);
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(3.5f), _CMP_GE_OQ), c, one);
+        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(5.0f), _CMP_GT_OQ), c, one);
+        c = _mm512_or_si512(c, _mm512_and_si512(_mm512_srli_epi32(u, 28), _mm512_set1_epi32(8)));
+        c = _mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(ab, _mm512_set1_epi32(0x7F800000)), c);
+        const __m512i pairs = _mm512_or_si512(c, _mm512_srli_epi64(c, 28));
+        _mm_storel_epi64((__m128i *)(void *)(dst + i / 2), _mm512_cvtepi64_epi8(pairs));
+    }
+    if (i < n)
+        kqp_encode_e2m1(y + i, n - i, dst + i / 2);
+}

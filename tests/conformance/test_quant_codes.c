@@ -1,0 +1,296 @@
+/*
+ * test_quant_codes.c — the code path of attn_forward_quant (Q/K/V kept as 8/4-bit codes + scales,
+ * src/attention/fwd_quant.c; docs/DIFFUSION.md §5), per quant kernel table:
+ *   "avx2" (a context on the avx2 table): bitwise equal to the fake-quantization path (ATTN_QUANT_KERNELS=fake)
+ *   on the same table, out and LSE;
+ *   "avx512bf16" (only where the CPU has AVX512-BF16; skipped with the reason printed elsewhere): within
+ *   th_tol_for_quant_bf16 of the double oracle attn_ref_forward_quant;
+ * both over random shapes (head sizes 64..256 and odd 33 / 7, rotation on where a power of two, GQA, BSND/BNSD, partial scale
+ * blocks, head_size_v != head_size, f32/f16/bf16 inputs, LSE), and bitwise the same for 1, 2 and 3 threads.
+ * REPRO lines give the seed; ATTN_TEST_SEED reruns one case.
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "attn/attn_experimental.h"
+#include "dispatch/dispatch.h"
+#include "harness.h"
+#include "kernels/kernels.h"
+
+typedef struct qcase {
+    int fmt, rot;
+    attn_layout layout;
+    attn_dtype dt;
+    int64_t B, Sq, Sk, H, Hk, D, Dv;
+    int32_t qbr, kvbr;
+} qcase;
+
+static qcase qcase_draw(th_rng *r, int small) {
+    static const int64_t ds[7] = {64, 96, 128, 192, 256, 33, 7}; /* and odd ones: a pad element, partial MX blocks */
+    qcase c;
+    c.fmt = (int)th_rng_int(r, 0, 3);
+    c.D = ds[th_rng_int(r, 0, 6)];
+    c.rot = (c.D & (c.D - 1)) == 0 ? (int)th_rng_int(r, 0, 1) : 0;
+    c.Dv = th_rng_int(r, 0, 2) == 0 ? th_rng_int(r, 1, 200) : c.D;
+    c.layout = th_rng_int(r, 0, 1) ? ATTN_LAYOUT_BNSD : ATTN_LAYOUT_BSND;
+    static const attn_dtype dts[3] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
+    c.dt = dts[th_rng_int(r, 0, 2)];
+    c.B = th_rng_int(r, 1, 2);
+    c.Hk = th_rng_int(r, 1, 2);
+    c.H = c.Hk * th_rng_int(r, 1, 3);
+    c.Sq = th_rng_int(r, 1, small ? 70 : 150);
+    c.Sk = th_rng_int(r, 1, small ? 300 : 700);
+    c.qbr = (int32_t)th_rng_int(r, 1, 160);
+    c.kvbr = (int32_t)th_rng_int(r, 1, 300);
+    return c;
+}
+
+typedef struct qbufs {
+    void *q, *k, *v;
+    attn_tensor tq, tk, tv;
+    int64_t os[4], ls[3];
+} qbufs;
+
+static void qbufs_make(th_rng *r, const qcase *c, qbufs *b) {
+    int64_t qs[4] = {c->B, c->Sq, c->H, c->D}, ks[4] = {c->B, c->Sk, c->Hk, c->D}, vs[4] = {c->B, c->Sk, c->Hk, c->Dv};
+    int64_t os[4] = {c->B, c->Sq, c->H, c->Dv};
+    if (c->layout == ATTN_LAYOUT_BNSD) {
+        qs[1] = c->H, qs[2] = c->Sq, ks[1] = vs[1] = c->Hk, ks[2] = vs[2] = c->Sk, os[1] = c->H, os[2] = c->Sq;
+    }
+    b->q = th_alloc_fill(r, c->dt, (size_t)(c->B * c->Sq * c->H * c->D), -3, 3);
+    b->k = th_alloc_fill(r, c->dt, (size_t)(c->B * c->Sk * c->Hk * c->D), -3, 3);
+    b->v = th_alloc_fill(r, c->dt, (size_t)(c->B * c->Sk * c->Hk * c->Dv), -1, 1);
+    b->tq = attn_tensor_make(b->q, c->dt, 4, qs);
+    b->tk = attn_tensor_make(b->k, c->dt, 4, ks);
+    b->tv = attn_tensor_make(b->v, c->dt, 4, vs);
+    memcpy(b->os, os, sizeof os);
+    b->ls[0] = c->B, b->ls[1] = c->H, b->ls[2] = c->Sq;
+}
+
+typedef struct qout {
+    void *o;
+    float *l;
+    attn_tensor to, tl;
+} qout;
+
+static void qout_make(const qcase *c, qbufs *b, qout *o) {
+    o->o = th_alloc_nan(c->dt, (size_t)(c->B * c->Sq * c->H * c->Dv));
+    o->l = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(c->B * c->H * c->Sq));
+    o->to = attn_tensor_make(o->o, c->dt, 4, b->os);
+    o->tl = attn_tensor_make(o->l, ATTN_DTYPE_F32, 3, b->ls);
+}
+
+static attn_status qrun(attn_ctx *ctx, const qcase *c, qbufs *b, qout *o) {
+    attn_quant_params qp;
+    attn_quant_params_init(&qp, (attn_quant_format)c->fmt);
+    qp.rotate = c->rot, qp.q_block_rows = c->qbr, qp.kv_block_rows = c->kvbr;
+    size_t ws;
+    attn_status st = attn_forward_quant_workspace_size(c->layout, &b->tq, &b->tk, &b->tv, &ws);
+    if (st != ATTN_STATUS_OK)
+        return st;
+    void *w = malloc(ws ? ws : 1);
+    st = attn_forward_quant(ctx, c->layout, &b->tq, &b->tk, &b->tv, &qp, NULL, &o->to, &o->tl, w, ws);
+    free(w);
+    return st;
+}
+
+static void qrepro(uint64_t seed, const qcase *c) {
+    print_message("REPRO ATTN_TEST_SEED=%llu fmt=%d rot=%d layout=%d dt=%d B=%lld Sq=%lld Sk=%lld H=%lld Hk=%lld "
+                  "D=%lld Dv=%lld qbr=%d kvbr=%d\n",
+                  (unsigned long long)seed, c->fmt, c->rot, (int)c->layout, (int)c->dt, (long long)c->B,
+                  (long long)c->Sq, (long long)c->Sk, (long long)c->H, (long long)c->Hk, (long long)c->D,
+                  (long long)c->Dv, (int)c->qbr, (int)c->kvbr);
+}
+
+static int num_cases(void) {
+    return th_test_emulated() ? 4 : th_test_small() ? 12 : 40;
+}
+
+static uint64_t case_seed(int i) {
+    const char *env = getenv("ATTN_TEST_SEED");
+    return env ? strtoull(env, NULL, 10) : 9000u + (uint64_t)i;
+}
+
+/* Thread counts 1, 2, 3 give the same bits as `ref` (out and LSE). */
+static void check_threads(attn_ctx *ctx, const qcase *c, qbufs *b, const qout *ref) {
+    for (int32_t t = 1; t <= 3; t++) {
+        qout o;
+        qout_make(c, b, &o);
+        assert_int_equal(attn_ctx_set_num_threads(ctx, t), ATTN_STATUS_OK);
+        assert_int_equal(qrun(ctx, c, b, &o), ATTN_STATUS_OK);
+        assert_true(th_bitwise_equal(&o.to, &ref->to));
+        assert_true(th_bitwise_equal(&o.tl, &ref->tl));
+        free(o.o), free(o.l);
+    }
+    assert_int_equal(attn_ctx_set_num_threads(ctx, 2), ATTN_STATUS_OK);
+}
+
+static void test_avx2_bitwise_fake(void **state) {
+    (void)state;
+    if (!attn_isa_available("avx2")) {
+        print_message("skipped: the avx2 table is not usable on this machine\n");
+        skip();
+    }
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    assert_int_equal(attn_ctx_set_isa(ctx, "avx2"), ATTN_STATUS_OK);
+    assert_int_equal(attn_ctx_set_num_threads(ctx, 2), ATTN_STATUS_OK);
+    assert_string_equal(attn_forward_quant_kernels(ctx), "avx2");
+    const int n = getenv("ATTN_TEST_SEED") ? 1 : num_cases();
+    for (int i = 0; i < n; i++) {
+        const uint64_t seed = case_seed(i);
+        th_rng rng;
+        th_rng_seed(&rng, seed);
+        qcase c = qcase_draw(&rng, th_test_small());
+        qbufs b;
+        qbufs_make(&rng, &c, &b);
+        qout fast, fake;
+        qout_make(&c, &b, &fast);
+        qout_make(&c, &b, &fake);
+        assert_int_equal(qrun(ctx, &c, &b, &fast), ATTN_STATUS_OK);
+        setenv("ATTN_QUANT_KERNELS", "fake", 1);
+        assert_string_equal(attn_forward_quant_kernels(ctx), "fake");
+        assert_int_equal(qrun(ctx, &c, &b, &fake), ATTN_STATUS_OK);
+        unsetenv("ATTN_QUANT_KERNELS");
+        const int eq = th_bitwise_equal(&fast.to, &fake.to) && th_bitwise_equal(&fast.tl, &fake.tl);
+        if (!eq)
+            qrepro(seed, &c);
+        assert_true(eq);
+        if (i < 3)
+            check_threads(ctx, &c, &b, &fast);
+        free(fast.o), free(fast.l), free(fake.o), free(fake.l), free(b.q), free(b.k), free(b.v);
+    }
+    attn_ctx_destroy(ctx);
+}
+
+static void test_bf16_vs_oracle(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    if (strcmp(attn_forward_quant_kernels(ctx), "avx512bf16") != 0) {
+        print_message("skipped: the avx512bf16 quant kernels do not run here (CPU without AVX512-BF16, or not "
+                      "compiled in); a default context runs \"%s\"\n",
+                      attn_forward_quant_kernels(ctx));
+        attn_ctx_destroy(ctx);
+        skip();
+    }
+    assert_int_equal(attn_ctx_set_num_threads(ctx, 2), ATTN_STATUS_OK);
+    const int n = getenv("ATTN_TEST_SEED") ? 1 : num_cases();
+    double worst = 0.0, worst_l = 0.0;
+    for (int i = 0; i < n; i++) {
+        const uint64_t seed = case_seed(i) + 100000u;
+        th_rng rng;
+        th_rng_seed(&rng, seed);
+        qcase c = qcase_draw(&rng, th_test_small());
+        qbufs b;
+        qbufs_make(&rng, &c, &b);
+        qout fast, ref;
+        qout_make(&c, &b, &fast);
+        qout_make(&c, &b, &ref);
+        assert_int_equal(qrun(ctx, &c, &b, &fast), ATTN_STATUS_OK);
+        attn_quant_params qp;
+        attn_quant_params_init(&qp, (attn_quant_format)c.fmt);
+        qp.rotate = c.rot, qp.q_block_rows = c.qbr, qp.kv_block_rows = c.kvbr;
+        assert_int_equal(attn_ref_forward_quant(c.layout, &b.tq, &b.tk, &b.tv, &qp, NULL, &ref.to, &ref.tl),
+                         ATTN_STATUS_OK);
+        size_t bad, bad_l;
+        const th_tol tol = th_tol_for_quant_bf16(c.dt);
+        const double err = th_compare(&fast.to, &ref.to, tol, 1.0, &bad);
+        const double err_l = th_compare_lse(&fast.tl, &ref.tl, tol, &bad_l);
+        if (err > worst)
+            worst = err;
+        if (err_l > worst_l)
+            worst_l = err_l;
+        if (bad || bad_l) {
+            qrepro(seed, &c);
+            print_error("%zu bad outputs (max err %g), %zu bad LSE (max err %g)\n", bad, err, bad_l, err_l);
+        }
+        assert_int_equal(bad, 0);
+        assert_int_equal(bad_l, 0);
+        if (i < 3)
+            check_threads(ctx, &c, &b, &fast);
+        free(fast.o), free(fast.l), free(ref.o), free(ref.l), free(b.q), free(b.k), free(b.v);
+    }
+    print_message("avx512bf16 vs oracle over %d cases: max |out err| %.3g, max |LSE err| %.3g\n", n, worst, worst_l);
+    attn_ctx_destroy(ctx);
+}
+
+/* The rotation, the E2M1 encoder and the maxima of every usable quant table equal the scalar reference bit for bit (the
+ * encoder on ties, signed zeros, saturation, NaN/inf, subnormals and random values; odd lengths). */
+static void test_quant_helpers(void **state) {
+    (void)state;
+    const struct attn_kernels *tabs[2] = {attn_dispatch_by_name("avx2"), attn_dispatch_by_name("avx512")};
+    int ran = 0;
+    for (int t = 0; t < 2; t++) {
+        const struct attn_quant_kernels *qk = tabs[t] ? attn_dispatch_quant(tabs[t]) : NULL;
+        if (!qk || (t == 1 && strcmp(qk->name, "avx512bf16") != 0))
+            continue;
+        ran++;
+        enum { N = 4099 };
+        static float y[N];
+        static uint8_t got[(N + 1) / 2];
+        const float special[] = {0.0f,  -0.0f, 0.25f,   0.75f,   1.25f,  1.75f,   2.5f,     3.5f,      5.0f,
+                                 6.0f,  7.0f,  1e30f,   -0.25f,  -0.75f, -1.25f,  -1.75f,   -2.5f,     -3.5f,
+                                 -5.0f, -6.0f, 0.2499f, 0.2501f, 1e-40f, -1e-40f, INFINITY, -INFINITY, NAN,
+                                 -NAN,  0.5f,  1.0f,    1.5f,    2.0f,   3.0f,    4.0f};
+        th_rng rng;
+        th_rng_seed(&rng, 77);
+        for (int i = 0; i < N; i++)
+            y[i] = i < (int)(sizeof special / sizeof special[0]) ? special[i] : (float)th_rng_range(&rng, -8, 8);
+        for (int64_t n = N - 3; n <= N; n++) {
+            memset(got, 0xAA, sizeof got);
+            qk->encode_e2m1(y, n, got);
+            for (int64_t i = 0; i < n; i++) {
+                const uint8_t c = (uint8_t)((got[i / 2] >> (4 * (i & 1))) & 0xF);
+                if (c != attn_fp4_e2m1_from_float(y[i]))
+                    print_error("%s: e2m1(%a) = %u, expected %u\n", qk->name, (double)y[i], c,
+                                attn_fp4_e2m1_from_float(y[i]));
+                assert_int_equal(c, attn_fp4_e2m1_from_float(y[i]));
+            }
+            if (n & 1)
+                assert_int_equal(got[n / 2] >> 4, 0);
+        }
+        for (int64_t hs = 1; hs <= 256; hs *= 2) { /* the rotation: bitwise attn_hadamard_rotate */
+            int8_t signs[256];
+            double tmp[256];
+            float rot[256], ref[256];
+            assert_int_equal(attn_hadamard_signs(hs, ATTN_HADAMARD_SEED, signs), ATTN_STATUS_OK);
+            assert_int_equal(attn_hadamard_rotate(y + 40, 1, hs, ATTN_HADAMARD_SEED, ref), ATTN_STATUS_OK);
+            qk->hadamard_row(y + 40, signs, hs, tmp, rot, 1.0 / sqrt((double)hs));
+            assert_memory_equal(rot, ref, (size_t)hs * sizeof(float));
+        }
+        uint32_t nf = 0;
+        const uint32_t m = qk->absmax_bits(y + 12, 10, &nf); /* -0.25 .. -6, 0.2499, 0.2501 */
+        float mf;
+        memcpy(&mf, &m, 4);
+        assert_true(mf == 6.0f);
+        assert_int_equal(nf, 0);
+        nf = 0;
+        const uint32_t m2 = qk->absmax_bits(y, 30, &nf); /* includes ±inf and NaN: inf counts, NaN does not */
+        memcpy(&mf, &m2, 4);
+        assert_true(isinf(mf));
+        assert_int_not_equal(nf, 0);
+    }
+    if (!ran) {
+        print_message("skipped: no quant kernel table runs on this machine\n");
+        skip();
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quant_helpers),
+        cmocka_unit_test(test_avx2_bitwise_fake),
+        cmocka_unit_test(test_bf16_vs_oracle),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
