@@ -3,12 +3,14 @@
  * builds with default flags and only runs a loop the CPU supports (__builtin_cpu_supports).
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise, MAP_ANONYMOUS */
 #include "bench_peak.h"
 
 #include <immintrin.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 double bench_now(void) {
@@ -117,10 +119,8 @@ double bench_peak_dpbf16_gflops(void) {
     return 24.0 * 64.0 * (double)iters / tmin * 1e-9;
 }
 
-double bench_read_gbs(size_t bytes) {
-    const size_t n = bytes / sizeof(float);
-    float *buf = NULL;
-    if (posix_memalign((void **)&buf, 2u << 20, n * sizeof(float)) != 0) return 0.0;
+/* The streaming read of bench_read_gbs over `buf` (n floats). */
+static double bench_read_buf(float *buf, size_t n) {
     for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
     double t[5];
     volatile float sink = 0.0f;
@@ -132,9 +132,30 @@ double bench_read_gbs(size_t bytes) {
         t[r] = bench_now() - t0;
         for (int j = 0; j < 32; j++) sink += acc[j];
     }
-    free(buf);
     double tmin, tmed;
     bench_min_median(t, 5, &tmin, &tmed);
     (void)sink;
     return (double)(n * sizeof(float)) / tmin * 1e-9;
+}
+
+double bench_read_gbs(size_t bytes) {
+    const size_t n = bytes / sizeof(float);
+    float *buf = NULL;
+    if (posix_memalign((void **)&buf, 2u << 20, n * sizeof(float)) != 0) return 0.0;
+    const double gbs = bench_read_buf(buf, n);
+    free(buf);
+    return gbs;
+}
+
+double bench_read_gbs_pages(size_t bytes, int huge) {
+    const size_t page = (size_t)2 << 20, n = bytes / sizeof(float), len = n * sizeof(float) + page;
+    char *map = (char *)mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) return 0.0;
+    float *buf = (float *)(void *)(map + (page - (uintptr_t)map % page) % page); /* 2 MiB-aligned */
+    /* before the first touch, so the pages are chosen now: huge where THP allows it, else base pages even
+     * when THP is "always" */
+    (void)madvise(buf, n * sizeof(float), huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    const double gbs = bench_read_buf(buf, n);
+    munmap(map, len);
+    return gbs;
 }

@@ -15,7 +15,10 @@ void bench_min_median(double *t, int n, double *min, double *median);
 double bench_peak_fma_gflops(int width_bits);
 /* Single-thread VDPBF16PS peak in GFLOP/s (a bf16 pair = 2 products + 2 adds per lane; 0 without AVX512-BF16). */
 double bench_peak_dpbf16_gflops(void);
-/* Single-thread read bandwidth in GB/s over `bytes`. */
+/* Single-thread read bandwidth in GB/s over `bytes` (a 2 MiB-aligned heap buffer, pages as the OS gives). */
 double bench_read_gbs(size_t bytes);
+/* The same over a fresh mapping on 2 MiB pages (huge != 0: MADV_HUGEPAGE, what attn_kv_cache_alloc and torch's
+ * THP_MEM_ALLOC_ENABLE=1 ask for) or on 4 KiB pages (MADV_NOHUGEPAGE). */
+double bench_read_gbs_pages(size_t bytes, int huge);
 
 #endif

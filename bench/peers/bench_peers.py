@@ -6,7 +6,8 @@ Run through bench/peers/run.sh (it installs the peers' venv on demand, builds at
 in build-peers/, and unsets OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for this process only).
 
 Method (the machine is noisy; bench/peers/README.md):
-  * ceilings (fp32 FMA peak, DRAM read bandwidth; 1 and 2 threads) are measured at the start AND at the end
+  * ceilings (fp32 FMA peak, DRAM read bandwidth on 2 MiB and on 4 KiB pages; 1 and 2 threads) are measured
+    at the start AND at the end
     of the window; fractions use the higher of the two (the conservative choice);
   * a case (shape, dtype, thread count) runs every system round-robin, round by round (the first system
     rotates each round), R >= 5 rounds; a sample is the mean of k back-to-back calls (k chosen so one
@@ -31,6 +32,16 @@ import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
+
+# The caches' page size (--pages, default huge): torch's CPU allocator puts every allocation of 2 MiB or more on
+# transparent huge pages when THP_MEM_ALLOC_ENABLE=1 is in the environment at its first allocation, so it is
+# set here, before torch is imported. Every cache of every system (attn's and vLLM's are torch tensors) then
+# sits on the pages whose read ceiling the decode percentages use.
+PAGES = "4k" if "--pages=4k" in sys.argv or "--pages 4k" in " ".join(sys.argv) else "huge"
+if PAGES == "huge":
+    os.environ["THP_MEM_ALLOC_ENABLE"] = "1"
+else:
+    os.environ.pop("THP_MEM_ALLOC_ENABLE", None)
 
 # torch first: its libgomp is then the one OpenMP runtime that vLLM's kernels and libattn also bind to
 # (same soname), so one set of worker threads serves all three and none spins against another.
@@ -76,12 +87,17 @@ def log(*a: object) -> None:
 # Ceilings
 # ------------------------------------------------------------------------------------------------
 class Ceilings:
+    """fp32 FMA peak and streaming read bandwidth on both page sizes, on n threads at once. `bw` is the read
+    ceiling of the page size the caches use (PAGES), the one the decode percentages are taken against."""
+
+    PAGE_NAMES = {"huge": "2 MiB", "4k": "4 KiB"}
+
     def __init__(self, lib_path: str, read_mb: int):
         self.lib = ctypes.CDLL(lib_path)
         self.lib.peers_fma_gflops.restype = ctypes.c_double
         self.lib.peers_fma_gflops.argtypes = [ctypes.c_int, ctypes.c_int]
-        self.lib.peers_read_gbs.restype = ctypes.c_double
-        self.lib.peers_read_gbs.argtypes = [ctypes.c_int, ctypes.c_size_t]
+        self.lib.peers_read_gbs_pages.restype = ctypes.c_double
+        self.lib.peers_read_gbs_pages.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
         self.read_bytes = read_mb << 20
         self.width = 512 if self.lib.peers_fma_gflops(1, 512) > 0 else 256
         self.samples: Dict[str, List[dict]] = {"start": [], "end": []}
@@ -90,10 +106,13 @@ class Ceilings:
         for n in threads:
             t0 = time.time()
             fma = self.lib.peers_fma_gflops(n, self.width)
-            bw = self.lib.peers_read_gbs(n, self.read_bytes)
-            self.samples[when].append(dict(threads=n, fma=fma, bw=bw))
+            bw_huge = self.lib.peers_read_gbs_pages(n, self.read_bytes, 1)
+            bw_4k = self.lib.peers_read_gbs_pages(n, self.read_bytes, 0)
+            self.samples[when].append(dict(threads=n, fma=fma, bw_huge=bw_huge, bw_4k=bw_4k,
+                                           bw=bw_huge if PAGES == "huge" else bw_4k))
             log(f"  ceilings {when:5s} {n} thread(s): fp32 FMA ({self.width}-bit) {fma:7.1f} GFLOP/s, "
-                f"read {bw:6.1f} GB/s ({self.read_bytes >> 20} MiB per thread) [{time.time() - t0:.1f} s]")
+                f"read {bw_huge:6.1f} GB/s on 2 MiB pages, {bw_4k:6.1f} GB/s on 4 KiB pages "
+                f"({self.read_bytes >> 20} MiB per thread) [{time.time() - t0:.1f} s]")
 
     def best(self, threads: int, what: str) -> float:
         vals = [s[what] for w in self.samples.values() for s in w if s["threads"] == threads]
@@ -107,8 +126,23 @@ class Ceilings:
                      if s["threads"] == n]
                 return " / ".join(v)
             out.append(f"{n} thread(s): fp32 FMA peak {pair('fma')} GFLOP/s ({self.width}-bit), "
-                       f"read bandwidth {pair('bw')} GB/s (start / end of the window)")
+                       f"read bandwidth {pair('bw_huge')} GB/s on 2 MiB pages and {pair('bw_4k')} GB/s on "
+                       "4 KiB pages (start / end of the window)")
+        out.append(f"decode percentages use the read ceiling on {self.PAGE_NAMES[PAGES]} pages, where every "
+                   f"system's KV cache is (`--pages {PAGES}`)")
         return out
+
+
+def anon_huge_mb() -> float:
+    """MiB of this process's anonymous memory on transparent huge pages (Linux; 0 where unknown)."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            for ln in f:
+                if ln.startswith("AnonHugePages:"):
+                    return int(ln.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -539,7 +573,8 @@ def write_outputs(rows: List[dict], meta: dict, out_dir: str, readme: Optional[s
              "## Window", ""]
     lines += [f"- {x}" for x in meta["facts"]]
     lines += ["", "## Summary (time per call, min over rounds; ratio = attn time ÷ peer time, < 1 = attn faster; "
-              "% = fraction of the window's ceiling: read bandwidth for decode, fp32 FMA peak for prefill)",
+              f"% = fraction of the window's ceiling: read bandwidth on {Ceilings.PAGE_NAMES[PAGES]} pages for decode, "
+              "fp32 FMA peak for prefill)",
               ""] + summary
     lines += ["", "## All rows", "",
               "| case | system | threads | min | median | attn ÷ peer (min / median) | rate (min) | "
@@ -620,7 +655,8 @@ def chart(rows: List[dict], meta: dict, path: str) -> None:
         ax.set_xticks(range(len(cases)))
         ax.set_xticklabels([c.replace("decode ", "").replace("prefill ", "") for c in cases],
                            rotation=30, ha="right", fontsize=8)
-        ceil = "DRAM read bandwidth" if kind == "decode" else "fp32 FMA peak"
+        ceil = (f"DRAM read bandwidth, {Ceilings.PAGE_NAMES[PAGES]} pages" if kind == "decode"
+                else "fp32 FMA peak")
         ax.set_ylabel(f"% of {ceil}")
         ax.set_title(f"{kind}, {th} thread{'s' if th > 1 else ''} (min over rounds; "
                      f"ceiling measured in the same window)", fontsize=10)
@@ -673,6 +709,10 @@ def main() -> int:
     ap.add_argument("--gap-ms", type=float, default=20.0, help="pause between two samples so the "
                     "previous system's spinning workers park (default 20; +150 after NumPy/OpenBLAS)")
     ap.add_argument("--read-mb", type=int, default=512, help="read-bandwidth buffer per thread, MiB")
+    ap.add_argument("--pages", choices=["huge", "4k"], default="huge",
+                    help="page size of every system's KV cache and of the read ceiling the decode percentages "
+                         "use: huge = 2 MiB transparent huge pages (torch's THP_MEM_ALLOC_ENABLE=1), 4k = base "
+                         "pages (default huge)")
     ap.add_argument("--ceilings-lib", default=os.environ.get("ATTN_PEERS_CEILINGS", ""),
                     help="libpeers_ceilings.so (run.sh builds it)")
     ap.add_argument("--out", default=None, help="output folder (default bench/peers/results; --quick "
@@ -749,8 +789,8 @@ def main() -> int:
             log(f"[{ci + 1}/{len(cases)}] {sh.name}: SETUP FAILED {type(e).__name__}: {e}")
             continue
         log(f"[{ci + 1}/{len(cases)}] {sh.name}: K+V {p.kv_bytes / 1e6:.1f} MB, {p.copies} cold "
-            f"cop{'y' if p.copies == 1 else 'ies'}, systems {', '.join(p.systems)} "
-            f"[setup {time.time() - t0:.1f} s]")
+            f"cop{'y' if p.copies == 1 else 'ies'}, systems {', '.join(p.systems)}, "
+            f"{anon_huge_mb():.0f} MiB of the process on huge pages [setup {time.time() - t0:.1f} s]")
         all_systems = list(p.systems)
         for n in threads:
             # NumPy/OpenBLAS on 2 threads is pathological on these tiny per-head GEMMs (1.8 s against

@@ -14,7 +14,7 @@
 #define PEERS_MAX_THREADS 64
 
 typedef struct {
-    int kind; /* 0 = fma, 1 = read */
+    int kind; /* 0 = fma, 1 = read (heap buffer), 2 = read on 2 MiB pages, 3 = read on 4 KiB pages */
     int cpu;
     int width_bits;
     size_t bytes;
@@ -29,7 +29,9 @@ static void *peers_worker(void *arg) {
     CPU_SET(j->cpu, &set);
     (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* best effort */
     pthread_barrier_wait(j->barrier);
-    j->result = j->kind == 0 ? bench_peak_fma_gflops(j->width_bits) : bench_read_gbs(j->bytes);
+    j->result = j->kind == 0   ? bench_peak_fma_gflops(j->width_bits)
+                : j->kind == 1 ? bench_read_gbs(j->bytes)
+                               : bench_read_gbs_pages(j->bytes, j->kind == 2);
     return NULL;
 }
 
@@ -62,4 +64,9 @@ double peers_fma_gflops(int threads, int width_bits) { return peers_run(0, threa
 /* Read GB/s summed over `threads` concurrent threads, each streaming its own `bytes_per_thread`. */
 double peers_read_gbs(int threads, size_t bytes_per_thread) {
     return peers_run(1, threads, 0, bytes_per_thread);
+}
+
+/* peers_read_gbs on 2 MiB pages (huge != 0) or 4 KiB pages, whatever the system's THP default. */
+double peers_read_gbs_pages(int threads, size_t bytes_per_thread, int huge) {
+    return peers_run(huge ? 2 : 3, threads, 0, bytes_per_thread);
 }
