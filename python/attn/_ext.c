@@ -1,33 +1,36 @@
 /*
- * _ext.c — the CPython extension `attn._ext`: the hot Python entries (paged attention with and without a
- * plan, reshape_and_cache, flash_attn_with_kvcache, dense / varlen attention, merge) as C functions that
- * read NumPy arrays (buffer protocol; bf16/fp8 ml_dtypes arrays through a same-width integer view) and
- * DLPack producers (torch tensors: the `__dlpack__` capsule) straight into attn_tensor views, release the
- * GIL around the libattn call and raise the same AttnError subclasses with the same messages as the ctypes
- * binding (python/attn/_capi.py builds the exception objects; this file only passes status and message).
+ * _ext.c — the CPython extension `attn._ext`, the attn package's only path to libattn (which it links).
  *
- * What it deliberately does not do: argument checking with messages. Every entry returns NotImplemented
- * ("take the general path") for any input outside the plain, valid case it handles — a Python list, an
- * index array of another integer width, a read-only output, a bad window, separate key/value caches, ...
- * — BEFORE anything is written; the Python wrapper then runs the ctypes path, which raises exactly the
- * error it always raised. Errors found by libattn itself are raised here (same status, same message).
+ * Every entry of attn.h / attn_experimental.h is a function `attn_*` described by a table (EXT_ENTRY): one
+ * letter per argument and one converter per letter (ext_parse): NumPy arrays (buffer protocol; bf16/fp8
+ * ml_dtypes arrays through a same-width integer view) and DLPack producers (torch tensors: the `__dlpack__`
+ * capsule) become attn_tensor views, the GIL is released around the call, and a failing status raises the
+ * AttnError subclass with attn_last_error()'s message (ext_raise; python/attn/_capi.py builds the object).
+ * What C cannot view itself (lists, torch tensors that require grad) goes through attn._arrays.as_view,
+ * which also names the argument in the error.
  *
- * libattn is not linked: python/attn/_binding.py hands over the addresses of the entries of the library
- * that ctypes loaded (so both bindings share one library, one thread-local last error, one attn_ctx).
- * Types are checked against include/attn/attn.h at compile time (ATTN_EXT_CHECK_TYPE).
+ * The hot entries (paged attention with and without a plan, reshape_and_cache, flash_attn_with_kvcache,
+ * dense / varlen attention, merge) also parse the options and allocate the outputs in C, for the few
+ * microseconds a decode step allows; for an input outside their plain case they return NotImplemented
+ * before anything is written, and the Python wrapper makes the general call.
  */
+#define _GNU_SOURCE /* dladdr */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <dlfcn.h>
+
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/attn_experimental.h"
 
 /* ================================================================================================
- * libattn entry points (filled by _init from ctypes addresses)
+ * libattn entry points of the hot paths (set by _init)
  * ================================================================================================ */
 
 typedef attn_status (*ext_paged_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, const attn_tensor *,
@@ -71,7 +74,7 @@ static struct ext_lib {
     ext_paged_fn paged_attention;
     ext_forward_paged_fn forward_paged;
     ext_cache_fn reshape_and_cache;
-    ext_cache_scaled_fn reshape_and_cache_scaled; /* optional (fp8 caches): NULL = ctypes fallback */
+    ext_cache_scaled_fn reshape_and_cache_scaled; /* fp8 caches */
     ext_forward_fn forward;
     ext_varlen_fn forward_varlen;
     ext_merge_fn merge_attn_states;
@@ -599,7 +602,8 @@ static int ext_params(PyObject *scale, PyObject *causal, int flash_causal, PyObj
     /* softmax_scale=0.0 means a zero scale (flash-attn, SDPA): every logit 0, uniform weights over the visible
      * keys. attn_params' 0 means "default", so the smallest positive float stands for it (ops.Params does the
      * same): its logits are below 2^-126, exp2 of their differences is exactly 1. */
-    if (scale != Py_None && p->softmax_scale == 0.0f) p->softmax_scale = FLT_TRUE_MIN;
+    if (scale != Py_None && p->softmax_scale == 0.0f)
+        p->softmax_scale = FLT_TRUE_MIN;
     return 0;
 }
 
@@ -648,7 +652,7 @@ static int ext_fp8_cache(PyObject *code, PyObject *ks, PyObject *vs, attn_tensor
  * ================================================================================================ */
 
 /* Sets the AttnError subclass of a non-OK status with this thread's attn_last_error() (the exception
- * object comes from attn._capi.make_error, so classes and text match the ctypes path). Returns NULL. */
+ * object comes from attn._capi.make_error). Returns NULL. */
 static PyObject *ext_raise(attn_status status, const char *function) {
     const char *msg = g_lib.last_error();
     if (msg == NULL)
@@ -740,9 +744,11 @@ static int ext_outputs(PyObject *like, PyObject *out, int ndim, const int64_t *s
         *lse_t = &al->t;
         /* -inf where no call writes (rows outside every sequence), as out is 0 there (ext_alloc zero-fills) */
         int64_t n = 1;
-        for (int i = 0; i < lse_ndim; i++) n *= lse_shape[i];
+        for (int i = 0; i < lse_ndim; i++)
+            n *= lse_shape[i];
         float *d = (float *)al->t.data;
-        for (int64_t i = 0; i < n; i++) d[i] = -INFINITY;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = -INFINITY;
     }
     return 0;
 }
@@ -1625,65 +1631,797 @@ error:
 }
 
 /* ================================================================================================
+ * Every other entry: one table-driven converter per argument kind, one status -> exception helper
+ * ================================================================================================ */
+
+/* Python helpers handed over by _init: as_view(obj, name, writable) -> ndarray (lists, detached torch
+ * tensors, retagged caches; raises the family's error naming the argument) and refuse(array, name,
+ * writable), which raises the error that explains why a view cannot be taken (dtype, strides, read-only). */
+static PyObject *g_as_view, *g_refuse;
+
+/* The n-th space-separated word of `names` into buf (argument names for messages). */
+static const char *ext_word(const char *names, int n, char *buf, size_t cap) {
+    while (n-- > 0 && (names = strchr(names, ' ')) != NULL)
+        names++;
+    if (names == NULL)
+        return "?";
+    size_t len = strcspn(names, " ");
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(buf, names, len);
+    buf[len] = '\0';
+    return buf;
+}
+
+/* One argument of a generic call. */
+typedef struct ext_slot {
+    ext_arg a;     /* tensors                                            */
+    PyObject *src; /* the ndarray as_view made (kept until release)       */
+    Py_buffer b;   /* raw buffers ('b' / 'B')                              */
+    int has_b;
+    attn_tensor *t; /* the tensor argument, NULL for None                   */
+    int64_t i;      /* integers; buffer size in bytes                       */
+    double f;
+    void *p; /* handles, buffer addresses                            */
+} ext_slot;
+
+#define EXT_MAX_SLOTS 14
+typedef struct ext_call {
+    ext_slot s[EXT_MAX_SLOTS];
+    int n;
+    attn_params params;
+    ext_slot ps[3];  /* params.mask, key_padding_mask, additive_mask */
+    Py_buffer pb[4]; /* alibi_slopes, sinks, k_scales, v_scales      */
+    int has_pb[4];
+    attn_quant_params qp;
+} ext_call;
+
+static void ext_slot_release(ext_slot *s) {
+    ext_arg_release(&s->a);
+    Py_CLEAR(s->src);
+    if (s->has_b)
+        PyBuffer_Release(&s->b);
+    s->has_b = 0;
+}
+
+static void ext_call_release(ext_call *c) {
+    for (int i = 0; i < c->n; i++)
+        ext_slot_release(&c->s[i]);
+    for (int i = 0; i < 3; i++)
+        ext_slot_release(&c->ps[i]);
+    for (int i = 0; i < 4; i++) {
+        if (c->has_pb[i])
+            PyBuffer_Release(&c->pb[i]);
+        c->has_pb[i] = 0;
+    }
+}
+
+/* Any array argument -> view in s->a, or the family's exception naming it. (x, dtype_code) retags a
+ * same-width view (a uint8 cache read as fp8). Returns 0 or -1. */
+static int ext_conv_tensor(PyObject *obj, int writable, const char *name, ext_slot *s) {
+    long retag = -1;
+    if (PyTuple_CheckExact(obj) && PyTuple_GET_SIZE(obj) == 2 && PyLong_CheckExact(PyTuple_GET_ITEM(obj, 1))) {
+        retag = PyLong_AsLong(PyTuple_GET_ITEM(obj, 1));
+        obj = PyTuple_GET_ITEM(obj, 0);
+    }
+    int r = ext_tensor(obj, writable, -1, &s->a);
+    if (r != 0) {
+        ext_arg_release(&s->a);
+        if (PyErr_Occurred())
+            PyErr_Clear();
+        PyObject *nm = PyUnicode_FromString(name);
+        if (nm == NULL)
+            return -1;
+        s->src = PyObject_CallFunctionObjArgs(g_as_view, obj, nm, writable ? Py_True : Py_False, NULL);
+        if (s->src == NULL) {
+            Py_DECREF(nm);
+            return -1;
+        }
+        r = ext_tensor(s->src, writable, -1, &s->a);
+        if (r != 0) {
+            ext_arg_release(&s->a);
+            PyErr_Clear();
+            PyObject *res = PyObject_CallFunctionObjArgs(g_refuse, s->src, nm, writable ? Py_True : Py_False, NULL);
+            Py_XDECREF(res);
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "%s: cannot be viewed as an attn_tensor", name);
+            Py_DECREF(nm);
+            return -1;
+        }
+        Py_DECREF(nm);
+    }
+    if (retag >= 0)
+        s->a.t.dtype = (attn_dtype)retag;
+    s->t = &s->a.t;
+    return 0;
+}
+
+/* A raw buffer (workspaces, codec arrays): None -> NULL / 0. */
+static int ext_conv_buffer(PyObject *obj, int writable, const char *name, ext_slot *s) {
+    if (obj == Py_None) {
+        s->p = NULL;
+        s->i = 0;
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, &s->b, writable ? PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS : PyBUF_ANY_CONTIGUOUS) != 0)
+        return -1;
+    s->has_b = 1;
+    s->p = s->b.buf;
+    s->i = s->b.len;
+    return 0;
+}
+
+static int ext_conv_int(PyObject *obj, const char *fn, const char *name, int64_t lo, int64_t hi, int64_t *out) {
+    PyObject *ix = PyNumber_Index(obj);
+    if (ix == NULL)
+        return -1;
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(ix, &overflow);
+    Py_DECREF(ix);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || v < lo || v > hi) {
+        PyErr_Format(PyExc_OverflowError, "%s: %s is outside [%lld, %lld]", fn, name, (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int ext_handle_of(PyObject *obj, const char *what, void **out) {
+    *out = PyLong_Check(obj) ? PyLong_AsVoidPtr(obj) : NULL;
+    if (*out == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "attn %s is closed", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* attn_params of a Params tuple: (softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+ * sinks, mask, key_padding_mask, additive_mask, k_scale, v_scale, k_scales, v_scales); arrays are
+ * contiguous float32 (per-head vectors) or any tensor (masks). */
+static int ext_conv_params(PyObject *obj, ext_call *c) {
+    c->params = g_lib.params_default;
+    if (obj == Py_None)
+        return 0;
+    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 14) {
+        PyErr_SetString(PyExc_TypeError, "params: expected the 14-tuple of attn.ops.Params");
+        return -1;
+    }
+    PyObject *const *v = &PyTuple_GET_ITEM(obj, 0);
+    attn_params *p = &c->params;
+    int64_t causal, wl, wr;
+    double f;
+    if ((f = PyFloat_AsDouble(v[0])) == -1.0 && PyErr_Occurred())
+        return -1;
+    p->softmax_scale = (float)f;
+    if (ext_conv_int(v[1], "params", "causal", INT32_MIN, INT32_MAX, &causal) ||
+        ext_conv_int(v[2], "params", "window_left", INT32_MIN, INT32_MAX, &wl) ||
+        ext_conv_int(v[3], "params", "window_right", INT32_MIN, INT32_MAX, &wr))
+        return -1;
+    p->causal = (int32_t)causal;
+    p->window_left = (int32_t)wl;
+    p->window_right = (int32_t)wr;
+    if ((f = PyFloat_AsDouble(v[4])) == -1.0 && PyErr_Occurred())
+        return -1;
+    p->softcap = (float)f;
+    const float **vec[4] = {&p->alibi_slopes, &p->sinks, &p->k_scales, &p->v_scales};
+    const int vec_idx[4] = {5, 6, 12, 13};
+    for (int i = 0; i < 4; i++) {
+        PyObject *o = v[vec_idx[i]];
+        if (o == Py_None)
+            continue;
+        if (PyObject_GetBuffer(o, &c->pb[i], PyBUF_C_CONTIGUOUS) != 0)
+            return -1;
+        c->has_pb[i] = 1;
+        *vec[i] = (const float *)c->pb[i].buf;
+    }
+    const attn_tensor **masks[3] = {&p->mask, &p->key_padding_mask, &p->additive_mask};
+    static const char *mask_names[3] = {"params.mask", "params.key_padding_mask", "params.additive_mask"};
+    for (int i = 0; i < 3; i++) {
+        PyObject *o = v[7 + i];
+        if (o == Py_None)
+            continue;
+        if (ext_conv_tensor(o, 0, mask_names[i], &c->ps[i]) != 0)
+            return -1;
+        *masks[i] = c->ps[i].t;
+    }
+    if ((f = PyFloat_AsDouble(v[10])) == -1.0 && PyErr_Occurred())
+        return -1;
+    p->k_scale = (float)f;
+    if ((f = PyFloat_AsDouble(v[11])) == -1.0 && PyErr_Occurred())
+        return -1;
+    p->v_scale = (float)f;
+    return 0;
+}
+
+/* Converts args by `kinds` (one letter per argument; names: their space-separated names for messages):
+ *   c ctx handle   h plan handle   i int64   u uint32   f float   T tensor   W writable tensor
+ *   t / w optional (None = NULL)   P Params tuple (c->params)   b / B read / writable buffer (None = NULL)
+ *   Q quant params (format, rotate, rotation_seed, q_block_rows, kv_block_rows) (c->qp)   O any object */
+static int ext_parse(const char *fn, const char *kinds, const char *names, PyObject *const *args, Py_ssize_t nargs,
+                     ext_call *c) {
+    memset(c, 0, sizeof *c);
+    const Py_ssize_t want = (Py_ssize_t)strlen(kinds);
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "attn._ext.%s takes %zd arguments (%zd given)", fn, want, nargs);
+        return -1;
+    }
+    char nb[64];
+    for (int k = 0; k < want; k++) {
+        ext_slot *s = &c->s[k];
+        PyObject *o = args[k];
+        c->n = k + 1;
+        int r = 0;
+        switch (kinds[k]) {
+        case 'c':
+            r = ext_handle_of(o, "Context", &s->p);
+            break;
+        case 'h':
+            r = ext_handle_of(o, "Plan", &s->p);
+            break;
+        case 'i':
+            r = ext_conv_int(o, fn, ext_word(names, k, nb, sizeof nb), INT64_MIN, INT64_MAX, &s->i);
+            break;
+        case 'u':
+            r = ext_conv_int(o, fn, ext_word(names, k, nb, sizeof nb), 0, UINT32_MAX, &s->i);
+            break;
+        case 'f':
+            s->f = PyFloat_AsDouble(o);
+            r = s->f == -1.0 && PyErr_Occurred() ? -1 : 0;
+            break;
+        case 't':
+        case 'w':
+            if (o == Py_None)
+                break;
+            /* fall through */
+        case 'T':
+        case 'W':
+            r = ext_conv_tensor(o, kinds[k] == 'W' || kinds[k] == 'w', ext_word(names, k, nb, sizeof nb), s);
+            break;
+        case 'P':
+            r = ext_conv_params(o, c);
+            break;
+        case 'b':
+        case 'B':
+            r = ext_conv_buffer(o, kinds[k] == 'B', ext_word(names, k, nb, sizeof nb), s);
+            break;
+        case 'Q': { /* None keeps attn_quant_params_init's value */
+            if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 5) {
+                PyErr_SetString(PyExc_TypeError, "quant params: expected a 5-tuple");
+                return -1;
+            }
+            int64_t q[5];
+            for (int j = 0; j < 5 && r == 0; j++) {
+                PyObject *x = PyTuple_GET_ITEM(o, j);
+                q[j] = -1;
+                if (j > 0 && x == Py_None)
+                    continue;
+                r = ext_conv_int(x, fn, "quant params", j == 2 ? 0 : INT32_MIN, j == 2 ? UINT32_MAX : INT32_MAX, &q[j]);
+            }
+            if (r != 0)
+                break;
+            attn_quant_params_init_sized(&c->qp, sizeof c->qp, (attn_quant_format)q[0]);
+            PyObject *const *qv = &PyTuple_GET_ITEM(o, 0);
+            if (qv[1] != Py_None)
+                c->qp.rotate = (int32_t)q[1];
+            if (qv[2] != Py_None)
+                c->qp.rotation_seed = (uint32_t)q[2];
+            if (qv[3] != Py_None)
+                c->qp.q_block_rows = (int32_t)q[3];
+            if (qv[4] != Py_None)
+                c->qp.kv_block_rows = (int32_t)q[4];
+            break;
+        }
+        default:
+            break;
+        }
+        if (r != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The AttnError subclass of a non-OK status with this thread's attn_last_error() (ext_raise). */
+static PyObject *ext_status(attn_status st, const char *fn) {
+    if (st == ATTN_STATUS_OK)
+        Py_RETURN_NONE;
+    return ext_raise(st, fn);
+}
+
+#define C_CTX(k) ((attn_ctx *)c.s[k].p)
+#define C_T(k)   (c.s[k].t)
+#define C_I(k)   (c.s[k].i)
+#define C_F(k)   ((float)c.s[k].f)
+#define C_P(k)   (c.s[k].p)
+
+/* One generic entry: parse by kinds, call with the GIL released, raise from the status. */
+#define EXT_ENTRY(fn, kinds, names, expr)                                                                              \
+    static PyObject *py_##fn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {                                \
+        ext_call c;                                                                                                    \
+        if (ext_parse(#fn, kinds, names, args, nargs, &c) != 0) {                                                      \
+            ext_call_release(&c);                                                                                      \
+            return NULL;                                                                                               \
+        }                                                                                                              \
+        attn_status st;                                                                                                \
+        EXT_CALL(st, (expr));                                                                                          \
+        ext_call_release(&c);                                                                                          \
+        return ext_status(st, #fn);                                                                                    \
+    }
+
+#define PRM (&c.params)
+/* dense, varlen, merge */
+EXT_ENTRY(attn_forward, "ciTTTPWw", "ctx layout q k v params out lse",
+          attn_forward(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), PRM, C_T(6), C_T(7)))
+EXT_ENTRY(attn_ref_forward, "iTTTPWw", "layout q k v params out lse",
+          attn_ref_forward((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), PRM, C_T(5), C_T(6)))
+EXT_ENTRY(attn_forward_varlen, "cTTTTTPWw", "ctx q k v cu_seqlens_q cu_seqlens_k params out lse",
+          attn_forward_varlen(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_T(5), PRM, C_T(7), C_T(8)))
+EXT_ENTRY(attn_ref_forward_varlen, "TTTTTPWw", "q k v cu_seqlens_q cu_seqlens_k params out lse",
+          attn_ref_forward_varlen(C_T(0), C_T(1), C_T(2), C_T(3), C_T(4), PRM, C_T(6), C_T(7)))
+EXT_ENTRY(attn_merge_attn_states, "cTTTTWw", "ctx out_a lse_a out_b lse_b out lse_out",
+          attn_merge_attn_states(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_T(5), C_T(6)))
+/* serving */
+EXT_ENTRY(attn_reshape_and_cache, "cTTWT", "ctx key value kv_cache slot_mapping",
+          attn_reshape_and_cache(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4)))
+EXT_ENTRY(attn_reshape_and_cache_scaled, "cTTWTff", "ctx key value kv_cache slot_mapping k_scale v_scale",
+          attn_reshape_and_cache_scaled(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_F(5), C_F(6)))
+EXT_ENTRY(attn_copy_blocks, "cWT", "ctx kv_cache block_mapping", attn_copy_blocks(C_CTX(0), C_T(1), C_T(2)))
+EXT_ENTRY(attn_swap_blocks, "cTWT", "ctx src_cache dst_cache block_mapping",
+          attn_swap_blocks(C_CTX(0), C_T(1), C_T(2), C_T(3)))
+EXT_ENTRY(attn_forward_paged, "chTttTPWwBi", "ctx plan q key value kv_cache params out lse workspace workspace_size",
+          attn_forward_paged(C_CTX(0), (const attn_plan *)C_P(1), C_T(2), C_T(3), C_T(4), C_T(5), PRM, C_T(7), C_T(8),
+                             C_P(9), (size_t)C_I(10)))
+EXT_ENTRY(attn_paged_attention, "cTTTTTPWw", "ctx q kv_cache query_start_loc seq_lens block_table params out lse",
+          attn_paged_attention(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_T(5), PRM, C_T(7), C_T(8)))
+EXT_ENTRY(attn_ref_paged_attention, "TTTTTPWw", "q kv_cache query_start_loc seq_lens block_table params out lse",
+          attn_ref_paged_attention(C_T(0), C_T(1), C_T(2), C_T(3), C_T(4), PRM, C_T(6), C_T(7)))
+/* diffusion */
+EXT_ENTRY(attn_forward_padded, "ciTTTTPWwBi", "ctx layout q k v kv_mask params out lse workspace workspace_size",
+          attn_forward_padded(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), C_T(5), PRM, C_T(7), C_T(8),
+                              C_P(9), (size_t)C_I(10)))
+EXT_ENTRY(attn_ref_forward_padded, "iTTTTPWwBi", "layout q k v kv_mask params out lse workspace workspace_size",
+          attn_ref_forward_padded((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), C_T(4), PRM, C_T(6), C_T(7), C_P(8),
+                                  (size_t)C_I(9)))
+EXT_ENTRY(attn_forward_packed, "cTTTTTPWw", "ctx q k v cu_seqlens_q cu_seqlens_k params out lse",
+          attn_forward_packed(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_T(5), PRM, C_T(7), C_T(8)))
+EXT_ENTRY(attn_forward_piecewise, "ciTTTbibiPWw",
+          "ctx layout q k v spans num_spans query_ranges num_query_ranges params out lse",
+          attn_forward_piecewise(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), C_P(5), C_I(6), C_P(7), C_I(8),
+                                 PRM, C_T(10), C_T(11)))
+EXT_ENTRY(attn_ref_forward_piecewise, "iTTTbibiPWw",
+          "layout q k v spans num_spans query_ranges num_query_ranges params out lse",
+          attn_ref_forward_piecewise((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), C_P(4), C_I(5), C_P(6), C_I(7), PRM,
+                                     C_T(9), C_T(10)))
+EXT_ENTRY(attn_forward_paged_piecewise, "cTTTTbibiPWw",
+          "ctx q kv_cache seq_lens block_table spans num_spans query_ranges num_query_ranges params out lse",
+          attn_forward_paged_piecewise(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_P(5), C_I(6), C_P(7), C_I(8), PRM,
+                                       C_T(10), C_T(11)))
+EXT_ENTRY(attn_ref_forward_paged_piecewise, "TTTTbibiPWw",
+          "q kv_cache seq_lens block_table spans num_spans query_ranges num_query_ranges params out lse",
+          attn_ref_forward_paged_piecewise(C_T(0), C_T(1), C_T(2), C_T(3), C_P(4), C_I(5), C_P(6), C_I(7), PRM, C_T(9),
+                                           C_T(10)))
+EXT_ENTRY(attn_forward_kv_prefix, "ciTTTiPWw", "ctx layout q k v valid_kv_length params out lse",
+          attn_forward_kv_prefix(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), C_I(5), PRM, C_T(7), C_T(8)))
+EXT_ENTRY(attn_forward_prescaled, "ciTTTiPWwBi",
+          "ctx layout q k v input_scale_log2 params out lse workspace workspace_size",
+          attn_forward_prescaled(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), (int32_t)C_I(5), PRM, C_T(7),
+                                 C_T(8), C_P(9), (size_t)C_I(10)))
+EXT_ENTRY(attn_forward_quant, "ciTTTQPWwBi", "ctx layout q k v quant params out lse workspace workspace_size",
+          attn_forward_quant(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), &c.qp, PRM, C_T(7), C_T(8), C_P(9),
+                             (size_t)C_I(10)))
+EXT_ENTRY(attn_ref_forward_quant, "iTTTQPWw", "layout q k v quant params out lse",
+          attn_ref_forward_quant((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), &c.qp, PRM, C_T(6), C_T(7)))
+/* codecs (raw contiguous buffers) */
+EXT_ENTRY(attn_quantize_fp8, "ibifB", "format src n scale dst",
+          attn_quantize_fp8((attn_dtype)C_I(0), C_P(1), C_I(2), C_F(3), C_P(4)))
+EXT_ENTRY(attn_dequantize_fp8, "ibifB", "format src n scale dst",
+          attn_dequantize_fp8((attn_dtype)C_I(0), C_P(1), C_I(2), C_F(3), C_P(4)))
+EXT_ENTRY(attn_quantize_mx, "ibiBB", "format src n elements scales",
+          attn_quantize_mx((attn_dtype)C_I(0), C_P(1), C_I(2), C_P(3), C_P(4)))
+EXT_ENTRY(attn_dequantize_mx, "ibbiB", "format elements scales n dst",
+          attn_dequantize_mx((attn_dtype)C_I(0), C_P(1), C_P(2), C_I(3), C_P(4)))
+EXT_ENTRY(attn_hadamard_signs, "iuB", "head_size seed signs", attn_hadamard_signs(C_I(0), (uint32_t)C_I(1), C_P(2)))
+EXT_ENTRY(attn_hadamard_rotate, "biiuB", "src num_rows head_size seed dst",
+          attn_hadamard_rotate(C_P(0), C_I(1), C_I(2), (uint32_t)C_I(3), C_P(4)))
+/* handles */
+EXT_ENTRY(attn_ctx_set_num_threads, "ci", "ctx num_threads", attn_ctx_set_num_threads(C_CTX(0), (int32_t)C_I(1)))
+
+/* Entries that return a value rather than a status. */
+#define EXT_VALUE(fn, kinds, names, type, expr, conv)                                                                  \
+    static PyObject *py_##fn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {                                \
+        ext_call c;                                                                                                    \
+        if (ext_parse(#fn, kinds, names, args, nargs, &c) != 0) {                                                      \
+            ext_call_release(&c);                                                                                      \
+            return NULL;                                                                                               \
+        }                                                                                                              \
+        type v = (expr);                                                                                               \
+        ext_call_release(&c);                                                                                          \
+        return conv(v);                                                                                                \
+    }
+static PyObject *ext_str(const char *s) {
+    if (s == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+EXT_VALUE(attn_version_number, "", "", unsigned, attn_version_number(), PyLong_FromUnsignedLong)
+EXT_VALUE(attn_version_string, "", "", const char *, attn_version_string(), ext_str)
+EXT_VALUE(attn_status_string, "i", "status", const char *, attn_status_string((attn_status)C_I(0)), ext_str)
+EXT_VALUE(attn_last_error, "", "", const char *, attn_last_error(), ext_str)
+EXT_VALUE(attn_dtype_size, "i", "dtype", size_t, attn_dtype_size((attn_dtype)C_I(0)), PyLong_FromSize_t)
+EXT_VALUE(attn_dtype_name, "i", "dtype", const char *, attn_dtype_name((attn_dtype)C_I(0)), ext_str)
+EXT_VALUE(attn_isa_count, "", "", long, attn_isa_count(), PyLong_FromLong)
+EXT_VALUE(attn_isa_name, "i", "index", const char *, attn_isa_name((int32_t)C_I(0)), ext_str)
+EXT_VALUE(attn_isa_opt_in_name, "i", "index", const char *, attn_isa_opt_in_name((int32_t)C_I(0)), ext_str)
+EXT_VALUE(attn_cpu_features, "", "", const char *, attn_cpu_features(), ext_str)
+EXT_VALUE(attn_ctx_num_threads, "c", "ctx", long, attn_ctx_num_threads(C_CTX(0)), PyLong_FromLong)
+EXT_VALUE(attn_ctx_isa, "c", "ctx", const char *, attn_ctx_isa(C_CTX(0)), ext_str)
+EXT_VALUE(attn_forward_quant_kernels, "c", "ctx", const char *, attn_forward_quant_kernels(C_CTX(0)), ext_str)
+EXT_VALUE(attn_plan_workspace_size, "h", "plan", size_t, attn_plan_workspace_size((const attn_plan *)C_P(0)),
+          PyLong_FromSize_t)
+EXT_VALUE(attn_fp8_from_float, "if", "format x", long, attn_fp8_from_float((attn_dtype)C_I(0), C_F(1)), PyLong_FromLong)
+EXT_VALUE(attn_fp8_to_float, "ii", "format bits", double, attn_fp8_to_float((attn_dtype)C_I(0), (uint8_t)C_I(1)),
+          PyFloat_FromDouble)
+EXT_VALUE(attn_fp4_e2m1_from_float, "f", "x", long, attn_fp4_e2m1_from_float(C_F(0)), PyLong_FromLong)
+EXT_VALUE(attn_fp4_e2m1_to_float, "i", "nibble", double, attn_fp4_e2m1_to_float((uint8_t)C_I(0)), PyFloat_FromDouble)
+EXT_VALUE(attn_e8m0_to_float, "i", "bits", double, attn_e8m0_to_float((uint8_t)C_I(0)), PyFloat_FromDouble)
+
+static PyObject *py_attn_clear_error(PyObject *self, PyObject *unused) {
+    attn_clear_error();
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_attn_isa_available(PyObject *self, PyObject *arg) {
+    const char *s = PyUnicode_AsUTF8(arg);
+    return s ? PyBool_FromLong(attn_isa_available(s)) : NULL;
+}
+
+static PyObject *py_attn_ctx_set_isa(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    void *ctx;
+    if (nargs != 2 || ext_handle_of(args[0], "Context", &ctx))
+        return nargs != 2 ? PyErr_Format(PyExc_TypeError, "attn_ctx_set_isa(ctx, name)") : NULL;
+    const char *s = PyUnicode_AsUTF8(args[1]);
+    if (s == NULL)
+        return NULL;
+    attn_clear_error();
+    return ext_status(attn_ctx_set_isa((attn_ctx *)ctx, s), "attn_ctx_set_isa");
+}
+
+static PyObject *py_attn_ctx_create(PyObject *self, PyObject *unused) {
+    attn_ctx *ctx = NULL;
+    attn_clear_error();
+    const attn_status st = attn_ctx_create(&ctx);
+    if (st != ATTN_STATUS_OK)
+        return ext_raise(st, "attn_ctx_create");
+    return PyLong_FromVoidPtr(ctx);
+}
+
+static PyObject *py_attn_ctx_destroy(PyObject *self, PyObject *arg) {
+    void *ctx;
+    if (ext_handle_of(arg, "Context", &ctx))
+        return NULL;
+    attn_ctx_destroy((attn_ctx *)ctx);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_attn_plan_free(PyObject *self, PyObject *arg) {
+    void *plan;
+    if (ext_handle_of(arg, "Plan", &plan))
+        return NULL;
+    attn_plan_free((attn_plan *)plan);
+    Py_RETURN_NONE;
+}
+
+/* (bytes,) -> size: attn_forward_padded_workspace_size(batch, seq_len) */
+static PyObject *py_attn_forward_padded_workspace_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    ext_call c;
+    size_t n = 0;
+    if (ext_parse("attn_forward_padded_workspace_size", "ii", "batch seq_len", args, nargs, &c) != 0)
+        return NULL;
+    attn_clear_error();
+    const attn_status st = attn_forward_padded_workspace_size(C_I(0), C_I(1), &n);
+    return st ? ext_raise(st, "attn_forward_padded_workspace_size") : PyLong_FromSize_t(n);
+}
+
+static PyObject *py_attn_forward_prescaled_workspace_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    ext_call c;
+    size_t n = 0;
+    attn_status st = ATTN_STATUS_OK;
+    if (ext_parse("attn_forward_prescaled_workspace_size", "TTT", "q k v", args, nargs, &c) != 0) {
+        ext_call_release(&c);
+        return NULL;
+    }
+    attn_clear_error();
+    st = attn_forward_prescaled_workspace_size(C_T(0), C_T(1), C_T(2), &n);
+    ext_call_release(&c);
+    return st ? ext_raise(st, "attn_forward_prescaled_workspace_size") : PyLong_FromSize_t(n);
+}
+
+static PyObject *py_attn_forward_quant_workspace_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    ext_call c;
+    size_t n = 0;
+    if (ext_parse("attn_forward_quant_workspace_size", "iTTT", "format q k v", args, nargs, &c) != 0) {
+        ext_call_release(&c);
+        return NULL;
+    }
+    attn_clear_error();
+    const attn_status st = attn_forward_quant_workspace_size((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), &n);
+    ext_call_release(&c);
+    return st ? ext_raise(st, "attn_forward_quant_workspace_size") : PyLong_FromSize_t(n);
+}
+
+/* attn_capabilities_get -> tuple of its 13 fields in declaration order */
+static PyObject *py_attn_capabilities_get(PyObject *self, PyObject *unused) {
+    attn_capabilities k;
+    attn_clear_error();
+    const attn_status st = attn_capabilities_get(&k, sizeof k);
+    if (st != ATTN_STATUS_OK)
+        return ext_raise(st, "attn_capabilities_get");
+    return Py_BuildValue("(iiIIiiIiiiiii)", k.head_size_min, k.head_size_max, k.dtypes, k.kv_cache_dtypes,
+                         k.block_size_min, k.block_size_max, k.request_kinds, k.sliding_window, k.softcap, k.alibi,
+                         k.sinks, k.lse, k.max_decode_threshold);
+}
+
+/* attn_plan_create(config, requests, num_requests) -> handle. config: the 9 int fields of attn_plan_config in
+ * declaration order; requests: a buffer of num_requests attn_request records (REQUEST_LAYOUT). */
+static PyObject *py_attn_plan_create(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    ext_call c;
+    if (ext_parse("attn_plan_create", "Obi", "config requests num_requests", args, nargs, &c) != 0) {
+        ext_call_release(&c);
+        return NULL;
+    }
+    attn_plan_config cfg;
+    attn_plan_config_init_sized(&cfg, sizeof cfg);
+    int32_t *fields[9] = {&cfg.num_blocks,
+                          &cfg.block_size,
+                          &cfg.num_heads,
+                          &cfg.num_kv_heads,
+                          &cfg.head_size,
+                          &cfg.max_blocks_per_req,
+                          &cfg.num_speculative_tokens,
+                          &cfg.chunked_prefill_enabled,
+                          &cfg.spec_method_mtp};
+    static const char *fnames[9] = {"num_blocks",
+                                    "block_size",
+                                    "num_heads",
+                                    "num_kv_heads",
+                                    "head_size",
+                                    "max_blocks_per_req",
+                                    "num_speculative_tokens",
+                                    "chunked_prefill_enabled",
+                                    "spec_method_mtp"};
+    PyObject *cf = args[0];
+    if (!PyTuple_Check(cf) || PyTuple_GET_SIZE(cf) != 9) {
+        ext_call_release(&c);
+        PyErr_SetString(PyExc_TypeError, "attn_plan_create: config must be a 9-tuple");
+        return NULL;
+    }
+    for (int i = 0; i < 9; i++) {
+        int64_t v;
+        if (ext_conv_int(PyTuple_GET_ITEM(cf, i), "attn_plan_create", fnames[i], INT32_MIN, INT32_MAX, &v)) {
+            ext_call_release(&c);
+            return NULL;
+        }
+        *fields[i] = (int32_t)v;
+    }
+    if (C_I(2) < 0 || (size_t)c.s[1].i < (size_t)C_I(2) * sizeof(attn_request)) {
+        ext_call_release(&c);
+        PyErr_SetString(PyExc_ValueError, "attn_plan_create: requests buffer shorter than num_requests records");
+        return NULL;
+    }
+    attn_plan *plan = NULL;
+    attn_status st;
+    EXT_CALL(st, attn_plan_create(&cfg, (const attn_request *)C_P(1), C_I(2), &plan));
+    ext_call_release(&c);
+    if (st != ATTN_STATUS_OK)
+        return ext_raise(st, "attn_plan_create");
+    return PyLong_FromVoidPtr(plan);
+}
+
+/* attn_plan_get_info -> dict: the counts as ints, the arrays as bytearray copies */
+static PyObject *py_attn_plan_get_info(PyObject *self, PyObject *arg) {
+    void *plan;
+    if (ext_handle_of(arg, "Plan", &plan))
+        return NULL;
+    attn_plan_info i;
+    attn_clear_error();
+    const attn_status st = attn_plan_get_info((const attn_plan *)plan, &i);
+    if (st != ATTN_STATUS_OK)
+        return ext_raise(st, "attn_plan_get_info");
+#define EXT_BYTES(p, n) PyByteArray_FromStringAndSize((const char *)(p), (p) ? (Py_ssize_t)(n) : 0)
+    const int64_t nr = i.num_reqs, nt = i.num_tokens;
+    return Py_BuildValue(
+        "{sLsLsLsLsLsLsisisLsLsLsLsLsnsNsNsNsNsNsNsN}", "num_reqs", (long long)nr, "num_tokens", (long long)nt,
+        "num_decodes", (long long)i.num_decodes, "num_decode_tokens", (long long)i.num_decode_tokens, "num_prefills",
+        (long long)i.num_prefills, "num_prefill_tokens", (long long)i.num_prefill_tokens, "attn_state", i.attn_state,
+        "decode_threshold", i.decode_threshold, "max_query_len", (long long)i.max_query_len, "max_seq_len",
+        (long long)i.max_seq_len, "max_blocks_per_req", (long long)i.max_blocks_per_req, "num_work_blocks",
+        (long long)i.num_work_blocks, "num_split_items", (long long)i.num_split_items, "workspace_size",
+        (Py_ssize_t)i.workspace_size, "query_start_loc", EXT_BYTES(i.query_start_loc, (nr + 1) * 4), "seq_lens",
+        EXT_BYTES(i.seq_lens, nr * 4), "slot_mapping", EXT_BYTES(i.slot_mapping, nt * 8), "block_table",
+        EXT_BYTES(i.block_table, nr * i.max_blocks_per_req * 4), "kinds", EXT_BYTES(i.kinds, nr * 4), "req_order",
+        EXT_BYTES(i.req_order, nr * 4), "token_src", EXT_BYTES(i.token_src, nt * 4));
+#undef EXT_BYTES
+}
+
+/* The KV-stored callback: on_stored(layer_idx, runs bytes (int64 [num_runs, 4]), num_tokens, num_written,
+ * block_size) with the GIL held; its first exception is kept and raised after the C call returns. */
+typedef struct ext_notify_user {
+    PyObject *callback;
+    PyObject *error[3]; /* (type, value, traceback) of the first failure, or NULLs */
+} ext_notify_user;
+
+static void ext_on_stored(void *user, const attn_kv_stored *ev) {
+    ext_notify_user *u = (ext_notify_user *)user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int64_t cap = ev->num_runs > 0 ? ev->num_runs : 0, n = 0, cursor = 0;
+    PyObject *runs = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 4 * 8));
+    if (runs != NULL) {
+        int64_t *d = (int64_t *)PyByteArray_AS_STRING(runs);
+        attn_kv_block_rows r;
+        while (n < cap && attn_kv_stored_next(ev, &cursor, &r)) {
+            d[4 * n] = r.block_idx;
+            d[4 * n + 1] = r.row_start;
+            d[4 * n + 2] = r.row_end;
+            d[4 * n + 3] = r.token_start;
+            n++;
+        }
+        PyObject *res =
+            PyObject_CallFunction(u->callback, "iOLLLL", ev->layer_idx, runs, (long long)n, (long long)ev->num_tokens,
+                                  (long long)ev->num_written, (long long)ev->block_size);
+        Py_XDECREF(res);
+        Py_DECREF(runs);
+    }
+    if (PyErr_Occurred() && u->error[0] == NULL)
+        PyErr_Fetch(&u->error[0], &u->error[1], &u->error[2]);
+    PyErr_Clear();
+    PyGILState_Release(g);
+}
+
+/* attn_reshape_and_cache_ex(ctx, key, value, kv_cache, slot_mapping, k_scale, v_scale, k_scales, v_scales,
+ * on_stored, layer_idx): scales per tensor (floats) or per KV head (float32 buffers or None); on_stored None
+ * or the callable of ext_on_stored. */
+static PyObject *py_attn_reshape_and_cache_ex(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    ext_call c;
+    if (ext_parse("attn_reshape_and_cache_ex", "cTTWTffbbOi",
+                  "ctx key value kv_cache slot_mapping k_scale v_scale k_scales v_scales on_stored layer_idx", args,
+                  nargs, &c) != 0) {
+        ext_call_release(&c);
+        return NULL;
+    }
+    attn_cache_write_options o;
+    attn_cache_write_options_init_sized(&o, sizeof o);
+    o.k_scale = C_F(5);
+    o.v_scale = C_F(6);
+    o.k_scales = (const float *)C_P(7);
+    o.v_scales = (const float *)C_P(8);
+    ext_notify_user u = {args[9], {NULL, NULL, NULL}};
+    attn_kv_notify nt = {ext_on_stored, &u, (int32_t)C_I(10)};
+    if (args[9] != Py_None) {
+        if (C_I(10) < INT32_MIN || C_I(10) > INT32_MAX) {
+            ext_call_release(&c);
+            PyErr_SetString(PyExc_OverflowError, "layer_idx does not fit int32");
+            return NULL;
+        }
+        o.notify = &nt;
+    }
+    attn_status st;
+    EXT_CALL(st, attn_reshape_and_cache_ex(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), &o));
+    ext_call_release(&c);
+    if (st != ATTN_STATUS_OK) {
+        for (int i = 0; i < 3; i++)
+            Py_XDECREF(u.error[i]);
+        return ext_raise(st, "attn_reshape_and_cache_ex");
+    }
+    if (u.error[0] != NULL) {
+        PyErr_Restore(u.error[0], u.error[1], u.error[2]);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* dlpack_info(capsule) -> (data, device_type, ndim, code, bits, lanes, shape | None, strides | None,
+ * byte_offset) of an unconsumed "dltensor" capsule (attn._arrays builds its NumPy view from it). */
+static PyObject *py_dlpack_info(PyObject *self, PyObject *cap) {
+    ext_dl_managed *m = (ext_dl_managed *)PyCapsule_GetPointer(cap, "dltensor");
+    if (m == NULL)
+        return NULL;
+    const ext_dl_tensor *t = &m->dl_tensor;
+    PyObject *shape = Py_None, *strides = Py_None;
+    Py_INCREF(Py_None);
+    Py_INCREF(Py_None);
+    if (t->ndim > 0 && t->ndim <= 64 && t->shape != NULL) {
+        Py_DECREF(shape);
+        shape = PyTuple_New(t->ndim);
+        for (int i = 0; shape && i < t->ndim; i++)
+            PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(t->shape[i]));
+    }
+    if (t->ndim > 0 && t->ndim <= 64 && t->strides != NULL) {
+        Py_DECREF(strides);
+        strides = PyTuple_New(t->ndim);
+        for (int i = 0; strides && i < t->ndim; i++)
+            PyTuple_SET_ITEM(strides, i, PyLong_FromLongLong(t->strides[i]));
+    }
+    if (shape == NULL || strides == NULL) {
+        Py_XDECREF(shape);
+        Py_XDECREF(strides);
+        return NULL;
+    }
+    return Py_BuildValue("(NiiiiiNNK)", PyLong_FromVoidPtr(t->data), t->device.device_type, t->ndim, t->dtype.code,
+                         t->dtype.bits, t->dtype.lanes, shape, strides, (unsigned long long)t->byte_offset);
+}
+
+#define EXT_FAST(fn)                                                                                                   \
+    { #fn, (PyCFunction)(void (*)(void))py_##fn, METH_FASTCALL, NULL }
+#define EXT_O(fn)                                                                                                      \
+    { #fn, (PyCFunction)(void (*)(void))py_##fn, METH_O, NULL }
+#define EXT_NOARGS(fn)                                                                                                 \
+    { #fn, (PyCFunction)(void (*)(void))py_##fn, METH_NOARGS, NULL }
+#define EXT_GENERIC_METHODS                                                                                            \
+    EXT_FAST(attn_forward), EXT_FAST(attn_ref_forward), EXT_FAST(attn_forward_varlen),                                 \
+        EXT_FAST(attn_ref_forward_varlen), EXT_FAST(attn_merge_attn_states), EXT_FAST(attn_reshape_and_cache),         \
+        EXT_FAST(attn_reshape_and_cache_scaled), EXT_FAST(attn_copy_blocks), EXT_FAST(attn_swap_blocks),               \
+        EXT_FAST(attn_forward_paged), EXT_FAST(attn_paged_attention), EXT_FAST(attn_ref_paged_attention),              \
+        EXT_FAST(attn_forward_padded), EXT_FAST(attn_ref_forward_padded), EXT_FAST(attn_forward_packed),               \
+        EXT_FAST(attn_forward_piecewise), EXT_FAST(attn_ref_forward_piecewise),                                        \
+        EXT_FAST(attn_forward_paged_piecewise), EXT_FAST(attn_ref_forward_paged_piecewise),                            \
+        EXT_FAST(attn_forward_kv_prefix), EXT_FAST(attn_forward_prescaled), EXT_FAST(attn_forward_quant),              \
+        EXT_FAST(attn_ref_forward_quant), EXT_FAST(attn_quantize_fp8), EXT_FAST(attn_dequantize_fp8),                  \
+        EXT_FAST(attn_quantize_mx), EXT_FAST(attn_dequantize_mx), EXT_FAST(attn_hadamard_signs),                       \
+        EXT_FAST(attn_hadamard_rotate), EXT_FAST(attn_ctx_set_num_threads), EXT_FAST(attn_version_number),             \
+        EXT_FAST(attn_version_string), EXT_FAST(attn_status_string), EXT_FAST(attn_last_error),                        \
+        EXT_FAST(attn_dtype_size), EXT_FAST(attn_dtype_name), EXT_FAST(attn_isa_count), EXT_FAST(attn_isa_name),       \
+        EXT_FAST(attn_isa_opt_in_name), EXT_FAST(attn_cpu_features), EXT_FAST(attn_ctx_num_threads),                   \
+        EXT_FAST(attn_ctx_isa), EXT_FAST(attn_forward_quant_kernels), EXT_FAST(attn_plan_workspace_size),              \
+        EXT_FAST(attn_fp8_from_float), EXT_FAST(attn_fp8_to_float), EXT_FAST(attn_fp4_e2m1_from_float),                \
+        EXT_FAST(attn_fp4_e2m1_to_float), EXT_FAST(attn_e8m0_to_float), EXT_NOARGS(attn_clear_error),                  \
+        EXT_O(attn_isa_available), EXT_FAST(attn_ctx_set_isa), EXT_NOARGS(attn_ctx_create), EXT_O(attn_ctx_destroy),   \
+        EXT_O(attn_plan_free), EXT_FAST(attn_forward_padded_workspace_size),                                           \
+        EXT_FAST(attn_forward_prescaled_workspace_size), EXT_FAST(attn_forward_quant_workspace_size),                  \
+        EXT_NOARGS(attn_capabilities_get), EXT_FAST(attn_plan_create), EXT_O(attn_plan_get_info),                      \
+        EXT_FAST(attn_reshape_and_cache_ex), EXT_O(dlpack_info)
+
+/* ================================================================================================
  * Module
  * ================================================================================================ */
 
-/* _init(entries, ndarray, np_empty, alloc_like, make_error, np_dtypes, view_dtypes, special_dtypes)
- *   entries: {"attn_paged_attention": address, ...} of the library ctypes loaded;
+/* _init(ndarray, np_zeros, alloc_like, make_error, np_dtypes, view_dtypes, special_dtypes, as_view, refuse)
  *   np_dtypes: {attn dtype: numpy dtype}; view_dtypes: {attn dtype: same-width uint dtype} for bf16/fp8;
- *   special_dtypes: {numpy dtype: attn dtype} of dtypes without a buffer format. */
+ *   special_dtypes: {numpy dtype: attn dtype} of dtypes without a buffer format; as_view / refuse: the
+ *   attn._arrays helpers of the generic converter (ext_conv_tensor). */
 static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("_init", 8);
-    PyObject *entries = args[0];
-    if (!PyDict_Check(entries) || !PyDict_Check(args[5]) || !PyDict_Check(args[6]) || !PyDict_Check(args[7])) {
+    EXT_NARGS("_init", 9);
+    if (!PyDict_Check(args[4]) || !PyDict_Check(args[5]) || !PyDict_Check(args[6])) {
         PyErr_SetString(PyExc_TypeError, "attn._ext._init: expected dicts");
         return NULL;
     }
-    static const char *names[] = {"attn_paged_attention", "attn_forward_paged",  "attn_reshape_and_cache",
-                                  "attn_forward",         "attn_forward_varlen", "attn_merge_attn_states",
-                                  "attn_last_error",      "attn_clear_error",    "attn_params_init_sized",
-                                  "attn_version_number"};
-    void *fp[10];
-    for (int i = 0; i < 10; i++) {
-        PyObject *v = PyDict_GetItemString(entries, names[i]);
-        fp[i] = v ? PyLong_AsVoidPtr(v) : NULL;
-        if (fp[i] == NULL) {
-            PyErr_Format(PyExc_ImportError, "attn._ext: libattn entry %s missing", names[i]);
-            return NULL;
-        }
-    }
-    /* Object pointers <-> function pointers: POSIX guarantees the round trip (dlsym). */
-    memcpy(&g_lib.paged_attention, &fp[0], sizeof fp[0]);
-    memcpy(&g_lib.forward_paged, &fp[1], sizeof fp[1]);
-    memcpy(&g_lib.reshape_and_cache, &fp[2], sizeof fp[2]);
-    memcpy(&g_lib.forward, &fp[3], sizeof fp[3]);
-    memcpy(&g_lib.forward_varlen, &fp[4], sizeof fp[4]);
-    memcpy(&g_lib.merge_attn_states, &fp[5], sizeof fp[5]);
-    memcpy(&g_lib.last_error, &fp[6], sizeof fp[6]);
-    memcpy(&g_lib.clear_error, &fp[7], sizeof fp[7]);
-    ext_version_fn version;
-    memcpy(&version, &fp[9], sizeof fp[9]);
-    if (version() != ATTN_VERSION_NUMBER) { /* another build's attn.h: struct layouts may differ */
+    if (attn_version_number() != ATTN_VERSION_NUMBER) { /* another build's attn.h: struct layouts may differ */
         PyErr_Format(PyExc_ImportError, "attn._ext was built for libattn %d, the loaded library is %u",
-                     ATTN_VERSION_NUMBER, version());
+                     ATTN_VERSION_NUMBER, attn_version_number());
         return NULL;
     }
-    PyObject *scaled = PyDict_GetItemString(entries, "attn_reshape_and_cache_scaled");
-    void *scaled_fp = scaled ? PyLong_AsVoidPtr(scaled) : NULL;
-    PyErr_Clear();
-    memcpy(&g_lib.reshape_and_cache_scaled, &scaled_fp, sizeof scaled_fp);
-    ext_params_init_fn params_init;
-    memcpy(&params_init, &fp[8], sizeof fp[8]);
-    params_init(&g_lib.params_default, sizeof g_lib.params_default);
+    g_lib.paged_attention = attn_paged_attention;
+    g_lib.forward_paged = attn_forward_paged;
+    g_lib.reshape_and_cache = attn_reshape_and_cache;
+    g_lib.reshape_and_cache_scaled = attn_reshape_and_cache_scaled;
+    g_lib.forward = attn_forward;
+    g_lib.forward_varlen = attn_forward_varlen;
+    g_lib.merge_attn_states = attn_merge_attn_states;
+    g_lib.last_error = attn_last_error;
+    g_lib.clear_error = attn_clear_error;
+    attn_params_init_sized(&g_lib.params_default, sizeof g_lib.params_default);
 
-    PyObject **slots[4] = {&g_py.ndarray_type, &g_py.np_empty, &g_py.alloc_like, &g_py.make_error};
-    for (int i = 0; i < 4; i++) {
-        Py_INCREF(args[1 + i]);
-        Py_XSETREF(*slots[i], args[1 + i]);
+    PyObject **slots[6] = {&g_py.ndarray_type, &g_py.np_empty, &g_py.alloc_like,
+                           &g_py.make_error,   &g_as_view,     &g_refuse};
+    const int from[6] = {0, 1, 2, 3, 7, 8};
+    for (int i = 0; i < 6; i++) {
+        Py_INCREF(args[from[i]]);
+        Py_XSETREF(*slots[i], args[from[i]]);
     }
     PyObject *key, *value;
     Py_ssize_t pos = 0;
-    while (PyDict_Next(args[5], &pos, &key, &value)) {
+    while (PyDict_Next(args[4], &pos, &key, &value)) {
         const long d = PyLong_AsLong(key);
         if (d == -1 && PyErr_Occurred())
             return NULL; /* (before any object is released with an exception set) */
@@ -1693,7 +2431,7 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
         }
     }
     pos = 0;
-    while (PyDict_Next(args[6], &pos, &key, &value)) {
+    while (PyDict_Next(args[5], &pos, &key, &value)) {
         const long d = PyLong_AsLong(key);
         if (d == -1 && PyErr_Occurred())
             return NULL;
@@ -1703,7 +2441,7 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
         }
     }
     pos = 0;
-    while (PyDict_Next(args[7], &pos, &key, &value) && g_py.num_special < 16) {
+    while (PyDict_Next(args[6], &pos, &key, &value) && g_py.num_special < 16) {
         const long d = PyLong_AsLong(value);
         if (d == -1 && PyErr_Occurred())
             return NULL;
@@ -1713,6 +2451,14 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     g_lib.ready = 1;
     Py_RETURN_NONE;
+}
+
+/* library_path() -> the file libattn was loaded from (dladdr of one of its entries). */
+static PyObject *py_library_path(PyObject *self, PyObject *unused) {
+    Dl_info info;
+    if (dladdr((void *)(uintptr_t)&attn_version_number, &info) == 0 || info.dli_fname == NULL)
+        return PyUnicode_FromString("");
+    return PyUnicode_DecodeFSDefault(info.dli_fname);
 }
 
 static PyMethodDef ext_methods[] = {
@@ -1731,6 +2477,8 @@ static PyMethodDef ext_methods[] = {
     {"kvcache", (PyCFunction)(void (*)(void))ext_kvcache, METH_FASTCALL, "flash_attn_with_kvcache fast path."},
     {"varlen_paged", (PyCFunction)(void (*)(void))ext_varlen_paged, METH_FASTCALL,
      "flash_attn_varlen_func(block_table=...) fast path."},
+    EXT_GENERIC_METHODS,
+    EXT_NOARGS(library_path),
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef ext_module = {PyModuleDef_HEAD_INIT,
@@ -1753,6 +2501,19 @@ PyMODINIT_FUNC PyInit__ext(void) {
     g_py.s_requires_grad = PyUnicode_InternFromString("requires_grad");
     g_py.s_torch = PyUnicode_InternFromString("torch");
     if (!g_py.s_dlpack || !g_py.s_dtype || !g_py.s_view || !g_py.s_requires_grad || !g_py.s_torch) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* attn_request's layout: attn.ops builds the plan's requests as one NumPy record array of it */
+    PyObject *layout = Py_BuildValue(
+        "{snsnsnsnsnsnsnsn}", "num_computed_tokens", (Py_ssize_t)offsetof(attn_request, num_computed_tokens),
+        "num_scheduled_tokens", (Py_ssize_t)offsetof(attn_request, num_scheduled_tokens), "num_spec_tokens",
+        (Py_ssize_t)offsetof(attn_request, num_spec_tokens), "kind", (Py_ssize_t)offsetof(attn_request, kind),
+        "block_ids", (Py_ssize_t)offsetof(attn_request, block_ids), "num_block_ids",
+        (Py_ssize_t)offsetof(attn_request, num_block_ids), "encoder_len",
+        (Py_ssize_t)offsetof(attn_request, encoder_len), "itemsize", (Py_ssize_t)sizeof(attn_request));
+    if (layout == NULL || PyModule_AddObject(m, "REQUEST_LAYOUT", layout) != 0) {
+        Py_XDECREF(layout);
         Py_DECREF(m);
         return NULL;
     }

@@ -138,8 +138,6 @@ def _swap_bytes(src: Array, dst: Array, block_size_in_bytes: Any, block_mapping:
     """Newer vLLM's swap_blocks(src, dst, block_size_in_bytes, block_mapping): each tensor is a run of
     consecutive blocks of block_size_in_bytes bytes from its data pointer; block s of src is copied to
     block d of dst for each (s, d) row, in order. Every id is checked before anything is written."""
-    import ctypes
-
     if isinstance(block_size_in_bytes, (bool, np.bool_)) or not isinstance(block_size_in_bytes,
                                                                            (int, np.integer)):
         raise TypeError(f"block_size_in_bytes: {block_size_in_bytes!r}, expected an int")
@@ -162,8 +160,8 @@ def _swap_bytes(src: Array, dst: Array, block_size_in_bytes: Any, block_mapping:
         return
     views = []
     for a, span in ((sa, spans[0]), (da, spans[1])):
-        buf = (ctypes.c_ubyte * span).from_address(a.__array_interface__["data"][0])
-        views.append(np.frombuffer(buf, np.uint8).reshape(-1)[: (span // nbytes) * nbytes]
+        buf = _arrays.raw_bytes(a.__array_interface__["data"][0], span, a)
+        views.append(buf[: (span // nbytes) * nbytes]
                      .reshape(-1, nbytes))
     sb, db = views
     for s_id, d_id in bm.tolist():

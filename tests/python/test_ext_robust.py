@@ -30,7 +30,6 @@ import pytest
 
 import attn
 from attn import _binding, _capi, flash
-from attn._arrays import _DLTensor
 from conftest import DLPackOnly
 
 EXT = _binding.ext
@@ -39,8 +38,22 @@ H, HKV, D, BS, NB = 4, 2, 16, 8, 4
 
 
 # ------------------------------------------------------------------------------------------------
-# DLPack tensors crafted by hand (the DLTensor layout of attn._arrays, which reads them on the ctypes path)
+# DLPack tensors crafted by hand (dlpack.h's DLTensor, which attn._ext reads)
 # ------------------------------------------------------------------------------------------------
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
 class _DLManaged(ctypes.Structure):
     _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
 

@@ -409,7 +409,7 @@ print(json.dumps({"error": err}))
 '''
 
 
-@pytest.fixture(params=["ext", "ctypes"])
+@pytest.fixture(params=["ext"])
 def plugin_backend(request):
     if request.param == "ext" and _binding.ext is None:
         pytest.skip("attn._ext is not built")
@@ -422,7 +422,6 @@ def test_vllm_plugin_per_head_scales(plugin_backend):
         env["ATTN_LIBRARY"] = attn.library_path
     if _binding.path:
         env["ATTN_EXTENSION"] = _binding.path
-    env["ATTN_PY_BACKEND"] = plugin_backend
     env.pop("ATTN_VLLM_MARKER", None)
     r = subprocess.run([sys.executable, "-c", _PLUGIN], env=env, capture_output=True, text=True, cwd=ROOT,
                        timeout=300)

@@ -40,7 +40,7 @@ def test_window_beyond_int32_is_unbounded_and_below_minus_one_rejected(rng, ctx1
         with pytest.raises(TypeError, match="window_size"):
             fn((1.5, 0))
     p = attn.Params(num_heads=2, window_size=(BIG + 7, 3))
-    assert (p.buf.p.window_left, p.buf.p.window_right) == (-1, 3)
+    assert p.args[2:4] == (-1, 3)  # attn_params.window_left, window_right
 
 
 def test_causal_values_are_validated(rng, ctx1):
@@ -390,7 +390,7 @@ def test_read_only_output_and_lists(rng):
     assert isinstance(info.value, ValueError) and info.value.message == "out: array is read-only"
     # lists are converted for inputs (Python floats become float64, which attn names like any bad dtype), and
     # index lists give the same family on bad values
-    assert _arrays.tensor([[np.float32(1.0), np.float32(2.0)]], "q").array.shape == (1, 2)
+    assert _arrays.tensor([[np.float32(1.0), np.float32(2.0)]], "q").shape == (1, 2)
     with pytest.raises(attn.AttnError, match=r"^ATTN_STATUS_INVALID_ARGUMENT: q: dtype float64") as info:
         _arrays.tensor([[1.0, 2.0]], "q")
     assert isinstance(info.value, TypeError)
