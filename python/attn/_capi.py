@@ -152,9 +152,17 @@ ext, extension_path = _load()
 library_path: str = os.path.normpath(ext.library_path())
 
 
+# The C entries the binding reaches: its attn_* functions, and those its hot functions call (attn_forward,
+# attn_ref_forward through ext.forward, ...)
+ENTRIES = tuple(sorted({n for n in dir(ext) if n.startswith("attn_")} | {
+    "attn_forward", "attn_ref_forward", "attn_forward_varlen", "attn_ref_forward_varlen", "attn_merge_attn_states",
+    "attn_reshape_and_cache", "attn_reshape_and_cache_scaled", "attn_forward_paged", "attn_paged_attention",
+    "attn_ref_paged_attention"}))
+
+
 def has(name: str) -> bool:
-    """True if the binding has the C entry ``name`` (e.g. "attn_paged_attention")."""
-    return name.startswith("attn_") and hasattr(ext, name)
+    """True if the binding reaches the C entry ``name`` (e.g. "attn_paged_attention")."""
+    return name in ENTRIES
 
 
 def call(name: str, *args: Any) -> Any:

@@ -112,6 +112,7 @@ typedef struct ext_arg {
     Py_buffer view;    /* held buffer (kind 1)                    */
     PyObject *capsule; /* unconsumed DLPack capsule (kind 2)      */
     PyObject *tmp;     /* bf16/fp8 integer view array (kind 1)    */
+    PyObject *src;     /* the array attn._arrays made of the argument (ext_tensor_n) */
     int kind;          /* 0 none, 1 buffer, 2 capsule             */
 } ext_arg;
 
@@ -121,6 +122,7 @@ static void ext_arg_release(ext_arg *a) {
         PyBuffer_Release(&a->view);
     Py_CLEAR(a->capsule);
     Py_CLEAR(a->tmp);
+    Py_CLEAR(a->src);
     a->kind = 0;
 }
 
@@ -435,16 +437,6 @@ static int ext_tensor(PyObject *obj, int writable, int want, ext_arg *a) {
     return r;
 }
 
-/* Optional tensor: None -> *p = NULL. */
-static int ext_opt_tensor(PyObject *obj, int writable, int want, ext_arg *a, attn_tensor **p) {
-    if (obj == Py_None) {
-        *p = NULL;
-        return 0;
-    }
-    *p = &a->t;
-    return ext_tensor(obj, writable, want, a);
-}
-
 /* A new array of `shape` and attn `dtype` like `like` (a torch tensor for a torch `like`, else NumPy),
  * converted to a writable view in `a`. Returns the new reference or NULL with a Python error set. */
 static PyObject *ext_alloc(PyObject *like, int ndim, const int64_t *shape, int dtype, ext_arg *a) {
@@ -709,201 +701,6 @@ static PyObject *ext_not_implemented(ext_arg *args, int n) {
         return NULL;                                                                                                   \
     }
 
-/* Output `out` (given or allocated like `like` with `shape` and dtype `dtype`) and optional LSE
- * (given, allocated float32 `lse_shape`, or none). On success *out_obj / *lse_obj are new references. */
-static int ext_outputs(PyObject *like, PyObject *out, int ndim, const int64_t *shape, int dtype, PyObject *lse,
-                       int want_lse, int lse_ndim, const int64_t *lse_shape, ext_arg *ao, ext_arg *al,
-                       PyObject **out_obj, PyObject **lse_obj, attn_tensor **lse_t) {
-    *out_obj = *lse_obj = NULL;
-    *lse_t = NULL;
-    if ((out == Py_None && (dtype < 0 || dtype >= 16 || g_py.np_dtype[dtype] == NULL)) ||
-        (want_lse && lse == Py_None && g_py.np_dtype[ATTN_DTYPE_F32] == NULL))
-        return EXT_FALLBACK; /* an output dtype NumPy cannot hold here: the general path says so */
-    if (out != Py_None) {
-        if (ext_tensor(out, 1, -1, ao) != 0)
-            return EXT_FALLBACK;
-        Py_INCREF(out);
-        *out_obj = out;
-    }
-    if (want_lse && lse != Py_None) {
-        if (ext_tensor(lse, 1, -1, al) != 0)
-            return EXT_FALLBACK;
-        Py_INCREF(lse);
-        *lse_obj = lse;
-        *lse_t = &al->t;
-    }
-    if (*out_obj == NULL) {
-        *out_obj = ext_alloc(like, ndim, shape, dtype, ao);
-        if (*out_obj == NULL)
-            return -1;
-    }
-    if (want_lse && *lse_obj == NULL && lse_ndim > 0) {
-        *lse_obj = ext_alloc(like, lse_ndim, lse_shape, ATTN_DTYPE_F32, al);
-        if (*lse_obj == NULL)
-            return -1;
-        *lse_t = &al->t;
-        /* -inf where no call writes (rows outside every sequence), as out is 0 there (ext_alloc zero-fills) */
-        int64_t n = 1;
-        for (int i = 0; i < lse_ndim; i++)
-            n *= lse_shape[i];
-        float *d = (float *)al->t.data;
-        for (int64_t i = 0; i < n; i++)
-            d[i] = -INFINITY;
-    }
-    return 0;
-}
-
-/* ================================================================================================
- * Entries (METH_FASTCALL; argument order fixed by python/attn/ops.py, flash.py, vllm_ops.py)
- * ================================================================================================ */
-
-/* paged_attention(ctx, q, kv_cache, query_start_loc, seq_lens, block_table, softmax_scale, causal,
- *                 window_size, softcap, alibi_slopes, sinks, out, lse, want_lse)
- * q [num_tokens, num_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads, head_size];
- * query_start_loc / seq_lens / block_table int32. out like q (allocated if None); lse float32 [num_heads,
- * num_tokens]. Returns out or (out, lse); NotImplemented outside the fast path. */
-static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 18) /* 18: + kv_cache_dtype code, k_scale, v_scale of an fp8 cache */
-        EXT_NARGS("paged_attention", 15);
-    enum { Q, KV, QSL, SL, BT, OUT, LSE, AL, SI, N };
-    ext_arg a[N];
-    memset(a, 0, sizeof a);
-    void *ctx;
-    attn_params p;
-    PyObject *out = NULL, *lse = NULL;
-    attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[14]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 0, -1, &a[KV]) ||
-        ext_tensor(args[3], 0, ATTN_DTYPE_I32, &a[QSL]) || ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[SL]) ||
-        ext_tensor(args[5], 0, ATTN_DTYPE_I32, &a[BT]))
-        return ext_not_implemented(a, N);
-    const attn_tensor *q = &a[Q].t;
-    const int64_t num_heads = q->ndim == 3 ? q->shape[1] : -1;
-    ext_arg keep[2];
-    memset(keep, 0, sizeof keep);
-    if (ext_params(args[6], args[7], 0, args[8], args[9], args[10], args[11], num_heads, keep, &p)) {
-        ext_release_all(keep, 2);
-        return ext_not_implemented(a, N);
-    }
-    a[AL] = keep[0];
-    a[SI] = keep[1];
-    if (nargs == 18 && ext_fp8_cache(args[15], args[16], args[17], &a[KV].t, NULL, NULL, &p.k_scale, &p.v_scale))
-        return ext_not_implemented(a, N);
-    const int64_t lse_shape[2] = {q->ndim == 3 ? q->shape[1] : 0, q->shape[0]};
-    int r = ext_outputs(args[1], args[12], q->ndim, q->shape, q->dtype, args[13], want_lse, q->ndim == 3 ? 2 : 0,
-                        lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t);
-    if (r != 0) {
-        Py_XDECREF(out);
-        Py_XDECREF(lse);
-        if (r < 0) {
-            ext_release_all(a, N);
-            return NULL;
-        }
-        return ext_not_implemented(a, N);
-    }
-    attn_status st;
-    EXT_CALL(st,
-             g_lib.paged_attention((attn_ctx *)ctx, q, &a[KV].t, &a[QSL].t, &a[SL].t, &a[BT].t, &p, &a[OUT].t, lse_t));
-    ext_release_all(a, N);
-    if (st != ATTN_STATUS_OK) {
-        Py_DECREF(out);
-        Py_XDECREF(lse);
-        return ext_raise(st, "attn_paged_attention");
-    }
-    return ext_result(out, lse, want_lse);
-}
-
-/* forward_paged(ctx, plan, num_heads, q, kv_cache, key, value, softmax_scale, causal, window_size, softcap,
- *               alibi_slopes, sinks, out, lse, want_lse, workspace_ptr, workspace_size)
- * One layer of a planned step (attn_forward_paged); shapes as paged_attention, key/value optional
- * [num_tokens, num_kv_heads, head_size]. The workspace is the Plan's (allocated once per plan). */
-static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 21) /* 21: + kv_cache_dtype code, k_scale, v_scale of an fp8 cache */
-        EXT_NARGS("forward_paged", 18);
-    enum { Q, KV, K, V, OUT, LSE, AL, SI, N };
-    ext_arg a[N];
-    memset(a, 0, sizeof a);
-    void *ctx, *plan;
-    attn_tensor *tk, *tv, *lse_t;
-    attn_params p;
-    PyObject *out = NULL, *lse = NULL;
-    long long num_heads, ws_size;
-    void *ws = NULL;
-    const int want_lse = PyObject_IsTrue(args[15]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    if (ext_handle(args[0], &ctx) || ext_handle(args[1], &plan) || ext_int(args[2], 0, INT32_MAX, &num_heads) ||
-        ext_tensor(args[3], 0, -1, &a[Q]) || ext_tensor(args[4], 0, -1, &a[KV]) ||
-        ext_opt_tensor(args[5], 0, -1, &a[K], &tk) || ext_opt_tensor(args[6], 0, -1, &a[V], &tv) ||
-        ext_int(args[17], 0, LLONG_MAX, &ws_size) || (ws_size > 0 && ext_handle(args[16], &ws)))
-        return ext_not_implemented(a, N);
-    /* libattn reads params->alibi_slopes / sinks for q's heads: the per-head arrays are checked against
-     * those, and a num_heads (the plan's) that disagrees with q is the general path's error to report */
-    const attn_tensor *q = &a[Q].t;
-    if (q->ndim != 3 || q->shape[1] != num_heads)
-        return ext_not_implemented(a, N);
-    ext_arg keep[2];
-    memset(keep, 0, sizeof keep);
-    if (ext_params(args[7], args[8], 0, args[9], args[10], args[11], args[12], q->shape[1], keep, &p)) {
-        ext_release_all(keep, 2);
-        return ext_not_implemented(a, N);
-    }
-    a[AL] = keep[0];
-    a[SI] = keep[1];
-    if (nargs == 21 && ext_fp8_cache(args[18], args[19], args[20], &a[KV].t, tk, tv, &p.k_scale, &p.v_scale))
-        return ext_not_implemented(a, N);
-    const int64_t lse_shape[2] = {q->shape[1], q->shape[0]};
-    int r = ext_outputs(args[3], args[13], q->ndim, q->shape, q->dtype, args[14], want_lse, 2, lse_shape, &a[OUT],
-                        &a[LSE], &out, &lse, &lse_t);
-    if (r != 0) {
-        Py_XDECREF(out);
-        Py_XDECREF(lse);
-        if (r < 0) {
-            ext_release_all(a, N);
-            return NULL;
-        }
-        return ext_not_implemented(a, N);
-    }
-    attn_status st;
-    EXT_CALL(st, g_lib.forward_paged((attn_ctx *)ctx, (const attn_plan *)plan, q, tk, tv, &a[KV].t, &p, &a[OUT].t,
-                                     lse_t, ws, (size_t)ws_size));
-    ext_release_all(a, N);
-    if (st != ATTN_STATUS_OK) {
-        Py_DECREF(out);
-        Py_XDECREF(lse);
-        return ext_raise(st, "attn_forward_paged");
-    }
-    return ext_result(out, lse, want_lse);
-}
-
-/* reshape_and_cache(ctx, key, value, kv_cache, slot_mapping)
- * key/value [num_tokens, num_kv_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads,
- * head_size] (written in place); slot_mapping int64 [num_tokens]. Returns None. */
-static PyObject *ext_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) /* 8: + kv_cache_dtype code, k_scale, v_scale of an fp8 cache (attn_reshape_and_cache_scaled) */
-        EXT_NARGS("reshape_and_cache", 5);
-    ext_arg a[4];
-    memset(a, 0, sizeof a);
-    void *ctx;
-    float ks = 1.0f, vs = 1.0f;
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[4], 0, ATTN_DTYPE_I64, &a[3]) ||
-        ext_tensor(args[1], 0, -1, &a[0]) || ext_tensor(args[2], 0, -1, &a[1]) || ext_tensor(args[3], 1, -1, &a[2]) ||
-        (nargs == 8 && (g_lib.reshape_and_cache_scaled == NULL ||
-                        ext_fp8_cache(args[5], args[6], args[7], &a[2].t, NULL, NULL, &ks, &vs))))
-        return ext_not_implemented(a, 4);
-    attn_status st;
-    if (nargs == 8)
-        EXT_CALL(st, g_lib.reshape_and_cache_scaled((attn_ctx *)ctx, &a[0].t, &a[1].t, &a[2].t, &a[3].t, ks, vs));
-    else
-        EXT_CALL(st, g_lib.reshape_and_cache((attn_ctx *)ctx, &a[0].t, &a[1].t, &a[2].t, &a[3].t));
-    ext_release_all(a, 4);
-    if (st != ATTN_STATUS_OK)
-        return ext_raise(st, "attn_reshape_and_cache");
-    Py_RETURN_NONE;
-}
-
 /* The [2, ...] view of two cache halves k (first) and v as python/attn/flash._kv_view builds it: same dtype,
  * shape and strides, v a whole number of elements after k and no later than k's extent. 0 if possible. */
 static int ext_kv_view(const attn_tensor *k, const attn_tensor *v, attn_tensor *kv) {
@@ -966,111 +763,6 @@ static PyObject *ext_vllm_reshape_and_cache(PyObject *self, PyObject *const *arg
     Py_RETURN_NONE;
 }
 
-/* merge_attn_states(ctx, out_a, lse_a, out_b, lse_b, out, lse_out, want_lse)
- * out_a/out_b [num_tokens, num_heads, head_size]; lse_a/lse_b float32 [num_heads, num_tokens]. out
- * allocated like out_a, lse_out like lse_a (float32) when None. Returns out or (out, lse_out). */
-static PyObject *ext_merge_attn_states(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("merge_attn_states", 8);
-    enum { OA, LA, OB, LB, OUT, LSE, N };
-    ext_arg a[N];
-    memset(a, 0, sizeof a);
-    void *ctx;
-    PyObject *out = NULL, *lse = NULL;
-    attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[7]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[OA]) || ext_tensor(args[2], 0, -1, &a[LA]) ||
-        ext_tensor(args[3], 0, -1, &a[OB]) || ext_tensor(args[4], 0, -1, &a[LB]))
-        return ext_not_implemented(a, N);
-    const attn_tensor *oa = &a[OA].t, *la = &a[LA].t;
-    int r = ext_outputs(args[1], args[5], oa->ndim, oa->shape, oa->dtype, args[6], want_lse,
-                        la->ndim > 0 ? la->ndim : -1, la->shape, &a[OUT], &a[LSE], &out, &lse, &lse_t);
-    if (r == 0 && want_lse && lse_t == NULL)
-        r = EXT_FALLBACK; /* 0-d lse_a: the general path */
-    if (r != 0) {
-        Py_XDECREF(out);
-        Py_XDECREF(lse);
-        if (r < 0) {
-            ext_release_all(a, N);
-            return NULL;
-        }
-        return ext_not_implemented(a, N);
-    }
-    attn_status st;
-    EXT_CALL(st, g_lib.merge_attn_states((attn_ctx *)ctx, oa, la, &a[OB].t, &a[LB].t, &a[OUT].t, lse_t));
-    ext_release_all(a, N);
-    if (st != ATTN_STATUS_OK) {
-        Py_DECREF(out);
-        Py_XDECREF(lse);
-        return ext_raise(st, "attn_merge_attn_states");
-    }
-    return ext_result(out, lse, want_lse);
-}
-
-/* forward(ctx, layout, q, k, v, softmax_scale, causal, flash_causal, window_size, softcap, alibi_slopes,
- *         sinks, out, lse, want_lse)
- * Dense attention (attn_forward), no masks. BSND: q [batch, seq_q, num_heads, head_size], k/v [batch,
- * seq_k, num_kv_heads, head_size(_v)]; BNSD swaps dims 1 and 2. out [.., head_size_v] in q's dtype; lse
- * float32 [batch, num_heads, seq_q]. */
-static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("forward", 15);
-    enum { Q, K, V, OUT, LSE, AL, SI, N };
-    ext_arg a[N];
-    memset(a, 0, sizeof a);
-    void *ctx;
-    long long layout;
-    attn_params p;
-    PyObject *out = NULL, *lse = NULL;
-    attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[14]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    const int flash = args[7] == Py_True;
-    if (ext_handle(args[0], &ctx) || ext_int(args[1], 0, 1, &layout) || ext_tensor(args[2], 0, -1, &a[Q]) ||
-        ext_tensor(args[3], 0, -1, &a[K]) || ext_tensor(args[4], 0, -1, &a[V]))
-        return ext_not_implemented(a, N);
-    const attn_tensor *q = &a[Q].t, *v = &a[V].t;
-    const int nd = layout == ATTN_LAYOUT_BSND ? 2 : 1, sd = 3 - nd;
-    const int64_t num_heads = q->ndim == 4 ? q->shape[nd] : -1;
-    ext_arg keep[2];
-    memset(keep, 0, sizeof keep);
-    if (ext_params(args[5], args[6], flash, args[8], args[9], args[10], args[11], num_heads, keep, &p)) {
-        ext_release_all(keep, 2);
-        return ext_not_implemented(a, N);
-    }
-    a[AL] = keep[0];
-    a[SI] = keep[1];
-    int64_t out_shape[ATTN_MAX_DIMS];
-    memcpy(out_shape, q->shape, sizeof out_shape);
-    if (q->ndim == 4) {
-        if (v->ndim < 1)
-            return ext_not_implemented(a, N);
-        out_shape[3] = v->shape[v->ndim - 1];
-    }
-    const int64_t lse_shape[3] = {q->shape[0], q->ndim == 4 ? q->shape[nd] : 0, q->ndim == 4 ? q->shape[sd] : 0};
-    int r = ext_outputs(args[2], args[12], q->ndim, out_shape, q->dtype, args[13], want_lse, q->ndim == 4 ? 3 : 0,
-                        lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t);
-    if (r != 0) {
-        Py_XDECREF(out);
-        Py_XDECREF(lse);
-        if (r < 0) {
-            ext_release_all(a, N);
-            return NULL;
-        }
-        return ext_not_implemented(a, N);
-    }
-    attn_status st;
-    EXT_CALL(st, g_lib.forward((attn_ctx *)ctx, (attn_layout)layout, q, &a[K].t, v, &p, &a[OUT].t, lse_t));
-    ext_release_all(a, N);
-    if (st != ATTN_STATUS_OK) {
-        Py_DECREF(out);
-        Py_XDECREF(lse);
-        return ext_raise(st, "attn_forward");
-    }
-    return ext_result(out, lse, want_lse);
-}
-
 /* Element size of the float/int dtypes the fast paths write (tails, transposes). */
 static size_t ext_item(attn_dtype d) {
     switch (d) {
@@ -1108,73 +800,529 @@ static void ext_zero_tail(const attn_tensor *out, const attn_tensor *lse, int64_
     }
 }
 
-/* varlen(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal, flash_causal, window_size,
- *        softcap, alibi_slopes, sinks, out, want_lse, zero_tail)
- * Packed attention (attn_forward_varlen): q [total_q, num_heads, head_size], k/v [total_k, num_kv_heads,
- * head_size(_v)], cu_seqlens int32 [batch + 1]. out [total_q, num_heads, head_size_v] (allocated if None;
- * with zero_tail, rows past cu_seqlens_q[-1] of an allocated out are 0 and of the lse -inf); lse float32
- * [num_heads, total_q]. */
-static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("varlen", 16);
-    enum { Q, K, V, CQ, CK, OUT, LSE, AL, SI, N };
+/* (defined with the generic entries below) */
+static PyObject *g_as_view, *g_refuse;
+static int ext_handle_of(PyObject *obj, const char *what, void **out);
+static int ext_conv_int(PyObject *obj, const char *fn, const char *name, int64_t lo, int64_t hi, int64_t *out);
+static PyObject *ext_status(attn_status st, const char *fn);
+
+/* A function of an attn module (the slow paths: conversions C leaves to Python). New reference. */
+static PyObject *ext_pyfn(const char *module, const char *name) {
+    PyObject *m = PyImport_ImportModule(module);
+    if (m == NULL)
+        return NULL;
+    PyObject *f = PyObject_GetAttrString(m, name);
+    Py_DECREF(m);
+    return f;
+}
+
+/* ext_tensor, else what attn._arrays makes of `obj` (index arrays: index_array to `want`'s width, others:
+ * as_view), else the family's error naming the argument. 0, or -1 with an exception set. */
+static int ext_tensor_n(PyObject *obj, int writable, int want, const char *name, ext_arg *a) {
+    if (ext_tensor(obj, writable, want, a) == 0)
+        return 0;
+    ext_arg_release(a);
+    PyErr_Clear();
+    PyObject *src, *wr = writable ? Py_True : Py_False;
+    if (want == ATTN_DTYPE_I32 || want == ATTN_DTYPE_I64) {
+        PyObject *f = ext_pyfn("attn._arrays", "index_array");
+        src = f ? PyObject_CallFunction(f, "OsO", obj, name, g_py.np_dtype[want]) : NULL;
+        Py_XDECREF(f);
+    } else {
+        src = PyObject_CallFunction(g_as_view, "OsO", obj, name, wr);
+    }
+    if (src == NULL)
+        return -1;
+    if (ext_tensor(src, writable, want, a) != 0) {
+        ext_arg_release(a);
+        PyErr_Clear();
+        PyObject *r = PyObject_CallFunction(g_refuse, "OsO", src, name, wr);
+        Py_XDECREF(r);
+        Py_DECREF(src);
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "%s: expected a %s array", name, want >= 0 ? attn_dtype_name(want) : "");
+        return -1;
+    }
+    a->src = src;
+    return 0;
+}
+
+/* Optional tensor: None -> *p = NULL. */
+static int ext_opt_tensor_n(PyObject *obj, int writable, int want, const char *name, ext_arg *a, attn_tensor **p) {
+    *p = NULL;
+    if (obj == Py_None)
+        return 0;
+    *p = &a->t;
+    return ext_tensor_n(obj, writable, want, name, a);
+}
+
+/* `fn`(arg) of attn.ops / attn.flash: the normalizer of an option C did not take (its error, if any). */
+static PyObject *ext_normalize(const char *module, const char *fn, PyObject *arg) {
+    PyObject *f = ext_pyfn(module, fn);
+    PyObject *r = f ? PyObject_CallOneArg(f, arg) : NULL;
+    Py_XDECREF(f);
+    return r;
+}
+
+/* The options every attention entry shares: o = (softmax_scale, causal, window_size, softcap, alibi_slopes,
+ * sinks) -> attn_params. What C does not take directly (a causal name, NumPy integers, lists of slopes) goes
+ * through the Python normalizers of attn.ops / attn.flash, which also raise their errors. keep[0..1] hold the
+ * per-head arrays. 0, or -1 with an exception set. */
+static int ext_options(PyObject *const *o, int flash, int64_t num_heads, ext_arg keep[2], attn_params *p) {
+    *p = g_lib.params_default;
+    if (o[0] != Py_None) {
+        const double d = PyFloat_AsDouble(o[0]);
+        if (d == -1.0 && PyErr_Occurred())
+            return -1;
+        /* a zero scale (flash-attn, SDPA: uniform weights): attn_params' 0 means "default", so the smallest
+         * positive float stands for it (its logits are below 2^-126: exp2 of their differences is exactly 1) */
+        p->softmax_scale = (float)d == 0.0f ? FLT_TRUE_MIN : (float)d;
+    }
+    if (ext_causal(o[1], flash, &p->causal) != 0) {
+        PyObject *r = ext_normalize(flash ? "attn.flash" : "attn.ops", flash ? "_flash_causal" : "_causal_value", o[1]);
+        if (r == NULL)
+            return -1;
+        p->causal = (int32_t)PyLong_AsLong(r);
+        Py_DECREF(r);
+    }
+    if (ext_window(o[2], &p->window_left, &p->window_right) != 0) {
+        PyErr_Clear();
+        PyObject *r = ext_normalize("attn.ops", "_window_value", o[2]);
+        if (r == NULL || !PyArg_ParseTuple(r, "ii", &p->window_left, &p->window_right)) {
+            Py_XDECREF(r);
+            return -1;
+        }
+        Py_DECREF(r);
+    }
+    if (o[3] != Py_None) {
+        const double d = PyFloat_AsDouble(o[3]);
+        if (d == -1.0 && PyErr_Occurred())
+            return -1;
+        p->softcap = (float)d;
+    }
+    static const char *names[2] = {"alibi_slopes", "sinks"};
+    const float **vec[2] = {&p->alibi_slopes, &p->sinks};
+    for (int i = 0; i < 2; i++) {
+        if (ext_per_head(o[4 + i], num_heads, &keep[i], vec[i]) == 0)
+            continue;
+        ext_arg_release(&keep[i]);
+        PyErr_Clear();
+        PyObject *f = ext_pyfn("attn.ops", "_per_head");
+        PyObject *nh = num_heads >= 0 ? PyLong_FromLongLong(num_heads) : Py_NewRef(Py_None);
+        PyObject *r = f && nh ? PyObject_CallFunction(f, "OsO", o[4 + i], names[i], nh) : NULL;
+        Py_XDECREF(f);
+        Py_XDECREF(nh);
+        if (r == NULL)
+            return -1;
+        const int bad = ext_tensor(r, 0, ATTN_DTYPE_F32, &keep[i]);
+        keep[i].src = r;
+        if (bad) {
+            PyErr_Format(PyExc_ValueError, "%s: expected a float32 [num_heads] array", names[i]);
+            return -1;
+        }
+        *vec[i] = (const float *)keep[i].t.data;
+    }
+    return 0;
+}
+
+/* An fp8 scale: None (1), a number (per tensor) or a float32 [num_kv_heads] array (per KV head: *per), whose
+ * length must be the cache's kv heads (`cache` [2, num_blocks, block_size, num_kv_heads, head_size]). */
+static int ext_scale(PyObject *o, const char *name, const attn_tensor *cache, ext_arg *keep, float *f,
+                     const float **per) {
+    *f = 1.0f;
+    *per = NULL;
+    if (o == Py_None)
+        return 0;
+    if (PyFloat_Check(o) || PyLong_Check(o)) {
+        const double d = PyFloat_AsDouble(o);
+        if (d == -1.0 && PyErr_Occurred())
+            return -1;
+        *f = (float)d;
+        return 0;
+    }
+    if (ext_tensor_n(o, 0, ATTN_DTYPE_F32, name, keep) != 0)
+        return -1;
+    const int64_t heads = cache->ndim == 5 ? cache->shape[3] : -1;
+    if (keep->t.ndim != 1 || keep->t.shape[0] != heads || (heads > 1 && keep->t.strides[0] != 1)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected a contiguous float32 [num_kv_heads] = [%lld] array", name,
+                     (long long)heads);
+        return -1;
+    }
+    *per = (const float *)keep->t.data;
+    return 0;
+}
+
+/* kv_cache_dtype (None, "auto", "fp8", "fp8_e4m3", "fp8_e5m2": vLLM's names) of `n` cache tensors: a uint8
+ * one is read as the named fp8 format (vLLM's allocation); another dtype that is not that format raises
+ * attn.ops.kv_cache_tensor's error. */
+static int ext_kv_dtype(PyObject *name, PyObject *const *objs, const char *const *names, attn_tensor **ts, int n) {
+    if (name == Py_None)
+        return 0;
+    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    int code = -2;
+    if (s != NULL)
+        code = !strcmp(s, "auto")                              ? -1
+               : (!strcmp(s, "fp8") || !strcmp(s, "fp8_e4m3")) ? ATTN_DTYPE_FP8_E4M3
+               : !strcmp(s, "fp8_e5m2")                        ? ATTN_DTYPE_FP8_E5M2
+                                                               : -2;
+    PyErr_Clear();
+    if (code == -2) { /* its NotImplementedError */
+        PyObject *r = ext_normalize("attn.ops", "kv_cache_dtype_code", name);
+        Py_XDECREF(r);
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_NotImplementedError, "kv_cache_dtype=%R is not supported", name);
+        return -1;
+    }
+    for (int i = 0; code >= 0 && i < n; i++) {
+        if (ts[i] == NULL || ts[i]->dtype == (attn_dtype)code)
+            continue;
+        if (ts[i]->dtype == ATTN_DTYPE_U8) {
+            ts[i]->dtype = (attn_dtype)code;
+            continue;
+        }
+        PyObject *f = ext_pyfn("attn.ops", "kv_cache_tensor");
+        PyObject *r = f ? PyObject_CallFunction(f, "OsOO", objs[i], names[i], Py_False, name) : NULL;
+        Py_XDECREF(f);
+        Py_XDECREF(r);
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "%s: dtype does not hold kv_cache_dtype=%R", names[i], name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Output `out` (given or allocated like `like` with `shape` and dtype `dtype`) and optional LSE (given,
+ * allocated float32 `lse_shape` when lse_ndim >= 0, or none). On success *out_obj / *lse_obj are new
+ * references; -1 with an exception set otherwise. */
+static int ext_outputs(PyObject *like, PyObject *out, int ndim, const int64_t *shape, int dtype, PyObject *lse,
+                       int want_lse, int lse_ndim, const int64_t *lse_shape, ext_arg *ao, ext_arg *al,
+                       PyObject **out_obj, PyObject **lse_obj, attn_tensor **lse_t) {
+    *out_obj = *lse_obj = NULL;
+    *lse_t = NULL;
+    if (out != Py_None) {
+        if (ext_tensor_n(out, 1, -1, "out", ao) != 0)
+            return -1;
+        *out_obj = Py_NewRef(out);
+    }
+    if (want_lse && lse != Py_None) {
+        if (ext_tensor_n(lse, 1, -1, "lse", al) != 0)
+            return -1;
+        *lse_obj = Py_NewRef(lse);
+        *lse_t = &al->t;
+    }
+    if (*out_obj == NULL) {
+        *out_obj = ext_alloc(like, ndim, shape, dtype, ao);
+        if (*out_obj == NULL)
+            return -1;
+    }
+    if (want_lse && *lse_obj == NULL && lse_ndim >= 0) {
+        *lse_obj = ext_alloc(like, lse_ndim, lse_shape, ATTN_DTYPE_F32, al);
+        if (*lse_obj == NULL)
+            return -1;
+        *lse_t = &al->t;
+        /* -inf where no call writes (rows outside every sequence), as out is 0 there (ext_alloc zero-fills) */
+        int64_t n = 1;
+        for (int i = 0; i < lse_ndim; i++)
+            n *= lse_shape[i];
+        float *d = (float *)al->t.data;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = -INFINITY;
+    }
+    return 0;
+}
+
+/* Releases the arguments and outputs of a failed call; NULL. */
+static PyObject *ext_fail(ext_arg *args, int n, PyObject *out, PyObject *lse) {
+    ext_release_all(args, n);
+    Py_XDECREF(out);
+    Py_XDECREF(lse);
+    return NULL;
+}
+
+/* The end of an attention entry: release, raise from a failing status, else out or (out, lse). */
+static PyObject *ext_finish(attn_status st, const char *fn, ext_arg *args, int n, PyObject *out, PyObject *lse,
+                            int want_lse) {
+    ext_release_all(args, n);
+    if (st != ATTN_STATUS_OK) {
+        Py_XDECREF(out);
+        Py_XDECREF(lse);
+        return ext_raise(st, fn);
+    }
+    return ext_result(out, lse, want_lse);
+}
+
+/* ================================================================================================
+ * Hot entries (METH_FASTCALL; argument order fixed by python/attn/ops.py, flash.py, vllm_ops.py)
+ * ================================================================================================ */
+
+/* paged_attention(ctx, q, kv_cache, query_start_loc, seq_lens, block_table, softmax_scale, causal,
+ *                 window_size, softcap, alibi_slopes, sinks, out, lse, want_lse, kv_cache_dtype, k_scale,
+ *                 v_scale, reference)
+ * q [num_tokens, num_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads, head_size];
+ * query_start_loc / seq_lens / block_table int32. out like q (allocated if None); lse float32 [num_heads,
+ * num_tokens]. kv_cache_dtype / scales as ext_kv_dtype / ext_scale. reference: the float64 oracle.
+ * Returns out or (out, lse). */
+static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("paged_attention", 19);
+    enum { Q, KV, QSL, SL, BT, OUT, LSE, AL, SI, KS, VS, N };
+    ext_arg a[N];
+    memset(a, 0, sizeof a);
+    void *ctx = NULL;
+    attn_params p;
+    PyObject *out = NULL, *lse = NULL;
+    attn_tensor *lse_t, *cache[1];
+    const int want_lse = PyObject_IsTrue(args[14]), reference = PyObject_IsTrue(args[18]);
+    if (want_lse < 0 || reference < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    static const char *cache_name[1] = {"kv_cache"};
+    if ((!reference && ext_handle_of(args[0], "Context", &ctx)) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
+        ext_tensor_n(args[2], 0, -1, "kv_cache", &a[KV]) ||
+        ext_tensor_n(args[3], 0, ATTN_DTYPE_I32, "query_start_loc", &a[QSL]) ||
+        ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "seq_lens", &a[SL]) ||
+        ext_tensor_n(args[5], 0, ATTN_DTYPE_I32, "block_table", &a[BT]) ||
+        ext_options(&args[6], 0, a[Q].t.ndim == 3 ? a[Q].t.shape[1] : -1, &a[AL], &p) ||
+        (cache[0] = &a[KV].t, ext_kv_dtype(args[15], &args[2], cache_name, cache, 1)) ||
+        ext_scale(args[16], "k_scale", &a[KV].t, &a[KS], &p.k_scale, &p.k_scales) ||
+        ext_scale(args[17], "v_scale", &a[KV].t, &a[VS], &p.v_scale, &p.v_scales))
+        return ext_fail(a, N, NULL, NULL);
+    const attn_tensor *q = &a[Q].t;
+    const int64_t lse_shape[2] = {q->ndim == 3 ? q->shape[1] : 0, q->shape[0]};
+    if (ext_outputs(args[1], args[12], q->ndim, q->shape, q->dtype, args[13], want_lse, q->ndim == 3 ? 2 : -1,
+                    lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t))
+        return ext_fail(a, N, out, lse);
+    attn_status st;
+    if (reference)
+        EXT_CALL(st, attn_ref_paged_attention(q, &a[KV].t, &a[QSL].t, &a[SL].t, &a[BT].t, &p, &a[OUT].t, lse_t));
+    else
+        EXT_CALL(st, g_lib.paged_attention((attn_ctx *)ctx, q, &a[KV].t, &a[QSL].t, &a[SL].t, &a[BT].t, &p, &a[OUT].t,
+                                           lse_t));
+    return ext_finish(st, reference ? "attn_ref_paged_attention" : "attn_paged_attention", a, N, out, lse, want_lse);
+}
+
+/* forward_paged(ctx, plan, num_heads, q, kv_cache, key, value, softmax_scale, causal, window_size, softcap,
+ *               alibi_slopes, sinks, out, lse, want_lse, workspace_ptr, workspace_size, kv_cache_dtype,
+ *               k_scale, v_scale)
+ * One layer of a planned step (attn_forward_paged); shapes as paged_attention, key/value optional
+ * [num_tokens, num_kv_heads, head_size] (read as the cache's fp8 format with kv_cache_dtype). The
+ * workspace is the Plan's (allocated once per plan); the per-head options are checked against num_heads
+ * (the plan's: libattn checks q against the plan before it reads them). */
+static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("forward_paged", 21);
+    enum { Q, KV, K, V, OUT, LSE, AL, SI, KS, VS, N };
+    ext_arg a[N];
+    memset(a, 0, sizeof a);
+    void *ctx, *plan, *ws = NULL;
+    attn_tensor *tk, *tv, *lse_t, *ts[3];
+    attn_params p;
+    PyObject *out = NULL, *lse = NULL;
+    long long num_heads = 0, ws_size = 0;
+    const int want_lse = PyObject_IsTrue(args[15]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    static const char *names[3] = {"kv_cache", "key", "value"};
+    PyObject *const objs[3] = {args[4], args[5], args[6]};
+    if (ext_handle_of(args[0], "Context", &ctx) || ext_handle_of(args[1], "Plan", &plan) ||
+        ext_int(args[2], 0, INT32_MAX, &num_heads) || ext_int(args[17], 0, LLONG_MAX, &ws_size) ||
+        (ws_size > 0 && ext_handle_of(args[16], "workspace", &ws))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "forward_paged: num_heads / workspace must be Python ints");
+        return NULL;
+    }
+    if (ext_tensor_n(args[3], 0, -1, "q", &a[Q]) || ext_tensor_n(args[4], 0, -1, "kv_cache", &a[KV]) ||
+        ext_opt_tensor_n(args[5], 0, -1, "key", &a[K], &tk) || ext_opt_tensor_n(args[6], 0, -1, "value", &a[V], &tv) ||
+        ext_options(&args[7], 0, num_heads, &a[AL], &p) ||
+        (ts[0] = &a[KV].t, ts[1] = tk, ts[2] = tv, ext_kv_dtype(args[18], objs, names, ts, 3)) ||
+        ext_scale(args[19], "k_scale", &a[KV].t, &a[KS], &p.k_scale, &p.k_scales) ||
+        ext_scale(args[20], "v_scale", &a[KV].t, &a[VS], &p.v_scale, &p.v_scales))
+        return ext_fail(a, N, NULL, NULL);
+    const attn_tensor *q = &a[Q].t;
+    const int64_t lse_shape[2] = {q->ndim == 3 ? q->shape[1] : 0, q->shape[0]};
+    if (ext_outputs(args[3], args[13], q->ndim, q->shape, q->dtype, args[14], want_lse, q->ndim == 3 ? 2 : -1,
+                    lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t))
+        return ext_fail(a, N, out, lse);
+    /* libattn checks q against the plan before it reads a slope or sink per q head; with q's heads other than
+     * num_heads (the plan's) the arrays, sized for num_heads, are not handed over: the call then fails on q,
+     * or, had num_heads not been the plan's, runs without them and raises here */
+    const int heads_differ = q->ndim == 3 && q->shape[1] != num_heads && (p.alibi_slopes || p.sinks);
+    if (heads_differ)
+        p.alibi_slopes = p.sinks = NULL;
+    attn_status st;
+    EXT_CALL(st, g_lib.forward_paged((attn_ctx *)ctx, (const attn_plan *)plan, q, tk, tv, &a[KV].t, &p, &a[OUT].t,
+                                     lse_t, ws, (size_t)ws_size));
+    if (st == ATTN_STATUS_OK && heads_differ) {
+        PyErr_Format(PyExc_ValueError, "num_heads=%lld is not q's %lld heads (alibi_slopes / sinks not applied)",
+                     num_heads, (long long)q->shape[1]);
+        return ext_fail(a, N, out, lse);
+    }
+    return ext_finish(st, "attn_forward_paged", a, N, out, lse, want_lse);
+}
+
+/* reshape_and_cache(ctx, key, value, kv_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
+ * key/value [num_tokens, num_kv_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads,
+ * head_size] (written in place); slot_mapping int64 [num_tokens]. An fp8 cache stores fp8(x / scale),
+ * per tensor (attn_reshape_and_cache_scaled) or per KV head (attn_reshape_and_cache_ex). Returns None. */
+static PyObject *ext_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("reshape_and_cache", 8);
+    enum { K, V, KV, SM, KS, VS, N };
     ext_arg a[N];
     memset(a, 0, sizeof a);
     void *ctx;
+    attn_cache_write_options o;
+    attn_cache_write_options_init_sized(&o, sizeof o);
+    attn_tensor *cache[1];
+    static const char *cache_name[1] = {"kv_cache"};
+    if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[4], 0, ATTN_DTYPE_I64, "slot_mapping", &a[SM]) ||
+        ext_tensor_n(args[1], 0, -1, "key", &a[K]) || ext_tensor_n(args[2], 0, -1, "value", &a[V]) ||
+        ext_tensor_n(args[3], 1, -1, "kv_cache", &a[KV]) ||
+        (cache[0] = &a[KV].t, ext_kv_dtype(args[5], &args[3], cache_name, cache, 1)) ||
+        ext_scale(args[6], "k_scale", &a[KV].t, &a[KS], &o.k_scale, &o.k_scales) ||
+        ext_scale(args[7], "v_scale", &a[KV].t, &a[VS], &o.v_scale, &o.v_scales))
+        return ext_fail(a, N, NULL, NULL);
+    const int fp8 = a[KV].t.dtype == ATTN_DTYPE_FP8_E4M3 || a[KV].t.dtype == ATTN_DTYPE_FP8_E5M2;
+    attn_status st;
+    const char *fn = "attn_reshape_and_cache";
+    if (o.k_scales || o.v_scales) {
+        fn = "attn_reshape_and_cache_ex";
+        EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[K].t, &a[V].t, &a[KV].t, &a[SM].t, &o));
+    } else if (fp8) {
+        fn = "attn_reshape_and_cache_scaled";
+        EXT_CALL(st, g_lib.reshape_and_cache_scaled((attn_ctx *)ctx, &a[K].t, &a[V].t, &a[KV].t, &a[SM].t, o.k_scale,
+                                                    o.v_scale));
+    } else {
+        EXT_CALL(st, g_lib.reshape_and_cache((attn_ctx *)ctx, &a[K].t, &a[V].t, &a[KV].t, &a[SM].t));
+    }
+    ext_release_all(a, N);
+    return ext_status(st, fn);
+}
+
+/* merge_attn_states(ctx, out_a, lse_a, out_b, lse_b, out, lse_out, want_lse)
+ * out_a/out_b [num_tokens, num_heads, head_size]; lse_a/lse_b float32 [num_heads, num_tokens]. out
+ * allocated like out_a, lse_out like lse_a (float32) when None. Returns out or (out, lse_out). */
+static PyObject *ext_merge_attn_states(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("merge_attn_states", 8);
+    enum { OA, LA, OB, LB, OUT, LSE, N };
+    ext_arg a[N];
+    memset(a, 0, sizeof a);
+    void *ctx;
+    PyObject *out = NULL, *lse = NULL;
+    attn_tensor *lse_t;
+    const int want_lse = PyObject_IsTrue(args[7]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[1], 0, -1, "out_a", &a[OA]) ||
+        ext_tensor_n(args[2], 0, -1, "lse_a", &a[LA]) || ext_tensor_n(args[3], 0, -1, "out_b", &a[OB]) ||
+        ext_tensor_n(args[4], 0, -1, "lse_b", &a[LB]))
+        return ext_fail(a, N, NULL, NULL);
+    const attn_tensor *oa = &a[OA].t, *la = &a[LA].t;
+    if (ext_outputs(args[1], args[5], oa->ndim, oa->shape, oa->dtype, args[6], want_lse, la->ndim, la->shape, &a[OUT],
+                    &a[LSE], &out, &lse, &lse_t))
+        return ext_fail(a, N, out, lse);
+    attn_status st;
+    EXT_CALL(st, g_lib.merge_attn_states((attn_ctx *)ctx, oa, la, &a[OB].t, &a[LB].t, &a[OUT].t, lse_t));
+    return ext_finish(st, "attn_merge_attn_states", a, N, out, lse, want_lse);
+}
+
+/* forward(ctx, layout, q, k, v, flash, softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
+ *         lse, want_lse, mask, key_padding_mask, additive_mask, reference)
+ * Dense attention (attn_forward, or the oracle attn_ref_forward). BSND: q [batch, seq_q, num_heads,
+ * head_size], k/v [batch, seq_k, num_kv_heads, head_size(_v)]; BNSD swaps dims 1 and 2. out [.., head_size_v]
+ * in q's dtype; lse float32 [batch, num_heads, seq_q]. mask: bool (keep) or float (added to the logits, as
+ * torch SDPA's attn_mask); additive_mask: a float mask given explicitly. */
+static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("forward", 19);
+    enum { Q, K, V, OUT, LSE, AL, SI, M, KP, AM, N };
+    ext_arg a[N];
+    memset(a, 0, sizeof a);
+    void *ctx = NULL;
+    int64_t layout;
+    attn_params p;
+    PyObject *out = NULL, *lse = NULL;
+    attn_tensor *lse_t, *mask, *kpm, *add;
+    const int want_lse = PyObject_IsTrue(args[14]), reference = PyObject_IsTrue(args[18]);
+    if (want_lse < 0 || reference < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    if ((!reference && ext_handle_of(args[0], "Context", &ctx)) ||
+        ext_conv_int(args[1], "forward", "layout", INT32_MIN, INT32_MAX, &layout))
+        return NULL;
+    const int nd = layout == ATTN_LAYOUT_BSND ? 2 : 1, sd = 3 - nd;
+    if (ext_tensor_n(args[2], 0, -1, "q", &a[Q]) || ext_tensor_n(args[3], 0, -1, "k", &a[K]) ||
+        ext_tensor_n(args[4], 0, -1, "v", &a[V]) ||
+        ext_options(&args[6], args[5] == Py_True, a[Q].t.ndim == 4 ? a[Q].t.shape[nd] : -1, &a[AL], &p) ||
+        ext_opt_tensor_n(args[15], 0, -1, "params.mask", &a[M], &mask) ||
+        ext_opt_tensor_n(args[16], 0, -1, "params.key_padding_mask", &a[KP], &kpm) ||
+        ext_opt_tensor_n(args[17], 0, -1, "params.additive_mask", &a[AM], &add))
+        return ext_fail(a, N, NULL, NULL);
+    if (mask != NULL &&
+        (mask->dtype == ATTN_DTYPE_F32 || mask->dtype == ATTN_DTYPE_F16 || mask->dtype == ATTN_DTYPE_BF16)) {
+        if (add != NULL) { /* torch SDPA's rule: a floating attn_mask is added to the logits */
+            PyErr_SetString(PyExc_ValueError, "mask: a float mask is additive; pass it or additive_mask=, not both");
+            return ext_fail(a, N, NULL, NULL);
+        }
+        add = mask;
+        mask = NULL;
+    }
+    p.mask = mask;
+    p.key_padding_mask = kpm;
+    p.additive_mask = add;
+    const attn_tensor *q = &a[Q].t, *v = &a[V].t;
+    int64_t out_shape[ATTN_MAX_DIMS];
+    memcpy(out_shape, q->shape, sizeof out_shape);
+    if (q->ndim == 4 && v->ndim >= 1)
+        out_shape[3] = v->shape[v->ndim - 1];
+    const int64_t lse_shape[3] = {q->shape[0], q->ndim == 4 ? q->shape[nd] : 0, q->ndim == 4 ? q->shape[sd] : 0};
+    if (ext_outputs(args[2], args[12], q->ndim, out_shape, q->dtype, args[13], want_lse, q->ndim == 4 ? 3 : -1,
+                    lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t))
+        return ext_fail(a, N, out, lse);
+    attn_status st;
+    if (reference)
+        EXT_CALL(st, attn_ref_forward((attn_layout)layout, q, &a[K].t, v, &p, &a[OUT].t, lse_t));
+    else
+        EXT_CALL(st, g_lib.forward((attn_ctx *)ctx, (attn_layout)layout, q, &a[K].t, v, &p, &a[OUT].t, lse_t));
+    return ext_finish(st, reference ? "attn_ref_forward" : "attn_forward", a, N, out, lse, want_lse);
+}
+
+/* varlen(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, flash, softmax_scale, causal, window_size, softcap,
+ *        alibi_slopes, sinks, out, lse, want_lse, zero_tail, reference)
+ * Packed attention (attn_forward_varlen, or the oracle): q [total_q, num_heads, head_size], k/v [total_k,
+ * num_kv_heads, head_size(_v)], cu_seqlens int32 [batch + 1]. out [total_q, num_heads, head_size_v]
+ * (allocated if None; with zero_tail, rows past cu_seqlens_q[-1] of an allocated out are 0 and of the lse
+ * -inf); lse float32 [num_heads, total_q]. */
+static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("varlen", 18);
+    enum { Q, K, V, CQ, CK, OUT, LSE, AL, SI, N };
+    ext_arg a[N];
+    memset(a, 0, sizeof a);
+    void *ctx = NULL;
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[14]);
-    if (want_lse < 0)
+    const int want_lse = PyObject_IsTrue(args[15]), reference = PyObject_IsTrue(args[17]);
+    if (want_lse < 0 || reference < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    const int flash = args[8] == Py_True, zero_tail = args[15] == Py_True && args[13] == Py_None;
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 0, -1, &a[K]) ||
-        ext_tensor(args[3], 0, -1, &a[V]) || ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[CQ]) ||
-        ext_tensor(args[5], 0, ATTN_DTYPE_I32, &a[CK]))
-        return ext_not_implemented(a, N);
+    if ((!reference && ext_handle_of(args[0], "Context", &ctx)) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
+        ext_tensor_n(args[2], 0, -1, "k", &a[K]) || ext_tensor_n(args[3], 0, -1, "v", &a[V]) ||
+        ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "cu_seqlens_q", &a[CQ]) ||
+        ext_tensor_n(args[5], 0, ATTN_DTYPE_I32, "cu_seqlens_k", &a[CK]) ||
+        ext_options(&args[7], args[6] == Py_True, a[Q].t.ndim == 3 ? a[Q].t.shape[1] : -1, &a[AL], &p))
+        return ext_fail(a, N, NULL, NULL);
     const attn_tensor *q = &a[Q].t, *v = &a[V].t, *cq = &a[CQ].t;
-    if (zero_tail && (cq->ndim != 1 || cq->shape[0] < 1))
-        return ext_not_implemented(a, N);
-    const int64_t num_heads = q->ndim == 3 ? q->shape[1] : -1;
-    ext_arg keep[2];
-    memset(keep, 0, sizeof keep);
-    if (ext_params(args[6], args[7], flash, args[9], args[10], args[11], args[12], num_heads, keep, &p)) {
-        ext_release_all(keep, 2);
-        return ext_not_implemented(a, N);
-    }
-    a[AL] = keep[0];
-    a[SI] = keep[1];
+    const int zero_tail = args[16] == Py_True && args[13] == Py_None && cq->ndim == 1 && cq->shape[0] >= 1;
     int64_t out_shape[ATTN_MAX_DIMS];
     memcpy(out_shape, q->shape, sizeof out_shape);
-    if (q->ndim == 3) {
-        if (v->ndim < 1)
-            return ext_not_implemented(a, N);
+    if (q->ndim == 3 && v->ndim >= 1)
         out_shape[2] = v->shape[v->ndim - 1];
-    }
     const int64_t lse_shape[2] = {q->ndim == 3 ? q->shape[1] : 0, q->shape[0]};
-    int r = ext_outputs(args[1], args[13], q->ndim, out_shape, q->dtype, Py_None, want_lse, q->ndim == 3 ? 2 : 0,
-                        lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t);
-    if (r != 0) {
-        Py_XDECREF(out);
-        Py_XDECREF(lse);
-        if (r < 0) {
-            ext_release_all(a, N);
-            return NULL;
-        }
-        return ext_not_implemented(a, N);
-    }
+    if (ext_outputs(args[1], args[13], q->ndim, out_shape, q->dtype, args[14], want_lse, q->ndim == 3 ? 2 : -1,
+                    lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t))
+        return ext_fail(a, N, out, lse);
     attn_status st;
-    EXT_CALL(st, g_lib.forward_varlen((attn_ctx *)ctx, q, &a[K].t, v, cq, &a[CK].t, &p, &a[OUT].t, lse_t));
-    if (st == ATTN_STATUS_OK && zero_tail && a[OUT].t.ndim == 3) {
-        const int64_t end = ((const int32_t *)cq->data)[(cq->shape[0] - 1) * cq->strides[0]];
-        ext_zero_tail(&a[OUT].t, lse_t, end);
-    }
-    ext_release_all(a, N);
-    if (st != ATTN_STATUS_OK) {
-        Py_DECREF(out);
-        Py_XDECREF(lse);
-        return ext_raise(st, "attn_forward_varlen");
-    }
-    return ext_result(out, lse, want_lse);
+    if (reference)
+        EXT_CALL(st, attn_ref_forward_varlen(q, &a[K].t, v, cq, &a[CK].t, &p, &a[OUT].t, lse_t));
+    else
+        EXT_CALL(st, g_lib.forward_varlen((attn_ctx *)ctx, q, &a[K].t, v, cq, &a[CK].t, &p, &a[OUT].t, lse_t));
+    if (st == ATTN_STATUS_OK && zero_tail && a[OUT].t.ndim == 3)
+        ext_zero_tail(&a[OUT].t, lse_t, ((const int32_t *)cq->data)[(cq->shape[0] - 1) * cq->strides[0]]);
+    return ext_finish(st, reference ? "attn_ref_forward_varlen" : "attn_forward_varlen", a, N, out, lse, want_lse);
 }
 
 /* Scratch memory of one call: a stack buffer for small batches, PyMem for larger ones. */
@@ -1637,8 +1785,6 @@ error:
 /* Python helpers handed over by _init: as_view(obj, name, writable) -> ndarray (lists, detached torch
  * tensors, retagged caches; raises the family's error naming the argument) and refuse(array, name,
  * writable), which raises the error that explains why a view cannot be taken (dtype, strides, read-only). */
-static PyObject *g_as_view, *g_refuse;
-
 /* The n-th space-separated word of `names` into buf (argument names for messages). */
 static const char *ext_word(const char *names, int n, char *buf, size_t cap) {
     while (n-- > 0 && (names = strchr(names, ' ')) != NULL)
@@ -1772,7 +1918,7 @@ static int ext_handle_of(PyObject *obj, const char *what, void **out) {
     *out = PyLong_Check(obj) ? PyLong_AsVoidPtr(obj) : NULL;
     if (*out == NULL) {
         if (!PyErr_Occurred())
-            PyErr_Format(PyExc_ValueError, "attn %s is closed", what);
+            PyErr_Format(PyExc_ValueError, "attn %s is %s", what, strcmp(what, "Plan") ? "closed" : "freed");
         return -1;
     }
     return 0;
@@ -1951,32 +2097,10 @@ static PyObject *ext_status(attn_status st, const char *fn) {
     }
 
 #define PRM (&c.params)
-/* dense, varlen, merge */
-EXT_ENTRY(attn_forward, "ciTTTPWw", "ctx layout q k v params out lse",
-          attn_forward(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), PRM, C_T(6), C_T(7)))
-EXT_ENTRY(attn_ref_forward, "iTTTPWw", "layout q k v params out lse",
-          attn_ref_forward((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), PRM, C_T(5), C_T(6)))
-EXT_ENTRY(attn_forward_varlen, "cTTTTTPWw", "ctx q k v cu_seqlens_q cu_seqlens_k params out lse",
-          attn_forward_varlen(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_T(5), PRM, C_T(7), C_T(8)))
-EXT_ENTRY(attn_ref_forward_varlen, "TTTTTPWw", "q k v cu_seqlens_q cu_seqlens_k params out lse",
-          attn_ref_forward_varlen(C_T(0), C_T(1), C_T(2), C_T(3), C_T(4), PRM, C_T(6), C_T(7)))
-EXT_ENTRY(attn_merge_attn_states, "cTTTTWw", "ctx out_a lse_a out_b lse_b out lse_out",
-          attn_merge_attn_states(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_T(5), C_T(6)))
-/* serving */
-EXT_ENTRY(attn_reshape_and_cache, "cTTWT", "ctx key value kv_cache slot_mapping",
-          attn_reshape_and_cache(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4)))
-EXT_ENTRY(attn_reshape_and_cache_scaled, "cTTWTff", "ctx key value kv_cache slot_mapping k_scale v_scale",
-          attn_reshape_and_cache_scaled(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_F(5), C_F(6)))
+/* serving (attention, cache writes and merge are the hot entries above, which also take the oracle) */
 EXT_ENTRY(attn_copy_blocks, "cWT", "ctx kv_cache block_mapping", attn_copy_blocks(C_CTX(0), C_T(1), C_T(2)))
 EXT_ENTRY(attn_swap_blocks, "cTWT", "ctx src_cache dst_cache block_mapping",
           attn_swap_blocks(C_CTX(0), C_T(1), C_T(2), C_T(3)))
-EXT_ENTRY(attn_forward_paged, "chTttTPWwBi", "ctx plan q key value kv_cache params out lse workspace workspace_size",
-          attn_forward_paged(C_CTX(0), (const attn_plan *)C_P(1), C_T(2), C_T(3), C_T(4), C_T(5), PRM, C_T(7), C_T(8),
-                             C_P(9), (size_t)C_I(10)))
-EXT_ENTRY(attn_paged_attention, "cTTTTTPWw", "ctx q kv_cache query_start_loc seq_lens block_table params out lse",
-          attn_paged_attention(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_T(5), PRM, C_T(7), C_T(8)))
-EXT_ENTRY(attn_ref_paged_attention, "TTTTTPWw", "q kv_cache query_start_loc seq_lens block_table params out lse",
-          attn_ref_paged_attention(C_T(0), C_T(1), C_T(2), C_T(3), C_T(4), PRM, C_T(6), C_T(7)))
 /* diffusion */
 EXT_ENTRY(attn_forward_padded, "ciTTTTPWwBi", "ctx layout q k v kv_mask params out lse workspace workspace_size",
           attn_forward_padded(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), C_T(5), PRM, C_T(7), C_T(8),
@@ -2359,28 +2483,24 @@ static PyObject *py_dlpack_info(PyObject *self, PyObject *cap) {
 #define EXT_NOARGS(fn)                                                                                                 \
     { #fn, (PyCFunction)(void (*)(void))py_##fn, METH_NOARGS, NULL }
 #define EXT_GENERIC_METHODS                                                                                            \
-    EXT_FAST(attn_forward), EXT_FAST(attn_ref_forward), EXT_FAST(attn_forward_varlen),                                 \
-        EXT_FAST(attn_ref_forward_varlen), EXT_FAST(attn_merge_attn_states), EXT_FAST(attn_reshape_and_cache),         \
-        EXT_FAST(attn_reshape_and_cache_scaled), EXT_FAST(attn_copy_blocks), EXT_FAST(attn_swap_blocks),               \
-        EXT_FAST(attn_forward_paged), EXT_FAST(attn_paged_attention), EXT_FAST(attn_ref_paged_attention),              \
-        EXT_FAST(attn_forward_padded), EXT_FAST(attn_ref_forward_padded), EXT_FAST(attn_forward_packed),               \
-        EXT_FAST(attn_forward_piecewise), EXT_FAST(attn_ref_forward_piecewise),                                        \
-        EXT_FAST(attn_forward_paged_piecewise), EXT_FAST(attn_ref_forward_paged_piecewise),                            \
-        EXT_FAST(attn_forward_kv_prefix), EXT_FAST(attn_forward_prescaled), EXT_FAST(attn_forward_quant),              \
-        EXT_FAST(attn_ref_forward_quant), EXT_FAST(attn_quantize_fp8), EXT_FAST(attn_dequantize_fp8),                  \
-        EXT_FAST(attn_quantize_mx), EXT_FAST(attn_dequantize_mx), EXT_FAST(attn_hadamard_signs),                       \
-        EXT_FAST(attn_hadamard_rotate), EXT_FAST(attn_ctx_set_num_threads), EXT_FAST(attn_version_number),             \
-        EXT_FAST(attn_version_string), EXT_FAST(attn_status_string), EXT_FAST(attn_last_error),                        \
-        EXT_FAST(attn_dtype_size), EXT_FAST(attn_dtype_name), EXT_FAST(attn_isa_count), EXT_FAST(attn_isa_name),       \
-        EXT_FAST(attn_isa_opt_in_name), EXT_FAST(attn_cpu_features), EXT_FAST(attn_ctx_num_threads),                   \
-        EXT_FAST(attn_ctx_isa), EXT_FAST(attn_forward_quant_kernels), EXT_FAST(attn_plan_workspace_size),              \
-        EXT_FAST(attn_fp8_from_float), EXT_FAST(attn_fp8_to_float), EXT_FAST(attn_fp4_e2m1_from_float),                \
-        EXT_FAST(attn_fp4_e2m1_to_float), EXT_FAST(attn_e8m0_to_float), EXT_NOARGS(attn_clear_error),                  \
-        EXT_O(attn_isa_available), EXT_FAST(attn_ctx_set_isa), EXT_NOARGS(attn_ctx_create), EXT_O(attn_ctx_destroy),   \
-        EXT_O(attn_plan_free), EXT_FAST(attn_forward_padded_workspace_size),                                           \
-        EXT_FAST(attn_forward_prescaled_workspace_size), EXT_FAST(attn_forward_quant_workspace_size),                  \
-        EXT_NOARGS(attn_capabilities_get), EXT_FAST(attn_plan_create), EXT_O(attn_plan_get_info),                      \
-        EXT_FAST(attn_reshape_and_cache_ex), EXT_O(dlpack_info)
+    EXT_FAST(attn_copy_blocks), EXT_FAST(attn_swap_blocks), EXT_FAST(attn_forward_padded),                             \
+        EXT_FAST(attn_ref_forward_padded), EXT_FAST(attn_forward_packed), EXT_FAST(attn_forward_piecewise),            \
+        EXT_FAST(attn_ref_forward_piecewise), EXT_FAST(attn_forward_paged_piecewise),                                  \
+        EXT_FAST(attn_ref_forward_paged_piecewise), EXT_FAST(attn_forward_kv_prefix),                                  \
+        EXT_FAST(attn_forward_prescaled), EXT_FAST(attn_forward_quant), EXT_FAST(attn_ref_forward_quant),              \
+        EXT_FAST(attn_quantize_fp8), EXT_FAST(attn_dequantize_fp8), EXT_FAST(attn_quantize_mx),                        \
+        EXT_FAST(attn_dequantize_mx), EXT_FAST(attn_hadamard_signs), EXT_FAST(attn_hadamard_rotate),                   \
+        EXT_FAST(attn_ctx_set_num_threads), EXT_FAST(attn_version_number), EXT_FAST(attn_version_string),              \
+        EXT_FAST(attn_status_string), EXT_FAST(attn_last_error), EXT_FAST(attn_dtype_size), EXT_FAST(attn_dtype_name), \
+        EXT_FAST(attn_isa_count), EXT_FAST(attn_isa_name), EXT_FAST(attn_isa_opt_in_name),                             \
+        EXT_FAST(attn_cpu_features), EXT_FAST(attn_ctx_num_threads), EXT_FAST(attn_ctx_isa),                           \
+        EXT_FAST(attn_forward_quant_kernels), EXT_FAST(attn_plan_workspace_size), EXT_FAST(attn_fp8_from_float),       \
+        EXT_FAST(attn_fp8_to_float), EXT_FAST(attn_fp4_e2m1_from_float), EXT_FAST(attn_fp4_e2m1_to_float),             \
+        EXT_FAST(attn_e8m0_to_float), EXT_NOARGS(attn_clear_error), EXT_O(attn_isa_available),                         \
+        EXT_FAST(attn_ctx_set_isa), EXT_NOARGS(attn_ctx_create), EXT_O(attn_ctx_destroy), EXT_O(attn_plan_free),       \
+        EXT_FAST(attn_forward_padded_workspace_size), EXT_FAST(attn_forward_prescaled_workspace_size),                 \
+        EXT_FAST(attn_forward_quant_workspace_size), EXT_NOARGS(attn_capabilities_get), EXT_FAST(attn_plan_create),    \
+        EXT_O(attn_plan_get_info), EXT_FAST(attn_reshape_and_cache_ex), EXT_O(dlpack_info)
 
 /* ================================================================================================
  * Module

@@ -24,10 +24,8 @@ from ._arrays import tensor
 def opt_tensor(x: Any, name: str, writable: bool = False) -> Any:
     return None if x is None else tensor(x, name, writable)
 
-# The compiled extension (python/attn/_ext.c). Its hot entries return NotImplemented for an input outside
-# their plain valid case; the code below then makes the general call (its attn_* entries).
+# The compiled extension (python/attn/_ext.c): the one path to libattn.
 _ext = _binding.ext
-_NI = NotImplemented
 
 Array = Any  # numpy.ndarray or a DLPack producer (torch.Tensor, ...)
 Causal = Union[bool, str, int]
@@ -156,8 +154,10 @@ def _ctx(ctx: Optional[Context]) -> int:
     return (ctx or default_context()).handle
 
 
-def _ctx_ptr(ctx: Optional[Context]) -> int:
-    """The context handle as an int for attn._ext (0 when closed: the fast path defers to the general one)."""
+def _ctx_ptr(ctx: Optional[Context], reference: bool = False) -> int:
+    """The context handle as an int for attn._ext (0 when closed: attn._ext raises; the oracle needs none)."""
+    if reference:
+        return 0
     if ctx is None:
         ctx = getattr(_local, "ctx", None) or default_context()
     elif type(ctx) is not Context:
@@ -414,23 +414,9 @@ def attention(q: Array, k: Array, v: Array, *, layout: Union[str, int] = "BSND",
     -inf hides a key; params.additive_mask); additive_mask= passes a float mask explicitly (beside a bool
     mask). key_padding_mask: bool [batch, seq_k].
     Returns out, or (out, lse) when return_lse (or lse=) is given."""
-    if _ext is not None and not reference and mask is None and key_padding_mask is None \
-            and additive_mask is None \
-            and isinstance(layout, str) and layout.lower() in _LAYOUTS:
-        r = _ext.forward(_ctx_ptr(ctx), _LAYOUTS[layout.lower()], q, k, v, softmax_scale, causal, False,
-                         window_size, softcap, alibi_slopes, sinks, out, lse,
-                         bool(return_lse or lse is not None))
-        if r is not _NI:
-            return r
-    d = _DenseCall(q, k, v, layout, out, lse, return_lse,
-                   dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
-                        softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks, mask=mask,
-                        key_padding_mask=key_padding_mask, additive_mask=additive_mask))
-    if reference:
-        _capi.call("attn_ref_forward", d.layout, *d.qkv, d.params.ptr, *d.outs)
-    else:
-        _capi.call("attn_forward", _ctx(ctx), d.layout, *d.qkv, d.params.ptr, *d.outs)
-    return d.result()
+    return _ext.forward(_ctx_ptr(ctx, reference), _layout(layout), q, k, v, False, softmax_scale, causal,
+                        window_size, softcap, alibi_slopes, sinks, out, lse, bool(return_lse or lse is not None),
+                        mask, key_padding_mask, additive_mask, reference)
 
 
 class _DenseCall:
@@ -480,32 +466,9 @@ def attention_varlen(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqle
     q [total_q, num_heads, head_size], k [total_k, num_kv_heads, head_size], v [total_k, num_kv_heads,
     head_size_v]; cu_seqlens_q/k int32 [batch + 1] (lists accepted). out [total_q, num_heads, head_size_v];
     lse float32 [num_heads, total_q]. Causal is bottom-right within each sequence."""
-    if _ext is not None and not reference and lse is None:
-        r = _ext.varlen(_ctx_ptr(ctx), q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal, False,
-                        window_size, softcap, alibi_slopes, sinks, out, bool(return_lse), False)
-        if r is not _NI:
-            return r
-    qa = _arrays.as_numpy(q, "q")
-    num_heads = qa.shape[1] if qa.ndim == 3 else None
-    if out is None:
-        out_shape = qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 3 else qa.shape
-        out = _out_like(q, qa, out_shape)
-    want_lse = return_lse or lse is not None
-    if want_lse and lse is None and qa.ndim == 3:
-        lse = _lse_out(q, (qa.shape[1], qa.shape[0]))
-    params = _opts(num_heads, dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
-                                   softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks))
-    cq = tensor(_arrays.index_array(cu_seqlens_q, "cu_seqlens_q"), "cu_seqlens_q")
-    ck = tensor(_arrays.index_array(cu_seqlens_k, "cu_seqlens_k"), "cu_seqlens_k")
-    tq, tk, tv = tensor(qa, "q"), tensor(k, "k"), tensor(v, "v")
-    to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
-    if reference:
-        _capi.call("attn_ref_forward_varlen", tq, tk, tv, cq, ck, params.ptr,
-                   to, tl)
-    else:
-        _capi.call("attn_forward_varlen", _ctx(ctx), tq, tk, tv, cq, ck,
-                   params.ptr, to, tl)
-    return _result(out, lse, want_lse)
+    return _ext.varlen(_ctx_ptr(ctx, reference), q, k, v, cu_seqlens_q, cu_seqlens_k, False, softmax_scale, causal,
+                       window_size, softcap, alibi_slopes, sinks, out, lse, bool(return_lse or lse is not None),
+                       False, reference)
 
 
 def merge_attn_states(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array, *,
@@ -516,22 +479,8 @@ def merge_attn_states(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array, *,
     out_a/out_b [num_tokens, num_heads, head_size]; lse_a/lse_b float32 [num_heads, num_tokens].
     lse = logaddexp(lse_a, lse_b); out = e^(lse_a-lse)*out_a + e^(lse_b-lse)*out_b. ``out`` may be
     out_a or out_b itself. Returns out, or (out, lse_out) when return_lse (or lse_out=) is given."""
-    if _ext is not None:
-        r = _ext.merge_attn_states(_ctx_ptr(ctx), out_a, lse_a, out_b, lse_b, out, lse_out,
-                                   bool(return_lse or lse_out is not None))
-        if r is not _NI:
-            return r
-    a = _arrays.as_numpy(out_a)
-    if out is None:
-        out = _out_like(out_a, a, a.shape)
-    want_lse = return_lse or lse_out is not None
-    if want_lse and lse_out is None:
-        lse_out = _lse_out(out_a, _arrays.shape_of(lse_a))
-    ta, la = tensor(a, "out_a"), tensor(lse_a, "lse_a")
-    tb, lb = tensor(out_b, "out_b"), tensor(lse_b, "lse_b")
-    to, tl = tensor(out, "out", True), opt_tensor(lse_out if want_lse else None, "lse_out", True)
-    _capi.call("attn_merge_attn_states", _ctx(ctx), ta, la, tb, lb, to, tl)
-    return _result(out, lse_out, want_lse)
+    return _ext.merge_attn_states(_ctx_ptr(ctx), out_a, lse_a, out_b, lse_b, out, lse_out,
+                                  bool(return_lse or lse_out is not None))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -571,23 +520,8 @@ def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: A
     [num_kv_heads] (per KV head, vLLM kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]);
     attn_reshape_and_cache_ex); other shapes raise ValueError
     naming the argument. For a float cache the scales are ignored, as vLLM ignores them for "auto"."""
-    fp8, ks, vs = cache_write_scales(kv_cache, kv_cache_dtype, k_scale, v_scale)
-    code = kv_cache_dtype_code(kv_cache_dtype)
-    per_head = isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray)
-    if _ext is not None and not per_head:
-        r = (_ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping) if not fp8 else
-             _ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping, code, ks, vs))
-        if r is not _NI:
-            return None
-    sm = tensor(_arrays.index_array(slot_mapping, "slot_mapping", np.int64), "slot_mapping")
-    tk, tv = tensor(key, "key"), tensor(value, "value")
-    tc = kv_cache_tensor(kv_cache, "kv_cache", True, kv_cache_dtype)
-    if per_head:
-        reshape_and_cache_ex(ctx, tk, tv, tc, sm, ks, vs)
-    elif fp8:
-        _capi.call("attn_reshape_and_cache_scaled", _ctx(ctx), tk, tv, tc, sm, ks, vs)
-    else:
-        _capi.call("attn_reshape_and_cache", _ctx(ctx), tk, tv, tc, sm)
+    _, ks, vs = cache_write_scales(kv_cache, kv_cache_dtype, k_scale, v_scale)
+    _ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping, kv_cache_dtype, ks, vs)
 
 
 def copy_blocks(kv_cache: Array, block_mapping: Array, *, ctx: Optional[Context] = None) -> None:
@@ -625,43 +559,10 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
     (kv_cache_dtype on a uint8 cache, or a float8 array) is dequantized inside the call with k_scale /
     v_scale (default 1; ignored for a float cache): each a number or one-element array (per tensor), or a
     float array [num_kv_heads] (per KV head, attn_params.k_scales / v_scales); other shapes raise ValueError naming the argument."""
-    fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
-    ks, vs = _read_scales(fp8, kv_cache, k_scale, v_scale)
-    if _ext is not None and not reference and not (isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray)):
-        if not fp8:
-            r = _ext.paged_attention(_ctx_ptr(ctx), q, kv_cache, query_start_loc, seq_lens, block_table,
-                                     softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
-                                     lse, bool(return_lse or lse is not None))
-        else:
-            r = _ext.paged_attention(_ctx_ptr(ctx), q, kv_cache, query_start_loc, seq_lens, block_table,
-                                     softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
-                                     lse, bool(return_lse or lse is not None),
-                                     kv_cache_dtype_code(kv_cache_dtype), ks, vs)
-        if r is not _NI:
-            return r
-    qa = _arrays.as_numpy(q, "q")
-    num_heads = qa.shape[1] if qa.ndim == 3 else None
-    if out is None:
-        out = _out_like(q, qa, qa.shape)
-    want_lse = return_lse or lse is not None
-    if want_lse and lse is None and qa.ndim == 3:
-        lse = _lse_out(q, (qa.shape[1], qa.shape[0]))
-    params = _opts(num_heads, dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
-                                   softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks,
-                                   k_scale=ks if fp8 else None, v_scale=vs if fp8 else None,
-                                   num_kv_heads=_per_head_count(ks, vs)))
-    qsl = tensor(_arrays.index_array(query_start_loc, "query_start_loc"), "query_start_loc")
-    sl = tensor(_arrays.index_array(seq_lens, "seq_lens"), "seq_lens")
-    bt = tensor(_arrays.index_array(block_table, "block_table"), "block_table")
-    tq, tc = tensor(qa, "q"), kv_cache_tensor(kv_cache, "kv_cache", False, kv_cache_dtype)
-    to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
-    if reference:
-        _capi.call("attn_ref_paged_attention", tq, tc, qsl, sl, bt, params.ptr,
-                   to, tl)
-    else:
-        _capi.call("attn_paged_attention", _ctx(ctx), tq, tc, qsl, sl, bt,
-                   params.ptr, to, tl)
-    return _result(out, lse, want_lse)
+    ks, vs = _read_scales(is_fp8_cache(kv_cache, kv_cache_dtype), kv_cache, k_scale, v_scale)
+    return _ext.paged_attention(_ctx_ptr(ctx, reference), q, kv_cache, query_start_loc, seq_lens, block_table,
+                                softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out, lse,
+                                bool(return_lse or lse is not None), kv_cache_dtype, ks, vs, reference)
 
 
 _FLT_TRUE_MIN = float(np.finfo(np.float32).smallest_subnormal)
@@ -885,39 +786,10 @@ class Plan:
                  softcap: float, alibi_slopes: Optional[Array], sinks: Optional[Array], out: Optional[Array],
                  lse: Optional[Array], return_lse: bool, kv_cache_dtype: Optional[str], k_scale: Any,
                  v_scale: Any, ctx: Optional[Context]) -> Any:
-        fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
-        ks, vs = _read_scales(fp8, kv_cache, k_scale, v_scale)
-        if _ext is not None and not (isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray)):
-            if not fp8:
-                r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,
-                                       softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
-                                       lse, bool(return_lse or lse is not None), ws_ptr, ws_size)
-            else:
-                r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,
-                                       softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
-                                       lse, bool(return_lse or lse is not None), ws_ptr, ws_size,
-                                       kv_cache_dtype_code(kv_cache_dtype), ks, vs)
-            if r is not _NI:
-                return r
-        qa = _arrays.as_numpy(q, "q")
-        if out is None:
-            out = _out_like(q, qa, qa.shape)
-        want_lse = return_lse or lse is not None
-        if want_lse and lse is None and qa.ndim == 3:
-            lse = _lse_out(q, (qa.shape[1], qa.shape[0]))
-        params = _opts(self.num_heads, dict(softmax_scale=softmax_scale, causal=causal,
-                                            window_size=window_size, softcap=softcap,
-                                            alibi_slopes=alibi_slopes, sinks=sinks,
-                                            k_scale=ks if fp8 else None, v_scale=vs if fp8 else None,
-                                            num_kv_heads=_per_head_count(ks, vs)))
-        tq, tc = tensor(qa, "q"), kv_cache_tensor(kv_cache, "kv_cache", False, kv_cache_dtype)
-        tk = None if key is None else kv_cache_tensor(key, "key", False, kv_cache_dtype)
-        tv = None if value is None else kv_cache_tensor(value, "value", False, kv_cache_dtype)
-        to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
-        ws = self._workspace if ws_ptr == self._ws_ptr else _aligned_workspace(ws_size)
-        _capi.call("attn_forward_paged", _ctx(ctx), self.handle, tq, tk, tv, tc,
-                   params.ptr, to, tl, ws if ws_size else None, ws_size)
-        return _result(out, lse, want_lse)
+        ks, vs = _read_scales(is_fp8_cache(kv_cache, kv_cache_dtype), kv_cache, k_scale, v_scale)
+        return _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value, softmax_scale,
+                                  causal, window_size, softcap, alibi_slopes, sinks, out, lse,
+                                  bool(return_lse or lse is not None), ws_ptr, ws_size, kv_cache_dtype, ks, vs)
 
     @property
     def handle(self) -> int:
@@ -951,4 +823,4 @@ def info() -> dict:
                 extension=_binding.path, isas=names,
                 isas_available=[n for n in names if _capi.isa_available(n)],
                 isa=ctx.isa, num_threads=ctx.num_threads, cpu_features=_capi.cpu_features(),
-                entries={n: True for n in dir(_capi.ext) if n.startswith("attn_")})
+                entries={n: True for n in _capi.ENTRIES})

@@ -61,10 +61,8 @@ from vllm.v1.kv_cache_layout import KVCacheLayout
 
 from . import _capi, kv_events, ops
 
-# The compiled extension (python/attn/_ext.c): its hot entries, and _LIB's general ones for the rest.
+# The compiled extension (python/attn/_ext.c).
 _EXT = ops._ext
-_LIB = _capi.ext
-_NI = NotImplemented
 
 logger = logging.getLogger("attn.vllm_backend")
 
@@ -138,10 +136,6 @@ def _layer_kv_scales(layer: Any, num_kv_heads: int) -> Tuple[Any, Any]:
             raise ValueError(f"attn: layer.{name} has {n} elements, expected 1 (one scale per tensor) or "
                              f"num_kv_heads={num_kv_heads} (kv_scale_type 'attn_head': one per KV head)")
     return res[0], res[1]
-
-
-def _is_per_head(ks: Any, vs: Any) -> bool:
-    return isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray)
 
 
 # fp8 query dtypes of this torch (none in an old one): vLLM quantizes queries (Attention.query_quant with
@@ -454,7 +448,7 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         # rows stay in the model dtype. layer._q_scale is not read: vLLM quantizes queries only for an impl
         # with supports_quant_query_input, which this one leaves unset (forward refuses a float8 query).
         self.fp8_code = None if self.is_encoder else ops.KV_CACHE_DTYPES.get(kv_cache_dtype)
-        self._params: Optional[Tuple[ops.Params, ops.Params]] = None
+        self._cache_dtype = None if self.fp8_code is None else kv_cache_dtype  # the name attn._ext takes
         self._kv_key: Any = None
         self._kv_desc: Any = None
         self._kv_tensor: Optional[torch.Tensor] = None  # (keeps the cache's storage alive, as vLLM does)
@@ -466,25 +460,11 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
 
     # -- per-layer constants, built once ------------------------------------------------------------
     def process_weights_after_loading(self, act_dtype: torch.dtype) -> None:
-        self._params = None  # sinks are weights: rebuild the option blocks from the loaded values
-        self._ext_args = None
-
-    def _option_blocks(self) -> Tuple[ops.Params, ops.Params]:
-        """(causal, non-causal) attn_params of this layer. vLLM/HF sliding_window W = W keys including the
-        current one: causal window (W - 1, 0); non-causal rows see W - 1 keys on both sides."""
-        if self._params is None:
-            w = self.sliding_window
-            sinks = None if self.sinks is None else self.sinks.detach().float().cpu().numpy()
-            common = dict(num_heads=self.num_heads, softmax_scale=self.scale, softcap=self.logits_soft_cap,
-                          alibi_slopes=self.alibi_slopes, sinks=sinks)
-            causal = ops.Params(causal=True, window_size=(-1, -1) if w is None else (w - 1, 0), **common)
-            bidir = ops.Params(causal=False, window_size=(-1, -1) if w is None else (w - 1, w - 1), **common)
-            self._params = (causal, bidir)
-        return self._params
+        self._ext_args = None  # sinks are weights: rebuild the options from the loaded values
 
     def _ext_options(self) -> Tuple[tuple, tuple]:
         """(causal, non-causal) option arguments of attn._ext.forward_paged (softmax_scale, causal,
-        window_size, softcap, alibi_slopes, sinks), the same values as :meth:`_option_blocks`; the per-head
+        window_size, softcap, alibi_slopes, sinks); the per-head
         vectors as contiguous float32 arrays (what the extension takes)."""
         if self._ext_args is None:
             w = self.sliding_window
@@ -537,15 +517,9 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         kv = self._kv_view(kv_cache)
         if self.on_kv_stored is not None:  # disaggregated prefill: the KV producer's per-layer hook
             return self._kv_cache_update_notify(layer, key, value, kv, slot_mapping)
-        ks, vs = 1.0, 1.0
-        if self.fp8_code is not None:  # stored = fp8(x / scale), saturating (attn_reshape_and_cache_scaled)
-            ks, vs = _layer_kv_scales(layer, self.num_kv_heads)
-            if not _is_per_head(ks, vs) and _EXT.reshape_and_cache(
-                    _ctx_ptr(), key, value, self._kv_tensor, slot_mapping, self.fp8_code, ks, vs) is not _NI:
-                return
-        elif _EXT.reshape_and_cache(_ctx_ptr(), key, value, self._kv_tensor, slot_mapping) is not _NI:
-            return
-        ops.reshape_and_cache_ex(_context(), key, value, kv, slot_mapping, ks, vs)
+        # fp8: stored = fp8(x / scale), saturating, per tensor or per KV head
+        ks, vs = (None, None) if self.fp8_code is None else _layer_kv_scales(layer, self.num_kv_heads)
+        _EXT.reshape_and_cache(_ctx_ptr(), key, value, self._kv_tensor, slot_mapping, self._cache_dtype, ks, vs)
 
     # Disaggregated prefill (vllm-ascend records reshape_cache_event when is_kv_producer): a KV
     # producer sets ``on_kv_stored`` (on the class, or on one layer's impl) to callable(layer_name,
@@ -605,28 +579,12 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             res = torch.empty_like(q)
         else:
             res = out
-        done = False
-        scales = None if self.fp8_code is None else _layer_kv_scales(layer, self.num_kv_heads)
-        per_head = scales is not None and _is_per_head(*scales)
-        if not per_head:  # per-head scales: the general entry below (the hot one takes floats)
-            # the compiled path (attn._ext.forward_paged, as attn.Plan.forward): q / res / cache as DLPack
-            # views, the step's handles from the metadata; NotImplemented continues below
-            o = self._ext_options()[0 if causal else 1]
-            if self.fp8_code is None:
-                done = _EXT.forward_paged(meta.ctx_ptr, meta.plan_ptr, meta.plan.num_heads, q, kvt, k, v, *o, res,
-                                          None, False, meta.ws_ptr, meta.workspace_size) is not _NI
-            else:  # the fp8 pages are dequantized inside attn with the layer's scales
-                done = _EXT.forward_paged(meta.ctx_ptr, meta.plan_ptr, meta.plan.num_heads, q, kvt, k, v, *o, res,
-                                          None, False, meta.ws_ptr, meta.workspace_size, self.fp8_code,
-                                          *scales) is not _NI
-        if not done:
-            args = self._option_blocks()[0 if causal else 1].args
-            if scales is not None:  # per tensor: the floats; per head: the arrays
-                per = [s if isinstance(s, np.ndarray) else None for s in scales]
-                args = args[:10] + tuple(1.0 if p is not None else s for p, s in zip(per, scales)) + tuple(per)
-            ws = meta.plan._workspace if meta.workspace_size else None
-            _LIB.attn_forward_paged(_context().handle, meta.plan.handle, q, k, v, kv, args, res, None, ws,
-                                    meta.workspace_size)
+        # attn._ext.forward_paged, as attn.Plan.forward: q / res / cache as DLPack views, the step's handles
+        # from the metadata; an fp8 cache is dequantized inside attn with the layer's scales
+        ks, vs = (None, None) if self.fp8_code is None else _layer_kv_scales(layer, self.num_kv_heads)
+        _EXT.forward_paged(meta.ctx_ptr, meta.plan_ptr, meta.plan.num_heads, q, kvt, k, v,
+                           *self._ext_options()[0 if causal else 1], res, None, False, meta.ws_ptr,
+                           meta.workspace_size, None if self.is_encoder else self._cache_dtype, ks, vs)
         if src is not None:
             out.index_copy_(0, src, res)
         return output

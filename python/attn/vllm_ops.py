@@ -20,7 +20,9 @@ import numpy as np
 
 from . import _arrays, ops
 from .flash import _kv_view, doubled
-from .ops import _NI, Array, Context, _ctx_ptr, _ext
+from .ops import Array, Context, _ctx_ptr, _ext
+
+_NI = NotImplemented  # the answer of attn._ext.vllm_reshape_and_cache for two separate caches
 
 
 def _check_cache_dtype(kv_cache_dtype: str, k_scale: Any, v_scale: Any, key_cache: Array) -> Optional[tuple]:
@@ -285,12 +287,8 @@ def merge_attn_states(output: Array, prefix_output: Array, prefix_lse: Array, su
         if output_lse is not None:
             _copy_suffix_lse(output_lse, suffix_lse, tokens)
         return output
-    if _ext is not None and _ext.merge_attn_states(_ctx_ptr(ctx), prefix_output, prefix_lse, suffix_output,
-                                                   suffix_lse, output, output_lse,
-                                                   output_lse is not None) is not _NI:
-        return output
-    ops.merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, out=output,
-                          lse_out=output_lse, ctx=ctx)
+    _ext.merge_attn_states(_ctx_ptr(ctx), prefix_output, prefix_lse, suffix_output, suffix_lse, output, output_lse,
+                           output_lse is not None)
     return output
 
 
