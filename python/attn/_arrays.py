@@ -16,7 +16,7 @@ import math
 import os
 import sys
 import warnings
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Sequence, Tuple
 
 import numpy as np
 

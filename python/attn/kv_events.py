@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import _arrays
-from .ops import Array, Context, _ctx, cache_write_scales, kv_cache_tensor, reshape_and_cache_ex
+from .ops import Array, Context, cache_write_scales, kv_cache_tensor, reshape_and_cache_ex
 from ._arrays import tensor
 
 

@@ -696,7 +696,7 @@ class Plan:
                    block_table: np.ndarray, num_block_ids: np.ndarray, encoder_len: Optional[np.ndarray],
                    config: Any) -> "Plan":
         """The plan of ``len(num_scheduled_tokens)`` requests of one ``kind`` given as integer arrays, without
-        a PlanRequest object per request (what an engine step passes: attn.vllm_backend's builder):
+        a PlanRequest object per request (what an engine step passes: attn.vllm.backend's builder):
         request r is PlanRequest(num_computed_tokens[r], num_scheduled_tokens[r], block_table[r,
         :num_block_ids[r]], kind=kind, encoder_len=encoder_len[r] or 0). block_table is an int32 array
         [num_reqs, width] (num_block_ids[r] <= width). ``config``: _plan_config of the constructor's

@@ -132,7 +132,8 @@ def to_dtype(x, name):
 
 def set_ext(monkeypatch, value):
     """Every module that bound attn._ext at import (ops, flash, vllm_ops) sees ``value`` (a spy on it)."""
-    from attn import flash, ops, vllm_ops
+    from attn import flash, ops
+    from attn.vllm import ops as vllm_ops
 
     for mod in (ops, flash, vllm_ops):
         monkeypatch.setattr(mod, "_ext", value)

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import attn
-from attn import _binding, vllm_ops
+from attn import _binding
+from attn.vllm import ops as vllm_ops
 from conftest import HAVE_ML_DTYPES, HAVE_TORCH, ROOT, DLPackOnly, set_ext
 
 EXT = _binding.ext
@@ -263,7 +264,7 @@ def test_dense_varlen_merge_vllm_parity(monkeypatch, ctx1, dt):
 
 @needs_ext
 def test_backend_forward_parity(monkeypatch, ctx1):
-    from attn import backend as B
+    from attn_demo import backend as B
 
     def call():
         rng = np.random.default_rng(11)

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import attn
-from attn import ops, vllm_ops
+from attn import ops
+from attn.vllm import ops as vllm_ops
 
 from conftest import HAVE_TORCH, np_attend, set_ext
 

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 import attn
-from attn import _binding, kv_events, ops, vllm_ops
+from attn import _binding, kv_events, ops
+from attn.vllm import ops as vllm_ops
 
 from conftest import ROOT, np_attend
 
@@ -329,7 +330,7 @@ import numpy as np
 import vllm_stubs
 vllm_stubs.install()
 import attn
-from attn import vllm_backend as vb
+from attn.vllm import backend as vb
 H, HK, D, BS, NBLK = 4, 2, 16, 8, 64
 rng = np.random.default_rng(5)
 spec = vllm_stubs.AttentionSpec(block_size=BS, num_kv_heads=HK, head_size=D)

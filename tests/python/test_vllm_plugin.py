@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import attn
-from attn import _capi, vllm_ops
+from attn import _capi
+from attn.vllm import ops as vllm_ops
 
 
 def test_capabilities_query():

@@ -1,4 +1,4 @@
-"""attn.vllm_backend (the vLLM plugin) without vLLM or torch: each test runs a child Python that installs the
+"""attn.vllm.backend (the vLLM plugin) without vLLM or torch: each test runs a child Python that installs the
 fake modules of tests/python/vllm_stubs.py (NumPy-backed tensors), imports the plugin and drives its metadata
 builder and impl the way vLLM's model runner does. The child keeps the fakes out of this process.
 
@@ -32,7 +32,7 @@ vllm_stubs.install()
 import numpy as np
 import attn
 from attn import ops
-from attn import vllm_backend as vb
+from attn.vllm import backend as vb
 H, HK, D, BS = 4, 2, 16, 8
 
 

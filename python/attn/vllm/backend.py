@@ -1,15 +1,5 @@
-"""attn as vLLM's CPU attention backend: a vLLM plugin, shaped like vllm-ascend's
-AscendAttentionBackend (backend / metadata builder / impl).
-
-    pip install attn[vllm]          # registers the entry point below; nothing else changes in user code
-    llm = vllm.LLM("HuggingFaceTB/SmolLM2-135M-Instruct")   # every attention layer now runs in libattn
-
-Registration: the ``vllm.general_plugins`` entry point ``attn = attn.vllm_backend:register`` runs in every
-vLLM process (``load_general_plugins``). vLLM's CpuPlatform always returns
-``AttentionBackendEnum.CPU_ATTN.get_path()`` for non-MLA models, and ``get_path()`` honours overrides made
-with ``register_backend``, so :func:`register` points CPU_ATTN (and CUSTOM, the name the backend reports) at
-:class:`AttnBackend`. ``ATTN_VLLM=0`` in the environment (or vLLM's own ``VLLM_PLUGINS=""``) leaves vLLM's
-backend in place, which is how the comparisons in ``make run-vllm`` / tests/vllm run it.
+"""attn as vLLM's CPU attention backend (registered by attn.vllm.register), shaped like vllm-ascend's
+AscendAttentionBackend: backend / metadata builder / impl.
 
 One engine step:
   - :meth:`AttnMetadataBuilder.build` (once per step and KV-cache group) turns vLLM's
@@ -59,31 +49,12 @@ from vllm.v1.attention.backend import (AttentionBackend, AttentionImpl, Attentio
 from vllm.v1.kv_cache_interface import AttentionSpec, CrossAttentionSpec, EncoderOnlyAttentionSpec
 from vllm.v1.kv_cache_layout import KVCacheLayout
 
-from . import _capi, kv_events, ops
+from .. import _capi, kv_events, ops
 
 # The compiled extension (python/attn/_ext.c).
 _EXT = ops._ext
 
-logger = logging.getLogger("attn.vllm_backend")
-
-BACKEND_PATH = "attn.vllm_backend.AttnBackend"
-
-
-# ------------------------------------------------------------------------------------------------
-# Plugin entry point
-# ------------------------------------------------------------------------------------------------
-def register() -> None:
-    """vllm.general_plugins entry point: makes attn the backend of vLLM's CPU platform in this process.
-    Idempotent (vLLM may call it more than once). ATTN_VLLM=0 disables it."""
-    if os.environ.get("ATTN_VLLM", "1").strip().lower() in ("0", "off", "false", "no"):
-        logger.info("attn: ATTN_VLLM=0, vLLM keeps its own CPU attention backend")
-        return
-    from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
-
-    register_backend(AttentionBackendEnum.CPU_ATTN, BACKEND_PATH)
-    register_backend(AttentionBackendEnum.CUSTOM, BACKEND_PATH)
-    logger.info("attn: libattn %s (%s) is vLLM's CPU attention backend", _capi.version(),
-                _capi.library_path)
+logger = logging.getLogger("attn.vllm")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""A vLLM-style attention backend over libattn, shaped like vllm-ascend's AscendAttentionBackend,
-so wiring it into a vLLM-style engine is mechanical:
+"""The demo engine's attention glue over attn's serving API (attn.Plan, reshape_and_cache), shaped like
+vllm-ascend's AscendAttentionBackend so that wiring it into a vLLM-style engine is mechanical (vLLM itself
+uses attn.vllm, the package's one vLLM backend):
 
     backend = AttnBackend
     kv_cache = np.zeros(backend.get_kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size))
@@ -22,8 +23,8 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from . import _arrays, ops
-from .ops import Array, Context
+from attn import _arrays, ops
+from attn.ops import Array, Context
 
 
 class AttnState(enum.IntEnum):

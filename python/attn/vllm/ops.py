@@ -18,9 +18,9 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from . import _arrays, ops
-from .flash import _kv_view, doubled
-from .ops import Array, Context, _ctx_ptr, _ext
+from .. import _arrays, ops
+from ..flash import _kv_view, doubled
+from ..ops import Array, Context, _ctx_ptr, _ext
 
 _NI = NotImplemented  # the answer of attn._ext.vllm_reshape_and_cache for two separate caches
 
