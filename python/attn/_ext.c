@@ -480,28 +480,6 @@ static PyObject *ext_alloc(PyObject *like, int ndim, const int64_t *shape, int d
  * Options (attn_params) and scalars
  * ================================================================================================ */
 
-/* float or None (-> dflt). Python floats and ints only (anything else: fallback, Python converts). */
-static int ext_float(PyObject *o, float dflt, float *out) {
-    if (o == Py_None) {
-        *out = dflt;
-        return 0;
-    }
-    if (PyFloat_CheckExact(o)) {
-        *out = (float)PyFloat_AS_DOUBLE(o);
-        return 0;
-    }
-    if (PyLong_CheckExact(o)) {
-        const double d = PyLong_AsDouble(o);
-        if (d == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return EXT_FALLBACK;
-        }
-        *out = (float)d;
-        return 0;
-    }
-    return EXT_FALLBACK;
-}
-
 /* A Python int (not bool) in [lo, hi]; anything else is a fallback. */
 static int ext_int(PyObject *o, long long lo, long long hi, long long *out) {
     if (!PyLong_CheckExact(o))
@@ -580,63 +558,6 @@ static int ext_per_head(PyObject *o, int64_t num_heads, ext_arg *a, const float 
         return EXT_FALLBACK;
     *out = (const float *)a->t.data;
     return 0;
-}
-
-/* The options every attention entry shares -> attn_params. keep[0..1] hold the per-head arrays. */
-static int ext_params(PyObject *scale, PyObject *causal, int flash_causal, PyObject *window, PyObject *softcap,
-                      PyObject *alibi, PyObject *sinks, int64_t num_heads, ext_arg keep[2], attn_params *p) {
-    *p = g_lib.params_default;
-    if (ext_float(scale, 0.0f, &p->softmax_scale) || ext_causal(causal, flash_causal, &p->causal) ||
-        ext_window(window, &p->window_left, &p->window_right) || ext_float(softcap, 0.0f, &p->softcap) ||
-        ext_per_head(alibi, num_heads, &keep[0], &p->alibi_slopes) ||
-        ext_per_head(sinks, num_heads, &keep[1], &p->sinks))
-        return EXT_FALLBACK;
-    /* softmax_scale=0.0 means a zero scale (flash-attn, SDPA): every logit 0, uniform weights over the visible
-     * keys. attn_params' 0 means "default", so the smallest positive float stands for it (ops.Params does the
-     * same): its logits are below 2^-126, exp2 of their differences is exactly 1. */
-    if (scale != Py_None && p->softmax_scale == 0.0f)
-        p->softmax_scale = FLT_TRUE_MIN;
-    return 0;
-}
-
-/* ctx / plan handles: Python ints (0 = closed: fallback raises the Python error). */
-static int ext_handle(PyObject *o, void **out) {
-    if (!PyLong_CheckExact(o))
-        return EXT_FALLBACK;
-    *out = PyLong_AsVoidPtr(o);
-    if (*out == NULL) {
-        PyErr_Clear();
-        return EXT_FALLBACK;
-    }
-    return 0;
-}
-
-/* fp8 KV cache arguments: code (None, or the attn dtype FP8_E4M3 / FP8_E5M2 that a uint8 cache holds,
- * vLLM's allocation), k_scale, v_scale (floats). Retags `cache` (and the optional rows of the same dtype) and sets
- * the scales of *p (when p is given). Fallback for anything else (the general path raises). */
-static int ext_fp8_cache(PyObject *code, PyObject *ks, PyObject *vs, attn_tensor *cache, attn_tensor *rows_a,
-                         attn_tensor *rows_b, float *k_scale, float *v_scale) {
-    long long c = -1;
-    if (code != Py_None) {
-        if (!PyLong_CheckExact(code))
-            return EXT_FALLBACK;
-        c = PyLong_AsLongLong(code);
-        if (c != ATTN_DTYPE_FP8_E4M3 && c != ATTN_DTYPE_FP8_E5M2) {
-            PyErr_Clear();
-            return EXT_FALLBACK;
-        }
-        attn_tensor *ts[3] = {cache, rows_a, rows_b};
-        for (int i = 0; i < 3; i++) {
-            if (ts[i] == NULL)
-                continue;
-            if (ts[i]->dtype != ATTN_DTYPE_U8 && ts[i]->dtype != (attn_dtype)c)
-                return EXT_FALLBACK;
-            ts[i]->dtype = (attn_dtype)c;
-        }
-    }
-    if (cache->dtype != ATTN_DTYPE_FP8_E4M3 && cache->dtype != ATTN_DTYPE_FP8_E5M2)
-        return EXT_FALLBACK;
-    return ext_float(ks, 1.0f, k_scale) || ext_float(vs, 1.0f, v_scale) ? EXT_FALLBACK : 0;
 }
 
 /* ================================================================================================
@@ -735,32 +656,35 @@ static int ext_kv_view(const attn_tensor *k, const attn_tensor *v, attn_tensor *
     return 0;
 }
 
-/* vllm_reshape_and_cache(ctx, key, value, key_cache, value_cache, slot_mapping)
+static PyObject *ext_cache_write(PyObject *const *args, const attn_tensor *kv_view);
+static int ext_kv_dtype(PyObject *name, PyObject *const *objs, const char *const *names, attn_tensor **ts, int n);
+
+/* vllm_reshape_and_cache(ctx, key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
  * key_cache/value_cache [num_blocks, block_size, num_kv_heads, head_size] that are the halves of one
- * [2, ...] tensor (vLLM's allocation): one attn_reshape_and_cache. Separate caches: NotImplemented. */
+ * [2, ...] tensor (vLLM's allocation): the write of reshape_and_cache on that tensor. Two separately
+ * allocated caches (or ones C cannot view): NotImplemented, before anything is converted or written. */
 static PyObject *ext_vllm_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 9) /* 9: + kv_cache_dtype code, k_scale, v_scale of an fp8 cache */
-        EXT_NARGS("vllm_reshape_and_cache", 6);
-    ext_arg a[5];
+    EXT_NARGS("vllm_reshape_and_cache", 9);
+    ext_arg a[2];
     memset(a, 0, sizeof a);
-    void *ctx;
     attn_tensor kv;
-    float ks = 1.0f, vs = 1.0f;
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[5], 0, ATTN_DTYPE_I64, &a[4]) ||
-        ext_tensor(args[3], 1, -1, &a[2]) || ext_tensor(args[4], 1, -1, &a[3]) || ext_kv_view(&a[2].t, &a[3].t, &kv) ||
-        ext_tensor(args[1], 0, -1, &a[0]) || ext_tensor(args[2], 0, -1, &a[1]) ||
-        (nargs == 9 && (g_lib.reshape_and_cache_scaled == NULL ||
-                        ext_fp8_cache(args[6], args[7], args[8], &kv, NULL, NULL, &ks, &vs))))
-        return ext_not_implemented(a, 5);
-    attn_status st;
-    if (nargs == 9)
-        EXT_CALL(st, g_lib.reshape_and_cache_scaled((attn_ctx *)ctx, &a[0].t, &a[1].t, &kv, &a[4].t, ks, vs));
-    else
-        EXT_CALL(st, g_lib.reshape_and_cache((attn_ctx *)ctx, &a[0].t, &a[1].t, &kv, &a[4].t));
-    ext_release_all(a, 5);
-    if (st != ATTN_STATUS_OK)
-        return ext_raise(st, "attn_reshape_and_cache");
-    Py_RETURN_NONE;
+    if (ext_tensor(args[3], 1, -1, &a[0]) || ext_tensor(args[4], 1, -1, &a[1]) || ext_kv_view(&a[0].t, &a[1].t, &kv)) {
+        ext_release_all(a, 2);
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    /* the named fp8 format of a uint8 cache (the error names kv_cache, as the write on the [2, ...] tensor) */
+    static const char *cache_name[1] = {"kv_cache"};
+    attn_tensor *ts[1] = {&kv};
+    if (ext_kv_dtype(args[6], &args[3], cache_name, ts, 1)) {
+        ext_release_all(a, 2);
+        return NULL;
+    }
+    /* the hot write on the [2, ...] view (the halves stay held in a[] until it returns) */
+    PyObject *const call[8] = {args[0], args[1], args[2], args[3], args[5], Py_None, args[7], args[8]};
+    PyObject *res = ext_cache_write(call, &kv);
+    ext_release_all(a, 2);
+    return res;
 }
 
 /* Element size of the float/int dtypes the fast paths write (tails, transposes). */
@@ -1163,6 +1087,11 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
  * per tensor (attn_reshape_and_cache_scaled) or per KV head (attn_reshape_and_cache_ex). Returns None. */
 static PyObject *ext_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     EXT_NARGS("reshape_and_cache", 8);
+    return ext_cache_write(args, NULL);
+}
+
+/* reshape_and_cache's work; kv_view: the cache already viewed (vllm_reshape_and_cache), else args[3]'s. */
+static PyObject *ext_cache_write(PyObject *const *args, const attn_tensor *kv_view) {
     enum { K, V, KV, SM, KS, VS, N };
     ext_arg a[N];
     memset(a, 0, sizeof a);
@@ -1173,7 +1102,7 @@ static PyObject *ext_reshape_and_cache(PyObject *self, PyObject *const *args, Py
     static const char *cache_name[1] = {"kv_cache"};
     if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[4], 0, ATTN_DTYPE_I64, "slot_mapping", &a[SM]) ||
         ext_tensor_n(args[1], 0, -1, "key", &a[K]) || ext_tensor_n(args[2], 0, -1, "value", &a[V]) ||
-        ext_tensor_n(args[3], 1, -1, "kv_cache", &a[KV]) ||
+        (kv_view ? (a[KV].t = *kv_view, 0) : ext_tensor_n(args[3], 1, -1, "kv_cache", &a[KV])) ||
         (cache[0] = &a[KV].t, ext_kv_dtype(args[5], &args[3], cache_name, cache, 1)) ||
         ext_scale(args[6], "k_scale", &a[KV].t, &a[KS], &o.k_scale, &o.k_scales) ||
         ext_scale(args[7], "v_scale", &a[KV].t, &a[VS], &o.v_scale, &o.v_scales))
@@ -1414,8 +1343,9 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     PyObject *o_k = args[4], *o_v = args[5], *o_cs = args[6], *o_bi = args[7], *o_bt = args[8];
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 1, -1, &a[KC]) ||
-        ext_tensor(args[3], 1, -1, &a[VC]))
+    if (ext_handle_of(args[0], "Context", &ctx))
+        return NULL;
+    if (ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 1, -1, &a[KC]) || ext_tensor(args[3], 1, -1, &a[VC]))
         goto fallback;
     const attn_tensor *q = &a[Q].t, *kc = &a[KC].t, *vc = &a[VC].t;
     if (q->ndim != 4 || kc->ndim != 4 || vc->ndim != 4 || kc->dtype != vc->dtype)
@@ -1543,9 +1473,9 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
         goto fallback;
     ext_arg keep[2];
     memset(keep, 0, sizeof keep);
-    if (ext_params(args[9], args[10], 1, args[11], args[12], args[13], args[14], nheads, keep, &p)) {
+    if (ext_options(&args[9], 1, nheads, keep, &p)) {
         ext_release_all(keep, 2);
-        goto fallback;
+        goto error;
     }
     a[AL] = keep[0];
     a[SI] = keep[1];
@@ -1666,8 +1596,10 @@ static PyObject *ext_varlen_paged(PyObject *self, PyObject *const *args, Py_ssiz
     if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     const int allocated = args[14] == Py_None;
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[CQ]) ||
-        ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 0, -1, &a[KC]) || ext_tensor(args[3], 0, -1, &a[VC]))
+    if (ext_handle_of(args[0], "Context", &ctx))
+        return NULL;
+    if (ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[CQ]) || ext_tensor(args[1], 0, -1, &a[Q]) ||
+        ext_tensor(args[2], 0, -1, &a[KC]) || ext_tensor(args[3], 0, -1, &a[VC]))
         goto fallback;
     const attn_tensor *cq = &a[CQ].t, *q = &a[Q].t, *kc = &a[KC].t, *vc = &a[VC].t;
     if (cq->ndim != 1 || cq->shape[0] < 1 || q->ndim != 3 || kc->ndim != 4 || vc->ndim != 4 || kc->dtype != vc->dtype)
@@ -1732,9 +1664,9 @@ static PyObject *ext_varlen_paged(PyObject *self, PyObject *const *args, Py_ssiz
         goto fallback;
     ext_arg keep[2];
     memset(keep, 0, sizeof keep);
-    if (ext_params(args[8], args[9], 1, args[10], args[11], args[12], args[13], q->shape[1], keep, &p)) {
+    if (ext_options(&args[8], 1, q->shape[1], keep, &p)) {
         ext_release_all(keep, 2);
-        goto fallback;
+        goto error;
     }
     a[AL] = keep[0];
     a[SI] = keep[1];

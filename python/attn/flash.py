@@ -105,7 +105,8 @@ def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0,
     soft-capping; alibi_slopes float32 [nheads] or [batch, nheads] (bias -slope*|i + seqlen_k - seqlen_q - j|).
     Returns out [batch, seqlen_q, nheads, headdim_v] (q's dtype); with return_softmax_lse also
     softmax_lse float32 [batch, nheads, seqlen_q]; with return_attn_probs (out, softmax_lse, None)."""
-    _check_common(dropout_p)
+    if dropout_p:
+        _check_common(dropout_p)
     want_lse = return_attn_probs or return_softmax_lse
     if alibi_slopes is None or len(_arrays.shape_of(alibi_slopes, "alibi_slopes")) != 2:
         r = _ext.forward(_ctx_ptr(ctx), 0, q, k, v, True, softmax_scale, causal, window_size, softcap,
@@ -251,14 +252,15 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     Returns out [total_q, nheads, headdim_v]; with return_softmax_lse also softmax_lse float32
     [nheads, total_q]; with return_attn_probs (out, softmax_lse, None). When out is allocated here, rows
     past cu_seqlens_q[-1] are zero (lse -inf); a caller's out keeps its values in those rows."""
-    _check_common(dropout_p)
+    if dropout_p:
+        _check_common(dropout_p)
     want_lse = return_attn_probs or return_softmax_lse
     if block_table is None and seqused_k is None and (
             alibi_slopes is None or len(_arrays.shape_of(alibi_slopes, "alibi_slopes")) != 2):
         r = _ext.varlen(_ctx_ptr(ctx), q, k, v, cu_seqlens_q, cu_seqlens_k, True, softmax_scale, causal,
                         window_size, softcap, alibi_slopes, sinks, out, None, want_lse, True, False)
         return (r + (None,)) if return_attn_probs else r
-    if block_table is not None:
+    if block_table is not None and (alibi_slopes is None or len(_arrays.shape_of(alibi_slopes, "alibi_slopes")) != 2):
         r = _ext.varlen_paged(_ctx_ptr(ctx), q, k, v, cu_seqlens_q, cu_seqlens_k, block_table, seqused_k,
                               softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out, want_lse)
         if r is not _NI:
@@ -421,14 +423,14 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     per KV head for the whole cache, not per sequence), then its first row is used; any other shape, unequal
     rows, or an entry that is not finite and > 0 raises ValueError naming the argument. None means 1. Float
     caches ignore them (as vLLM's "auto" cache ignores k_scale/v_scale; the shapes are still checked). Per-head
-    scales run through the ctypes binding (the compiled extension takes per-tensor scales only). q_descale:
+    scales take the Python path (the compiled fast path takes per-tensor scales only). q_descale:
     attn has no fp8 queries (q is in a float dtype), so anything but None or all ones raises ValueError naming
     q_descale.
     Returns out [batch, seqlen_q, nheads, headdim_v]; with return_softmax_lse also softmax_lse float32
     [batch, nheads, seqlen_q]."""
     k_sc, v_sc = _descales(q_descale, k_descale, v_descale, q, k_cache)
-    if (_ext is not None and rotary_cos is None and rotary_sin is None and cache_leftpad is None
-            and _unit(k_sc) and _unit(v_sc)):
+    if (rotary_cos is None and rotary_sin is None and cache_leftpad is None and _unit(k_sc) and _unit(v_sc)
+            and (alibi_slopes is None or len(_arrays.shape_of(alibi_slopes, "alibi_slopes")) != 2)):
         r = _ext.kvcache(_ctx_ptr(ctx), q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table,
                          softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
                          bool(return_softmax_lse))

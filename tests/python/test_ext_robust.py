@@ -185,7 +185,7 @@ def _calls(x, ctx):
         "reshape_and_cache_fp8": (EXT.reshape_and_cache, [c, x["k3"][:3], x["v3"][:3], x["kvw8"], x["slots"],
                                                           e4m3, 1.0, 1.0], None),
         "vllm_reshape_and_cache": (EXT.vllm_reshape_and_cache, [c, x["k3"][:3], x["v3"][:3], x["kvw"][0],
-                                                                x["kvw"][1], x["slots"]], None),
+                                                                x["kvw"][1], x["slots"], None, None, None], None),
     }
 
 

@@ -56,13 +56,9 @@ def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: A
     kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]); attn_reshape_and_cache_ex, through
     ctypes); other shapes raise ValueError naming the argument."""
     fp8 = _check_cache_dtype(kv_cache_dtype, k_scale, v_scale, key_cache)
-    per_head = fp8 is not None and (isinstance(fp8[1], np.ndarray) or isinstance(fp8[2], np.ndarray))
-    if _ext is not None and not per_head:
-        r = (_ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping)
-             if fp8 is None else
-             _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping, *fp8))
-        if r is not _NI:
-            return None
+    if _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping,
+                                   None if fp8 is None else kv_cache_dtype, *(fp8 or (None, None, None))[1:]) is not _NI:
+        return None
     fkw = {} if fp8 is None else dict(kv_cache_dtype=kv_cache_dtype, k_scale=fp8[1], v_scale=fp8[2])
     kc, vc = _arrays.as_numpy(key_cache, "key_cache"), _arrays.as_numpy(value_cache, "value_cache")
     sm = _arrays.index_array(slot_mapping, "slot_mapping", np.int64)
