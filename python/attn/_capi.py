@@ -49,11 +49,6 @@ CAUSAL_TOP_LEFT = 2
 LAYOUT_BSND = 0
 LAYOUT_BNSD = 1
 
-STATE_PREFILL_NO_CACHE = 0
-STATE_PREFILL_CACHE_HIT = 1
-STATE_DECODE_ONLY = 2
-STATE_CHUNKED_PREFILL = 3
-STATE_SPEC_DECODING = 4
 
 REQUEST_DECODER = 0
 REQUEST_ENCODER_ONLY = 1
@@ -197,10 +192,6 @@ def make_error(status: int, message: str, function: str = "") -> AttnError:
     return _ERROR_CLASSES.get(status, AttnError)(status, message, function)
 
 
-def dtype_size(dtype: int) -> int:
-    return ext.attn_dtype_size(dtype)
-
-
 def dtype_name(dtype: int) -> str:
     return ext.attn_dtype_name(dtype) or ""
 
@@ -208,10 +199,6 @@ def dtype_name(dtype: int) -> str:
 def version() -> str:
     """Run-time version string of the loaded libattn, e.g. "0.1.0"."""
     return ext.attn_version_string()
-
-
-def version_number() -> int:
-    return ext.attn_version_number()
 
 
 def isa_names() -> list:

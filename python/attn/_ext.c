@@ -1734,7 +1734,6 @@ static const char *ext_word(const char *names, int n, char *buf, size_t cap) {
 /* One argument of a generic call. */
 typedef struct ext_slot {
     ext_arg a;     /* tensors                                            */
-    PyObject *src; /* the ndarray as_view made (kept until release)       */
     Py_buffer b;   /* raw buffers ('b' / 'B')                              */
     int has_b;
     attn_tensor *t; /* the tensor argument, NULL for None                   */
@@ -1756,7 +1755,6 @@ typedef struct ext_call {
 
 static void ext_slot_release(ext_slot *s) {
     ext_arg_release(&s->a);
-    Py_CLEAR(s->src);
     if (s->has_b)
         PyBuffer_Release(&s->b);
     s->has_b = 0;
@@ -1782,32 +1780,8 @@ static int ext_conv_tensor(PyObject *obj, int writable, const char *name, ext_sl
         retag = PyLong_AsLong(PyTuple_GET_ITEM(obj, 1));
         obj = PyTuple_GET_ITEM(obj, 0);
     }
-    int r = ext_tensor(obj, writable, -1, &s->a);
-    if (r != 0) {
-        ext_arg_release(&s->a);
-        if (PyErr_Occurred())
-            PyErr_Clear();
-        PyObject *nm = PyUnicode_FromString(name);
-        if (nm == NULL)
-            return -1;
-        s->src = PyObject_CallFunctionObjArgs(g_as_view, obj, nm, writable ? Py_True : Py_False, NULL);
-        if (s->src == NULL) {
-            Py_DECREF(nm);
-            return -1;
-        }
-        r = ext_tensor(s->src, writable, -1, &s->a);
-        if (r != 0) {
-            ext_arg_release(&s->a);
-            PyErr_Clear();
-            PyObject *res = PyObject_CallFunctionObjArgs(g_refuse, s->src, nm, writable ? Py_True : Py_False, NULL);
-            Py_XDECREF(res);
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_ValueError, "%s: cannot be viewed as an attn_tensor", name);
-            Py_DECREF(nm);
-            return -1;
-        }
-        Py_DECREF(nm);
-    }
+    if (ext_tensor_n(obj, writable, -1, name, &s->a) != 0)
+        return -1;
     if (retag >= 0)
         s->a.t.dtype = (attn_dtype)retag;
     s->t = &s->a.t;

@@ -568,15 +568,6 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
 _FLT_TRUE_MIN = float(np.finfo(np.float32).smallest_subnormal)
 
 
-def _per_head_count(ks: Any, vs: Any) -> Optional[int]:
-    """num_kv_heads of the per-head scale arrays among (ks, vs) (both checked by kv_scales), None if both are
-    floats."""
-    for s in (ks, vs):
-        if isinstance(s, np.ndarray):
-            return int(s.shape[0])
-    return None
-
-
 def _read_scales(fp8: bool, kv_cache: Array, k_scale: Any, v_scale: Any) -> Tuple[Any, Any]:
     """(k_scale, v_scale) of a paged read or a cache write as floats or float32 [num_kv_heads] arrays
     (kv_scales; num_kv_heads is the cache's); (1, 1) for a float cache, which ignores them."""

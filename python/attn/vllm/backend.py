@@ -425,7 +425,6 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         self._kv_tensor: Optional[torch.Tensor] = None  # (keeps the cache's storage alive, as vLLM does)
         self._kv_src: Optional[torch.Tensor] = None
         self._dummy_cache: Optional[torch.Tensor] = None
-        self._dummy_desc: Any = None
         self._dummy_tensor: Optional[torch.Tensor] = None
         self._ext_args: Optional[Tuple[tuple, tuple]] = None
 
@@ -537,10 +536,9 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         k = v = None
         if self.is_encoder:
             k, v = key[:n], value[:n]
-            kv = self._encoder_cache(k)
-            kvt = self._dummy_tensor
+            kvt = self._encoder_cache(k)
         else:
-            kv = self._kv_view(kv_cache)
+            self._kv_view(kv_cache)
             kvt = self._kv_tensor
         src = meta.token_src
         if src is not None:  # plan order differs from vLLM's: gather rows, run, scatter back
@@ -566,5 +564,5 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         if self._dummy_cache is None or self._dummy_cache.dtype != key.dtype:
             self._dummy_cache = torch.zeros((2, 1, 1, self.num_kv_heads, self.head_size), dtype=key.dtype)
             shape, strides = (2, 0, 1, self.num_kv_heads, self.head_size), tuple(self._dummy_cache.stride())
-            self._dummy_desc = self._dummy_tensor = self._dummy_cache.as_strided(shape, strides)
-        return self._dummy_desc
+            self._dummy_tensor = self._dummy_cache.as_strided(shape, strides)
+        return self._dummy_tensor
