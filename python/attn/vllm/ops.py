@@ -53,8 +53,8 @@ def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: A
     kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2": uint8 caches (or float8 arrays) receive
     fp8(x / k_scale) and fp8(x / v_scale), saturating (attn_reshape_and_cache_scaled); k_scale / v_scale
     are floats or one-element tensors (vLLM's layer._k_scale), or float tensors [num_kv_heads] (vLLM's
-    kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]); attn_reshape_and_cache_ex, through
-    ctypes); other shapes raise ValueError naming the argument."""
+    kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]); attn_reshape_and_cache_ex); other shapes
+    raise ValueError naming the argument."""
     fp8 = _check_cache_dtype(kv_cache_dtype, k_scale, v_scale, key_cache)
     if _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping,
                                    None if fp8 is None else kv_cache_dtype, *(fp8 or (None, None, None))[1:]) is not _NI:
