@@ -56,8 +56,11 @@ def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: A
     kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]); attn_reshape_and_cache_ex); other shapes
     raise ValueError naming the argument."""
     fp8 = _check_cache_dtype(kv_cache_dtype, k_scale, v_scale, key_cache)
-    if _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping,
-                                   None if fp8 is None else kv_cache_dtype, *(fp8 or (None, None, None))[1:]) is not _NI:
+    r = (_ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping, None, None,
+                                     None) if fp8 is None else
+         _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping,
+                                     kv_cache_dtype, fp8[1], fp8[2]))
+    if r is not _NI:
         return None
     fkw = {} if fp8 is None else dict(kv_cache_dtype=kv_cache_dtype, k_scale=fp8[1], v_scale=fp8[2])
     kc, vc = _arrays.as_numpy(key_cache, "key_cache"), _arrays.as_numpy(value_cache, "value_cache")
