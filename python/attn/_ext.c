@@ -1733,8 +1733,8 @@ static const char *ext_word(const char *names, int n, char *buf, size_t cap) {
 
 /* One argument of a generic call. */
 typedef struct ext_slot {
-    ext_arg a;     /* tensors                                            */
-    Py_buffer b;   /* raw buffers ('b' / 'B')                              */
+    ext_arg a;   /* tensors                                            */
+    Py_buffer b; /* raw buffers ('b' / 'B')                              */
     int has_b;
     attn_tensor *t; /* the tensor argument, NULL for None                   */
     int64_t i;      /* integers; buffer size in bytes                       */
@@ -2490,26 +2490,27 @@ static PyObject *py_library_path(PyObject *self, PyObject *unused) {
 static PyMethodDef ext_methods[] = {
     {"_init", (PyCFunction)(void (*)(void))ext_init, METH_FASTCALL, "Hands over libattn and NumPy objects."},
     {"paged_attention", (PyCFunction)(void (*)(void))ext_paged_attention, METH_FASTCALL,
-     "attn_paged_attention fast path (NotImplemented: use the general path)."},
-    {"forward_paged", (PyCFunction)(void (*)(void))ext_forward_paged, METH_FASTCALL, "attn_forward_paged fast path."},
+     "attn_paged_attention / attn_ref_paged_attention."},
+    {"forward_paged", (PyCFunction)(void (*)(void))ext_forward_paged, METH_FASTCALL, "attn_forward_paged."},
     {"reshape_and_cache", (PyCFunction)(void (*)(void))ext_reshape_and_cache, METH_FASTCALL,
-     "attn_reshape_and_cache fast path."},
+     "attn_reshape_and_cache (_scaled / _ex for fp8 caches)."},
     {"vllm_reshape_and_cache", (PyCFunction)(void (*)(void))ext_vllm_reshape_and_cache, METH_FASTCALL,
-     "vllm_ops.reshape_and_cache fast path (caches that are halves of one tensor)."},
-    {"merge_attn_states", (PyCFunction)(void (*)(void))ext_merge_attn_states, METH_FASTCALL,
-     "attn_merge_attn_states fast path."},
-    {"forward", (PyCFunction)(void (*)(void))ext_forward, METH_FASTCALL, "attn_forward fast path (no masks)."},
-    {"varlen", (PyCFunction)(void (*)(void))ext_varlen, METH_FASTCALL, "attn_forward_varlen fast path."},
-    {"kvcache", (PyCFunction)(void (*)(void))ext_kvcache, METH_FASTCALL, "flash_attn_with_kvcache fast path."},
+     "vllm_ops.reshape_and_cache fast path (NotImplemented for two separate caches)."},
+    {"merge_attn_states", (PyCFunction)(void (*)(void))ext_merge_attn_states, METH_FASTCALL, "attn_merge_attn_states."},
+    {"forward", (PyCFunction)(void (*)(void))ext_forward, METH_FASTCALL, "attn_forward / attn_ref_forward."},
+    {"varlen", (PyCFunction)(void (*)(void))ext_varlen, METH_FASTCALL,
+     "attn_forward_varlen / attn_ref_forward_varlen."},
+    {"kvcache", (PyCFunction)(void (*)(void))ext_kvcache, METH_FASTCALL,
+     "flash_attn_with_kvcache fast path (NotImplemented outside it)."},
     {"varlen_paged", (PyCFunction)(void (*)(void))ext_varlen_paged, METH_FASTCALL,
-     "flash_attn_varlen_func(block_table=...) fast path."},
+     "flash_attn_varlen_func(block_table=...) fast path (NotImplemented outside it)."},
     EXT_GENERIC_METHODS,
     EXT_NOARGS(library_path),
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef ext_module = {PyModuleDef_HEAD_INIT,
                                         "attn._ext",
-                                        "Compiled fast paths of the attn Python package (see _ext.c).",
+                                        "The attn package's binding of libattn (see _ext.c).",
                                         -1,
                                         ext_methods,
                                         NULL,

@@ -12,9 +12,8 @@ One engine step:
     extension ``attn._ext`` (the entries attn.Plan.forward / attn.reshape_and_cache use: torch tensors go
     in as DLPack views, no copies, the GIL released around the C call); the options and the cache view are
     built once per layer, the plan's handles once per step, so a layer costs the two C calls and a few
-    microseconds of Python. An input the hot entries decline (NotImplemented: per-KV-head fp8 scales, the
-    KV-stored callback) goes through the extension's general entries (attn_reshape_and_cache_ex,
-    attn_forward_paged).
+    microseconds of Python (per-tensor or per-KV-head fp8 scales alike; the KV-stored callback goes through
+    attn_reshape_and_cache_ex).
 
 KV cache: vLLM allocates each layer as a logical ``[num_blocks, num_kv_heads, block_size, head_size +
 head_size_v]`` view (any of its KVCacheLayout stride orders); attn stores each token's key in the first
