@@ -995,9 +995,12 @@ static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_s
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t, *cache[1];
-    const int want_lse = PyObject_IsTrue(args[14]), reference = PyObject_IsTrue(args[18]);
-    if (want_lse < 0 || reference < 0)
+    const int want_lse = PyObject_IsTrue(args[14]);
+    if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    const int reference = PyObject_IsTrue(args[18]);
+    if (reference < 0)
+        return NULL;
     static const char *cache_name[1] = {"kv_cache"};
     if ((!reference && ext_handle_of(args[0], "Context", &ctx)) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
         ext_tensor_n(args[2], 0, -1, "kv_cache", &a[KV]) ||
@@ -1167,9 +1170,12 @@ static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t n
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t, *mask, *kpm, *add;
-    const int want_lse = PyObject_IsTrue(args[14]), reference = PyObject_IsTrue(args[18]);
-    if (want_lse < 0 || reference < 0)
+    const int want_lse = PyObject_IsTrue(args[14]);
+    if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    const int reference = PyObject_IsTrue(args[18]);
+    if (reference < 0)
+        return NULL;
     if ((!reference && ext_handle_of(args[0], "Context", &ctx)) ||
         ext_conv_int(args[1], "forward", "layout", INT32_MIN, INT32_MAX, &layout))
         return NULL;
@@ -1225,9 +1231,12 @@ static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t na
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[15]), reference = PyObject_IsTrue(args[17]);
-    if (want_lse < 0 || reference < 0)
+    const int want_lse = PyObject_IsTrue(args[15]);
+    if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    const int reference = PyObject_IsTrue(args[17]);
+    if (reference < 0)
+        return NULL;
     if ((!reference && ext_handle_of(args[0], "Context", &ctx)) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
         ext_tensor_n(args[2], 0, -1, "k", &a[K]) || ext_tensor_n(args[3], 0, -1, "v", &a[V]) ||
         ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "cu_seqlens_q", &a[CQ]) ||

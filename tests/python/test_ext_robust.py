@@ -223,6 +223,21 @@ def test_want_lse_truth_value_error_propagates(entry, flag, rng, ctx1):
     assert fn(*args) is not NotImplemented
 
 
+@needs_ext
+@pytest.mark.parametrize("entry,ref", [("paged_attention", 18), ("forward", 18), ("varlen", 17)])
+def test_two_raising_truth_values_raise_once(entry, ref, rng, ctx1):
+    """want_lse and reference whose truth values both raise: the second was asked while the first one's
+    exception was pending (SystemError "returned a result with an exception set"). Now the first error
+    is raised and the second flag is not read."""
+    x = _inputs(rng)
+    fn, args, i = _calls(x, ctx1)[entry]
+    bad = list(args)
+    bad[i], bad[ref] = _BoolRaises(), _BoolRaises()
+    with pytest.raises(RuntimeError, match="no truth value"):
+        fn(*bad)
+    assert fn(*args) is not NotImplemented
+
+
 def test_public_entries_raise_the_truth_value_error(rng, ctx1):
     """Every public entry with a return_lse-like flag raises NumPy's ValueError for an array flag."""
     x = _inputs(rng)
