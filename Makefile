@@ -15,7 +15,7 @@ VENV ?= .venv
 PYTHON3 := $(abspath $(VENV))/bin/python
 export ATTN_VENV := $(abspath $(VENV))
 
-.PHONY: all deps build run run-synthetic run-vllm test test-c test-python test-python-ctypes test-sanitize test-vllm test-mpi \
+.PHONY: all deps build run run-synthetic run-vllm test test-c test-python test-sanitize test-vllm test-mpi \
   install clean
 
 all: build
@@ -54,12 +54,6 @@ test-python: build
 	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
 	  ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python $(PYTHON3) -m pytest -q -rs tests/python; \
 	fi
-
-# The Python suite again through the ctypes binding only (the compiled attn._ext switched off). The default
-# run already compares both bindings entry by entry (tests/python/test_ext_binding.py).
-test-python-ctypes: build
-	@ATTN_PY_BACKEND=ctypes ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
-	  $(PYTHON3) -m pytest -q -rs tests/python
 
 # Every test: C suites (ctest) and the Python suite (pytest; attn._ext is found next to libattn.so).
 test: test-c test-python

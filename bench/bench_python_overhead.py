@@ -5,9 +5,8 @@ Shape (the small-model decode): 9 query heads / 3 kv heads, head_size 64, block_
 one new), float32, one thread. For each hot entry it measures, min and median over --reps calls, each call
 timed alone:
   C       the same libattn entries on the same shape from C (bench/bench_calls, built with the library);
-  ext     the Python call through the compiled extension attn._ext (the default binding);
-  ctypes  the same Python call with ATTN_PY_BACKEND=ctypes (a child process), i.e. the old binding.
-and prints a markdown table: overhead = ext - C (min - min, median - median) and the ratios.
+  ext     the Python call through the compiled extension attn._ext (the package's only binding);
+and prints a markdown table: overhead = ext - C (min - min, median - median) and the ratio.
 
     python3 bench/bench_python_overhead.py [--build build] [--reps 3000] [--threads 1] [--torch]
 
@@ -68,7 +67,8 @@ def python_times(reps: int, threads: int, use_torch: bool = False) -> dict:
     import numpy as np
 
     import attn
-    from attn import backend as B
+    import attn.vllm.ops
+    from attn_demo import backend as B
 
     rng = np.random.default_rng(0)
     ctx = attn.Context(num_threads=threads)
@@ -111,7 +111,7 @@ def python_times(reps: int, threads: int, use_torch: bool = False) -> dict:
         "Plan.forward": lambda: plan.forward(q, kv, out=out, ctx=ctx),
         "backend forward (cache + plan)": lambda: impl.forward(None, q, key, key, kv, meta, out2),
         "reshape_and_cache": lambda: attn.reshape_and_cache(key, key, kv, slot, ctx=ctx),
-        "vllm_ops.reshape_and_cache": lambda: attn.vllm_ops.reshape_and_cache(key, key, kv[0], kv[1], slot,
+        "vllm_ops.reshape_and_cache": lambda: attn.vllm.ops.reshape_and_cache(key, key, kv[0], kv[1], slot,
                                                                                ctx=ctx),
         "flash_attn_with_kvcache": lambda: attn.flash_attn_with_kvcache(
             q4, kv[0], kv[1], key4, key4, cache_seqlens=L - 1, block_table=bt, out=out4, ctx=ctx),
@@ -120,7 +120,7 @@ def python_times(reps: int, threads: int, use_torch: bool = False) -> dict:
                                                                       ctx=ctx),
         "flash_attn_varlen_func (paged)": lambda: attn.flash_attn_varlen_func(
             q, kv[0], kv[1], cu_q, cu_k, 1, L, block_table=bt, out=out, ctx=ctx),
-        "vllm_ops.merge_attn_states": lambda: attn.vllm_ops.merge_attn_states(out, q, lse_a, q, lse_b, lse_o,
+        "vllm_ops.merge_attn_states": lambda: attn.vllm.ops.merge_attn_states(out, q, lse_a, q, lse_b, lse_o,
                                                                               ctx=ctx),
     }
     return {"binding": attn._binding.name, "times": {n: _stats(f, reps) for n, f in calls.items()}}
@@ -155,24 +155,17 @@ def main() -> None:
         return
     c = c_times(build, a.reps, a.threads)
     ext = python_times(a.reps, a.threads, a.torch)
-    env = dict(os.environ, ATTN_PY_BACKEND="ctypes")
-    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--build", build, "--reps",
-                            str(a.reps), "--threads", str(a.threads), "--emit-json"] + ["--torch"] * a.torch,
-                           env=env, check=True,
-                           capture_output=True, text=True)
-    old = json.loads(child.stdout.strip().splitlines()[-1])
     print(f"Python per-call overhead, {H}/{HKV} heads, head_size {D}, block_size {BS}, {L} keys, 1 request, "
           f"float32, {a.threads} thread(s), {a.reps} reps, {'torch tensors' if a.torch else 'NumPy arrays'}; "
           f"binding: {ext['binding']}; µs min / median\n")
-    print("| entry | C call | Python (ext) | overhead (ext − C) | ext / C | Python (ctypes) | ctypes / ext |")
-    print("|---|---|---|---|---|---|---|")
+    print("| entry | C call | Python (ext) | overhead (ext − C) | ext / C |")
+    print("|---|---|---|---|---|")
     for name, parts in C_OF.items():
         cmin = sum(c[p][0] for p in parts)
         cmed = sum(c[p][1] for p in parts)
         emin, emed = ext["times"][name]
-        omin, omed = old["times"][name]
         print(f"| {name} | {cmin:.2f} / {cmed:.2f} | {emin:.2f} / {emed:.2f} | {emin - cmin:.2f} / "
-              f"{emed - cmed:.2f} | {emin / cmin:.2f} | {omin:.2f} / {omed:.2f} | {omin / emin:.1f} |")
+              f"{emed - cmed:.2f} | {emin / cmin:.2f} |")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-step host cost of the vLLM plugin's metadata builder (attn.vllm_backend.AttnMetadataBuilder.build),
+"""Per-step host cost of the vLLM plugin's metadata builder (attn.vllm.backend.AttnMetadataBuilder.build),
 without vLLM: the fake torch / vllm modules of tests/python/vllm_stubs.py (NumPy-backed tensors) stand in, so
 the numbers are the builder's own Python + libattn's attn_plan_create, not vLLM's tensor overheads.
 
@@ -32,7 +32,7 @@ vllm_stubs.install()
 import numpy as np  # noqa: E402
 
 from attn import ops  # noqa: E402
-from attn import vllm_backend as vb  # noqa: E402
+from attn.vllm import backend as vb  # noqa: E402
 
 H, HK, D, BS, WIDTH = 9, 3, 64, 16, 64
 

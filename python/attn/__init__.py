@@ -8,12 +8,12 @@ Three layers, all over the same C entries (include/attn/attn.h), all zero-copy o
   step) and ``attn.Context`` -- the C API one to one (``reference=True`` runs the float64 oracle);
 - ``attn.flash``: flash-attn calling conventions (``flash_attn_func``, ``flash_attn_varlen_func``,
   ``flash_attn_with_kvcache``, the ``*_qkvpacked_func`` / ``*_kvpacked_func`` variants);
-- ``attn.vllm_ops`` and ``attn.backend``: vLLM-style cache ops and an attention backend
-  (``AttnBackend.get_kv_cache_shape``, ``AttnMetadataBuilder.build``, ``AttnBackendImpl.forward``).
+- ``attn.vllm``: the vLLM plugin (``attn.vllm.backend``: AttnBackend, AttnMetadataBuilder, AttnBackendImpl)
+  and vLLM's cache ops (``attn.vllm.ops``); imported on demand, never by ``import attn``.
 
 Errors from C raise :class:`AttnError` subclasses (``AttnInvalidArgumentError`` is also a ValueError)
 whose message is the C message naming the bad argument. The real-model demo is a separate package of the
-source tree (``python -m attn_demo``); ``import attn`` loads the library API only.
+source tree (``python -m attn_demo``); ``import attn`` loads the library API only (no demo, vLLM or torch).
 """
 
 from ._capi import (  # noqa: F401
@@ -47,7 +47,7 @@ from .ops import (  # noqa: F401
     set_num_threads,
     swap_blocks,
 )
-from . import backend, diffusion, vllm_ops  # noqa: F401,E402
+from . import diffusion  # noqa: F401,E402
 from . import kv_events  # noqa: F401,E402
 from .kv_events import KVStored, reshape_and_cache_notify  # noqa: F401,E402
 from .flash import (  # noqa: F401
@@ -71,6 +71,6 @@ __all__ = [
     "default_context",
     "set_num_threads", "info", "library_version", "library_path", "has", "isa_names", "isa_opt_in_names",
     "isa_available",
-    "cpu_features", "last_error", "__version__", "backend", "diffusion", "vllm_ops",
+    "cpu_features", "last_error", "__version__", "diffusion",
 ]
 __all__ += ["kv_events", "KVStored", "reshape_and_cache_notify"]

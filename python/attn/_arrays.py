@@ -12,12 +12,11 @@ other checks (ranks, matching dims, contiguous last dimension, ...) are libattn'
 
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 import sys
 import warnings
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Sequence, Tuple
 
 import numpy as np
 
@@ -106,23 +105,6 @@ def _dl_to_np(code: int, bits: int) -> np.dtype:
                     + ("" if _mld is not None else " (bfloat16/float8 need: pip install ml_dtypes)"))
 
 
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-_capsule_get = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_get.restype = ctypes.c_void_p
-_capsule_get.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _DL_CPU, _DL_CUDA_HOST = 1, 3
 
 
@@ -133,17 +115,17 @@ class _DLPackView:
     def __init__(self, capsule: Any, producer: Any, name: str = "tensor"):
         self._capsule = capsule
         self._producer = producer
-        t = _DLTensor.from_address(_capsule_get(capsule, b"dltensor"))
-        if t.device.device_type not in (_DL_CPU, _DL_CUDA_HOST):
-            raise _invalid(f"attn runs on the CPU; got a DLPack tensor on device type "
-                             f"{t.device.device_type}")
-        if t.dtype.lanes != 1:
-            raise _type_error(f"DLPack vector dtypes (lanes={t.dtype.lanes}) are not supported")
-        self.dtype = _dl_to_np(t.dtype.code, t.dtype.bits)
-        ndim = t.ndim
-        if ndim < 0 or (ndim and not t.shape):
+        from ._capi import ext
+
+        data, device_type, ndim, code, bits, lanes, t_shape, t_strides, byte_offset = ext.dlpack_info(capsule)
+        if device_type not in (_DL_CPU, _DL_CUDA_HOST):
+            raise _invalid(f"attn runs on the CPU; got a DLPack tensor on device type {device_type}")
+        if lanes != 1:
+            raise _type_error(f"DLPack vector dtypes (lanes={lanes}) are not supported")
+        self.dtype = _dl_to_np(code, bits)
+        if ndim < 0 or ndim > 64 or (ndim and not t_shape):
             raise _invalid(f"{name}: DLPack tensor with ndim={ndim}" + (" and no shape" if ndim > 0 else ""))
-        shape = tuple(int(t.shape[i]) for i in range(ndim))
+        shape = tuple(int(n) for n in t_shape) if ndim else ()
         item = self.dtype.itemsize
         if any(n < 0 for n in shape):
             raise _invalid(f"{name}: DLPack tensor shape {list(shape)} has a negative size")
@@ -152,15 +134,28 @@ class _DLPackView:
             raise _capi.AttnOverflowError(_capi.STATUS_OVERFLOW, f"{name}: DLPack tensor shape {list(shape)} of "
                                           f"{item}-byte elements is larger than the address space")
         numel = math.prod(shape)
-        if not t.data and numel:
+        if not data and numel:
             raise _invalid(f"{name}: DLPack tensor has data=NULL but {numel} elements")
-        if t.strides:
-            strides = tuple(int(t.strides[i]) * item for i in range(ndim))
+        if t_strides and ndim:
+            strides = tuple(int(s) * item for s in t_strides)
         else:
             strides = tuple(int(s) * item for s in _contiguous_strides(shape))
-        ptr = (t.data or 0) + int(t.byte_offset)
+        ptr = (data or 0) + int(byte_offset)
         self.__array_interface__ = {"shape": shape, "typestr": f"|V{item}", "data": (ptr, False),
                                     "strides": strides, "version": 3}
+
+
+class _RawBytes:
+    """uint8 [nbytes] at an address, kept alive by ``owner`` (raw_bytes)."""
+
+    def __init__(self, addr: int, nbytes: int, owner: Any):
+        self._owner = owner
+        self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (addr, False), "version": 3}
+
+
+def raw_bytes(addr: int, nbytes: int, owner: Any) -> np.ndarray:
+    """A writable uint8 [nbytes] view of the memory at ``addr`` (owned by ``owner``, which it keeps alive)."""
+    return np.asarray(_RawBytes(addr, nbytes, owner))
 
 
 def _contiguous_strides(shape: Sequence[int]) -> Tuple[int, ...]:
@@ -212,63 +207,51 @@ def as_numpy(x: Any, name: str = "tensor") -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------
-# attn_tensor
+# Arguments the extension cannot view directly
 # ------------------------------------------------------------------------------------------------
-class TensorRef:
-    """An attn_tensor struct plus the objects that keep its memory alive."""
-
-    __slots__ = ("t", "array", "owner")
-
-    def __init__(self, t: _capi.Tensor, array: np.ndarray, owner: Any):
-        self.t = t
-        self.array = array
-        self.owner = owner
-
-    @property
-    def ptr(self) -> Any:
-        return ctypes.byref(self.t)
-
-
-def tensor(x: Any, name: str, writable: bool = False) -> TensorRef:
-    """Describes ``x`` (NumPy array or DLPack producer) as an attn_tensor without copying.
-    ``name`` is used in error messages (the C side names arguments the same way)."""
-    if writable and not isinstance(x, np.ndarray) and not hasattr(x, "__dlpack__"):
-        raise _type_error(f"{name}: expected a writable array (NumPy or DLPack), got {type(x).__name__}: "
-                          "the result would be written into a temporary copy")
-    a = as_numpy(x, name)
+def _check_view(a: np.ndarray, name: str, writable: bool) -> None:
+    """Raises the family's error for an array that is no attn_tensor: dtype, rank, read-only, strides."""
     if a.dtype not in NP_TO_ATTN:
         if a.dtype.kind in "fc":  # a float argument (q, k, v, caches, out): name the float dtypes only
             raise _type_error(f"{name}: dtype {a.dtype} is not supported by attn (expected float32, "
-                            "float16 or bfloat16)")
+                              "float16 or bfloat16)")
         raise _type_error(f"{name}: dtype {a.dtype} is not supported by attn (supported: "
-                        + ", ".join(sorted(str(k) for k in NP_TO_ATTN)) + ")")
+                          + ", ".join(sorted(str(k) for k in NP_TO_ATTN)) + ")")
     if a.ndim > _capi.MAX_DIMS:
         raise _invalid(f"{name}: ndim={a.ndim} > {_capi.MAX_DIMS}")
     if writable and not a.flags.writeable:
         raise _invalid(f"{name}: array is read-only")
-    t = _capi.Tensor()
-    t.data = a.__array_interface__["data"][0]
-    t.dtype = NP_TO_ATTN[a.dtype]
-    t.ndim = a.ndim
     item = a.itemsize
     for i, (n, s) in enumerate(zip(a.shape, a.strides)):
-        t.shape[i] = n
         if n <= 1 and (i == a.ndim - 1 or s < 0 or s % item):
-            s = item if i == a.ndim - 1 else 0  # a size-1 dimension's stride is never used
+            continue  # a size-1 dimension's stride is never used
         if s < 0 or s % item:
             raise _invalid(f"{name}: stride[{i}]={s} bytes is negative or not a multiple of the "
-                             f"element size {item}")
-        t.strides[i] = s // item
-    return TensorRef(t, a, x)
+                           f"element size {item}")
 
 
-def opt_tensor(x: Any, name: str, writable: bool = False) -> Optional[TensorRef]:
-    return None if x is None else tensor(x, name, writable)
+def as_view(x: Any, name: str, writable: bool = False) -> np.ndarray:
+    """What attn._ext views when it cannot view ``x`` itself: a NumPy array of the same memory (lists and
+    scalars through np.asarray, torch tensors that require grad through a detached view), checked; the error
+    names the argument."""
+    if writable and not isinstance(x, np.ndarray) and not hasattr(x, "__dlpack__"):
+        raise _type_error(f"{name}: expected a writable array (NumPy or DLPack), got {type(x).__name__}: "
+                          "the result would be written into a temporary copy")
+    a = as_numpy(x, name)
+    _check_view(a, name, writable)
+    return a
 
 
-def ptr(ref: Optional[TensorRef]) -> Any:
-    """ctypes pointer argument for an optional tensor (NULL for None)."""
-    return None if ref is None else ref.ptr
+def refuse(a: np.ndarray, name: str, writable: bool = False) -> None:
+    """Raises why attn._ext cannot describe ``a`` as an attn_tensor."""
+    _check_view(a, name, writable)
+    raise _invalid(f"{name}: shape {list(a.shape)} with strides {list(a.strides)} does not fit an attn_tensor "
+                   "(sizes or extent beyond int64)")
+
+
+def tensor(x: Any, name: str, writable: bool = False) -> np.ndarray:
+    """``x`` checked as the extension would take it (the error names ``name``), as a NumPy view."""
+    return as_view(x, name, writable)
 
 
 def index_array(x: Any, name: str, dtype: Any = np.int32) -> np.ndarray:

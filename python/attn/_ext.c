@@ -1,33 +1,36 @@
 /*
- * _ext.c — the CPython extension `attn._ext`: the hot Python entries (paged attention with and without a
- * plan, reshape_and_cache, flash_attn_with_kvcache, dense / varlen attention, merge) as C functions that
- * read NumPy arrays (buffer protocol; bf16/fp8 ml_dtypes arrays through a same-width integer view) and
- * DLPack producers (torch tensors: the `__dlpack__` capsule) straight into attn_tensor views, release the
- * GIL around the libattn call and raise the same AttnError subclasses with the same messages as the ctypes
- * binding (python/attn/_capi.py builds the exception objects; this file only passes status and message).
+ * _ext.c — the CPython extension `attn._ext`, the attn package's only path to libattn (which it links).
  *
- * What it deliberately does not do: argument checking with messages. Every entry returns NotImplemented
- * ("take the general path") for any input outside the plain, valid case it handles — a Python list, an
- * index array of another integer width, a read-only output, a bad window, separate key/value caches, ...
- * — BEFORE anything is written; the Python wrapper then runs the ctypes path, which raises exactly the
- * error it always raised. Errors found by libattn itself are raised here (same status, same message).
+ * Every entry of attn.h / attn_experimental.h is a function `attn_*` described by a table (EXT_ENTRY): one
+ * letter per argument and one converter per letter (ext_parse): NumPy arrays (buffer protocol; bf16/fp8
+ * ml_dtypes arrays through a same-width integer view) and DLPack producers (torch tensors: the `__dlpack__`
+ * capsule) become attn_tensor views, the GIL is released around the call, and a failing status raises the
+ * AttnError subclass with attn_last_error()'s message (ext_raise; python/attn/_capi.py builds the object).
+ * What C cannot view itself (lists, torch tensors that require grad) goes through attn._arrays.as_view,
+ * which also names the argument in the error.
  *
- * libattn is not linked: python/attn/_binding.py hands over the addresses of the entries of the library
- * that ctypes loaded (so both bindings share one library, one thread-local last error, one attn_ctx).
- * Types are checked against include/attn/attn.h at compile time (ATTN_EXT_CHECK_TYPE).
+ * The hot entries (paged attention with and without a plan, reshape_and_cache, flash_attn_with_kvcache,
+ * dense / varlen attention, merge) also parse the options and allocate the outputs in C, for the few
+ * microseconds a decode step allows; for an input outside their plain case they return NotImplemented
+ * before anything is written, and the Python wrapper makes the general call.
  */
+#define _GNU_SOURCE /* dladdr */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <dlfcn.h>
+
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/attn_experimental.h"
 
 /* ================================================================================================
- * libattn entry points (filled by _init from ctypes addresses)
+ * libattn entry points of the hot paths (set by _init)
  * ================================================================================================ */
 
 typedef attn_status (*ext_paged_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, const attn_tensor *,
@@ -71,7 +74,7 @@ static struct ext_lib {
     ext_paged_fn paged_attention;
     ext_forward_paged_fn forward_paged;
     ext_cache_fn reshape_and_cache;
-    ext_cache_scaled_fn reshape_and_cache_scaled; /* optional (fp8 caches): NULL = ctypes fallback */
+    ext_cache_scaled_fn reshape_and_cache_scaled; /* fp8 caches */
     ext_forward_fn forward;
     ext_varlen_fn forward_varlen;
     ext_merge_fn merge_attn_states;
@@ -109,6 +112,7 @@ typedef struct ext_arg {
     Py_buffer view;    /* held buffer (kind 1)                    */
     PyObject *capsule; /* unconsumed DLPack capsule (kind 2)      */
     PyObject *tmp;     /* bf16/fp8 integer view array (kind 1)    */
+    PyObject *src;     /* the array attn._arrays made of the argument (ext_tensor_n) */
     int kind;          /* 0 none, 1 buffer, 2 capsule             */
 } ext_arg;
 
@@ -118,6 +122,7 @@ static void ext_arg_release(ext_arg *a) {
         PyBuffer_Release(&a->view);
     Py_CLEAR(a->capsule);
     Py_CLEAR(a->tmp);
+    Py_CLEAR(a->src);
     a->kind = 0;
 }
 
@@ -432,16 +437,6 @@ static int ext_tensor(PyObject *obj, int writable, int want, ext_arg *a) {
     return r;
 }
 
-/* Optional tensor: None -> *p = NULL. */
-static int ext_opt_tensor(PyObject *obj, int writable, int want, ext_arg *a, attn_tensor **p) {
-    if (obj == Py_None) {
-        *p = NULL;
-        return 0;
-    }
-    *p = &a->t;
-    return ext_tensor(obj, writable, want, a);
-}
-
 /* A new array of `shape` and attn `dtype` like `like` (a torch tensor for a torch `like`, else NumPy),
  * converted to a writable view in `a`. Returns the new reference or NULL with a Python error set. */
 static PyObject *ext_alloc(PyObject *like, int ndim, const int64_t *shape, int dtype, ext_arg *a) {
@@ -484,28 +479,6 @@ static PyObject *ext_alloc(PyObject *like, int ndim, const int64_t *shape, int d
 /* ================================================================================================
  * Options (attn_params) and scalars
  * ================================================================================================ */
-
-/* float or None (-> dflt). Python floats and ints only (anything else: fallback, Python converts). */
-static int ext_float(PyObject *o, float dflt, float *out) {
-    if (o == Py_None) {
-        *out = dflt;
-        return 0;
-    }
-    if (PyFloat_CheckExact(o)) {
-        *out = (float)PyFloat_AS_DOUBLE(o);
-        return 0;
-    }
-    if (PyLong_CheckExact(o)) {
-        const double d = PyLong_AsDouble(o);
-        if (d == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return EXT_FALLBACK;
-        }
-        *out = (float)d;
-        return 0;
-    }
-    return EXT_FALLBACK;
-}
 
 /* A Python int (not bool) in [lo, hi]; anything else is a fallback. */
 static int ext_int(PyObject *o, long long lo, long long hi, long long *out) {
@@ -587,68 +560,12 @@ static int ext_per_head(PyObject *o, int64_t num_heads, ext_arg *a, const float 
     return 0;
 }
 
-/* The options every attention entry shares -> attn_params. keep[0..1] hold the per-head arrays. */
-static int ext_params(PyObject *scale, PyObject *causal, int flash_causal, PyObject *window, PyObject *softcap,
-                      PyObject *alibi, PyObject *sinks, int64_t num_heads, ext_arg keep[2], attn_params *p) {
-    *p = g_lib.params_default;
-    if (ext_float(scale, 0.0f, &p->softmax_scale) || ext_causal(causal, flash_causal, &p->causal) ||
-        ext_window(window, &p->window_left, &p->window_right) || ext_float(softcap, 0.0f, &p->softcap) ||
-        ext_per_head(alibi, num_heads, &keep[0], &p->alibi_slopes) ||
-        ext_per_head(sinks, num_heads, &keep[1], &p->sinks))
-        return EXT_FALLBACK;
-    /* softmax_scale=0.0 means a zero scale (flash-attn, SDPA): every logit 0, uniform weights over the visible
-     * keys. attn_params' 0 means "default", so the smallest positive float stands for it (ops.Params does the
-     * same): its logits are below 2^-126, exp2 of their differences is exactly 1. */
-    if (scale != Py_None && p->softmax_scale == 0.0f) p->softmax_scale = FLT_TRUE_MIN;
-    return 0;
-}
-
-/* ctx / plan handles: Python ints (0 = closed: fallback raises the Python error). */
-static int ext_handle(PyObject *o, void **out) {
-    if (!PyLong_CheckExact(o))
-        return EXT_FALLBACK;
-    *out = PyLong_AsVoidPtr(o);
-    if (*out == NULL) {
-        PyErr_Clear();
-        return EXT_FALLBACK;
-    }
-    return 0;
-}
-
-/* fp8 KV cache arguments: code (None, or the attn dtype FP8_E4M3 / FP8_E5M2 that a uint8 cache holds,
- * vLLM's allocation), k_scale, v_scale (floats). Retags `cache` (and the optional rows of the same dtype) and sets
- * the scales of *p (when p is given). Fallback for anything else (the general path raises). */
-static int ext_fp8_cache(PyObject *code, PyObject *ks, PyObject *vs, attn_tensor *cache, attn_tensor *rows_a,
-                         attn_tensor *rows_b, float *k_scale, float *v_scale) {
-    long long c = -1;
-    if (code != Py_None) {
-        if (!PyLong_CheckExact(code))
-            return EXT_FALLBACK;
-        c = PyLong_AsLongLong(code);
-        if (c != ATTN_DTYPE_FP8_E4M3 && c != ATTN_DTYPE_FP8_E5M2) {
-            PyErr_Clear();
-            return EXT_FALLBACK;
-        }
-        attn_tensor *ts[3] = {cache, rows_a, rows_b};
-        for (int i = 0; i < 3; i++) {
-            if (ts[i] == NULL)
-                continue;
-            if (ts[i]->dtype != ATTN_DTYPE_U8 && ts[i]->dtype != (attn_dtype)c)
-                return EXT_FALLBACK;
-            ts[i]->dtype = (attn_dtype)c;
-        }
-    }
-    if (cache->dtype != ATTN_DTYPE_FP8_E4M3 && cache->dtype != ATTN_DTYPE_FP8_E5M2)
-        return EXT_FALLBACK;
-    return ext_float(ks, 1.0f, k_scale) || ext_float(vs, 1.0f, v_scale) ? EXT_FALLBACK : 0;
-}
-
 /* ================================================================================================
  * Calls and errors
  * ================================================================================================ */
 
 /* Sets the AttnError subclass of a non-OK status with this thread's attn_last_error() (the exception
- * object comes from attn._capi.make_error, so classes and text match the ctypes path). Returns NULL. */
+ * object comes from attn._capi.make_error). Returns NULL. */
 static PyObject *ext_raise(attn_status status, const char *function) {
     const char *msg = g_lib.last_error();
     if (msg == NULL)
@@ -705,199 +622,6 @@ static PyObject *ext_not_implemented(ext_arg *args, int n) {
         return NULL;                                                                                                   \
     }
 
-/* Output `out` (given or allocated like `like` with `shape` and dtype `dtype`) and optional LSE
- * (given, allocated float32 `lse_shape`, or none). On success *out_obj / *lse_obj are new references. */
-static int ext_outputs(PyObject *like, PyObject *out, int ndim, const int64_t *shape, int dtype, PyObject *lse,
-                       int want_lse, int lse_ndim, const int64_t *lse_shape, ext_arg *ao, ext_arg *al,
-                       PyObject **out_obj, PyObject **lse_obj, attn_tensor **lse_t) {
-    *out_obj = *lse_obj = NULL;
-    *lse_t = NULL;
-    if ((out == Py_None && (dtype < 0 || dtype >= 16 || g_py.np_dtype[dtype] == NULL)) ||
-        (want_lse && lse == Py_None && g_py.np_dtype[ATTN_DTYPE_F32] == NULL))
-        return EXT_FALLBACK; /* an output dtype NumPy cannot hold here: the general path says so */
-    if (out != Py_None) {
-        if (ext_tensor(out, 1, -1, ao) != 0)
-            return EXT_FALLBACK;
-        Py_INCREF(out);
-        *out_obj = out;
-    }
-    if (want_lse && lse != Py_None) {
-        if (ext_tensor(lse, 1, -1, al) != 0)
-            return EXT_FALLBACK;
-        Py_INCREF(lse);
-        *lse_obj = lse;
-        *lse_t = &al->t;
-    }
-    if (*out_obj == NULL) {
-        *out_obj = ext_alloc(like, ndim, shape, dtype, ao);
-        if (*out_obj == NULL)
-            return -1;
-    }
-    if (want_lse && *lse_obj == NULL && lse_ndim > 0) {
-        *lse_obj = ext_alloc(like, lse_ndim, lse_shape, ATTN_DTYPE_F32, al);
-        if (*lse_obj == NULL)
-            return -1;
-        *lse_t = &al->t;
-        /* -inf where no call writes (rows outside every sequence), as out is 0 there (ext_alloc zero-fills) */
-        int64_t n = 1;
-        for (int i = 0; i < lse_ndim; i++) n *= lse_shape[i];
-        float *d = (float *)al->t.data;
-        for (int64_t i = 0; i < n; i++) d[i] = -INFINITY;
-    }
-    return 0;
-}
-
-/* ================================================================================================
- * Entries (METH_FASTCALL; argument order fixed by python/attn/ops.py, flash.py, vllm_ops.py)
- * ================================================================================================ */
-
-/* paged_attention(ctx, q, kv_cache, query_start_loc, seq_lens, block_table, softmax_scale, causal,
- *                 window_size, softcap, alibi_slopes, sinks, out, lse, want_lse)
- * q [num_tokens, num_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads, head_size];
- * query_start_loc / seq_lens / block_table int32. out like q (allocated if None); lse float32 [num_heads,
- * num_tokens]. Returns out or (out, lse); NotImplemented outside the fast path. */
-static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 18) /* 18: + kv_cache_dtype code, k_scale, v_scale of an fp8 cache */
-        EXT_NARGS("paged_attention", 15);
-    enum { Q, KV, QSL, SL, BT, OUT, LSE, AL, SI, N };
-    ext_arg a[N];
-    memset(a, 0, sizeof a);
-    void *ctx;
-    attn_params p;
-    PyObject *out = NULL, *lse = NULL;
-    attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[14]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 0, -1, &a[KV]) ||
-        ext_tensor(args[3], 0, ATTN_DTYPE_I32, &a[QSL]) || ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[SL]) ||
-        ext_tensor(args[5], 0, ATTN_DTYPE_I32, &a[BT]))
-        return ext_not_implemented(a, N);
-    const attn_tensor *q = &a[Q].t;
-    const int64_t num_heads = q->ndim == 3 ? q->shape[1] : -1;
-    ext_arg keep[2];
-    memset(keep, 0, sizeof keep);
-    if (ext_params(args[6], args[7], 0, args[8], args[9], args[10], args[11], num_heads, keep, &p)) {
-        ext_release_all(keep, 2);
-        return ext_not_implemented(a, N);
-    }
-    a[AL] = keep[0];
-    a[SI] = keep[1];
-    if (nargs == 18 && ext_fp8_cache(args[15], args[16], args[17], &a[KV].t, NULL, NULL, &p.k_scale, &p.v_scale))
-        return ext_not_implemented(a, N);
-    const int64_t lse_shape[2] = {q->ndim == 3 ? q->shape[1] : 0, q->shape[0]};
-    int r = ext_outputs(args[1], args[12], q->ndim, q->shape, q->dtype, args[13], want_lse, q->ndim == 3 ? 2 : 0,
-                        lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t);
-    if (r != 0) {
-        Py_XDECREF(out);
-        Py_XDECREF(lse);
-        if (r < 0) {
-            ext_release_all(a, N);
-            return NULL;
-        }
-        return ext_not_implemented(a, N);
-    }
-    attn_status st;
-    EXT_CALL(st,
-             g_lib.paged_attention((attn_ctx *)ctx, q, &a[KV].t, &a[QSL].t, &a[SL].t, &a[BT].t, &p, &a[OUT].t, lse_t));
-    ext_release_all(a, N);
-    if (st != ATTN_STATUS_OK) {
-        Py_DECREF(out);
-        Py_XDECREF(lse);
-        return ext_raise(st, "attn_paged_attention");
-    }
-    return ext_result(out, lse, want_lse);
-}
-
-/* forward_paged(ctx, plan, num_heads, q, kv_cache, key, value, softmax_scale, causal, window_size, softcap,
- *               alibi_slopes, sinks, out, lse, want_lse, workspace_ptr, workspace_size)
- * One layer of a planned step (attn_forward_paged); shapes as paged_attention, key/value optional
- * [num_tokens, num_kv_heads, head_size]. The workspace is the Plan's (allocated once per plan). */
-static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 21) /* 21: + kv_cache_dtype code, k_scale, v_scale of an fp8 cache */
-        EXT_NARGS("forward_paged", 18);
-    enum { Q, KV, K, V, OUT, LSE, AL, SI, N };
-    ext_arg a[N];
-    memset(a, 0, sizeof a);
-    void *ctx, *plan;
-    attn_tensor *tk, *tv, *lse_t;
-    attn_params p;
-    PyObject *out = NULL, *lse = NULL;
-    long long num_heads, ws_size;
-    void *ws = NULL;
-    const int want_lse = PyObject_IsTrue(args[15]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    if (ext_handle(args[0], &ctx) || ext_handle(args[1], &plan) || ext_int(args[2], 0, INT32_MAX, &num_heads) ||
-        ext_tensor(args[3], 0, -1, &a[Q]) || ext_tensor(args[4], 0, -1, &a[KV]) ||
-        ext_opt_tensor(args[5], 0, -1, &a[K], &tk) || ext_opt_tensor(args[6], 0, -1, &a[V], &tv) ||
-        ext_int(args[17], 0, LLONG_MAX, &ws_size) || (ws_size > 0 && ext_handle(args[16], &ws)))
-        return ext_not_implemented(a, N);
-    /* libattn reads params->alibi_slopes / sinks for q's heads: the per-head arrays are checked against
-     * those, and a num_heads (the plan's) that disagrees with q is the general path's error to report */
-    const attn_tensor *q = &a[Q].t;
-    if (q->ndim != 3 || q->shape[1] != num_heads)
-        return ext_not_implemented(a, N);
-    ext_arg keep[2];
-    memset(keep, 0, sizeof keep);
-    if (ext_params(args[7], args[8], 0, args[9], args[10], args[11], args[12], q->shape[1], keep, &p)) {
-        ext_release_all(keep, 2);
-        return ext_not_implemented(a, N);
-    }
-    a[AL] = keep[0];
-    a[SI] = keep[1];
-    if (nargs == 21 && ext_fp8_cache(args[18], args[19], args[20], &a[KV].t, tk, tv, &p.k_scale, &p.v_scale))
-        return ext_not_implemented(a, N);
-    const int64_t lse_shape[2] = {q->shape[1], q->shape[0]};
-    int r = ext_outputs(args[3], args[13], q->ndim, q->shape, q->dtype, args[14], want_lse, 2, lse_shape, &a[OUT],
-                        &a[LSE], &out, &lse, &lse_t);
-    if (r != 0) {
-        Py_XDECREF(out);
-        Py_XDECREF(lse);
-        if (r < 0) {
-            ext_release_all(a, N);
-            return NULL;
-        }
-        return ext_not_implemented(a, N);
-    }
-    attn_status st;
-    EXT_CALL(st, g_lib.forward_paged((attn_ctx *)ctx, (const attn_plan *)plan, q, tk, tv, &a[KV].t, &p, &a[OUT].t,
-                                     lse_t, ws, (size_t)ws_size));
-    ext_release_all(a, N);
-    if (st != ATTN_STATUS_OK) {
-        Py_DECREF(out);
-        Py_XDECREF(lse);
-        return ext_raise(st, "attn_forward_paged");
-    }
-    return ext_result(out, lse, want_lse);
-}
-
-/* reshape_and_cache(ctx, key, value, kv_cache, slot_mapping)
- * key/value [num_tokens, num_kv_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads,
- * head_size] (written in place); slot_mapping int64 [num_tokens]. Returns None. */
-static PyObject *ext_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) /* 8: + kv_cache_dtype code, k_scale, v_scale of an fp8 cache (attn_reshape_and_cache_scaled) */
-        EXT_NARGS("reshape_and_cache", 5);
-    ext_arg a[4];
-    memset(a, 0, sizeof a);
-    void *ctx;
-    float ks = 1.0f, vs = 1.0f;
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[4], 0, ATTN_DTYPE_I64, &a[3]) ||
-        ext_tensor(args[1], 0, -1, &a[0]) || ext_tensor(args[2], 0, -1, &a[1]) || ext_tensor(args[3], 1, -1, &a[2]) ||
-        (nargs == 8 && (g_lib.reshape_and_cache_scaled == NULL ||
-                        ext_fp8_cache(args[5], args[6], args[7], &a[2].t, NULL, NULL, &ks, &vs))))
-        return ext_not_implemented(a, 4);
-    attn_status st;
-    if (nargs == 8)
-        EXT_CALL(st, g_lib.reshape_and_cache_scaled((attn_ctx *)ctx, &a[0].t, &a[1].t, &a[2].t, &a[3].t, ks, vs));
-    else
-        EXT_CALL(st, g_lib.reshape_and_cache((attn_ctx *)ctx, &a[0].t, &a[1].t, &a[2].t, &a[3].t));
-    ext_release_all(a, 4);
-    if (st != ATTN_STATUS_OK)
-        return ext_raise(st, "attn_reshape_and_cache");
-    Py_RETURN_NONE;
-}
-
 /* The [2, ...] view of two cache halves k (first) and v as python/attn/flash._kv_view builds it: same dtype,
  * shape and strides, v a whole number of elements after k and no later than k's extent. 0 if possible. */
 static int ext_kv_view(const attn_tensor *k, const attn_tensor *v, attn_tensor *kv) {
@@ -932,137 +656,35 @@ static int ext_kv_view(const attn_tensor *k, const attn_tensor *v, attn_tensor *
     return 0;
 }
 
-/* vllm_reshape_and_cache(ctx, key, value, key_cache, value_cache, slot_mapping)
+static PyObject *ext_cache_write(PyObject *const *args, const attn_tensor *kv_view);
+static int ext_kv_dtype(PyObject *name, PyObject *const *objs, const char *const *names, attn_tensor **ts, int n);
+
+/* vllm_reshape_and_cache(ctx, key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
  * key_cache/value_cache [num_blocks, block_size, num_kv_heads, head_size] that are the halves of one
- * [2, ...] tensor (vLLM's allocation): one attn_reshape_and_cache. Separate caches: NotImplemented. */
+ * [2, ...] tensor (vLLM's allocation): the write of reshape_and_cache on that tensor. Two separately
+ * allocated caches (or ones C cannot view): NotImplemented, before anything is converted or written. */
 static PyObject *ext_vllm_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 9) /* 9: + kv_cache_dtype code, k_scale, v_scale of an fp8 cache */
-        EXT_NARGS("vllm_reshape_and_cache", 6);
-    ext_arg a[5];
+    EXT_NARGS("vllm_reshape_and_cache", 9);
+    ext_arg a[2];
     memset(a, 0, sizeof a);
-    void *ctx;
     attn_tensor kv;
-    float ks = 1.0f, vs = 1.0f;
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[5], 0, ATTN_DTYPE_I64, &a[4]) ||
-        ext_tensor(args[3], 1, -1, &a[2]) || ext_tensor(args[4], 1, -1, &a[3]) || ext_kv_view(&a[2].t, &a[3].t, &kv) ||
-        ext_tensor(args[1], 0, -1, &a[0]) || ext_tensor(args[2], 0, -1, &a[1]) ||
-        (nargs == 9 && (g_lib.reshape_and_cache_scaled == NULL ||
-                        ext_fp8_cache(args[6], args[7], args[8], &kv, NULL, NULL, &ks, &vs))))
-        return ext_not_implemented(a, 5);
-    attn_status st;
-    if (nargs == 9)
-        EXT_CALL(st, g_lib.reshape_and_cache_scaled((attn_ctx *)ctx, &a[0].t, &a[1].t, &kv, &a[4].t, ks, vs));
-    else
-        EXT_CALL(st, g_lib.reshape_and_cache((attn_ctx *)ctx, &a[0].t, &a[1].t, &kv, &a[4].t));
-    ext_release_all(a, 5);
-    if (st != ATTN_STATUS_OK)
-        return ext_raise(st, "attn_reshape_and_cache");
-    Py_RETURN_NONE;
-}
-
-/* merge_attn_states(ctx, out_a, lse_a, out_b, lse_b, out, lse_out, want_lse)
- * out_a/out_b [num_tokens, num_heads, head_size]; lse_a/lse_b float32 [num_heads, num_tokens]. out
- * allocated like out_a, lse_out like lse_a (float32) when None. Returns out or (out, lse_out). */
-static PyObject *ext_merge_attn_states(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("merge_attn_states", 8);
-    enum { OA, LA, OB, LB, OUT, LSE, N };
-    ext_arg a[N];
-    memset(a, 0, sizeof a);
-    void *ctx;
-    PyObject *out = NULL, *lse = NULL;
-    attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[7]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[OA]) || ext_tensor(args[2], 0, -1, &a[LA]) ||
-        ext_tensor(args[3], 0, -1, &a[OB]) || ext_tensor(args[4], 0, -1, &a[LB]))
-        return ext_not_implemented(a, N);
-    const attn_tensor *oa = &a[OA].t, *la = &a[LA].t;
-    int r = ext_outputs(args[1], args[5], oa->ndim, oa->shape, oa->dtype, args[6], want_lse,
-                        la->ndim > 0 ? la->ndim : -1, la->shape, &a[OUT], &a[LSE], &out, &lse, &lse_t);
-    if (r == 0 && want_lse && lse_t == NULL)
-        r = EXT_FALLBACK; /* 0-d lse_a: the general path */
-    if (r != 0) {
-        Py_XDECREF(out);
-        Py_XDECREF(lse);
-        if (r < 0) {
-            ext_release_all(a, N);
-            return NULL;
-        }
-        return ext_not_implemented(a, N);
+    if (ext_tensor(args[3], 1, -1, &a[0]) || ext_tensor(args[4], 1, -1, &a[1]) || ext_kv_view(&a[0].t, &a[1].t, &kv)) {
+        ext_release_all(a, 2);
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
     }
-    attn_status st;
-    EXT_CALL(st, g_lib.merge_attn_states((attn_ctx *)ctx, oa, la, &a[OB].t, &a[LB].t, &a[OUT].t, lse_t));
-    ext_release_all(a, N);
-    if (st != ATTN_STATUS_OK) {
-        Py_DECREF(out);
-        Py_XDECREF(lse);
-        return ext_raise(st, "attn_merge_attn_states");
+    /* the named fp8 format of a uint8 cache (the error names kv_cache, as the write on the [2, ...] tensor) */
+    static const char *cache_name[1] = {"kv_cache"};
+    attn_tensor *ts[1] = {&kv};
+    if (ext_kv_dtype(args[6], &args[3], cache_name, ts, 1)) {
+        ext_release_all(a, 2);
+        return NULL;
     }
-    return ext_result(out, lse, want_lse);
-}
-
-/* forward(ctx, layout, q, k, v, softmax_scale, causal, flash_causal, window_size, softcap, alibi_slopes,
- *         sinks, out, lse, want_lse)
- * Dense attention (attn_forward), no masks. BSND: q [batch, seq_q, num_heads, head_size], k/v [batch,
- * seq_k, num_kv_heads, head_size(_v)]; BNSD swaps dims 1 and 2. out [.., head_size_v] in q's dtype; lse
- * float32 [batch, num_heads, seq_q]. */
-static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("forward", 15);
-    enum { Q, K, V, OUT, LSE, AL, SI, N };
-    ext_arg a[N];
-    memset(a, 0, sizeof a);
-    void *ctx;
-    long long layout;
-    attn_params p;
-    PyObject *out = NULL, *lse = NULL;
-    attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[14]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    const int flash = args[7] == Py_True;
-    if (ext_handle(args[0], &ctx) || ext_int(args[1], 0, 1, &layout) || ext_tensor(args[2], 0, -1, &a[Q]) ||
-        ext_tensor(args[3], 0, -1, &a[K]) || ext_tensor(args[4], 0, -1, &a[V]))
-        return ext_not_implemented(a, N);
-    const attn_tensor *q = &a[Q].t, *v = &a[V].t;
-    const int nd = layout == ATTN_LAYOUT_BSND ? 2 : 1, sd = 3 - nd;
-    const int64_t num_heads = q->ndim == 4 ? q->shape[nd] : -1;
-    ext_arg keep[2];
-    memset(keep, 0, sizeof keep);
-    if (ext_params(args[5], args[6], flash, args[8], args[9], args[10], args[11], num_heads, keep, &p)) {
-        ext_release_all(keep, 2);
-        return ext_not_implemented(a, N);
-    }
-    a[AL] = keep[0];
-    a[SI] = keep[1];
-    int64_t out_shape[ATTN_MAX_DIMS];
-    memcpy(out_shape, q->shape, sizeof out_shape);
-    if (q->ndim == 4) {
-        if (v->ndim < 1)
-            return ext_not_implemented(a, N);
-        out_shape[3] = v->shape[v->ndim - 1];
-    }
-    const int64_t lse_shape[3] = {q->shape[0], q->ndim == 4 ? q->shape[nd] : 0, q->ndim == 4 ? q->shape[sd] : 0};
-    int r = ext_outputs(args[2], args[12], q->ndim, out_shape, q->dtype, args[13], want_lse, q->ndim == 4 ? 3 : 0,
-                        lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t);
-    if (r != 0) {
-        Py_XDECREF(out);
-        Py_XDECREF(lse);
-        if (r < 0) {
-            ext_release_all(a, N);
-            return NULL;
-        }
-        return ext_not_implemented(a, N);
-    }
-    attn_status st;
-    EXT_CALL(st, g_lib.forward((attn_ctx *)ctx, (attn_layout)layout, q, &a[K].t, v, &p, &a[OUT].t, lse_t));
-    ext_release_all(a, N);
-    if (st != ATTN_STATUS_OK) {
-        Py_DECREF(out);
-        Py_XDECREF(lse);
-        return ext_raise(st, "attn_forward");
-    }
-    return ext_result(out, lse, want_lse);
+    /* the hot write on the [2, ...] view (the halves stay held in a[] until it returns) */
+    PyObject *const call[8] = {args[0], args[1], args[2], args[3], args[5], Py_None, args[7], args[8]};
+    PyObject *res = ext_cache_write(call, &kv);
+    ext_release_all(a, 2);
+    return res;
 }
 
 /* Element size of the float/int dtypes the fast paths write (tails, transposes). */
@@ -1102,73 +724,543 @@ static void ext_zero_tail(const attn_tensor *out, const attn_tensor *lse, int64_
     }
 }
 
-/* varlen(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal, flash_causal, window_size,
- *        softcap, alibi_slopes, sinks, out, want_lse, zero_tail)
- * Packed attention (attn_forward_varlen): q [total_q, num_heads, head_size], k/v [total_k, num_kv_heads,
- * head_size(_v)], cu_seqlens int32 [batch + 1]. out [total_q, num_heads, head_size_v] (allocated if None;
- * with zero_tail, rows past cu_seqlens_q[-1] of an allocated out are 0 and of the lse -inf); lse float32
- * [num_heads, total_q]. */
-static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("varlen", 16);
-    enum { Q, K, V, CQ, CK, OUT, LSE, AL, SI, N };
+/* (defined with the generic entries below) */
+static PyObject *g_as_view, *g_refuse;
+static int ext_handle_of(PyObject *obj, const char *what, void **out);
+static int ext_conv_int(PyObject *obj, const char *fn, const char *name, int64_t lo, int64_t hi, int64_t *out);
+static PyObject *ext_status(attn_status st, const char *fn);
+
+/* A function of an attn module (the slow paths: conversions C leaves to Python). New reference. */
+static PyObject *ext_pyfn(const char *module, const char *name) {
+    PyObject *m = PyImport_ImportModule(module);
+    if (m == NULL)
+        return NULL;
+    PyObject *f = PyObject_GetAttrString(m, name);
+    Py_DECREF(m);
+    return f;
+}
+
+/* ext_tensor, else what attn._arrays makes of `obj` (index arrays: index_array to `want`'s width, others:
+ * as_view), else the family's error naming the argument. 0, or -1 with an exception set. */
+static int ext_tensor_n(PyObject *obj, int writable, int want, const char *name, ext_arg *a) {
+    if (ext_tensor(obj, writable, want, a) == 0)
+        return 0;
+    ext_arg_release(a);
+    PyErr_Clear();
+    PyObject *src, *wr = writable ? Py_True : Py_False;
+    if (want == ATTN_DTYPE_I32 || want == ATTN_DTYPE_I64) {
+        PyObject *f = ext_pyfn("attn._arrays", "index_array");
+        src = f ? PyObject_CallFunction(f, "OsO", obj, name, g_py.np_dtype[want]) : NULL;
+        Py_XDECREF(f);
+    } else {
+        src = PyObject_CallFunction(g_as_view, "OsO", obj, name, wr);
+    }
+    if (src == NULL)
+        return -1;
+    if (ext_tensor(src, writable, want, a) != 0) {
+        ext_arg_release(a);
+        PyErr_Clear();
+        PyObject *r = PyObject_CallFunction(g_refuse, "OsO", src, name, wr);
+        Py_XDECREF(r);
+        Py_DECREF(src);
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "%s: expected a %s array", name, want >= 0 ? attn_dtype_name(want) : "");
+        return -1;
+    }
+    a->src = src;
+    return 0;
+}
+
+/* Optional tensor: None -> *p = NULL. */
+static int ext_opt_tensor_n(PyObject *obj, int writable, int want, const char *name, ext_arg *a, attn_tensor **p) {
+    *p = NULL;
+    if (obj == Py_None)
+        return 0;
+    *p = &a->t;
+    return ext_tensor_n(obj, writable, want, name, a);
+}
+
+/* `fn`(arg) of attn.ops / attn.flash: the normalizer of an option C did not take (its error, if any). */
+static PyObject *ext_normalize(const char *module, const char *fn, PyObject *arg) {
+    PyObject *f = ext_pyfn(module, fn);
+    PyObject *r = f ? PyObject_CallOneArg(f, arg) : NULL;
+    Py_XDECREF(f);
+    return r;
+}
+
+/* The options every attention entry shares: o = (softmax_scale, causal, window_size, softcap, alibi_slopes,
+ * sinks) -> attn_params. What C does not take directly (a causal name, NumPy integers, lists of slopes) goes
+ * through the Python normalizers of attn.ops / attn.flash, which also raise their errors. keep[0..1] hold the
+ * per-head arrays. 0, or -1 with an exception set. */
+static int ext_options(PyObject *const *o, int flash, int64_t num_heads, ext_arg keep[2], attn_params *p) {
+    *p = g_lib.params_default;
+    if (o[0] != Py_None) {
+        const double d = PyFloat_AsDouble(o[0]);
+        if (d == -1.0 && PyErr_Occurred())
+            return -1;
+        /* a zero scale (flash-attn, SDPA: uniform weights): attn_params' 0 means "default", so the smallest
+         * positive float stands for it (its logits are below 2^-126: exp2 of their differences is exactly 1) */
+        p->softmax_scale = (float)d == 0.0f ? FLT_TRUE_MIN : (float)d;
+    }
+    if (ext_causal(o[1], flash, &p->causal) != 0) {
+        PyObject *r = ext_normalize(flash ? "attn.flash" : "attn.ops", flash ? "_flash_causal" : "_causal_value", o[1]);
+        if (r == NULL)
+            return -1;
+        p->causal = (int32_t)PyLong_AsLong(r);
+        Py_DECREF(r);
+    }
+    if (ext_window(o[2], &p->window_left, &p->window_right) != 0) {
+        PyErr_Clear();
+        PyObject *r = ext_normalize("attn.ops", "_window_value", o[2]);
+        if (r == NULL || !PyArg_ParseTuple(r, "ii", &p->window_left, &p->window_right)) {
+            Py_XDECREF(r);
+            return -1;
+        }
+        Py_DECREF(r);
+    }
+    if (o[3] != Py_None) {
+        const double d = PyFloat_AsDouble(o[3]);
+        if (d == -1.0 && PyErr_Occurred())
+            return -1;
+        p->softcap = (float)d;
+    }
+    static const char *names[2] = {"alibi_slopes", "sinks"};
+    const float **vec[2] = {&p->alibi_slopes, &p->sinks};
+    for (int i = 0; i < 2; i++) {
+        if (ext_per_head(o[4 + i], num_heads, &keep[i], vec[i]) == 0)
+            continue;
+        ext_arg_release(&keep[i]);
+        PyErr_Clear();
+        PyObject *f = ext_pyfn("attn.ops", "_per_head");
+        PyObject *nh = num_heads >= 0 ? PyLong_FromLongLong(num_heads) : Py_NewRef(Py_None);
+        PyObject *r = f && nh ? PyObject_CallFunction(f, "OsO", o[4 + i], names[i], nh) : NULL;
+        Py_XDECREF(f);
+        Py_XDECREF(nh);
+        if (r == NULL)
+            return -1;
+        const int bad = ext_tensor(r, 0, ATTN_DTYPE_F32, &keep[i]);
+        keep[i].src = r;
+        if (bad) {
+            PyErr_Format(PyExc_ValueError, "%s: expected a float32 [num_heads] array", names[i]);
+            return -1;
+        }
+        *vec[i] = (const float *)keep[i].t.data;
+    }
+    return 0;
+}
+
+/* An fp8 scale: None (1), a number (per tensor) or a float32 [num_kv_heads] array (per KV head: *per), whose
+ * length must be the cache's kv heads (`cache` [2, num_blocks, block_size, num_kv_heads, head_size]). */
+static int ext_scale(PyObject *o, const char *name, const attn_tensor *cache, ext_arg *keep, float *f,
+                     const float **per) {
+    *f = 1.0f;
+    *per = NULL;
+    if (o == Py_None)
+        return 0;
+    if (PyFloat_Check(o) || PyLong_Check(o)) {
+        const double d = PyFloat_AsDouble(o);
+        if (d == -1.0 && PyErr_Occurred())
+            return -1;
+        *f = (float)d;
+        return 0;
+    }
+    if (ext_tensor_n(o, 0, ATTN_DTYPE_F32, name, keep) != 0)
+        return -1;
+    const int64_t heads = cache->ndim == 5 ? cache->shape[3] : -1;
+    if (keep->t.ndim != 1 || keep->t.shape[0] != heads || (heads > 1 && keep->t.strides[0] != 1)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected a contiguous float32 [num_kv_heads] = [%lld] array", name,
+                     (long long)heads);
+        return -1;
+    }
+    *per = (const float *)keep->t.data;
+    return 0;
+}
+
+/* kv_cache_dtype (None, "auto", "fp8", "fp8_e4m3", "fp8_e5m2": vLLM's names) of `n` cache tensors: a uint8
+ * one is read as the named fp8 format (vLLM's allocation); another dtype that is not that format raises
+ * attn.ops.kv_cache_tensor's error. */
+static int ext_kv_dtype(PyObject *name, PyObject *const *objs, const char *const *names, attn_tensor **ts, int n) {
+    if (name == Py_None)
+        return 0;
+    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    int code = -2;
+    if (s != NULL)
+        code = !strcmp(s, "auto")                              ? -1
+               : (!strcmp(s, "fp8") || !strcmp(s, "fp8_e4m3")) ? ATTN_DTYPE_FP8_E4M3
+               : !strcmp(s, "fp8_e5m2")                        ? ATTN_DTYPE_FP8_E5M2
+                                                               : -2;
+    PyErr_Clear();
+    if (code == -2) { /* its NotImplementedError */
+        PyObject *r = ext_normalize("attn.ops", "kv_cache_dtype_code", name);
+        Py_XDECREF(r);
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_NotImplementedError, "kv_cache_dtype=%R is not supported", name);
+        return -1;
+    }
+    for (int i = 0; code >= 0 && i < n; i++) {
+        if (ts[i] == NULL || ts[i]->dtype == (attn_dtype)code)
+            continue;
+        if (ts[i]->dtype == ATTN_DTYPE_U8) {
+            ts[i]->dtype = (attn_dtype)code;
+            continue;
+        }
+        PyObject *f = ext_pyfn("attn.ops", "kv_cache_tensor");
+        PyObject *r = f ? PyObject_CallFunction(f, "OsOO", objs[i], names[i], Py_False, name) : NULL;
+        Py_XDECREF(f);
+        Py_XDECREF(r);
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "%s: dtype does not hold kv_cache_dtype=%R", names[i], name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Output `out` (given or allocated like `like` with `shape` and dtype `dtype`) and optional LSE (given,
+ * allocated float32 `lse_shape` when lse_ndim >= 0, or none). On success *out_obj / *lse_obj are new
+ * references; -1 with an exception set otherwise. */
+static int ext_outputs(PyObject *like, PyObject *out, int ndim, const int64_t *shape, int dtype, PyObject *lse,
+                       int want_lse, int lse_ndim, const int64_t *lse_shape, ext_arg *ao, ext_arg *al,
+                       PyObject **out_obj, PyObject **lse_obj, attn_tensor **lse_t) {
+    *out_obj = *lse_obj = NULL;
+    *lse_t = NULL;
+    if (out != Py_None) {
+        if (ext_tensor_n(out, 1, -1, "out", ao) != 0)
+            return -1;
+        *out_obj = Py_NewRef(out);
+    }
+    if (want_lse && lse != Py_None) {
+        if (ext_tensor_n(lse, 1, -1, "lse", al) != 0)
+            return -1;
+        *lse_obj = Py_NewRef(lse);
+        *lse_t = &al->t;
+    }
+    if (*out_obj == NULL) {
+        *out_obj = ext_alloc(like, ndim, shape, dtype, ao);
+        if (*out_obj == NULL)
+            return -1;
+    }
+    if (want_lse && *lse_obj == NULL && lse_ndim >= 0) {
+        *lse_obj = ext_alloc(like, lse_ndim, lse_shape, ATTN_DTYPE_F32, al);
+        if (*lse_obj == NULL)
+            return -1;
+        *lse_t = &al->t;
+        /* -inf where no call writes (rows outside every sequence), as out is 0 there (ext_alloc zero-fills) */
+        int64_t n = 1;
+        for (int i = 0; i < lse_ndim; i++)
+            n *= lse_shape[i];
+        float *d = (float *)al->t.data;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = -INFINITY;
+    }
+    return 0;
+}
+
+/* Releases the arguments and outputs of a failed call; NULL. */
+static PyObject *ext_fail(ext_arg *args, int n, PyObject *out, PyObject *lse) {
+    ext_release_all(args, n);
+    Py_XDECREF(out);
+    Py_XDECREF(lse);
+    return NULL;
+}
+
+/* The end of an attention entry: release, raise from a failing status, else out or (out, lse). */
+static PyObject *ext_finish(attn_status st, const char *fn, ext_arg *args, int n, PyObject *out, PyObject *lse,
+                            int want_lse) {
+    ext_release_all(args, n);
+    if (st != ATTN_STATUS_OK) {
+        Py_XDECREF(out);
+        Py_XDECREF(lse);
+        return ext_raise(st, fn);
+    }
+    return ext_result(out, lse, want_lse);
+}
+
+/* ================================================================================================
+ * Hot entries (METH_FASTCALL; argument order fixed by python/attn/ops.py, flash.py, vllm_ops.py)
+ * ================================================================================================ */
+
+/* paged_attention(ctx, q, kv_cache, query_start_loc, seq_lens, block_table, softmax_scale, causal,
+ *                 window_size, softcap, alibi_slopes, sinks, out, lse, want_lse, kv_cache_dtype, k_scale,
+ *                 v_scale, reference)
+ * q [num_tokens, num_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads, head_size];
+ * query_start_loc / seq_lens / block_table int32. out like q (allocated if None); lse float32 [num_heads,
+ * num_tokens]. kv_cache_dtype / scales as ext_kv_dtype / ext_scale. reference: the float64 oracle.
+ * Returns out or (out, lse). */
+static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("paged_attention", 19);
+    enum { Q, KV, QSL, SL, BT, OUT, LSE, AL, SI, KS, VS, N };
     ext_arg a[N];
     memset(a, 0, sizeof a);
-    void *ctx;
+    void *ctx = NULL;
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
-    attn_tensor *lse_t;
+    attn_tensor *lse_t, *cache[1];
     const int want_lse = PyObject_IsTrue(args[14]);
     if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    const int flash = args[8] == Py_True, zero_tail = args[15] == Py_True && args[13] == Py_None;
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 0, -1, &a[K]) ||
-        ext_tensor(args[3], 0, -1, &a[V]) || ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[CQ]) ||
-        ext_tensor(args[5], 0, ATTN_DTYPE_I32, &a[CK]))
-        return ext_not_implemented(a, N);
-    const attn_tensor *q = &a[Q].t, *v = &a[V].t, *cq = &a[CQ].t;
-    if (zero_tail && (cq->ndim != 1 || cq->shape[0] < 1))
-        return ext_not_implemented(a, N);
-    const int64_t num_heads = q->ndim == 3 ? q->shape[1] : -1;
-    ext_arg keep[2];
-    memset(keep, 0, sizeof keep);
-    if (ext_params(args[6], args[7], flash, args[9], args[10], args[11], args[12], num_heads, keep, &p)) {
-        ext_release_all(keep, 2);
-        return ext_not_implemented(a, N);
-    }
-    a[AL] = keep[0];
-    a[SI] = keep[1];
-    int64_t out_shape[ATTN_MAX_DIMS];
-    memcpy(out_shape, q->shape, sizeof out_shape);
-    if (q->ndim == 3) {
-        if (v->ndim < 1)
-            return ext_not_implemented(a, N);
-        out_shape[2] = v->shape[v->ndim - 1];
-    }
+    const int reference = PyObject_IsTrue(args[18]);
+    if (reference < 0)
+        return NULL;
+    static const char *cache_name[1] = {"kv_cache"};
+    if ((!reference && ext_handle_of(args[0], "Context", &ctx)) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
+        ext_tensor_n(args[2], 0, -1, "kv_cache", &a[KV]) ||
+        ext_tensor_n(args[3], 0, ATTN_DTYPE_I32, "query_start_loc", &a[QSL]) ||
+        ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "seq_lens", &a[SL]) ||
+        ext_tensor_n(args[5], 0, ATTN_DTYPE_I32, "block_table", &a[BT]) ||
+        ext_options(&args[6], 0, a[Q].t.ndim == 3 ? a[Q].t.shape[1] : -1, &a[AL], &p) ||
+        (cache[0] = &a[KV].t, ext_kv_dtype(args[15], &args[2], cache_name, cache, 1)) ||
+        ext_scale(args[16], "k_scale", &a[KV].t, &a[KS], &p.k_scale, &p.k_scales) ||
+        ext_scale(args[17], "v_scale", &a[KV].t, &a[VS], &p.v_scale, &p.v_scales))
+        return ext_fail(a, N, NULL, NULL);
+    const attn_tensor *q = &a[Q].t;
     const int64_t lse_shape[2] = {q->ndim == 3 ? q->shape[1] : 0, q->shape[0]};
-    int r = ext_outputs(args[1], args[13], q->ndim, out_shape, q->dtype, Py_None, want_lse, q->ndim == 3 ? 2 : 0,
-                        lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t);
-    if (r != 0) {
-        Py_XDECREF(out);
-        Py_XDECREF(lse);
-        if (r < 0) {
-            ext_release_all(a, N);
-            return NULL;
-        }
-        return ext_not_implemented(a, N);
-    }
+    if (ext_outputs(args[1], args[12], q->ndim, q->shape, q->dtype, args[13], want_lse, q->ndim == 3 ? 2 : -1,
+                    lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t))
+        return ext_fail(a, N, out, lse);
     attn_status st;
-    EXT_CALL(st, g_lib.forward_varlen((attn_ctx *)ctx, q, &a[K].t, v, cq, &a[CK].t, &p, &a[OUT].t, lse_t));
-    if (st == ATTN_STATUS_OK && zero_tail && a[OUT].t.ndim == 3) {
-        const int64_t end = ((const int32_t *)cq->data)[(cq->shape[0] - 1) * cq->strides[0]];
-        ext_zero_tail(&a[OUT].t, lse_t, end);
+    if (reference)
+        EXT_CALL(st, attn_ref_paged_attention(q, &a[KV].t, &a[QSL].t, &a[SL].t, &a[BT].t, &p, &a[OUT].t, lse_t));
+    else
+        EXT_CALL(st, g_lib.paged_attention((attn_ctx *)ctx, q, &a[KV].t, &a[QSL].t, &a[SL].t, &a[BT].t, &p, &a[OUT].t,
+                                           lse_t));
+    return ext_finish(st, reference ? "attn_ref_paged_attention" : "attn_paged_attention", a, N, out, lse, want_lse);
+}
+
+/* forward_paged(ctx, plan, num_heads, q, kv_cache, key, value, softmax_scale, causal, window_size, softcap,
+ *               alibi_slopes, sinks, out, lse, want_lse, workspace_ptr, workspace_size, kv_cache_dtype,
+ *               k_scale, v_scale)
+ * One layer of a planned step (attn_forward_paged); shapes as paged_attention, key/value optional
+ * [num_tokens, num_kv_heads, head_size] (read as the cache's fp8 format with kv_cache_dtype). The
+ * workspace is the Plan's (allocated once per plan); the per-head options are checked against num_heads
+ * (the plan's: libattn checks q against the plan before it reads them). */
+static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("forward_paged", 21);
+    enum { Q, KV, K, V, OUT, LSE, AL, SI, KS, VS, N };
+    ext_arg a[N];
+    memset(a, 0, sizeof a);
+    void *ctx, *plan, *ws = NULL;
+    attn_tensor *tk, *tv, *lse_t, *ts[3];
+    attn_params p;
+    PyObject *out = NULL, *lse = NULL;
+    long long num_heads = 0, ws_size = 0;
+    const int want_lse = PyObject_IsTrue(args[15]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    static const char *names[3] = {"kv_cache", "key", "value"};
+    PyObject *const objs[3] = {args[4], args[5], args[6]};
+    if (ext_handle_of(args[0], "Context", &ctx) || ext_handle_of(args[1], "Plan", &plan) ||
+        ext_int(args[2], 0, INT32_MAX, &num_heads) || ext_int(args[17], 0, LLONG_MAX, &ws_size) ||
+        (ws_size > 0 && ext_handle_of(args[16], "workspace", &ws))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "forward_paged: num_heads / workspace must be Python ints");
+        return NULL;
+    }
+    if (ext_tensor_n(args[3], 0, -1, "q", &a[Q]) || ext_tensor_n(args[4], 0, -1, "kv_cache", &a[KV]) ||
+        ext_opt_tensor_n(args[5], 0, -1, "key", &a[K], &tk) || ext_opt_tensor_n(args[6], 0, -1, "value", &a[V], &tv) ||
+        ext_options(&args[7], 0, num_heads, &a[AL], &p) ||
+        (ts[0] = &a[KV].t, ts[1] = tk, ts[2] = tv, ext_kv_dtype(args[18], objs, names, ts, 3)) ||
+        ext_scale(args[19], "k_scale", &a[KV].t, &a[KS], &p.k_scale, &p.k_scales) ||
+        ext_scale(args[20], "v_scale", &a[KV].t, &a[VS], &p.v_scale, &p.v_scales))
+        return ext_fail(a, N, NULL, NULL);
+    const attn_tensor *q = &a[Q].t;
+    const int64_t lse_shape[2] = {q->ndim == 3 ? q->shape[1] : 0, q->shape[0]};
+    if (ext_outputs(args[3], args[13], q->ndim, q->shape, q->dtype, args[14], want_lse, q->ndim == 3 ? 2 : -1,
+                    lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t))
+        return ext_fail(a, N, out, lse);
+    /* libattn checks q against the plan before it reads a slope or sink per q head; with q's heads other than
+     * num_heads (the plan's) the arrays, sized for num_heads, are not handed over: the call then fails on q,
+     * or, had num_heads not been the plan's, runs without them and raises here */
+    const int heads_differ = q->ndim == 3 && q->shape[1] != num_heads && (p.alibi_slopes || p.sinks);
+    if (heads_differ)
+        p.alibi_slopes = p.sinks = NULL;
+    attn_status st;
+    EXT_CALL(st, g_lib.forward_paged((attn_ctx *)ctx, (const attn_plan *)plan, q, tk, tv, &a[KV].t, &p, &a[OUT].t,
+                                     lse_t, ws, (size_t)ws_size));
+    if (st == ATTN_STATUS_OK && heads_differ) {
+        PyErr_Format(PyExc_ValueError, "num_heads=%lld is not q's %lld heads (alibi_slopes / sinks not applied)",
+                     num_heads, (long long)q->shape[1]);
+        return ext_fail(a, N, out, lse);
+    }
+    return ext_finish(st, "attn_forward_paged", a, N, out, lse, want_lse);
+}
+
+/* reshape_and_cache(ctx, key, value, kv_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
+ * key/value [num_tokens, num_kv_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads,
+ * head_size] (written in place); slot_mapping int64 [num_tokens]. An fp8 cache stores fp8(x / scale),
+ * per tensor (attn_reshape_and_cache_scaled) or per KV head (attn_reshape_and_cache_ex). Returns None. */
+static PyObject *ext_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("reshape_and_cache", 8);
+    return ext_cache_write(args, NULL);
+}
+
+/* reshape_and_cache's work; kv_view: the cache already viewed (vllm_reshape_and_cache), else args[3]'s. */
+static PyObject *ext_cache_write(PyObject *const *args, const attn_tensor *kv_view) {
+    enum { K, V, KV, SM, KS, VS, N };
+    ext_arg a[N];
+    memset(a, 0, sizeof a);
+    void *ctx;
+    attn_cache_write_options o;
+    attn_cache_write_options_init_sized(&o, sizeof o);
+    attn_tensor *cache[1];
+    static const char *cache_name[1] = {"kv_cache"};
+    if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[4], 0, ATTN_DTYPE_I64, "slot_mapping", &a[SM]) ||
+        ext_tensor_n(args[1], 0, -1, "key", &a[K]) || ext_tensor_n(args[2], 0, -1, "value", &a[V]) ||
+        (kv_view ? (a[KV].t = *kv_view, 0) : ext_tensor_n(args[3], 1, -1, "kv_cache", &a[KV])) ||
+        (cache[0] = &a[KV].t, ext_kv_dtype(args[5], &args[3], cache_name, cache, 1)) ||
+        ext_scale(args[6], "k_scale", &a[KV].t, &a[KS], &o.k_scale, &o.k_scales) ||
+        ext_scale(args[7], "v_scale", &a[KV].t, &a[VS], &o.v_scale, &o.v_scales))
+        return ext_fail(a, N, NULL, NULL);
+    const int fp8 = a[KV].t.dtype == ATTN_DTYPE_FP8_E4M3 || a[KV].t.dtype == ATTN_DTYPE_FP8_E5M2;
+    attn_status st;
+    const char *fn = "attn_reshape_and_cache";
+    if (o.k_scales || o.v_scales) {
+        fn = "attn_reshape_and_cache_ex";
+        EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[K].t, &a[V].t, &a[KV].t, &a[SM].t, &o));
+    } else if (fp8) {
+        fn = "attn_reshape_and_cache_scaled";
+        EXT_CALL(st, g_lib.reshape_and_cache_scaled((attn_ctx *)ctx, &a[K].t, &a[V].t, &a[KV].t, &a[SM].t, o.k_scale,
+                                                    o.v_scale));
+    } else {
+        EXT_CALL(st, g_lib.reshape_and_cache((attn_ctx *)ctx, &a[K].t, &a[V].t, &a[KV].t, &a[SM].t));
     }
     ext_release_all(a, N);
-    if (st != ATTN_STATUS_OK) {
-        Py_DECREF(out);
-        Py_XDECREF(lse);
-        return ext_raise(st, "attn_forward_varlen");
+    return ext_status(st, fn);
+}
+
+/* merge_attn_states(ctx, out_a, lse_a, out_b, lse_b, out, lse_out, want_lse)
+ * out_a/out_b [num_tokens, num_heads, head_size]; lse_a/lse_b float32 [num_heads, num_tokens]. out
+ * allocated like out_a, lse_out like lse_a (float32) when None. Returns out or (out, lse_out). */
+static PyObject *ext_merge_attn_states(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("merge_attn_states", 8);
+    enum { OA, LA, OB, LB, OUT, LSE, N };
+    ext_arg a[N];
+    memset(a, 0, sizeof a);
+    void *ctx;
+    PyObject *out = NULL, *lse = NULL;
+    attn_tensor *lse_t;
+    const int want_lse = PyObject_IsTrue(args[7]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[1], 0, -1, "out_a", &a[OA]) ||
+        ext_tensor_n(args[2], 0, -1, "lse_a", &a[LA]) || ext_tensor_n(args[3], 0, -1, "out_b", &a[OB]) ||
+        ext_tensor_n(args[4], 0, -1, "lse_b", &a[LB]))
+        return ext_fail(a, N, NULL, NULL);
+    const attn_tensor *oa = &a[OA].t, *la = &a[LA].t;
+    if (ext_outputs(args[1], args[5], oa->ndim, oa->shape, oa->dtype, args[6], want_lse, la->ndim, la->shape, &a[OUT],
+                    &a[LSE], &out, &lse, &lse_t))
+        return ext_fail(a, N, out, lse);
+    attn_status st;
+    EXT_CALL(st, g_lib.merge_attn_states((attn_ctx *)ctx, oa, la, &a[OB].t, &a[LB].t, &a[OUT].t, lse_t));
+    return ext_finish(st, "attn_merge_attn_states", a, N, out, lse, want_lse);
+}
+
+/* forward(ctx, layout, q, k, v, flash, softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
+ *         lse, want_lse, mask, key_padding_mask, additive_mask, reference)
+ * Dense attention (attn_forward, or the oracle attn_ref_forward). BSND: q [batch, seq_q, num_heads,
+ * head_size], k/v [batch, seq_k, num_kv_heads, head_size(_v)]; BNSD swaps dims 1 and 2. out [.., head_size_v]
+ * in q's dtype; lse float32 [batch, num_heads, seq_q]. mask: bool (keep) or float (added to the logits, as
+ * torch SDPA's attn_mask); additive_mask: a float mask given explicitly. */
+static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("forward", 19);
+    enum { Q, K, V, OUT, LSE, AL, SI, M, KP, AM, N };
+    ext_arg a[N];
+    memset(a, 0, sizeof a);
+    void *ctx = NULL;
+    int64_t layout;
+    attn_params p;
+    PyObject *out = NULL, *lse = NULL;
+    attn_tensor *lse_t, *mask, *kpm, *add;
+    const int want_lse = PyObject_IsTrue(args[14]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    const int reference = PyObject_IsTrue(args[18]);
+    if (reference < 0)
+        return NULL;
+    if ((!reference && ext_handle_of(args[0], "Context", &ctx)) ||
+        ext_conv_int(args[1], "forward", "layout", INT32_MIN, INT32_MAX, &layout))
+        return NULL;
+    const int nd = layout == ATTN_LAYOUT_BSND ? 2 : 1, sd = 3 - nd;
+    if (ext_tensor_n(args[2], 0, -1, "q", &a[Q]) || ext_tensor_n(args[3], 0, -1, "k", &a[K]) ||
+        ext_tensor_n(args[4], 0, -1, "v", &a[V]) ||
+        ext_options(&args[6], args[5] == Py_True, a[Q].t.ndim == 4 ? a[Q].t.shape[nd] : -1, &a[AL], &p) ||
+        ext_opt_tensor_n(args[15], 0, -1, "params.mask", &a[M], &mask) ||
+        ext_opt_tensor_n(args[16], 0, -1, "params.key_padding_mask", &a[KP], &kpm) ||
+        ext_opt_tensor_n(args[17], 0, -1, "params.additive_mask", &a[AM], &add))
+        return ext_fail(a, N, NULL, NULL);
+    if (mask != NULL &&
+        (mask->dtype == ATTN_DTYPE_F32 || mask->dtype == ATTN_DTYPE_F16 || mask->dtype == ATTN_DTYPE_BF16)) {
+        if (add != NULL) { /* torch SDPA's rule: a floating attn_mask is added to the logits */
+            PyErr_SetString(PyExc_ValueError, "mask: a float mask is additive; pass it or additive_mask=, not both");
+            return ext_fail(a, N, NULL, NULL);
+        }
+        add = mask;
+        mask = NULL;
     }
-    return ext_result(out, lse, want_lse);
+    p.mask = mask;
+    p.key_padding_mask = kpm;
+    p.additive_mask = add;
+    const attn_tensor *q = &a[Q].t, *v = &a[V].t;
+    int64_t out_shape[ATTN_MAX_DIMS];
+    memcpy(out_shape, q->shape, sizeof out_shape);
+    if (q->ndim == 4 && v->ndim >= 1)
+        out_shape[3] = v->shape[v->ndim - 1];
+    const int64_t lse_shape[3] = {q->shape[0], q->ndim == 4 ? q->shape[nd] : 0, q->ndim == 4 ? q->shape[sd] : 0};
+    if (ext_outputs(args[2], args[12], q->ndim, out_shape, q->dtype, args[13], want_lse, q->ndim == 4 ? 3 : -1,
+                    lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t))
+        return ext_fail(a, N, out, lse);
+    attn_status st;
+    if (reference)
+        EXT_CALL(st, attn_ref_forward((attn_layout)layout, q, &a[K].t, v, &p, &a[OUT].t, lse_t));
+    else
+        EXT_CALL(st, g_lib.forward((attn_ctx *)ctx, (attn_layout)layout, q, &a[K].t, v, &p, &a[OUT].t, lse_t));
+    return ext_finish(st, reference ? "attn_ref_forward" : "attn_forward", a, N, out, lse, want_lse);
+}
+
+/* varlen(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, flash, softmax_scale, causal, window_size, softcap,
+ *        alibi_slopes, sinks, out, lse, want_lse, zero_tail, reference)
+ * Packed attention (attn_forward_varlen, or the oracle): q [total_q, num_heads, head_size], k/v [total_k,
+ * num_kv_heads, head_size(_v)], cu_seqlens int32 [batch + 1]. out [total_q, num_heads, head_size_v]
+ * (allocated if None; with zero_tail, rows past cu_seqlens_q[-1] of an allocated out are 0 and of the lse
+ * -inf); lse float32 [num_heads, total_q]. */
+static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("varlen", 18);
+    enum { Q, K, V, CQ, CK, OUT, LSE, AL, SI, N };
+    ext_arg a[N];
+    memset(a, 0, sizeof a);
+    void *ctx = NULL;
+    attn_params p;
+    PyObject *out = NULL, *lse = NULL;
+    attn_tensor *lse_t;
+    const int want_lse = PyObject_IsTrue(args[15]);
+    if (want_lse < 0)
+        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    const int reference = PyObject_IsTrue(args[17]);
+    if (reference < 0)
+        return NULL;
+    if ((!reference && ext_handle_of(args[0], "Context", &ctx)) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
+        ext_tensor_n(args[2], 0, -1, "k", &a[K]) || ext_tensor_n(args[3], 0, -1, "v", &a[V]) ||
+        ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "cu_seqlens_q", &a[CQ]) ||
+        ext_tensor_n(args[5], 0, ATTN_DTYPE_I32, "cu_seqlens_k", &a[CK]) ||
+        ext_options(&args[7], args[6] == Py_True, a[Q].t.ndim == 3 ? a[Q].t.shape[1] : -1, &a[AL], &p))
+        return ext_fail(a, N, NULL, NULL);
+    const attn_tensor *q = &a[Q].t, *v = &a[V].t, *cq = &a[CQ].t;
+    const int zero_tail = args[16] == Py_True && args[13] == Py_None && cq->ndim == 1 && cq->shape[0] >= 1;
+    int64_t out_shape[ATTN_MAX_DIMS];
+    memcpy(out_shape, q->shape, sizeof out_shape);
+    if (q->ndim == 3 && v->ndim >= 1)
+        out_shape[2] = v->shape[v->ndim - 1];
+    const int64_t lse_shape[2] = {q->ndim == 3 ? q->shape[1] : 0, q->shape[0]};
+    if (ext_outputs(args[1], args[13], q->ndim, out_shape, q->dtype, args[14], want_lse, q->ndim == 3 ? 2 : -1,
+                    lse_shape, &a[OUT], &a[LSE], &out, &lse, &lse_t))
+        return ext_fail(a, N, out, lse);
+    attn_status st;
+    if (reference)
+        EXT_CALL(st, attn_ref_forward_varlen(q, &a[K].t, v, cq, &a[CK].t, &p, &a[OUT].t, lse_t));
+    else
+        EXT_CALL(st, g_lib.forward_varlen((attn_ctx *)ctx, q, &a[K].t, v, cq, &a[CK].t, &p, &a[OUT].t, lse_t));
+    if (st == ATTN_STATUS_OK && zero_tail && a[OUT].t.ndim == 3)
+        ext_zero_tail(&a[OUT].t, lse_t, ((const int32_t *)cq->data)[(cq->shape[0] - 1) * cq->strides[0]]);
+    return ext_finish(st, reference ? "attn_ref_forward_varlen" : "attn_forward_varlen", a, N, out, lse, want_lse);
 }
 
 /* Scratch memory of one call: a stack buffer for small batches, PyMem for larger ones. */
@@ -1260,8 +1352,9 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     PyObject *o_k = args[4], *o_v = args[5], *o_cs = args[6], *o_bi = args[7], *o_bt = args[8];
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 1, -1, &a[KC]) ||
-        ext_tensor(args[3], 1, -1, &a[VC]))
+    if (ext_handle_of(args[0], "Context", &ctx))
+        return NULL;
+    if (ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 1, -1, &a[KC]) || ext_tensor(args[3], 1, -1, &a[VC]))
         goto fallback;
     const attn_tensor *q = &a[Q].t, *kc = &a[KC].t, *vc = &a[VC].t;
     if (q->ndim != 4 || kc->ndim != 4 || vc->ndim != 4 || kc->dtype != vc->dtype)
@@ -1389,9 +1482,9 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
         goto fallback;
     ext_arg keep[2];
     memset(keep, 0, sizeof keep);
-    if (ext_params(args[9], args[10], 1, args[11], args[12], args[13], args[14], nheads, keep, &p)) {
+    if (ext_options(&args[9], 1, nheads, keep, &p)) {
         ext_release_all(keep, 2);
-        goto fallback;
+        goto error;
     }
     a[AL] = keep[0];
     a[SI] = keep[1];
@@ -1512,8 +1605,10 @@ static PyObject *ext_varlen_paged(PyObject *self, PyObject *const *args, Py_ssiz
     if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     const int allocated = args[14] == Py_None;
-    if (ext_handle(args[0], &ctx) || ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[CQ]) ||
-        ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 0, -1, &a[KC]) || ext_tensor(args[3], 0, -1, &a[VC]))
+    if (ext_handle_of(args[0], "Context", &ctx))
+        return NULL;
+    if (ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[CQ]) || ext_tensor(args[1], 0, -1, &a[Q]) ||
+        ext_tensor(args[2], 0, -1, &a[KC]) || ext_tensor(args[3], 0, -1, &a[VC]))
         goto fallback;
     const attn_tensor *cq = &a[CQ].t, *q = &a[Q].t, *kc = &a[KC].t, *vc = &a[VC].t;
     if (cq->ndim != 1 || cq->shape[0] < 1 || q->ndim != 3 || kc->ndim != 4 || vc->ndim != 4 || kc->dtype != vc->dtype)
@@ -1578,9 +1673,9 @@ static PyObject *ext_varlen_paged(PyObject *self, PyObject *const *args, Py_ssiz
         goto fallback;
     ext_arg keep[2];
     memset(keep, 0, sizeof keep);
-    if (ext_params(args[8], args[9], 1, args[10], args[11], args[12], args[13], q->shape[1], keep, &p)) {
+    if (ext_options(&args[8], 1, q->shape[1], keep, &p)) {
         ext_release_all(keep, 2);
-        goto fallback;
+        goto error;
     }
     a[AL] = keep[0];
     a[SI] = keep[1];
@@ -1625,65 +1720,743 @@ error:
 }
 
 /* ================================================================================================
+ * Every other entry: one table-driven converter per argument kind, one status -> exception helper
+ * ================================================================================================ */
+
+/* Python helpers handed over by _init: as_view(obj, name, writable) -> ndarray (lists, detached torch
+ * tensors, retagged caches; raises the family's error naming the argument) and refuse(array, name,
+ * writable), which raises the error that explains why a view cannot be taken (dtype, strides, read-only). */
+/* The n-th space-separated word of `names` into buf (argument names for messages). */
+static const char *ext_word(const char *names, int n, char *buf, size_t cap) {
+    while (n-- > 0 && (names = strchr(names, ' ')) != NULL)
+        names++;
+    if (names == NULL)
+        return "?";
+    size_t len = strcspn(names, " ");
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(buf, names, len);
+    buf[len] = '\0';
+    return buf;
+}
+
+/* One argument of a generic call. */
+typedef struct ext_slot {
+    ext_arg a;   /* tensors                                            */
+    Py_buffer b; /* raw buffers ('b' / 'B')                              */
+    int has_b;
+    attn_tensor *t; /* the tensor argument, NULL for None                   */
+    int64_t i;      /* integers; buffer size in bytes                       */
+    double f;
+    void *p; /* handles, buffer addresses                            */
+} ext_slot;
+
+#define EXT_MAX_SLOTS 14
+typedef struct ext_call {
+    ext_slot s[EXT_MAX_SLOTS];
+    int n;
+    attn_params params;
+    ext_slot ps[3];  /* params.mask, key_padding_mask, additive_mask */
+    Py_buffer pb[4]; /* alibi_slopes, sinks, k_scales, v_scales      */
+    int has_pb[4];
+    attn_quant_params qp;
+} ext_call;
+
+static void ext_slot_release(ext_slot *s) {
+    ext_arg_release(&s->a);
+    if (s->has_b)
+        PyBuffer_Release(&s->b);
+    s->has_b = 0;
+}
+
+static void ext_call_release(ext_call *c) {
+    for (int i = 0; i < c->n; i++)
+        ext_slot_release(&c->s[i]);
+    for (int i = 0; i < 3; i++)
+        ext_slot_release(&c->ps[i]);
+    for (int i = 0; i < 4; i++) {
+        if (c->has_pb[i])
+            PyBuffer_Release(&c->pb[i]);
+        c->has_pb[i] = 0;
+    }
+}
+
+/* Any array argument -> view in s->a, or the family's exception naming it. (x, dtype_code) retags a
+ * same-width view (a uint8 cache read as fp8). Returns 0 or -1. */
+static int ext_conv_tensor(PyObject *obj, int writable, const char *name, ext_slot *s) {
+    long retag = -1;
+    if (PyTuple_CheckExact(obj) && PyTuple_GET_SIZE(obj) == 2 && PyLong_CheckExact(PyTuple_GET_ITEM(obj, 1))) {
+        retag = PyLong_AsLong(PyTuple_GET_ITEM(obj, 1));
+        obj = PyTuple_GET_ITEM(obj, 0);
+    }
+    if (ext_tensor_n(obj, writable, -1, name, &s->a) != 0)
+        return -1;
+    if (retag >= 0)
+        s->a.t.dtype = (attn_dtype)retag;
+    s->t = &s->a.t;
+    return 0;
+}
+
+/* A raw buffer (workspaces, codec arrays): None -> NULL / 0. */
+static int ext_conv_buffer(PyObject *obj, int writable, const char *name, ext_slot *s) {
+    if (obj == Py_None) {
+        s->p = NULL;
+        s->i = 0;
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, &s->b, writable ? PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS : PyBUF_ANY_CONTIGUOUS) != 0)
+        return -1;
+    s->has_b = 1;
+    s->p = s->b.buf;
+    s->i = s->b.len;
+    return 0;
+}
+
+static int ext_conv_int(PyObject *obj, const char *fn, const char *name, int64_t lo, int64_t hi, int64_t *out) {
+    PyObject *ix = PyNumber_Index(obj);
+    if (ix == NULL)
+        return -1;
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(ix, &overflow);
+    Py_DECREF(ix);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || v < lo || v > hi) {
+        PyErr_Format(PyExc_OverflowError, "%s: %s is outside [%lld, %lld]", fn, name, (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int ext_handle_of(PyObject *obj, const char *what, void **out) {
+    *out = PyLong_Check(obj) ? PyLong_AsVoidPtr(obj) : NULL;
+    if (*out == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "attn %s is %s", what, strcmp(what, "Plan") ? "closed" : "freed");
+        return -1;
+    }
+    return 0;
+}
+
+/* attn_params of a Params tuple: (softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+ * sinks, mask, key_padding_mask, additive_mask, k_scale, v_scale, k_scales, v_scales); arrays are
+ * contiguous float32 (per-head vectors) or any tensor (masks). */
+static int ext_conv_params(PyObject *obj, ext_call *c) {
+    c->params = g_lib.params_default;
+    if (obj == Py_None)
+        return 0;
+    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 14) {
+        PyErr_SetString(PyExc_TypeError, "params: expected the 14-tuple of attn.ops.Params");
+        return -1;
+    }
+    PyObject *const *v = &PyTuple_GET_ITEM(obj, 0);
+    attn_params *p = &c->params;
+    int64_t causal, wl, wr;
+    double f;
+    if ((f = PyFloat_AsDouble(v[0])) == -1.0 && PyErr_Occurred())
+        return -1;
+    p->softmax_scale = (float)f;
+    if (ext_conv_int(v[1], "params", "causal", INT32_MIN, INT32_MAX, &causal) ||
+        ext_conv_int(v[2], "params", "window_left", INT32_MIN, INT32_MAX, &wl) ||
+        ext_conv_int(v[3], "params", "window_right", INT32_MIN, INT32_MAX, &wr))
+        return -1;
+    p->causal = (int32_t)causal;
+    p->window_left = (int32_t)wl;
+    p->window_right = (int32_t)wr;
+    if ((f = PyFloat_AsDouble(v[4])) == -1.0 && PyErr_Occurred())
+        return -1;
+    p->softcap = (float)f;
+    const float **vec[4] = {&p->alibi_slopes, &p->sinks, &p->k_scales, &p->v_scales};
+    const int vec_idx[4] = {5, 6, 12, 13};
+    for (int i = 0; i < 4; i++) {
+        PyObject *o = v[vec_idx[i]];
+        if (o == Py_None)
+            continue;
+        if (PyObject_GetBuffer(o, &c->pb[i], PyBUF_C_CONTIGUOUS) != 0)
+            return -1;
+        c->has_pb[i] = 1;
+        *vec[i] = (const float *)c->pb[i].buf;
+    }
+    const attn_tensor **masks[3] = {&p->mask, &p->key_padding_mask, &p->additive_mask};
+    static const char *mask_names[3] = {"params.mask", "params.key_padding_mask", "params.additive_mask"};
+    for (int i = 0; i < 3; i++) {
+        PyObject *o = v[7 + i];
+        if (o == Py_None)
+            continue;
+        if (ext_conv_tensor(o, 0, mask_names[i], &c->ps[i]) != 0)
+            return -1;
+        *masks[i] = c->ps[i].t;
+    }
+    if ((f = PyFloat_AsDouble(v[10])) == -1.0 && PyErr_Occurred())
+        return -1;
+    p->k_scale = (float)f;
+    if ((f = PyFloat_AsDouble(v[11])) == -1.0 && PyErr_Occurred())
+        return -1;
+    p->v_scale = (float)f;
+    return 0;
+}
+
+/* Converts args by `kinds` (one letter per argument; names: their space-separated names for messages):
+ *   c ctx handle   h plan handle   i int64   u uint32   f float   T tensor   W writable tensor
+ *   t / w optional (None = NULL)   P Params tuple (c->params)   b / B read / writable buffer (None = NULL)
+ *   Q quant params (format, rotate, rotation_seed, q_block_rows, kv_block_rows) (c->qp)   O any object */
+static int ext_parse(const char *fn, const char *kinds, const char *names, PyObject *const *args, Py_ssize_t nargs,
+                     ext_call *c) {
+    memset(c, 0, sizeof *c);
+    const Py_ssize_t want = (Py_ssize_t)strlen(kinds);
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "attn._ext.%s takes %zd arguments (%zd given)", fn, want, nargs);
+        return -1;
+    }
+    char nb[64];
+    for (int k = 0; k < want; k++) {
+        ext_slot *s = &c->s[k];
+        PyObject *o = args[k];
+        c->n = k + 1;
+        int r = 0;
+        switch (kinds[k]) {
+        case 'c':
+            r = ext_handle_of(o, "Context", &s->p);
+            break;
+        case 'h':
+            r = ext_handle_of(o, "Plan", &s->p);
+            break;
+        case 'i':
+            r = ext_conv_int(o, fn, ext_word(names, k, nb, sizeof nb), INT64_MIN, INT64_MAX, &s->i);
+            break;
+        case 'u':
+            r = ext_conv_int(o, fn, ext_word(names, k, nb, sizeof nb), 0, UINT32_MAX, &s->i);
+            break;
+        case 'f':
+            s->f = PyFloat_AsDouble(o);
+            r = s->f == -1.0 && PyErr_Occurred() ? -1 : 0;
+            break;
+        case 't':
+        case 'w':
+            if (o == Py_None)
+                break;
+            /* fall through */
+        case 'T':
+        case 'W':
+            r = ext_conv_tensor(o, kinds[k] == 'W' || kinds[k] == 'w', ext_word(names, k, nb, sizeof nb), s);
+            break;
+        case 'P':
+            r = ext_conv_params(o, c);
+            break;
+        case 'b':
+        case 'B':
+            r = ext_conv_buffer(o, kinds[k] == 'B', ext_word(names, k, nb, sizeof nb), s);
+            break;
+        case 'Q': { /* None keeps attn_quant_params_init's value */
+            if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 5) {
+                PyErr_SetString(PyExc_TypeError, "quant params: expected a 5-tuple");
+                return -1;
+            }
+            int64_t q[5];
+            for (int j = 0; j < 5 && r == 0; j++) {
+                PyObject *x = PyTuple_GET_ITEM(o, j);
+                q[j] = -1;
+                if (j > 0 && x == Py_None)
+                    continue;
+                r = ext_conv_int(x, fn, "quant params", j == 2 ? 0 : INT32_MIN, j == 2 ? UINT32_MAX : INT32_MAX, &q[j]);
+            }
+            if (r != 0)
+                break;
+            attn_quant_params_init_sized(&c->qp, sizeof c->qp, (attn_quant_format)q[0]);
+            PyObject *const *qv = &PyTuple_GET_ITEM(o, 0);
+            if (qv[1] != Py_None)
+                c->qp.rotate = (int32_t)q[1];
+            if (qv[2] != Py_None)
+                c->qp.rotation_seed = (uint32_t)q[2];
+            if (qv[3] != Py_None)
+                c->qp.q_block_rows = (int32_t)q[3];
+            if (qv[4] != Py_None)
+                c->qp.kv_block_rows = (int32_t)q[4];
+            break;
+        }
+        default:
+            break;
+        }
+        if (r != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The AttnError subclass of a non-OK status with this thread's attn_last_error() (ext_raise). */
+static PyObject *ext_status(attn_status st, const char *fn) {
+    if (st == ATTN_STATUS_OK)
+        Py_RETURN_NONE;
+    return ext_raise(st, fn);
+}
+
+#define C_CTX(k) ((attn_ctx *)c.s[k].p)
+#define C_T(k)   (c.s[k].t)
+#define C_I(k)   (c.s[k].i)
+#define C_F(k)   ((float)c.s[k].f)
+#define C_P(k)   (c.s[k].p)
+
+/* One generic entry: parse by kinds, call with the GIL released, raise from the status. */
+#define EXT_ENTRY(fn, kinds, names, expr)                                                                              \
+    static PyObject *py_##fn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {                                \
+        ext_call c;                                                                                                    \
+        if (ext_parse(#fn, kinds, names, args, nargs, &c) != 0) {                                                      \
+            ext_call_release(&c);                                                                                      \
+            return NULL;                                                                                               \
+        }                                                                                                              \
+        attn_status st;                                                                                                \
+        EXT_CALL(st, (expr));                                                                                          \
+        ext_call_release(&c);                                                                                          \
+        return ext_status(st, #fn);                                                                                    \
+    }
+
+#define PRM (&c.params)
+/* serving (attention, cache writes and merge are the hot entries above, which also take the oracle) */
+EXT_ENTRY(attn_copy_blocks, "cWT", "ctx kv_cache block_mapping", attn_copy_blocks(C_CTX(0), C_T(1), C_T(2)))
+EXT_ENTRY(attn_swap_blocks, "cTWT", "ctx src_cache dst_cache block_mapping",
+          attn_swap_blocks(C_CTX(0), C_T(1), C_T(2), C_T(3)))
+/* diffusion */
+EXT_ENTRY(attn_forward_padded, "ciTTTTPWwBi", "ctx layout q k v kv_mask params out lse workspace workspace_size",
+          attn_forward_padded(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), C_T(5), PRM, C_T(7), C_T(8),
+                              C_P(9), (size_t)C_I(10)))
+EXT_ENTRY(attn_ref_forward_padded, "iTTTTPWwBi", "layout q k v kv_mask params out lse workspace workspace_size",
+          attn_ref_forward_padded((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), C_T(4), PRM, C_T(6), C_T(7), C_P(8),
+                                  (size_t)C_I(9)))
+EXT_ENTRY(attn_forward_packed, "cTTTTTPWw", "ctx q k v cu_seqlens_q cu_seqlens_k params out lse",
+          attn_forward_packed(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_T(5), PRM, C_T(7), C_T(8)))
+EXT_ENTRY(attn_forward_piecewise, "ciTTTbibiPWw",
+          "ctx layout q k v spans num_spans query_ranges num_query_ranges params out lse",
+          attn_forward_piecewise(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), C_P(5), C_I(6), C_P(7), C_I(8),
+                                 PRM, C_T(10), C_T(11)))
+EXT_ENTRY(attn_ref_forward_piecewise, "iTTTbibiPWw",
+          "layout q k v spans num_spans query_ranges num_query_ranges params out lse",
+          attn_ref_forward_piecewise((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), C_P(4), C_I(5), C_P(6), C_I(7), PRM,
+                                     C_T(9), C_T(10)))
+EXT_ENTRY(attn_forward_paged_piecewise, "cTTTTbibiPWw",
+          "ctx q kv_cache seq_lens block_table spans num_spans query_ranges num_query_ranges params out lse",
+          attn_forward_paged_piecewise(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_P(5), C_I(6), C_P(7), C_I(8), PRM,
+                                       C_T(10), C_T(11)))
+EXT_ENTRY(attn_ref_forward_paged_piecewise, "TTTTbibiPWw",
+          "q kv_cache seq_lens block_table spans num_spans query_ranges num_query_ranges params out lse",
+          attn_ref_forward_paged_piecewise(C_T(0), C_T(1), C_T(2), C_T(3), C_P(4), C_I(5), C_P(6), C_I(7), PRM, C_T(9),
+                                           C_T(10)))
+EXT_ENTRY(attn_forward_kv_prefix, "ciTTTiPWw", "ctx layout q k v valid_kv_length params out lse",
+          attn_forward_kv_prefix(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), C_I(5), PRM, C_T(7), C_T(8)))
+EXT_ENTRY(attn_forward_prescaled, "ciTTTiPWwBi",
+          "ctx layout q k v input_scale_log2 params out lse workspace workspace_size",
+          attn_forward_prescaled(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), (int32_t)C_I(5), PRM, C_T(7),
+                                 C_T(8), C_P(9), (size_t)C_I(10)))
+EXT_ENTRY(attn_forward_quant, "ciTTTQPWwBi", "ctx layout q k v quant params out lse workspace workspace_size",
+          attn_forward_quant(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), &c.qp, PRM, C_T(7), C_T(8), C_P(9),
+                             (size_t)C_I(10)))
+EXT_ENTRY(attn_ref_forward_quant, "iTTTQPWw", "layout q k v quant params out lse",
+          attn_ref_forward_quant((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), &c.qp, PRM, C_T(6), C_T(7)))
+/* codecs (raw contiguous buffers) */
+EXT_ENTRY(attn_quantize_fp8, "ibifB", "format src n scale dst",
+          attn_quantize_fp8((attn_dtype)C_I(0), C_P(1), C_I(2), C_F(3), C_P(4)))
+EXT_ENTRY(attn_dequantize_fp8, "ibifB", "format src n scale dst",
+          attn_dequantize_fp8((attn_dtype)C_I(0), C_P(1), C_I(2), C_F(3), C_P(4)))
+EXT_ENTRY(attn_quantize_mx, "ibiBB", "format src n elements scales",
+          attn_quantize_mx((attn_dtype)C_I(0), C_P(1), C_I(2), C_P(3), C_P(4)))
+EXT_ENTRY(attn_dequantize_mx, "ibbiB", "format elements scales n dst",
+          attn_dequantize_mx((attn_dtype)C_I(0), C_P(1), C_P(2), C_I(3), C_P(4)))
+EXT_ENTRY(attn_hadamard_signs, "iuB", "head_size seed signs", attn_hadamard_signs(C_I(0), (uint32_t)C_I(1), C_P(2)))
+EXT_ENTRY(attn_hadamard_rotate, "biiuB", "src num_rows head_size seed dst",
+          attn_hadamard_rotate(C_P(0), C_I(1), C_I(2), (uint32_t)C_I(3), C_P(4)))
+/* handles */
+EXT_ENTRY(attn_ctx_set_num_threads, "ci", "ctx num_threads", attn_ctx_set_num_threads(C_CTX(0), (int32_t)C_I(1)))
+
+/* Entries that return a value rather than a status. */
+#define EXT_VALUE(fn, kinds, names, type, expr, conv)                                                                  \
+    static PyObject *py_##fn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {                                \
+        ext_call c;                                                                                                    \
+        if (ext_parse(#fn, kinds, names, args, nargs, &c) != 0) {                                                      \
+            ext_call_release(&c);                                                                                      \
+            return NULL;                                                                                               \
+        }                                                                                                              \
+        type v = (expr);                                                                                               \
+        ext_call_release(&c);                                                                                          \
+        return conv(v);                                                                                                \
+    }
+static PyObject *ext_str(const char *s) {
+    if (s == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+EXT_VALUE(attn_version_number, "", "", unsigned, attn_version_number(), PyLong_FromUnsignedLong)
+EXT_VALUE(attn_version_string, "", "", const char *, attn_version_string(), ext_str)
+EXT_VALUE(attn_status_string, "i", "status", const char *, attn_status_string((attn_status)C_I(0)), ext_str)
+EXT_VALUE(attn_last_error, "", "", const char *, attn_last_error(), ext_str)
+EXT_VALUE(attn_dtype_size, "i", "dtype", size_t, attn_dtype_size((attn_dtype)C_I(0)), PyLong_FromSize_t)
+EXT_VALUE(attn_dtype_name, "i", "dtype", const char *, attn_dtype_name((attn_dtype)C_I(0)), ext_str)
+EXT_VALUE(attn_isa_count, "", "", long, attn_isa_count(), PyLong_FromLong)
+EXT_VALUE(attn_isa_name, "i", "index", const char *, attn_isa_name((int32_t)C_I(0)), ext_str)
+EXT_VALUE(attn_isa_opt_in_name, "i", "index", const char *, attn_isa_opt_in_name((int32_t)C_I(0)), ext_str)
+EXT_VALUE(attn_cpu_features, "", "", const char *, attn_cpu_features(), ext_str)
+EXT_VALUE(attn_ctx_num_threads, "c", "ctx", long, attn_ctx_num_threads(C_CTX(0)), PyLong_FromLong)
+EXT_VALUE(attn_ctx_isa, "c", "ctx", const char *, attn_ctx_isa(C_CTX(0)), ext_str)
+EXT_VALUE(attn_forward_quant_kernels, "c", "ctx", const char *, attn_forward_quant_kernels(C_CTX(0)), ext_str)
+EXT_VALUE(attn_plan_workspace_size, "h", "plan", size_t, attn_plan_workspace_size((const attn_plan *)C_P(0)),
+          PyLong_FromSize_t)
+EXT_VALUE(attn_fp8_from_float, "if", "format x", long, attn_fp8_from_float((attn_dtype)C_I(0), C_F(1)), PyLong_FromLong)
+EXT_VALUE(attn_fp8_to_float, "ii", "format bits", double, attn_fp8_to_float((attn_dtype)C_I(0), (uint8_t)C_I(1)),
+          PyFloat_FromDouble)
+EXT_VALUE(attn_fp4_e2m1_from_float, "f", "x", long, attn_fp4_e2m1_from_float(C_F(0)), PyLong_FromLong)
+EXT_VALUE(attn_fp4_e2m1_to_float, "i", "nibble", double, attn_fp4_e2m1_to_float((uint8_t)C_I(0)), PyFloat_FromDouble)
+EXT_VALUE(attn_e8m0_to_float, "i", "bits", double, attn_e8m0_to_float((uint8_t)C_I(0)), PyFloat_FromDouble)
+
+static PyObject *py_attn_clear_error(PyObject *self, PyObject *unused) {
+    attn_clear_error();
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_attn_isa_available(PyObject *self, PyObject *arg) {
+    const char *s = PyUnicode_AsUTF8(arg);
+    return s ? PyBool_FromLong(attn_isa_available(s)) : NULL;
+}
+
+static PyObject *py_attn_ctx_set_isa(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    void *ctx;
+    if (nargs != 2 || ext_handle_of(args[0], "Context", &ctx))
+        return nargs != 2 ? PyErr_Format(PyExc_TypeError, "attn_ctx_set_isa(ctx, name)") : NULL;
+    const char *s = PyUnicode_AsUTF8(args[1]);
+    if (s == NULL)
+        return NULL;
+    attn_clear_error();
+    return ext_status(attn_ctx_set_isa((attn_ctx *)ctx, s), "attn_ctx_set_isa");
+}
+
+static PyObject *py_attn_ctx_create(PyObject *self, PyObject *unused) {
+    attn_ctx *ctx = NULL;
+    attn_clear_error();
+    const attn_status st = attn_ctx_create(&ctx);
+    if (st != ATTN_STATUS_OK)
+        return ext_raise(st, "attn_ctx_create");
+    return PyLong_FromVoidPtr(ctx);
+}
+
+static PyObject *py_attn_ctx_destroy(PyObject *self, PyObject *arg) {
+    void *ctx;
+    if (ext_handle_of(arg, "Context", &ctx))
+        return NULL;
+    attn_ctx_destroy((attn_ctx *)ctx);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_attn_plan_free(PyObject *self, PyObject *arg) {
+    void *plan;
+    if (ext_handle_of(arg, "Plan", &plan))
+        return NULL;
+    attn_plan_free((attn_plan *)plan);
+    Py_RETURN_NONE;
+}
+
+/* (bytes,) -> size: attn_forward_padded_workspace_size(batch, seq_len) */
+static PyObject *py_attn_forward_padded_workspace_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    ext_call c;
+    size_t n = 0;
+    if (ext_parse("attn_forward_padded_workspace_size", "ii", "batch seq_len", args, nargs, &c) != 0)
+        return NULL;
+    attn_clear_error();
+    const attn_status st = attn_forward_padded_workspace_size(C_I(0), C_I(1), &n);
+    return st ? ext_raise(st, "attn_forward_padded_workspace_size") : PyLong_FromSize_t(n);
+}
+
+static PyObject *py_attn_forward_prescaled_workspace_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    ext_call c;
+    size_t n = 0;
+    attn_status st = ATTN_STATUS_OK;
+    if (ext_parse("attn_forward_prescaled_workspace_size", "TTT", "q k v", args, nargs, &c) != 0) {
+        ext_call_release(&c);
+        return NULL;
+    }
+    attn_clear_error();
+    st = attn_forward_prescaled_workspace_size(C_T(0), C_T(1), C_T(2), &n);
+    ext_call_release(&c);
+    return st ? ext_raise(st, "attn_forward_prescaled_workspace_size") : PyLong_FromSize_t(n);
+}
+
+static PyObject *py_attn_forward_quant_workspace_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    ext_call c;
+    size_t n = 0;
+    if (ext_parse("attn_forward_quant_workspace_size", "iTTT", "format q k v", args, nargs, &c) != 0) {
+        ext_call_release(&c);
+        return NULL;
+    }
+    attn_clear_error();
+    const attn_status st = attn_forward_quant_workspace_size((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), &n);
+    ext_call_release(&c);
+    return st ? ext_raise(st, "attn_forward_quant_workspace_size") : PyLong_FromSize_t(n);
+}
+
+/* attn_capabilities_get -> tuple of its 13 fields in declaration order */
+static PyObject *py_attn_capabilities_get(PyObject *self, PyObject *unused) {
+    attn_capabilities k;
+    attn_clear_error();
+    const attn_status st = attn_capabilities_get(&k, sizeof k);
+    if (st != ATTN_STATUS_OK)
+        return ext_raise(st, "attn_capabilities_get");
+    return Py_BuildValue("(iiIIiiIiiiiii)", k.head_size_min, k.head_size_max, k.dtypes, k.kv_cache_dtypes,
+                         k.block_size_min, k.block_size_max, k.request_kinds, k.sliding_window, k.softcap, k.alibi,
+                         k.sinks, k.lse, k.max_decode_threshold);
+}
+
+/* attn_plan_create(config, requests, num_requests) -> handle. config: the 9 int fields of attn_plan_config in
+ * declaration order; requests: a buffer of num_requests attn_request records (REQUEST_LAYOUT). */
+static PyObject *py_attn_plan_create(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    ext_call c;
+    if (ext_parse("attn_plan_create", "Obi", "config requests num_requests", args, nargs, &c) != 0) {
+        ext_call_release(&c);
+        return NULL;
+    }
+    attn_plan_config cfg;
+    attn_plan_config_init_sized(&cfg, sizeof cfg);
+    int32_t *fields[9] = {&cfg.num_blocks,
+                          &cfg.block_size,
+                          &cfg.num_heads,
+                          &cfg.num_kv_heads,
+                          &cfg.head_size,
+                          &cfg.max_blocks_per_req,
+                          &cfg.num_speculative_tokens,
+                          &cfg.chunked_prefill_enabled,
+                          &cfg.spec_method_mtp};
+    static const char *fnames[9] = {"num_blocks",
+                                    "block_size",
+                                    "num_heads",
+                                    "num_kv_heads",
+                                    "head_size",
+                                    "max_blocks_per_req",
+                                    "num_speculative_tokens",
+                                    "chunked_prefill_enabled",
+                                    "spec_method_mtp"};
+    PyObject *cf = args[0];
+    if (!PyTuple_Check(cf) || PyTuple_GET_SIZE(cf) != 9) {
+        ext_call_release(&c);
+        PyErr_SetString(PyExc_TypeError, "attn_plan_create: config must be a 9-tuple");
+        return NULL;
+    }
+    for (int i = 0; i < 9; i++) {
+        int64_t v;
+        if (ext_conv_int(PyTuple_GET_ITEM(cf, i), "attn_plan_create", fnames[i], INT32_MIN, INT32_MAX, &v)) {
+            ext_call_release(&c);
+            return NULL;
+        }
+        *fields[i] = (int32_t)v;
+    }
+    if (C_I(2) < 0 || (size_t)c.s[1].i < (size_t)C_I(2) * sizeof(attn_request)) {
+        ext_call_release(&c);
+        PyErr_SetString(PyExc_ValueError, "attn_plan_create: requests buffer shorter than num_requests records");
+        return NULL;
+    }
+    attn_plan *plan = NULL;
+    attn_status st;
+    EXT_CALL(st, attn_plan_create(&cfg, (const attn_request *)C_P(1), C_I(2), &plan));
+    ext_call_release(&c);
+    if (st != ATTN_STATUS_OK)
+        return ext_raise(st, "attn_plan_create");
+    return PyLong_FromVoidPtr(plan);
+}
+
+/* attn_plan_get_info -> dict: the counts as ints, the arrays as bytearray copies */
+static PyObject *py_attn_plan_get_info(PyObject *self, PyObject *arg) {
+    void *plan;
+    if (ext_handle_of(arg, "Plan", &plan))
+        return NULL;
+    attn_plan_info i;
+    attn_clear_error();
+    const attn_status st = attn_plan_get_info((const attn_plan *)plan, &i);
+    if (st != ATTN_STATUS_OK)
+        return ext_raise(st, "attn_plan_get_info");
+#define EXT_BYTES(p, n) PyByteArray_FromStringAndSize((const char *)(p), (p) ? (Py_ssize_t)(n) : 0)
+    const int64_t nr = i.num_reqs, nt = i.num_tokens;
+    return Py_BuildValue(
+        "{sLsLsLsLsLsLsisisLsLsLsLsLsnsNsNsNsNsNsNsN}", "num_reqs", (long long)nr, "num_tokens", (long long)nt,
+        "num_decodes", (long long)i.num_decodes, "num_decode_tokens", (long long)i.num_decode_tokens, "num_prefills",
+        (long long)i.num_prefills, "num_prefill_tokens", (long long)i.num_prefill_tokens, "attn_state", i.attn_state,
+        "decode_threshold", i.decode_threshold, "max_query_len", (long long)i.max_query_len, "max_seq_len",
+        (long long)i.max_seq_len, "max_blocks_per_req", (long long)i.max_blocks_per_req, "num_work_blocks",
+        (long long)i.num_work_blocks, "num_split_items", (long long)i.num_split_items, "workspace_size",
+        (Py_ssize_t)i.workspace_size, "query_start_loc", EXT_BYTES(i.query_start_loc, (nr + 1) * 4), "seq_lens",
+        EXT_BYTES(i.seq_lens, nr * 4), "slot_mapping", EXT_BYTES(i.slot_mapping, nt * 8), "block_table",
+        EXT_BYTES(i.block_table, nr * i.max_blocks_per_req * 4), "kinds", EXT_BYTES(i.kinds, nr * 4), "req_order",
+        EXT_BYTES(i.req_order, nr * 4), "token_src", EXT_BYTES(i.token_src, nt * 4));
+#undef EXT_BYTES
+}
+
+/* The KV-stored callback: on_stored(layer_idx, runs bytes (int64 [num_runs, 4]), num_tokens, num_written,
+ * block_size) with the GIL held; its first exception is kept and raised after the C call returns. */
+typedef struct ext_notify_user {
+    PyObject *callback;
+    PyObject *error[3]; /* (type, value, traceback) of the first failure, or NULLs */
+} ext_notify_user;
+
+static void ext_on_stored(void *user, const attn_kv_stored *ev) {
+    ext_notify_user *u = (ext_notify_user *)user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int64_t cap = ev->num_runs > 0 ? ev->num_runs : 0, n = 0, cursor = 0;
+    PyObject *runs = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 4 * 8));
+    if (runs != NULL) {
+        int64_t *d = (int64_t *)PyByteArray_AS_STRING(runs);
+        attn_kv_block_rows r;
+        while (n < cap && attn_kv_stored_next(ev, &cursor, &r)) {
+            d[4 * n] = r.block_idx;
+            d[4 * n + 1] = r.row_start;
+            d[4 * n + 2] = r.row_end;
+            d[4 * n + 3] = r.token_start;
+            n++;
+        }
+        PyObject *res =
+            PyObject_CallFunction(u->callback, "iOLLLL", ev->layer_idx, runs, (long long)n, (long long)ev->num_tokens,
+                                  (long long)ev->num_written, (long long)ev->block_size);
+        Py_XDECREF(res);
+        Py_DECREF(runs);
+    }
+    if (PyErr_Occurred() && u->error[0] == NULL)
+        PyErr_Fetch(&u->error[0], &u->error[1], &u->error[2]);
+    PyErr_Clear();
+    PyGILState_Release(g);
+}
+
+/* attn_reshape_and_cache_ex(ctx, key, value, kv_cache, slot_mapping, k_scale, v_scale, k_scales, v_scales,
+ * on_stored, layer_idx): scales per tensor (floats) or per KV head (float32 buffers or None); on_stored None
+ * or the callable of ext_on_stored. */
+static PyObject *py_attn_reshape_and_cache_ex(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    ext_call c;
+    if (ext_parse("attn_reshape_and_cache_ex", "cTTWTffbbOi",
+                  "ctx key value kv_cache slot_mapping k_scale v_scale k_scales v_scales on_stored layer_idx", args,
+                  nargs, &c) != 0) {
+        ext_call_release(&c);
+        return NULL;
+    }
+    attn_cache_write_options o;
+    attn_cache_write_options_init_sized(&o, sizeof o);
+    o.k_scale = C_F(5);
+    o.v_scale = C_F(6);
+    o.k_scales = (const float *)C_P(7);
+    o.v_scales = (const float *)C_P(8);
+    ext_notify_user u = {args[9], {NULL, NULL, NULL}};
+    attn_kv_notify nt = {ext_on_stored, &u, (int32_t)C_I(10)};
+    if (args[9] != Py_None) {
+        if (C_I(10) < INT32_MIN || C_I(10) > INT32_MAX) {
+            ext_call_release(&c);
+            PyErr_SetString(PyExc_OverflowError, "layer_idx does not fit int32");
+            return NULL;
+        }
+        o.notify = &nt;
+    }
+    attn_status st;
+    EXT_CALL(st, attn_reshape_and_cache_ex(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), &o));
+    ext_call_release(&c);
+    if (st != ATTN_STATUS_OK) {
+        for (int i = 0; i < 3; i++)
+            Py_XDECREF(u.error[i]);
+        return ext_raise(st, "attn_reshape_and_cache_ex");
+    }
+    if (u.error[0] != NULL) {
+        PyErr_Restore(u.error[0], u.error[1], u.error[2]);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* dlpack_info(capsule) -> (data, device_type, ndim, code, bits, lanes, shape | None, strides | None,
+ * byte_offset) of an unconsumed "dltensor" capsule (attn._arrays builds its NumPy view from it). */
+static PyObject *py_dlpack_info(PyObject *self, PyObject *cap) {
+    ext_dl_managed *m = (ext_dl_managed *)PyCapsule_GetPointer(cap, "dltensor");
+    if (m == NULL)
+        return NULL;
+    const ext_dl_tensor *t = &m->dl_tensor;
+    PyObject *shape = Py_None, *strides = Py_None;
+    Py_INCREF(Py_None);
+    Py_INCREF(Py_None);
+    if (t->ndim > 0 && t->ndim <= 64 && t->shape != NULL) {
+        Py_DECREF(shape);
+        shape = PyTuple_New(t->ndim);
+        for (int i = 0; shape && i < t->ndim; i++)
+            PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(t->shape[i]));
+    }
+    if (t->ndim > 0 && t->ndim <= 64 && t->strides != NULL) {
+        Py_DECREF(strides);
+        strides = PyTuple_New(t->ndim);
+        for (int i = 0; strides && i < t->ndim; i++)
+            PyTuple_SET_ITEM(strides, i, PyLong_FromLongLong(t->strides[i]));
+    }
+    if (shape == NULL || strides == NULL) {
+        Py_XDECREF(shape);
+        Py_XDECREF(strides);
+        return NULL;
+    }
+    return Py_BuildValue("(NiiiiiNNK)", PyLong_FromVoidPtr(t->data), t->device.device_type, t->ndim, t->dtype.code,
+                         t->dtype.bits, t->dtype.lanes, shape, strides, (unsigned long long)t->byte_offset);
+}
+
+#define EXT_FAST(fn)                                                                                                   \
+    { #fn, (PyCFunction)(void (*)(void))py_##fn, METH_FASTCALL, NULL }
+#define EXT_O(fn)                                                                                                      \
+    { #fn, (PyCFunction)(void (*)(void))py_##fn, METH_O, NULL }
+#define EXT_NOARGS(fn)                                                                                                 \
+    { #fn, (PyCFunction)(void (*)(void))py_##fn, METH_NOARGS, NULL }
+#define EXT_GENERIC_METHODS                                                                                            \
+    EXT_FAST(attn_copy_blocks), EXT_FAST(attn_swap_blocks), EXT_FAST(attn_forward_padded),                             \
+        EXT_FAST(attn_ref_forward_padded), EXT_FAST(attn_forward_packed), EXT_FAST(attn_forward_piecewise),            \
+        EXT_FAST(attn_ref_forward_piecewise), EXT_FAST(attn_forward_paged_piecewise),                                  \
+        EXT_FAST(attn_ref_forward_paged_piecewise), EXT_FAST(attn_forward_kv_prefix),                                  \
+        EXT_FAST(attn_forward_prescaled), EXT_FAST(attn_forward_quant), EXT_FAST(attn_ref_forward_quant),              \
+        EXT_FAST(attn_quantize_fp8), EXT_FAST(attn_dequantize_fp8), EXT_FAST(attn_quantize_mx),                        \
+        EXT_FAST(attn_dequantize_mx), EXT_FAST(attn_hadamard_signs), EXT_FAST(attn_hadamard_rotate),                   \
+        EXT_FAST(attn_ctx_set_num_threads), EXT_FAST(attn_version_number), EXT_FAST(attn_version_string),              \
+        EXT_FAST(attn_status_string), EXT_FAST(attn_last_error), EXT_FAST(attn_dtype_size), EXT_FAST(attn_dtype_name), \
+        EXT_FAST(attn_isa_count), EXT_FAST(attn_isa_name), EXT_FAST(attn_isa_opt_in_name),                             \
+        EXT_FAST(attn_cpu_features), EXT_FAST(attn_ctx_num_threads), EXT_FAST(attn_ctx_isa),                           \
+        EXT_FAST(attn_forward_quant_kernels), EXT_FAST(attn_plan_workspace_size), EXT_FAST(attn_fp8_from_float),       \
+        EXT_FAST(attn_fp8_to_float), EXT_FAST(attn_fp4_e2m1_from_float), EXT_FAST(attn_fp4_e2m1_to_float),             \
+        EXT_FAST(attn_e8m0_to_float), EXT_NOARGS(attn_clear_error), EXT_O(attn_isa_available),                         \
+        EXT_FAST(attn_ctx_set_isa), EXT_NOARGS(attn_ctx_create), EXT_O(attn_ctx_destroy), EXT_O(attn_plan_free),       \
+        EXT_FAST(attn_forward_padded_workspace_size), EXT_FAST(attn_forward_prescaled_workspace_size),                 \
+        EXT_FAST(attn_forward_quant_workspace_size), EXT_NOARGS(attn_capabilities_get), EXT_FAST(attn_plan_create),    \
+        EXT_O(attn_plan_get_info), EXT_FAST(attn_reshape_and_cache_ex), EXT_O(dlpack_info)
+
+/* ================================================================================================
  * Module
  * ================================================================================================ */
 
-/* _init(entries, ndarray, np_empty, alloc_like, make_error, np_dtypes, view_dtypes, special_dtypes)
- *   entries: {"attn_paged_attention": address, ...} of the library ctypes loaded;
+/* _init(ndarray, np_zeros, alloc_like, make_error, np_dtypes, view_dtypes, special_dtypes, as_view, refuse)
  *   np_dtypes: {attn dtype: numpy dtype}; view_dtypes: {attn dtype: same-width uint dtype} for bf16/fp8;
- *   special_dtypes: {numpy dtype: attn dtype} of dtypes without a buffer format. */
+ *   special_dtypes: {numpy dtype: attn dtype} of dtypes without a buffer format; as_view / refuse: the
+ *   attn._arrays helpers of the generic converter (ext_conv_tensor). */
 static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("_init", 8);
-    PyObject *entries = args[0];
-    if (!PyDict_Check(entries) || !PyDict_Check(args[5]) || !PyDict_Check(args[6]) || !PyDict_Check(args[7])) {
+    EXT_NARGS("_init", 9);
+    if (!PyDict_Check(args[4]) || !PyDict_Check(args[5]) || !PyDict_Check(args[6])) {
         PyErr_SetString(PyExc_TypeError, "attn._ext._init: expected dicts");
         return NULL;
     }
-    static const char *names[] = {"attn_paged_attention", "attn_forward_paged",  "attn_reshape_and_cache",
-                                  "attn_forward",         "attn_forward_varlen", "attn_merge_attn_states",
-                                  "attn_last_error",      "attn_clear_error",    "attn_params_init_sized",
-                                  "attn_version_number"};
-    void *fp[10];
-    for (int i = 0; i < 10; i++) {
-        PyObject *v = PyDict_GetItemString(entries, names[i]);
-        fp[i] = v ? PyLong_AsVoidPtr(v) : NULL;
-        if (fp[i] == NULL) {
-            PyErr_Format(PyExc_ImportError, "attn._ext: libattn entry %s missing", names[i]);
-            return NULL;
-        }
-    }
-    /* Object pointers <-> function pointers: POSIX guarantees the round trip (dlsym). */
-    memcpy(&g_lib.paged_attention, &fp[0], sizeof fp[0]);
-    memcpy(&g_lib.forward_paged, &fp[1], sizeof fp[1]);
-    memcpy(&g_lib.reshape_and_cache, &fp[2], sizeof fp[2]);
-    memcpy(&g_lib.forward, &fp[3], sizeof fp[3]);
-    memcpy(&g_lib.forward_varlen, &fp[4], sizeof fp[4]);
-    memcpy(&g_lib.merge_attn_states, &fp[5], sizeof fp[5]);
-    memcpy(&g_lib.last_error, &fp[6], sizeof fp[6]);
-    memcpy(&g_lib.clear_error, &fp[7], sizeof fp[7]);
-    ext_version_fn version;
-    memcpy(&version, &fp[9], sizeof fp[9]);
-    if (version() != ATTN_VERSION_NUMBER) { /* another build's attn.h: struct layouts may differ */
+    if (attn_version_number() != ATTN_VERSION_NUMBER) { /* another build's attn.h: struct layouts may differ */
         PyErr_Format(PyExc_ImportError, "attn._ext was built for libattn %d, the loaded library is %u",
-                     ATTN_VERSION_NUMBER, version());
+                     ATTN_VERSION_NUMBER, attn_version_number());
         return NULL;
     }
-    PyObject *scaled = PyDict_GetItemString(entries, "attn_reshape_and_cache_scaled");
-    void *scaled_fp = scaled ? PyLong_AsVoidPtr(scaled) : NULL;
-    PyErr_Clear();
-    memcpy(&g_lib.reshape_and_cache_scaled, &scaled_fp, sizeof scaled_fp);
-    ext_params_init_fn params_init;
-    memcpy(&params_init, &fp[8], sizeof fp[8]);
-    params_init(&g_lib.params_default, sizeof g_lib.params_default);
+    g_lib.paged_attention = attn_paged_attention;
+    g_lib.forward_paged = attn_forward_paged;
+    g_lib.reshape_and_cache = attn_reshape_and_cache;
+    g_lib.reshape_and_cache_scaled = attn_reshape_and_cache_scaled;
+    g_lib.forward = attn_forward;
+    g_lib.forward_varlen = attn_forward_varlen;
+    g_lib.merge_attn_states = attn_merge_attn_states;
+    g_lib.last_error = attn_last_error;
+    g_lib.clear_error = attn_clear_error;
+    attn_params_init_sized(&g_lib.params_default, sizeof g_lib.params_default);
 
-    PyObject **slots[4] = {&g_py.ndarray_type, &g_py.np_empty, &g_py.alloc_like, &g_py.make_error};
-    for (int i = 0; i < 4; i++) {
-        Py_INCREF(args[1 + i]);
-        Py_XSETREF(*slots[i], args[1 + i]);
+    PyObject **slots[6] = {&g_py.ndarray_type, &g_py.np_empty, &g_py.alloc_like,
+                           &g_py.make_error,   &g_as_view,     &g_refuse};
+    const int from[6] = {0, 1, 2, 3, 7, 8};
+    for (int i = 0; i < 6; i++) {
+        Py_INCREF(args[from[i]]);
+        Py_XSETREF(*slots[i], args[from[i]]);
     }
     PyObject *key, *value;
     Py_ssize_t pos = 0;
-    while (PyDict_Next(args[5], &pos, &key, &value)) {
+    while (PyDict_Next(args[4], &pos, &key, &value)) {
         const long d = PyLong_AsLong(key);
         if (d == -1 && PyErr_Occurred())
             return NULL; /* (before any object is released with an exception set) */
@@ -1693,7 +2466,7 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
         }
     }
     pos = 0;
-    while (PyDict_Next(args[6], &pos, &key, &value)) {
+    while (PyDict_Next(args[5], &pos, &key, &value)) {
         const long d = PyLong_AsLong(key);
         if (d == -1 && PyErr_Occurred())
             return NULL;
@@ -1703,7 +2476,7 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
         }
     }
     pos = 0;
-    while (PyDict_Next(args[7], &pos, &key, &value) && g_py.num_special < 16) {
+    while (PyDict_Next(args[6], &pos, &key, &value) && g_py.num_special < 16) {
         const long d = PyLong_AsLong(value);
         if (d == -1 && PyErr_Occurred())
             return NULL;
@@ -1715,27 +2488,38 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
     Py_RETURN_NONE;
 }
 
+/* library_path() -> the file libattn was loaded from (dladdr of one of its entries). */
+static PyObject *py_library_path(PyObject *self, PyObject *unused) {
+    Dl_info info;
+    if (dladdr((void *)(uintptr_t)&attn_version_number, &info) == 0 || info.dli_fname == NULL)
+        return PyUnicode_FromString("");
+    return PyUnicode_DecodeFSDefault(info.dli_fname);
+}
+
 static PyMethodDef ext_methods[] = {
     {"_init", (PyCFunction)(void (*)(void))ext_init, METH_FASTCALL, "Hands over libattn and NumPy objects."},
     {"paged_attention", (PyCFunction)(void (*)(void))ext_paged_attention, METH_FASTCALL,
-     "attn_paged_attention fast path (NotImplemented: use the general path)."},
-    {"forward_paged", (PyCFunction)(void (*)(void))ext_forward_paged, METH_FASTCALL, "attn_forward_paged fast path."},
+     "attn_paged_attention / attn_ref_paged_attention."},
+    {"forward_paged", (PyCFunction)(void (*)(void))ext_forward_paged, METH_FASTCALL, "attn_forward_paged."},
     {"reshape_and_cache", (PyCFunction)(void (*)(void))ext_reshape_and_cache, METH_FASTCALL,
-     "attn_reshape_and_cache fast path."},
+     "attn_reshape_and_cache (_scaled / _ex for fp8 caches)."},
     {"vllm_reshape_and_cache", (PyCFunction)(void (*)(void))ext_vllm_reshape_and_cache, METH_FASTCALL,
-     "vllm_ops.reshape_and_cache fast path (caches that are halves of one tensor)."},
-    {"merge_attn_states", (PyCFunction)(void (*)(void))ext_merge_attn_states, METH_FASTCALL,
-     "attn_merge_attn_states fast path."},
-    {"forward", (PyCFunction)(void (*)(void))ext_forward, METH_FASTCALL, "attn_forward fast path (no masks)."},
-    {"varlen", (PyCFunction)(void (*)(void))ext_varlen, METH_FASTCALL, "attn_forward_varlen fast path."},
-    {"kvcache", (PyCFunction)(void (*)(void))ext_kvcache, METH_FASTCALL, "flash_attn_with_kvcache fast path."},
+     "vllm_ops.reshape_and_cache fast path (NotImplemented for two separate caches)."},
+    {"merge_attn_states", (PyCFunction)(void (*)(void))ext_merge_attn_states, METH_FASTCALL, "attn_merge_attn_states."},
+    {"forward", (PyCFunction)(void (*)(void))ext_forward, METH_FASTCALL, "attn_forward / attn_ref_forward."},
+    {"varlen", (PyCFunction)(void (*)(void))ext_varlen, METH_FASTCALL,
+     "attn_forward_varlen / attn_ref_forward_varlen."},
+    {"kvcache", (PyCFunction)(void (*)(void))ext_kvcache, METH_FASTCALL,
+     "flash_attn_with_kvcache fast path (NotImplemented outside it)."},
     {"varlen_paged", (PyCFunction)(void (*)(void))ext_varlen_paged, METH_FASTCALL,
-     "flash_attn_varlen_func(block_table=...) fast path."},
+     "flash_attn_varlen_func(block_table=...) fast path (NotImplemented outside it)."},
+    EXT_GENERIC_METHODS,
+    EXT_NOARGS(library_path),
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef ext_module = {PyModuleDef_HEAD_INIT,
                                         "attn._ext",
-                                        "Compiled fast paths of the attn Python package (see _ext.c).",
+                                        "The attn package's binding of libattn (see _ext.c).",
                                         -1,
                                         ext_methods,
                                         NULL,
@@ -1753,6 +2537,19 @@ PyMODINIT_FUNC PyInit__ext(void) {
     g_py.s_requires_grad = PyUnicode_InternFromString("requires_grad");
     g_py.s_torch = PyUnicode_InternFromString("torch");
     if (!g_py.s_dlpack || !g_py.s_dtype || !g_py.s_view || !g_py.s_requires_grad || !g_py.s_torch) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* attn_request's layout: attn.ops builds the plan's requests as one NumPy record array of it */
+    PyObject *layout = Py_BuildValue(
+        "{snsnsnsnsnsnsnsn}", "num_computed_tokens", (Py_ssize_t)offsetof(attn_request, num_computed_tokens),
+        "num_scheduled_tokens", (Py_ssize_t)offsetof(attn_request, num_scheduled_tokens), "num_spec_tokens",
+        (Py_ssize_t)offsetof(attn_request, num_spec_tokens), "kind", (Py_ssize_t)offsetof(attn_request, kind),
+        "block_ids", (Py_ssize_t)offsetof(attn_request, block_ids), "num_block_ids",
+        (Py_ssize_t)offsetof(attn_request, num_block_ids), "encoder_len",
+        (Py_ssize_t)offsetof(attn_request, encoder_len), "itemsize", (Py_ssize_t)sizeof(attn_request));
+    if (layout == NULL || PyModule_AddObject(m, "REQUEST_LAYOUT", layout) != 0) {
+        Py_XDECREF(layout);
         Py_DECREF(m);
         return NULL;
     }

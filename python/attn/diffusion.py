@@ -16,14 +16,14 @@ mask explicitly, e.g. beside a bool ``mask``.
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _arrays, _capi
-from .ops import Array, Context, _ctx, _DenseCall, _opts, _out_like, _lse_out, _result
-from ._arrays import opt_tensor, ptr, tensor
+from .ops import Array, Context, _aligned_workspace, _ctx, _DenseCall, _opts, _out_like, _lse_out, _result
+from ._arrays import tensor
+from .ops import opt_tensor
 
 _QUANT_FORMATS = {"fp8_e4m3": _capi.QUANT_FP8_E4M3, "fp8_e5m2": _capi.QUANT_FP8_E5M2,
                   "mxfp8": _capi.QUANT_MXFP8, "mxfp4": _capi.QUANT_MXFP4}
@@ -33,16 +33,13 @@ _MX_ELEMENTS = {"e4m3": _capi.DTYPE_FP8_E4M3, "e5m2": _capi.DTYPE_FP8_E5M2, "e2m
                 "mxfp8": _capi.DTYPE_FP8_E4M3, "mxfp4": _capi.DTYPE_FP4_E2M1}
 
 
-def _workspace(nbytes: int) -> Tuple[Optional[int], int, np.ndarray]:
-    buf = np.zeros(nbytes + 64, dtype=np.uint8)
-    off = (-buf.ctypes.data) % 64
-    return (buf.ctypes.data + off if nbytes else None), nbytes, buf
+def _workspace(nbytes: int) -> Tuple[Optional[np.ndarray], int, None]:
+    """nbytes of zeros, 64-byte aligned (None for none)."""
+    return (_aligned_workspace(nbytes) if nbytes else None), nbytes, None
 
 
 def _size(name: str, *args: Any) -> int:
-    n = ctypes.c_size_t()
-    _capi.call(name, *args, ctypes.byref(n))
-    return int(n.value)
+    return _capi.call(name, *args)
 
 
 def _options(kw: dict) -> dict:
@@ -64,14 +61,14 @@ def forward_padded(q: Array, k: Array, v: Array, key_padding_mask: Array, *,
     unpadded [batch, num_heads, seq, seq] and indexed by token (diffusers' attention_mask)."""
     d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
     m = tensor(key_padding_mask, "key_padding_mask")
-    qa = d.tq.array
+    qa = d.tq
     seq_dim = 1 if d.layout == _capi.LAYOUT_BSND else 2
     batch, seq = (qa.shape[0], qa.shape[seq_dim]) if qa.ndim == 4 else (0, 0)
     ws, nbytes, _keep = _workspace(_size("attn_forward_padded_workspace_size", batch, seq))
     if reference:
-        _capi.call("attn_ref_forward_padded", d.layout, *d.qkv, m.ptr, d.params.ptr, *d.outs, ws, nbytes)
+        _capi.call("attn_ref_forward_padded", d.layout, *d.qkv, m, d.params.ptr, *d.outs, ws, nbytes)
     else:
-        _capi.call("attn_forward_padded", _ctx(ctx), d.layout, *d.qkv, m.ptr, d.params.ptr, *d.outs, ws,
+        _capi.call("attn_forward_padded", _ctx(ctx), d.layout, *d.qkv, m, d.params.ptr, *d.outs, ws,
                    nbytes)
     return d.result()
 
@@ -94,8 +91,8 @@ def forward_packed(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens
     ck = tensor(_arrays.index_array(cu_seqlens_k, "cu_seqlens_k"), "cu_seqlens_k")
     tq, tk, tv = tensor(qa, "q"), tensor(k, "k"), tensor(v, "v")
     to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
-    _capi.call("attn_forward_packed", _ctx(ctx), tq.ptr, tk.ptr, tv.ptr, cq.ptr, ck.ptr, params.ptr,
-               to.ptr, ptr(tl))
+    _capi.call("attn_forward_packed", _ctx(ctx), tq, tk, tv, cq, ck, params.ptr,
+               to, tl)
     return _result(out, lse, want_lse)
 
 
@@ -109,13 +106,8 @@ def forward_piecewise(q: Array, k: Array, v: Array, spans: Sequence[Tuple[int, i
     query_ranges: [(local_start, local_end, global_start), ...] or None (the last seq_q positions).
     causal must stay False (the spans define causality)."""
     d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
-    sp = (_capi.Span * max(len(spans), 1))(*[_capi.Span(int(a), int(e)) for a, e in _pairs(spans, "spans")])
-    if query_ranges is None:
-        qr, nqr = None, 0
-    else:
-        qr = (_capi.QueryRange * max(len(query_ranges), 1))(
-            *[_capi.QueryRange(int(a), int(b), int(g)) for a, b, g in query_ranges])
-        nqr = len(query_ranges)
+    sp = _int64_rows(_pairs(spans, "spans"), 2)
+    qr, nqr = (None, 0) if query_ranges is None else (_int64_rows(query_ranges, 3), len(query_ranges))
     if reference:
         _capi.call("attn_ref_forward_piecewise", d.layout, *d.qkv, sp, len(spans), qr, nqr,
                    d.params.ptr, *d.outs)
@@ -123,6 +115,14 @@ def forward_piecewise(q: Array, k: Array, v: Array, spans: Sequence[Tuple[int, i
         _capi.call("attn_forward_piecewise", _ctx(ctx), d.layout, *d.qkv, sp, len(spans), qr, nqr,
                    d.params.ptr, *d.outs)
     return d.result()
+
+
+def _int64_rows(rows: Sequence[Tuple[int, ...]], width: int) -> np.ndarray:
+    """attn_span / attn_query_range records: a contiguous int64 [n, width] array (at least one row)."""
+    a = np.zeros((max(len(rows), 1), width), dtype=np.int64)
+    for i, r in enumerate(rows):
+        a[i] = [int(x) for x in r]
+    return a
 
 
 def _pairs(spans: Any, name: str) -> list:
@@ -192,22 +192,17 @@ def forward_paged_piecewise(q: Array, kv_cache: Array, seq_lens: Array, block_ta
     sl = tensor(sla, "seq_lens")
     bt = tensor(_arrays.index_array(block_table, "block_table"), "block_table")
     tc = tensor(kv_cache, "kv_cache")
-    sp = (_capi.Span * max(len(spans), 1))(*[_capi.Span(int(a), int(e)) for a, e in _pairs(spans, "spans")])
+    sp = _int64_rows(_pairs(spans, "spans"), 2)
 
     def run(qv: Any, ov: Any, lv: Any, ranges: Optional[Sequence[Tuple[int, int, int]]]) -> None:
-        if ranges is None:
-            qr, nqr = None, 0
-        else:
-            qr = (_capi.QueryRange * max(len(ranges), 1))(
-                *[_capi.QueryRange(int(a), int(b), int(g)) for a, b, g in ranges])
-            nqr = len(ranges)
+        qr, nqr = (None, 0) if ranges is None else (_int64_rows(ranges, 3), len(ranges))
         tq, to, tl = tensor(qv, "q"), tensor(ov, "out", True), opt_tensor(lv, "lse", True)
         if reference:
-            _capi.call("attn_ref_forward_paged_piecewise", tq.ptr, tc.ptr, sl.ptr, bt.ptr, sp, len(spans), qr,
-                       nqr, params.ptr, to.ptr, ptr(tl))
+            _capi.call("attn_ref_forward_paged_piecewise", tq, tc, sl, bt, sp, len(spans), qr,
+                       nqr, params.ptr, to, tl)
         else:
-            _capi.call("attn_forward_paged_piecewise", _ctx(ctx), tq.ptr, tc.ptr, sl.ptr, bt.ptr, sp,
-                       len(spans), qr, nqr, params.ptr, to.ptr, ptr(tl))
+            _capi.call("attn_forward_paged_piecewise", _ctx(ctx), tq, tc, sl, bt, sp,
+                       len(spans), qr, nqr, params.ptr, to, tl)
 
     if not per_piece:
         run(qa, out, lse if want_lse else None, query_ranges)
@@ -252,23 +247,15 @@ def forward_prescaled(q: Array, k: Array, v: Array, input_scale_log2: int, *,
 
 def quant_params(format: str = "fp8_e4m3", rotate: Optional[bool] = None,
                  rotation_seed: Optional[int] = None, q_block_rows: Optional[int] = None,
-                 kv_block_rows: Optional[int] = None) -> _capi.QuantParamsBuffer:
+                 kv_block_rows: Optional[int] = None) -> tuple:
     """attn_quant_params for format "fp8_e4m3" | "fp8_e5m2" | "mxfp8" | "mxfp4" (defaults from
     attn_quant_params_init: rotation on, seed 425500, FP8 row blocks 128/256)."""
     if format not in _QUANT_FORMATS:
         raise ValueError(f"format={format!r}: expected one of {sorted(_QUANT_FORMATS)}")
-    buf = _capi.QuantParamsBuffer()
-    _capi.fn("attn_quant_params_init_sized")(ctypes.byref(buf.q), ctypes.sizeof(_capi.QuantParams),
-                                             _QUANT_FORMATS[format])
-    if rotate is not None:
-        buf.q.rotate = int(bool(rotate))
-    if rotation_seed is not None:
-        buf.q.rotation_seed = int(rotation_seed)
-    if q_block_rows is not None:
-        buf.q.q_block_rows = int(q_block_rows)
-    if kv_block_rows is not None:
-        buf.q.kv_block_rows = int(kv_block_rows)
-    return buf
+    # (format, rotate, rotation_seed, q_block_rows, kv_block_rows): None keeps attn_quant_params_init's value
+    return (_QUANT_FORMATS[format], None if rotate is None else int(bool(rotate)),
+            None if rotation_seed is None else int(rotation_seed), None if q_block_rows is None else int(q_block_rows),
+            None if kv_block_rows is None else int(kv_block_rows))
 
 
 def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
@@ -284,10 +271,10 @@ def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
     d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
     qp = quant_params(format, rotate, rotation_seed, q_block_rows, kv_block_rows)
     if reference:
-        _capi.call("attn_ref_forward_quant", d.layout, *d.qkv, ctypes.byref(qp.q), d.params.ptr, *d.outs)
+        _capi.call("attn_ref_forward_quant", d.layout, *d.qkv, qp, d.params.ptr, *d.outs)
         return d.result()
     ws, nbytes, _keep = _workspace(_size("attn_forward_quant_workspace_size", d.layout, *d.qkv))
-    _capi.call("attn_forward_quant", _ctx(ctx), d.layout, *d.qkv, ctypes.byref(qp.q), d.params.ptr,
+    _capi.call("attn_forward_quant", _ctx(ctx), d.layout, *d.qkv, qp, d.params.ptr,
                *d.outs, ws, nbytes)
     return d.result()
 
@@ -295,7 +282,7 @@ def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
 def quant_kernels(ctx: Optional[Context] = None) -> str:
     """The kernels :func:`forward_quant` runs on ``ctx`` (attn_forward_quant_kernels): "avx512bf16" (bf16
     products, P rounded to bf16), "avx2" (bitwise the fake quantization) or "fake" (docs/DIFFUSION.md §5)."""
-    return _capi.fn("attn_forward_quant_kernels")(_ctx(ctx)).decode()
+    return _capi.ext.attn_forward_quant_kernels(_ctx(ctx))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -318,7 +305,7 @@ def quantize_fp8(x: Any, scale: float = 1.0, format: str = "e4m3") -> np.ndarray
     (view them as ml_dtypes.float8_e4m3fn / float8_e5m2 if wanted)."""
     src = _f32(x)
     dst = np.empty(src.shape, dtype=np.uint8)
-    _capi.call("attn_quantize_fp8", _fp8_format(format), src.ctypes.data, src.size, float(scale), dst.ctypes.data)
+    _capi.call("attn_quantize_fp8", _fp8_format(format), src, src.size, float(scale), dst)
     return dst
 
 
@@ -326,7 +313,7 @@ def dequantize_fp8(codes: Any, scale: float = 1.0, format: str = "e4m3") -> np.n
     """decode(codes) * scale as float32 (codes: uint8 or an ml_dtypes float8 array)."""
     src = np.ascontiguousarray(_arrays.as_numpy(codes)).view(np.uint8)
     dst = np.empty(src.shape, dtype=np.float32)
-    _capi.call("attn_dequantize_fp8", _fp8_format(format), src.ctypes.data, src.size, float(scale), dst.ctypes.data)
+    _capi.call("attn_dequantize_fp8", _fp8_format(format), src, src.size, float(scale), dst)
     return dst
 
 
@@ -338,7 +325,7 @@ def quantize_mx(x: Any, element_format: str = "e4m3") -> Tuple[np.ndarray, np.nd
     n = src.size
     elems = np.zeros((n + 1) // 2 if fmt == _capi.DTYPE_FP4_E2M1 else n, dtype=np.uint8)
     scales = np.zeros((n + 31) // 32, dtype=np.uint8)
-    _capi.call("attn_quantize_mx", fmt, src.ctypes.data, n, elems.ctypes.data, scales.ctypes.data)
+    _capi.call("attn_quantize_mx", fmt, src, n, elems, scales)
     return elems, scales
 
 
@@ -352,34 +339,34 @@ def dequantize_mx(elements: Any, scales: Any, n: int, element_format: str = "e4m
         raise ValueError(f"elements: {e.size} bytes, scales: {s.size} bytes; n={n} needs {need_e} and "
                          f"{(n + 31) // 32}")
     dst = np.empty(int(n), dtype=np.float32)
-    _capi.call("attn_dequantize_mx", fmt, e.ctypes.data, s.ctypes.data, int(n), dst.ctypes.data)
+    _capi.call("attn_dequantize_mx", fmt, e, s, int(n), dst)
     return dst
 
 
 def fp8_from_float(x: float, format: str = "e4m3") -> int:
-    return int(_capi.fn("attn_fp8_from_float")(_fp8_format(format), float(x)))
+    return int(_capi.ext.attn_fp8_from_float(_fp8_format(format), float(x)))
 
 
 def fp8_to_float(bits: int, format: str = "e4m3") -> float:
-    return float(_capi.fn("attn_fp8_to_float")(_fp8_format(format), int(bits)))
+    return float(_capi.ext.attn_fp8_to_float(_fp8_format(format), int(bits)))
 
 
 def fp4_e2m1_from_float(x: float) -> int:
-    return int(_capi.fn("attn_fp4_e2m1_from_float")(float(x)))
+    return int(_capi.ext.attn_fp4_e2m1_from_float(float(x)))
 
 
 def fp4_e2m1_to_float(nibble: int) -> float:
-    return float(_capi.fn("attn_fp4_e2m1_to_float")(int(nibble)))
+    return float(_capi.ext.attn_fp4_e2m1_to_float(int(nibble)))
 
 
 def e8m0_to_float(bits: int) -> float:
-    return float(_capi.fn("attn_e8m0_to_float")(int(bits)))
+    return float(_capi.ext.attn_e8m0_to_float(int(bits)))
 
 
 def hadamard_signs(head_size: int, seed: int = _capi.HADAMARD_SEED) -> np.ndarray:
     """int8 [head_size] of +-1 (MT19937-seeded signs of the rotation)."""
     out = np.empty(int(head_size), dtype=np.int8)
-    _capi.call("attn_hadamard_signs", int(head_size), int(seed), out.ctypes.data)
+    _capi.call("attn_hadamard_signs", int(head_size), int(seed), out)
     return out
 
 
@@ -388,5 +375,5 @@ def hadamard_rotate(x: Any, seed: int = _capi.HADAMARD_SEED) -> np.ndarray:
     src = _f32(x)
     d = src.shape[-1] if src.ndim else 0
     dst = np.empty_like(src)
-    _capi.call("attn_hadamard_rotate", src.ctypes.data, src.size // max(d, 1), d, int(seed), dst.ctypes.data)
+    _capi.call("attn_hadamard_rotate", src, src.size // max(d, 1), d, int(seed), dst)
     return dst

@@ -88,6 +88,59 @@ class _UlyssesConfig(ctypes.Structure):
                 ("dtype", ctypes.c_int32), ("kv_dtype", ctypes.c_int32)]
 
 
+class _Tensor(ctypes.Structure):
+    """attn_tensor (attn.h): a strided view, shape and strides in elements."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * 6), ("strides", ctypes.c_int64 * 6)]
+
+
+class _Params(ctypes.Structure):
+    """attn_params (attn.h), every field set (struct_size = sizeof)."""
+
+    _fields_ = [("struct_size", ctypes.c_size_t), ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int32),
+                ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32), ("softcap", ctypes.c_float),
+                ("alibi_slopes", ctypes.c_void_p), ("sinks", ctypes.c_void_p), ("mask", ctypes.POINTER(_Tensor)),
+                ("key_padding_mask", ctypes.POINTER(_Tensor)), ("additive_mask", ctypes.POINTER(_Tensor)),
+                ("k_scale", ctypes.c_float), ("v_scale", ctypes.c_float), ("k_scales", ctypes.c_void_p),
+                ("v_scales", ctypes.c_void_p)]
+
+
+class _Args:
+    """The attn_tensor / attn_params arguments of one libattn_mpi call (libattn_mpi is the one library the
+    package still calls through ctypes: attn._ext binds libattn only), alive until the call returns."""
+
+    def __init__(self) -> None:
+        self.keep: list = []
+
+    def _tensor(self, x: Any, name: str, writable: bool = False) -> Any:
+        a = _arrays.tensor(x, name, writable)  # checked as attn._ext checks it, as a NumPy view
+        t = _Tensor(a.__array_interface__["data"][0], _arrays.NP_TO_ATTN[a.dtype], a.ndim)
+        for i, (n, st) in enumerate(zip(a.shape, a.strides)):
+            t.shape[i] = n
+            t.strides[i] = st // a.itemsize if n > 1 else int(i == a.ndim - 1)  # (size 1: never used)
+        self.keep.append((t, a))
+        return t
+
+    def t(self, x: Any, name: str, writable: bool = False) -> Any:
+        return None if x is None else ctypes.byref(self._tensor(x, name, writable))
+
+    def p(self, num_heads: int, **kw: Any) -> Any:
+        a = Params(num_heads=num_heads, **kw).args
+        self.keep.append(a)
+        ptr = (lambda v: None if v is None else v.__array_interface__["data"][0])
+        tp = (lambda v, n: None if v is None else ctypes.pointer(self._tensor(v, n)))
+        p = _Params(ctypes.sizeof(_Params), a[0], a[1], a[2], a[3], a[4], ptr(a[5]), ptr(a[6]),
+                    tp(a[7], "params.mask"), tp(a[8], "params.key_padding_mask"), tp(a[9], "params.additive_mask"),
+                    a[10], a[11], ptr(a[12]), ptr(a[13]))
+        self.keep.append(p)
+        return ctypes.byref(p)
+
+
+def _c_ctx(ctx: Optional[Context]) -> ctypes.c_void_p:
+    return ctypes.c_void_p(_ctx(ctx))
+
+
 def _check(status: int, name: str) -> None:
     if status != _capi.STATUS_OK:
         msg = (_lib.attn_mpi_last_error() or b"").decode("utf-8", "replace")
@@ -188,12 +241,12 @@ class DCPPlan(_Plan):
         qsl = np.ascontiguousarray(_arrays.index_array(query_start_loc, "query_start_loc"), np.int32)
         sl = np.ascontiguousarray(_arrays.index_array(seq_lens, "seq_lens"), np.int32)
         bt = np.ascontiguousarray(_arrays.index_array(block_table, "block_table"), np.int32)
-        p = Params(num_heads=self.num_heads, softmax_scale=softmax_scale, causal=causal, softcap=softcap, sinks=sinks)
-        tq, tc = _arrays.tensor(q, "q"), _arrays.tensor(kv_cache, "kv_cache")
-        tqs, ts, tb = _arrays.tensor(qsl, "query_start_loc"), _arrays.tensor(sl, "seq_lens"), _arrays.tensor(bt, "block_table")
-        to, tl = _arrays.tensor(o, "out", True), _arrays.opt_tensor(lse, "lse", True)
-        _check(_lib.attn_mpi_dcp_forward(_ctx(ctx), self._handle(), tq.ptr, tc.ptr, tqs.ptr, ts.ptr, tb.ptr, p.ptr, to.ptr,
-                                         _arrays.ptr(tl), ctypes.byref(self.stats)), "attn_mpi_dcp_forward")
+        c = _Args()
+        p = c.p(self.num_heads, softmax_scale=softmax_scale, causal=causal, softcap=softcap, sinks=sinks)
+        _check(_lib.attn_mpi_dcp_forward(_c_ctx(ctx), self._handle(), c.t(q, "q"), c.t(kv_cache, "kv_cache"),
+                                         c.t(qsl, "query_start_loc"), c.t(sl, "seq_lens"), c.t(bt, "block_table"), p,
+                                         c.t(o, "out", True), c.t(lse, "lse", True), ctypes.byref(self.stats)),
+               "attn_mpi_dcp_forward")
         return (o, lse) if return_lse else o
 
 
@@ -222,11 +275,11 @@ class RingPlan(_Plan):
         shp = _arrays.shape_of(q, "q")
         o = out if out is not None else _arrays.empty(q, tuple(shp[:3]) + (self.head_size_v,), _arrays.dtype_of(q, "q"))
         lse = _arrays.empty(q, (self.batch, self.num_heads, self.seq_local), np.float32) if return_lse else None
-        p = Params(num_heads=self.num_heads, softmax_scale=softmax_scale, causal=causal, softcap=softcap, sinks=sinks)
-        tq, tk, tv = _arrays.tensor(q, "q"), _arrays.tensor(k, "k"), _arrays.tensor(v, "v")
-        to, tl = _arrays.tensor(o, "out", True), _arrays.opt_tensor(lse, "lse", True)
-        _check(_lib.attn_mpi_ring_forward(_ctx(ctx), self._handle(), tq.ptr, tk.ptr, tv.ptr, p.ptr, to.ptr, _arrays.ptr(tl),
-                                          ctypes.byref(self.stats)), "attn_mpi_ring_forward")
+        c = _Args()
+        p = c.p(self.num_heads, softmax_scale=softmax_scale, causal=causal, softcap=softcap, sinks=sinks)
+        _check(_lib.attn_mpi_ring_forward(_c_ctx(ctx), self._handle(), c.t(q, "q"), c.t(k, "k"), c.t(v, "v"), p,
+                                          c.t(o, "out", True), c.t(lse, "lse", True), ctypes.byref(self.stats)),
+               "attn_mpi_ring_forward")
         return (o, lse) if return_lse else o
 
     def forward_paged(self, q: Any, kv_cache: Any, block_table: Any, *, causal: Any = True,
@@ -237,11 +290,11 @@ class RingPlan(_Plan):
         o = out if out is not None else _arrays.empty(q, shp, _arrays.dtype_of(q, "q"))
         lse = _arrays.empty(q, (self.num_heads, self.seq_local), np.float32) if return_lse else None
         bt = np.ascontiguousarray(_arrays.index_array(block_table, "block_table"), np.int32)
-        p = Params(num_heads=self.num_heads, softmax_scale=softmax_scale, causal=causal, softcap=softcap, sinks=sinks)
-        tq, tc, tb = _arrays.tensor(q, "q"), _arrays.tensor(kv_cache, "kv_cache"), _arrays.tensor(bt, "block_table")
-        to, tl = _arrays.tensor(o, "out", True), _arrays.opt_tensor(lse, "lse", True)
-        _check(_lib.attn_mpi_ring_forward_paged(_ctx(ctx), self._handle(), tq.ptr, tc.ptr, tb.ptr, p.ptr, to.ptr,
-                                                _arrays.ptr(tl), ctypes.byref(self.stats)), "attn_mpi_ring_forward_paged")
+        c = _Args()
+        p = c.p(self.num_heads, softmax_scale=softmax_scale, causal=causal, softcap=softcap, sinks=sinks)
+        _check(_lib.attn_mpi_ring_forward_paged(_c_ctx(ctx), self._handle(), c.t(q, "q"), c.t(kv_cache, "kv_cache"),
+                                                c.t(bt, "block_table"), p, c.t(o, "out", True), c.t(lse, "lse", True),
+                                                ctypes.byref(self.stats)), "attn_mpi_ring_forward_paged")
         return (o, lse) if return_lse else o
 
 
@@ -264,12 +317,12 @@ class UlyssesPlan(_Plan):
         shp = _arrays.shape_of(q, "q")
         o = out if out is not None else _arrays.empty(q, tuple(shp[:-1]) + (self.head_size_v,), _arrays.dtype_of(q, "q"))
         lse = _arrays.empty(q, lse_shape, np.float32) if return_lse else None
-        p = Params(num_heads=self.num_heads, **kw)
-        tq, tk, tv = _arrays.tensor(q, "q"), _arrays.tensor(k, "k"), _arrays.tensor(v, "v")
-        to, tl = _arrays.tensor(o, "out", True), _arrays.opt_tensor(lse, "lse", True)
+        c = _Args()
+        p = c.p(self.num_heads, **kw)
         head = [self._handle()] if ring is None else [self._handle(), ring._handle()]
-        _check(getattr(_lib, name)(_ctx(ctx), *head, tq.ptr, tk.ptr, tv.ptr, *[e.ptr for e in extra], p.ptr, to.ptr,
-                                   _arrays.ptr(tl), ctypes.byref(self.stats)), name)
+        _check(getattr(_lib, name)(_c_ctx(ctx), *head, c.t(q, "q"), c.t(k, "k"), c.t(v, "v"),
+                                   *[c.t(e, n) for e, n in extra], p, c.t(o, "out", True), c.t(lse, "lse", True),
+                                   ctypes.byref(self.stats)), name)
         return (o, lse) if return_lse else o
 
     def forward(self, q: Any, k: Any, v: Any, *, out: Any = None, return_lse: bool = False,
@@ -283,8 +336,8 @@ class UlyssesPlan(_Plan):
     def forward_varlen(self, q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, *, out: Any = None,
                        return_lse: bool = False, ctx: Optional[Context] = None, **kw: Any) -> Any:
         """Packed documents: q [seq_local, H, D] this rank's rows; cu_seqlens over the GLOBAL rows."""
-        cq = _arrays.tensor(np.ascontiguousarray(_arrays.index_array(cu_seqlens_q, "cu_seqlens_q"), np.int32), "cu_seqlens_q")
-        ck = _arrays.tensor(np.ascontiguousarray(_arrays.index_array(cu_seqlens_k, "cu_seqlens_k"), np.int32), "cu_seqlens_k")
+        cq = (np.ascontiguousarray(_arrays.index_array(cu_seqlens_q, "cu_seqlens_q"), np.int32), "cu_seqlens_q")
+        ck = (np.ascontiguousarray(_arrays.index_array(cu_seqlens_k, "cu_seqlens_k"), np.int32), "cu_seqlens_k")
         return self._run("attn_mpi_ulysses_forward_varlen", q, k, v, [cq, ck], (self.num_heads, self.seq_local),
                          out, return_lse, ctx, kw)
 

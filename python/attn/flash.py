@@ -25,7 +25,9 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _arrays, ops
-from .ops import _NI, Array, Context, _ctx_ptr, _ext
+from .ops import Array, Context, _ctx_ptr, _ext
+
+_NI = NotImplemented  # the answer of attn._ext.kvcache / varlen_paged outside their plain case
 
 
 def _check_common(dropout_p: float) -> None:
@@ -103,37 +105,32 @@ def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0,
     soft-capping; alibi_slopes float32 [nheads] or [batch, nheads] (bias -slope*|i + seqlen_k - seqlen_q - j|).
     Returns out [batch, seqlen_q, nheads, headdim_v] (q's dtype); with return_softmax_lse also
     softmax_lse float32 [batch, nheads, seqlen_q]; with return_attn_probs (out, softmax_lse, None)."""
-    if _ext is not None and not dropout_p:
-        r = _ext.forward(_ctx_ptr(ctx), 0, q, k, v, softmax_scale, causal, True, window_size, softcap,
-                         alibi_slopes, sinks, out, None, bool(return_attn_probs or return_softmax_lse))
-        if r is not _NI:
-            return (r + (None,)) if return_attn_probs else r
-    _check_common(dropout_p)
+    if dropout_p:
+        _check_common(dropout_p)
     want_lse = return_attn_probs or return_softmax_lse
+    if alibi_slopes is None or len(_arrays.shape_of(alibi_slopes, "alibi_slopes")) != 2:
+        r = _ext.forward(_ctx_ptr(ctx), 0, q, k, v, True, softmax_scale, causal, window_size, softcap,
+                         alibi_slopes, sinks, out, None, want_lse, None, None, None, False)
+        return (r + (None,)) if return_attn_probs else r
     kw = dict(softmax_scale=softmax_scale, causal=_flash_causal(causal), window_size=window_size,
               softcap=softcap, sinks=sinks, ctx=ctx)
-    slopes = (None if alibi_slopes is None
-              else np.asarray(_arrays.as_numpy(alibi_slopes, "alibi_slopes"), np.float32))
-    if slopes is not None and slopes.ndim == 2:
-        # Per-batch slopes: one call per batch element on views (no copies of q/k/v).
-        qa, ka, va = (_arrays.as_numpy(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
-        if qa.ndim != 4:
-            raise ValueError(f"q: shape {list(qa.shape)}, expected [batch, seqlen_q, nheads, headdim]")
-        _check_shape("alibi_slopes", slopes.shape, (qa.shape[0], qa.shape[2]), "[batch, nheads] or [nheads]")
-        if ka.ndim != 4 or va.ndim != 4 or ka.shape[0] != qa.shape[0] or va.shape[0] != qa.shape[0]:
-            raise ValueError(f"k: shape {list(ka.shape)}, v: shape {list(va.shape)}: expected 4-D "
-                             f"[batch={qa.shape[0]}, seqlen_k, nheads_k, headdim]")
-        if out is None:
-            out = _arrays.empty(q, qa.shape[:-1] + (va.shape[-1],), qa.dtype)
-        oa = _arrays.as_numpy(out)
-        lse = _arrays.empty(q, (qa.shape[0], qa.shape[2], qa.shape[1]), np.float32) if want_lse else None
-        la = None if lse is None else _arrays.as_numpy(lse)
-        for b in range(qa.shape[0]):
-            ops.attention(qa[b:b + 1], ka[b:b + 1], va[b:b + 1], alibi_slopes=slopes[b],
-                          out=oa[b:b + 1], lse=None if la is None else la[b:b + 1], **kw)
-        return _finish(out, lse, return_attn_probs, return_softmax_lse)
-    res = ops.attention(q, k, v, alibi_slopes=slopes, out=out, return_lse=want_lse, **kw)
-    out, lse = res if want_lse else (res, None)
+    slopes = np.asarray(_arrays.as_numpy(alibi_slopes, "alibi_slopes"), np.float32)
+    # Per-batch slopes: one call per batch element on views (no copies of q/k/v).
+    qa, ka, va = (_arrays.as_numpy(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
+    if qa.ndim != 4:
+        raise ValueError(f"q: shape {list(qa.shape)}, expected [batch, seqlen_q, nheads, headdim]")
+    _check_shape("alibi_slopes", slopes.shape, (qa.shape[0], qa.shape[2]), "[batch, nheads] or [nheads]")
+    if ka.ndim != 4 or va.ndim != 4 or ka.shape[0] != qa.shape[0] or va.shape[0] != qa.shape[0]:
+        raise ValueError(f"k: shape {list(ka.shape)}, v: shape {list(va.shape)}: expected 4-D "
+                         f"[batch={qa.shape[0]}, seqlen_k, nheads_k, headdim]")
+    if out is None:
+        out = _arrays.empty(q, qa.shape[:-1] + (va.shape[-1],), qa.dtype)
+    oa = _arrays.as_numpy(out)
+    lse = _arrays.empty(q, (qa.shape[0], qa.shape[2], qa.shape[1]), np.float32) if want_lse else None
+    la = None if lse is None else _arrays.as_numpy(lse)
+    for b in range(qa.shape[0]):
+        ops.attention(qa[b:b + 1], ka[b:b + 1], va[b:b + 1], alibi_slopes=slopes[b],
+                      out=oa[b:b + 1], lse=None if la is None else la[b:b + 1], **kw)
     return _finish(out, lse, return_attn_probs, return_softmax_lse)
 
 
@@ -255,20 +252,19 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     Returns out [total_q, nheads, headdim_v]; with return_softmax_lse also softmax_lse float32
     [nheads, total_q]; with return_attn_probs (out, softmax_lse, None). When out is allocated here, rows
     past cu_seqlens_q[-1] are zero (lse -inf); a caller's out keeps its values in those rows."""
-    if _ext is not None and not dropout_p and block_table is None and seqused_k is None:
-        r = _ext.varlen(_ctx_ptr(ctx), q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal, True,
-                        window_size, softcap, alibi_slopes, sinks, out,
-                        bool(return_attn_probs or return_softmax_lse), True)
-        if r is not _NI:
-            return (r + (None,)) if return_attn_probs else r
-    if _ext is not None and not dropout_p and block_table is not None:
-        r = _ext.varlen_paged(_ctx_ptr(ctx), q, k, v, cu_seqlens_q, cu_seqlens_k, block_table, seqused_k,
-                              softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
-                              bool(return_attn_probs or return_softmax_lse))
-        if r is not _NI:
-            return (r + (None,)) if return_attn_probs else r
-    _check_common(dropout_p)
+    if dropout_p:
+        _check_common(dropout_p)
     want_lse = return_attn_probs or return_softmax_lse
+    if block_table is None and seqused_k is None and (
+            alibi_slopes is None or len(_arrays.shape_of(alibi_slopes, "alibi_slopes")) != 2):
+        r = _ext.varlen(_ctx_ptr(ctx), q, k, v, cu_seqlens_q, cu_seqlens_k, True, softmax_scale, causal,
+                        window_size, softcap, alibi_slopes, sinks, out, None, want_lse, True, False)
+        return (r + (None,)) if return_attn_probs else r
+    if block_table is not None and (alibi_slopes is None or len(_arrays.shape_of(alibi_slopes, "alibi_slopes")) != 2):
+        r = _ext.varlen_paged(_ctx_ptr(ctx), q, k, v, cu_seqlens_q, cu_seqlens_k, block_table, seqused_k,
+                              softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out, want_lse)
+        if r is not _NI:
+            return (r + (None,)) if return_attn_probs else r
     kw = dict(softmax_scale=softmax_scale, causal=_flash_causal(causal), window_size=window_size,
               softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks, ctx=ctx)
     allocated = out is None
@@ -427,14 +423,14 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     per KV head for the whole cache, not per sequence), then its first row is used; any other shape, unequal
     rows, or an entry that is not finite and > 0 raises ValueError naming the argument. None means 1. Float
     caches ignore them (as vLLM's "auto" cache ignores k_scale/v_scale; the shapes are still checked). Per-head
-    scales run through the ctypes binding (the compiled extension takes per-tensor scales only). q_descale:
+    scales take the Python path (the compiled fast path takes per-tensor scales only). q_descale:
     attn has no fp8 queries (q is in a float dtype), so anything but None or all ones raises ValueError naming
     q_descale.
     Returns out [batch, seqlen_q, nheads, headdim_v]; with return_softmax_lse also softmax_lse float32
     [batch, nheads, seqlen_q]."""
     k_sc, v_sc = _descales(q_descale, k_descale, v_descale, q, k_cache)
-    if (_ext is not None and rotary_cos is None and rotary_sin is None and cache_leftpad is None
-            and _unit(k_sc) and _unit(v_sc)):
+    if (rotary_cos is None and rotary_sin is None and cache_leftpad is None and _unit(k_sc) and _unit(v_sc)
+            and (alibi_slopes is None or len(_arrays.shape_of(alibi_slopes, "alibi_slopes")) != 2)):
         r = _ext.kvcache(_ctx_ptr(ctx), q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table,
                          softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
                          bool(return_softmax_lse))

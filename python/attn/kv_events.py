@@ -5,19 +5,18 @@ after each layer's cache write when ``is_kv_producer``) starts a layer's transfe
 K/V are in the cache. :func:`reshape_and_cache_notify` is :func:`attn.reshape_and_cache` plus one call of
 ``on_stored(event)`` after the write, on the calling thread, before it returns; never when the write is
 rejected. ``event`` is a :class:`KVStored`: the layer id and the written rows as (block, row range) runs.
-The call goes through ctypes (the callback runs Python, so the GIL is taken around it); without a callback
-use :func:`attn.reshape_and_cache`, whose compiled-extension path stays the fast one.
+The callback runs Python, so attn._ext takes the GIL around it; without a callback use
+:func:`attn.reshape_and_cache`, whose path is the fast one.
 """
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any, Callable, Optional
 
 import numpy as np
 
-from . import _arrays, _capi
-from .ops import Array, Context, _ctx, cache_write_scales, kv_cache_tensor, reshape_and_cache_ex
+from . import _arrays
+from .ops import Array, Context, cache_write_scales, kv_cache_tensor, reshape_and_cache_ex
 from ._arrays import tensor
 
 
@@ -44,15 +43,11 @@ class KVStored:
                 f"runs={len(self.runs)}, block_ids={self.block_ids.tolist()})")
 
 
-def _event_of(ev: Any) -> KVStored:
-    e = ev.contents
-    runs = np.zeros((int(e.num_runs), 4), dtype=np.int64)
-    cursor, run, i = ctypes.c_int64(0), _capi.KVBlockRows(), 0
-    nxt = _capi.fn("attn_kv_stored_next")
-    while nxt(ev, ctypes.byref(cursor), ctypes.byref(run)) and i < len(runs):
-        runs[i] = (run.block_idx, run.row_start, run.row_end, run.token_start)
-        i += 1
-    return KVStored(int(e.layer_idx), runs[:i], int(e.num_tokens), int(e.num_written), int(e.block_size))
+def _event_of(layer_idx: int, runs: bytearray, num_runs: int, num_tokens: int, num_written: int,
+              block_size: int) -> KVStored:
+    """The KVStored of one attn_kv_stored (attn._ext copies its runs, attn_kv_stored_next, into ``runs``)."""
+    rows = np.frombuffer(runs, dtype=np.int64, count=4 * num_runs).reshape(num_runs, 4)
+    return KVStored(layer_idx, rows, num_tokens, num_written, block_size)
 
 
 def reshape_and_cache_notify(key: Array, value: Array, kv_cache: Array, slot_mapping: Array,
@@ -73,22 +68,8 @@ def reshape_and_cache_notify(key: Array, value: Array, kv_cache: Array, slot_map
     sm = tensor(_arrays.index_array(slot_mapping, "slot_mapping", np.int64), "slot_mapping")
     tk, tv = tensor(key, "key"), tensor(value, "value")
     tc = kv_cache_tensor(kv_cache, "kv_cache", True, kv_cache_dtype)
-    failure: list = []
 
-    def trampoline(_user: Any, ev: Any) -> None:  # ctypes takes the GIL around it
-        try:
-            on_stored(_event_of(ev))
-        except BaseException as e:  # noqa: BLE001 - re-raised below, after C returns
-            failure.append(e)
+    def on_event(*event: Any) -> None:  # called by attn._ext with the GIL, after the write
+        on_stored(_event_of(*event))
 
-    cb = _capi.KV_STORED_FN(trampoline)
-    nt = _capi.KVNotify(cb, None, layer)
-    if isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray):  # per-KV-head scales
-        reshape_and_cache_ex(ctx, tk, tv, tc, sm, ks, vs, nt)
-    elif fp8:
-        _capi.call("attn_reshape_and_cache_scaled_notify", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr, ks, vs,
-                   ctypes.byref(nt))
-    else:
-        _capi.call("attn_reshape_and_cache_notify", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr, ctypes.byref(nt))
-    if failure:
-        raise failure[0]
+    reshape_and_cache_ex(ctx, tk, tv, tc, sm, ks, vs, (on_event, layer))

@@ -11,7 +11,6 @@ num_tokens, num_blocks, block_size. LSE is float32, natural log.
 
 from __future__ import annotations
 
-import ctypes
 import operator
 import threading
 from typing import Any, Optional, Sequence, Tuple, Union
@@ -19,12 +18,14 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _arrays, _binding, _capi
-from ._arrays import opt_tensor, ptr, tensor
+from ._arrays import tensor
 
-# The compiled fast paths (python/attn/_ext.c) or None (ctypes only). Each returns NotImplemented for an
-# input outside its plain valid case; the ctypes code below then runs and raises its usual errors.
+
+def opt_tensor(x: Any, name: str, writable: bool = False) -> Any:
+    return None if x is None else tensor(x, name, writable)
+
+# The compiled extension (python/attn/_ext.c): the one path to libattn.
 _ext = _binding.ext
-_NI = NotImplemented
 
 Array = Any  # numpy.ndarray or a DLPack producer (torch.Tensor, ...)
 Causal = Union[bool, str, int]
@@ -40,7 +41,7 @@ _NO_WORKSPACE.flags.writeable = False
 def _aligned_workspace(nbytes: int) -> np.ndarray:
     """nbytes of zeros, 64-byte aligned (a plan's workspace)."""
     ws = np.zeros(int(nbytes) + 64, dtype=np.uint8)
-    off = (-ws.ctypes.data) % 64
+    off = (-ws.__array_interface__["data"][0]) % 64
     return ws[off:off + int(nbytes)]
 
 
@@ -52,24 +53,22 @@ class Context:
 
     def __init__(self, num_threads: Optional[int] = None, isa: Optional[str] = None):
         self._ptr = 0  # the handle as an int for attn._ext (0 = closed)
-        h = ctypes.c_void_p()
-        _capi.call("attn_ctx_create", ctypes.byref(h))
-        self._handle = h
-        self._ptr = h.value or 0
+        self._handle = None
+        self._handle = self._ptr = _capi.ext.attn_ctx_create()
         if num_threads is not None:
             self.num_threads = num_threads
         if isa is not None:
             self.isa = isa
 
     @property
-    def handle(self) -> ctypes.c_void_p:
+    def handle(self) -> int:
         if self._handle is None:
             raise ValueError("attn Context is closed")
         return self._handle
 
     @property
     def num_threads(self) -> int:
-        return int(_capi.fn("attn_ctx_num_threads")(self.handle))
+        return _capi.ext.attn_ctx_num_threads(self.handle)
 
     @num_threads.setter
     def num_threads(self, n: int) -> None:
@@ -78,16 +77,16 @@ class Context:
 
     @property
     def isa(self) -> str:
-        return _capi._s(_capi.fn("attn_ctx_isa")(self.handle))
+        return _capi.ext.attn_ctx_isa(self.handle) or ""
 
     @isa.setter
     def isa(self, name: str) -> None:
-        _capi.call("attn_ctx_set_isa", self.handle, name.encode())
+        _capi.ext.attn_ctx_set_isa(self.handle, name)
 
     def close(self) -> None:
         if getattr(self, "_handle", None) is not None:
             self._ptr = 0
-            _capi.fn("attn_ctx_destroy")(self._handle)
+            _capi.ext.attn_ctx_destroy(self._handle)
             self._handle = None
 
     def __enter__(self) -> "Context":
@@ -115,7 +114,7 @@ INT32_MAX = 2**31 - 1
 def _int_in(name: str, value: Any, lo: int, hi: int) -> int:
     """``value`` as a Python int in [lo, hi], else AttnInvalidArgumentError (a ValueError) naming ``name``
     (TypeError for a non-integer):
-    never silently wrapped into a 32-bit ctypes field."""
+    never silently wrapped into a 32-bit C field."""
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name}={value!r}: expected an integer")
     try:
@@ -149,14 +148,16 @@ def _check_ctx(ctx: Any) -> None:
         raise _arrays._type_error(f"ctx: expected an attn.Context or None, got {type(ctx).__name__}")
 
 
-def _ctx(ctx: Optional[Context]) -> ctypes.c_void_p:
+def _ctx(ctx: Optional[Context]) -> int:
     if ctx is not None:
         _check_ctx(ctx)
     return (ctx or default_context()).handle
 
 
-def _ctx_ptr(ctx: Optional[Context]) -> int:
-    """The context handle as an int for attn._ext (0 when closed: the fast path defers to ctypes)."""
+def _ctx_ptr(ctx: Optional[Context], reference: bool = False) -> int:
+    """The context handle as an int for attn._ext (0 when closed: attn._ext raises; the oracle needs none)."""
+    if reference:
+        return 0
     if ctx is None:
         ctx = getattr(_local, "ctx", None) or default_context()
     elif type(ctx) is not Context:
@@ -236,57 +237,37 @@ class Params:
                  mask: Optional[Array] = None, key_padding_mask: Optional[Array] = None,
                  additive_mask: Optional[Array] = None, k_scale: Any = None, v_scale: Any = None,
                  num_kv_heads: Optional[int] = None):
-        self.buf = _capi.new_params()
-        p = self.buf.p
-        self._keep = []
         # fp8 KV cache scales (read by the paged entries on an fp8 cache only): per tensor, or with num_kv_heads
         # also per KV head (a [num_kv_heads] array -> params.k_scales / v_scales)
-        for name, x in (("k_scale", k_scale), ("v_scale", v_scale)):
+        scales = [1.0, 1.0, None, None]
+        for i, (name, x) in enumerate((("k_scale", k_scale), ("v_scale", v_scale))):
             if x is None:
                 continue
             s = kv_scale(x, name) if num_kv_heads is None else kv_scales(x, name, num_kv_heads)
-            if isinstance(s, np.ndarray):
-                self._keep.append(s)
-                setattr(p, name + "s", s.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
-            else:
-                setattr(p, name, s)
-        p.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
-        if softmax_scale is not None and p.softmax_scale == 0.0:
+            scales[i + 2 * isinstance(s, np.ndarray)] = s
+        scale = 0.0 if softmax_scale is None else float(softmax_scale)
+        if softmax_scale is not None and scale == 0.0:
             # a zero scale (flash-attn, SDPA: uniform weights); attn_params' 0 means "default", so the smallest
             # positive float stands for it (its logits are below 2^-126: exp2 of their differences is exactly 1)
-            p.softmax_scale = _FLT_TRUE_MIN
-        p.causal = _causal_value(causal)
-        p.window_left, p.window_right = _window_value(window_size)
-        p.softcap = 0.0 if softcap is None else float(softcap)
-        if alibi_slopes is not None:
-            a = _per_head(alibi_slopes, "alibi_slopes", num_heads)
-            self._keep.append(a)
-            p.alibi_slopes = a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-        if sinks is not None:
-            s = _per_head(sinks, "sinks", num_heads)
-            self._keep.append(s)
-            p.sinks = s.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+            scale = _FLT_TRUE_MIN
+        wl, wr = _window_value(window_size)
+        alibi = None if alibi_slopes is None else _per_head(alibi_slopes, "alibi_slopes", num_heads)
+        sinks = None if sinks is None else _per_head(sinks, "sinks", num_heads)
         if mask is not None and _is_float_mask(mask):
             # torch SDPA's rule: a floating attn_mask is added to the logits, a bool one keeps keys
             if additive_mask is not None:
                 raise ValueError("mask: a float mask is additive; pass it or additive_mask=, not both")
             mask, additive_mask = None, mask
-        if mask is not None:
-            m = tensor(mask, "params.mask")
-            self._keep.append(m)
-            p.mask = ctypes.pointer(m.t)
-        if additive_mask is not None:
-            m = tensor(additive_mask, "params.additive_mask")
-            self._keep.append(m)
-            p.additive_mask = ctypes.pointer(m.t)
-        if key_padding_mask is not None:
-            m = tensor(key_padding_mask, "params.key_padding_mask")
-            self._keep.append(m)
-            p.key_padding_mask = ctypes.pointer(m.t)
+        masks = [None if m is None else tensor(m, n) for m, n in (
+            (mask, "params.mask"), (key_padding_mask, "params.key_padding_mask"),
+            (additive_mask, "params.additive_mask"))]
+        # attn_params field by field (attn._ext builds the struct from this tuple)
+        self.args = (scale, _causal_value(causal), wl, wr, 0.0 if softcap is None else float(softcap), alibi,
+                     sinks, masks[0], masks[1], masks[2], scales[0], scales[1], scales[2], scales[3])
 
     @property
-    def ptr(self) -> Any:
-        return ctypes.byref(self.buf.p)
+    def ptr(self) -> tuple:
+        return self.args
 
 
 # vLLM's kv_cache_dtype names -> attn dtype of the cache (None: the cache's own float dtype, "auto").
@@ -340,16 +321,17 @@ def _cache_num_kv_heads(kv_cache: Array) -> Optional[int]:
 
 
 def kv_cache_tensor(kv_cache: Array, name: str, writable: bool, kv_cache_dtype: Optional[str]
-                    ) -> "_arrays.TensorRef":
+                    ) -> Any:
     """The attn_tensor of a cache; a uint8 cache with an fp8 kv_cache_dtype is read as that fp8 format
     (vLLM's allocation), an ml_dtypes / torch float8 cache must match the name when one is given."""
     code = kv_cache_dtype_code(kv_cache_dtype)
     t = tensor(kv_cache, name, writable)
     if code is not None:
-        if t.t.dtype == _capi.DTYPE_U8:
-            t.t.dtype = code
-        elif t.t.dtype != code:
-            raise _arrays._type_error(f"{name}: dtype {_arrays.as_numpy(kv_cache, name).dtype} does not hold "
+        have = _arrays.NP_TO_ATTN[t.dtype]
+        if have == _capi.DTYPE_U8:
+            return (t, code)  # attn._ext reads (array, dtype) as the array retagged
+        if have != code:
+            raise _arrays._type_error(f"{name}: dtype {t.dtype} does not hold "
                                       f"kv_cache_dtype={kv_cache_dtype!r} (expected uint8 or that float8)")
     return t
 
@@ -432,23 +414,9 @@ def attention(q: Array, k: Array, v: Array, *, layout: Union[str, int] = "BSND",
     -inf hides a key; params.additive_mask); additive_mask= passes a float mask explicitly (beside a bool
     mask). key_padding_mask: bool [batch, seq_k].
     Returns out, or (out, lse) when return_lse (or lse=) is given."""
-    if _ext is not None and not reference and mask is None and key_padding_mask is None \
-            and additive_mask is None \
-            and isinstance(layout, str) and layout.lower() in _LAYOUTS:
-        r = _ext.forward(_ctx_ptr(ctx), _LAYOUTS[layout.lower()], q, k, v, softmax_scale, causal, False,
-                         window_size, softcap, alibi_slopes, sinks, out, lse,
-                         bool(return_lse or lse is not None))
-        if r is not _NI:
-            return r
-    d = _DenseCall(q, k, v, layout, out, lse, return_lse,
-                   dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
-                        softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks, mask=mask,
-                        key_padding_mask=key_padding_mask, additive_mask=additive_mask))
-    if reference:
-        _capi.call("attn_ref_forward", d.layout, *d.qkv, d.params.ptr, *d.outs)
-    else:
-        _capi.call("attn_forward", _ctx(ctx), d.layout, *d.qkv, d.params.ptr, *d.outs)
-    return d.result()
+    return _ext.forward(_ctx_ptr(ctx, reference), _layout(layout), q, k, v, False, softmax_scale, causal,
+                        window_size, softcap, alibi_slopes, sinks, out, lse, bool(return_lse or lse is not None),
+                        mask, key_padding_mask, additive_mask, reference)
 
 
 class _DenseCall:
@@ -477,11 +445,11 @@ class _DenseCall:
 
     @property
     def qkv(self) -> tuple:
-        return (self.tq.ptr, self.tk.ptr, self.tv.ptr)
+        return (self.tq, self.tk, self.tv)
 
     @property
     def outs(self) -> tuple:
-        return (self.to.ptr, ptr(self.tl))
+        return (self.to, self.tl)
 
     def result(self) -> Any:
         return _result(self.out, self.lse, self.want_lse)
@@ -498,32 +466,9 @@ def attention_varlen(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqle
     q [total_q, num_heads, head_size], k [total_k, num_kv_heads, head_size], v [total_k, num_kv_heads,
     head_size_v]; cu_seqlens_q/k int32 [batch + 1] (lists accepted). out [total_q, num_heads, head_size_v];
     lse float32 [num_heads, total_q]. Causal is bottom-right within each sequence."""
-    if _ext is not None and not reference and lse is None:
-        r = _ext.varlen(_ctx_ptr(ctx), q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal, False,
-                        window_size, softcap, alibi_slopes, sinks, out, bool(return_lse), False)
-        if r is not _NI:
-            return r
-    qa = _arrays.as_numpy(q, "q")
-    num_heads = qa.shape[1] if qa.ndim == 3 else None
-    if out is None:
-        out_shape = qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 3 else qa.shape
-        out = _out_like(q, qa, out_shape)
-    want_lse = return_lse or lse is not None
-    if want_lse and lse is None and qa.ndim == 3:
-        lse = _lse_out(q, (qa.shape[1], qa.shape[0]))
-    params = _opts(num_heads, dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
-                                   softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks))
-    cq = tensor(_arrays.index_array(cu_seqlens_q, "cu_seqlens_q"), "cu_seqlens_q")
-    ck = tensor(_arrays.index_array(cu_seqlens_k, "cu_seqlens_k"), "cu_seqlens_k")
-    tq, tk, tv = tensor(qa, "q"), tensor(k, "k"), tensor(v, "v")
-    to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
-    if reference:
-        _capi.call("attn_ref_forward_varlen", tq.ptr, tk.ptr, tv.ptr, cq.ptr, ck.ptr, params.ptr,
-                   to.ptr, ptr(tl))
-    else:
-        _capi.call("attn_forward_varlen", _ctx(ctx), tq.ptr, tk.ptr, tv.ptr, cq.ptr, ck.ptr,
-                   params.ptr, to.ptr, ptr(tl))
-    return _result(out, lse, want_lse)
+    return _ext.varlen(_ctx_ptr(ctx, reference), q, k, v, cu_seqlens_q, cu_seqlens_k, False, softmax_scale, causal,
+                       window_size, softcap, alibi_slopes, sinks, out, lse, bool(return_lse or lse is not None),
+                       False, reference)
 
 
 def merge_attn_states(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array, *,
@@ -534,22 +479,8 @@ def merge_attn_states(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array, *,
     out_a/out_b [num_tokens, num_heads, head_size]; lse_a/lse_b float32 [num_heads, num_tokens].
     lse = logaddexp(lse_a, lse_b); out = e^(lse_a-lse)*out_a + e^(lse_b-lse)*out_b. ``out`` may be
     out_a or out_b itself. Returns out, or (out, lse_out) when return_lse (or lse_out=) is given."""
-    if _ext is not None:
-        r = _ext.merge_attn_states(_ctx_ptr(ctx), out_a, lse_a, out_b, lse_b, out, lse_out,
-                                   bool(return_lse or lse_out is not None))
-        if r is not _NI:
-            return r
-    a = _arrays.as_numpy(out_a)
-    if out is None:
-        out = _out_like(out_a, a, a.shape)
-    want_lse = return_lse or lse_out is not None
-    if want_lse and lse_out is None:
-        lse_out = _lse_out(out_a, _arrays.shape_of(lse_a))
-    ta, la = tensor(a, "out_a"), tensor(lse_a, "lse_a")
-    tb, lb = tensor(out_b, "out_b"), tensor(lse_b, "lse_b")
-    to, tl = tensor(out, "out", True), opt_tensor(lse_out if want_lse else None, "lse_out", True)
-    _capi.call("attn_merge_attn_states", _ctx(ctx), ta.ptr, la.ptr, tb.ptr, lb.ptr, to.ptr, ptr(tl))
-    return _result(out, lse_out, want_lse)
+    return _ext.merge_attn_states(_ctx_ptr(ctx), out_a, lse_a, out_b, lse_b, out, lse_out,
+                                  bool(return_lse or lse_out is not None))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -566,17 +497,13 @@ def cache_write_scales(kv_cache: Array, kv_cache_dtype: Optional[str], k_scale: 
 
 def reshape_and_cache_ex(ctx: Optional[Context], tk: Any, tv: Any, tc: Any, sm: Any, ks: Any, vs: Any,
                          notify: Any = None) -> None:
-    """attn_reshape_and_cache_ex on attn_tensor refs: scales as cache_write_scales gives them (floats, or float32
-    [num_kv_heads] arrays, which must stay alive during the call), notify an optional _capi.KVNotify."""
-    o = _capi.new_cache_write_options()
-    if notify is not None:
-        o.notify = ctypes.pointer(notify)
-    for name, s in (("k_scale", ks), ("v_scale", vs)):
-        if isinstance(s, np.ndarray):
-            setattr(o, name + "s", s.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
-        else:
-            setattr(o, name, s)
-    _capi.call("attn_reshape_and_cache_ex", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr, ctypes.byref(o))
+    """attn_reshape_and_cache_ex: scales as cache_write_scales gives them (floats, or float32 [num_kv_heads]
+    arrays); notify None or (on_stored(layer_idx, runs, num_runs, num_tokens, num_written, block_size),
+    layer_idx), called once after the write (attn._ext raises its exception after the call)."""
+    per = [s if isinstance(s, np.ndarray) else None for s in (ks, vs)]
+    flt = [1.0 if p is not None else float(s) for p, s in zip(per, (ks, vs))]
+    cb, layer = notify if notify is not None else (None, 0)
+    _capi.ext.attn_reshape_and_cache_ex(_ctx(ctx), tk, tv, tc, sm, flt[0], flt[1], per[0], per[1], cb, layer)
 
 
 def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: Array, *,
@@ -591,25 +518,10 @@ def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: A
     float8 cache): stored = fp8(x / k_scale) (values: v_scale), saturating (attn_reshape_and_cache_scaled);
     scales default 1. k_scale / v_scale: a number or one-element array (per tensor), or a float array
     [num_kv_heads] (per KV head, vLLM kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]);
-    attn_reshape_and_cache_ex; through ctypes, not the compiled extension); other shapes raise ValueError
+    attn_reshape_and_cache_ex); other shapes raise ValueError
     naming the argument. For a float cache the scales are ignored, as vLLM ignores them for "auto"."""
-    fp8, ks, vs = cache_write_scales(kv_cache, kv_cache_dtype, k_scale, v_scale)
-    code = kv_cache_dtype_code(kv_cache_dtype)
-    per_head = isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray)
-    if _ext is not None and not per_head:
-        r = (_ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping) if not fp8 else
-             _ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping, code, ks, vs))
-        if r is not _NI:
-            return None
-    sm = tensor(_arrays.index_array(slot_mapping, "slot_mapping", np.int64), "slot_mapping")
-    tk, tv = tensor(key, "key"), tensor(value, "value")
-    tc = kv_cache_tensor(kv_cache, "kv_cache", True, kv_cache_dtype)
-    if per_head:
-        reshape_and_cache_ex(ctx, tk, tv, tc, sm, ks, vs)
-    elif fp8:
-        _capi.call("attn_reshape_and_cache_scaled", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr, ks, vs)
-    else:
-        _capi.call("attn_reshape_and_cache", _ctx(ctx), tk.ptr, tv.ptr, tc.ptr, sm.ptr)
+    _, ks, vs = cache_write_scales(kv_cache, kv_cache_dtype, k_scale, v_scale)
+    _ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping, kv_cache_dtype, ks, vs)
 
 
 def copy_blocks(kv_cache: Array, block_mapping: Array, *, ctx: Optional[Context] = None) -> None:
@@ -618,7 +530,7 @@ def copy_blocks(kv_cache: Array, block_mapping: Array, *, ctx: Optional[Context]
     bm = tensor(_arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2),
                 "block_mapping")
     tc = tensor(kv_cache, "kv_cache", True)
-    _capi.call("attn_copy_blocks", _ctx(ctx), tc.ptr, bm.ptr)
+    _capi.call("attn_copy_blocks", _ctx(ctx), tc, bm)
 
 
 def swap_blocks(src_cache: Array, dst_cache: Array, block_mapping: Array, *,
@@ -628,7 +540,7 @@ def swap_blocks(src_cache: Array, dst_cache: Array, block_mapping: Array, *,
     bm = tensor(_arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2),
                 "block_mapping")
     ts, td = tensor(src_cache, "src_cache"), tensor(dst_cache, "dst_cache", True)
-    _capi.call("attn_swap_blocks", _ctx(ctx), ts.ptr, td.ptr, bm.ptr)
+    _capi.call("attn_swap_blocks", _ctx(ctx), ts, td, bm)
 
 
 def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens: Array,
@@ -646,57 +558,14 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
     [num_heads, num_tokens]. causal defaults to True (bottom-right per request). An fp8 cache
     (kv_cache_dtype on a uint8 cache, or a float8 array) is dequantized inside the call with k_scale /
     v_scale (default 1; ignored for a float cache): each a number or one-element array (per tensor), or a
-    float array [num_kv_heads] (per KV head, attn_params.k_scales / v_scales; through ctypes, not the compiled
-    extension); other shapes raise ValueError naming the argument."""
-    fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
-    ks, vs = _read_scales(fp8, kv_cache, k_scale, v_scale)
-    if _ext is not None and not reference and not (isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray)):
-        if not fp8:
-            r = _ext.paged_attention(_ctx_ptr(ctx), q, kv_cache, query_start_loc, seq_lens, block_table,
-                                     softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
-                                     lse, bool(return_lse or lse is not None))
-        else:
-            r = _ext.paged_attention(_ctx_ptr(ctx), q, kv_cache, query_start_loc, seq_lens, block_table,
-                                     softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
-                                     lse, bool(return_lse or lse is not None),
-                                     kv_cache_dtype_code(kv_cache_dtype), ks, vs)
-        if r is not _NI:
-            return r
-    qa = _arrays.as_numpy(q, "q")
-    num_heads = qa.shape[1] if qa.ndim == 3 else None
-    if out is None:
-        out = _out_like(q, qa, qa.shape)
-    want_lse = return_lse or lse is not None
-    if want_lse and lse is None and qa.ndim == 3:
-        lse = _lse_out(q, (qa.shape[1], qa.shape[0]))
-    params = _opts(num_heads, dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size,
-                                   softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks,
-                                   k_scale=ks if fp8 else None, v_scale=vs if fp8 else None,
-                                   num_kv_heads=_per_head_count(ks, vs)))
-    qsl = tensor(_arrays.index_array(query_start_loc, "query_start_loc"), "query_start_loc")
-    sl = tensor(_arrays.index_array(seq_lens, "seq_lens"), "seq_lens")
-    bt = tensor(_arrays.index_array(block_table, "block_table"), "block_table")
-    tq, tc = tensor(qa, "q"), kv_cache_tensor(kv_cache, "kv_cache", False, kv_cache_dtype)
-    to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
-    if reference:
-        _capi.call("attn_ref_paged_attention", tq.ptr, tc.ptr, qsl.ptr, sl.ptr, bt.ptr, params.ptr,
-                   to.ptr, ptr(tl))
-    else:
-        _capi.call("attn_paged_attention", _ctx(ctx), tq.ptr, tc.ptr, qsl.ptr, sl.ptr, bt.ptr,
-                   params.ptr, to.ptr, ptr(tl))
-    return _result(out, lse, want_lse)
+    float array [num_kv_heads] (per KV head, attn_params.k_scales / v_scales); other shapes raise ValueError naming the argument."""
+    ks, vs = _read_scales(is_fp8_cache(kv_cache, kv_cache_dtype), kv_cache, k_scale, v_scale)
+    return _ext.paged_attention(_ctx_ptr(ctx, reference), q, kv_cache, query_start_loc, seq_lens, block_table,
+                                softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out, lse,
+                                bool(return_lse or lse is not None), kv_cache_dtype, ks, vs, reference)
 
 
 _FLT_TRUE_MIN = float(np.finfo(np.float32).smallest_subnormal)
-
-
-def _per_head_count(ks: Any, vs: Any) -> Optional[int]:
-    """num_kv_heads of the per-head scale arrays among (ks, vs) (both checked by kv_scales), None if both are
-    floats."""
-    for s in (ks, vs):
-        if isinstance(s, np.ndarray):
-            return int(s.shape[0])
-    return None
 
 
 def _read_scales(fp8: bool, kv_cache: Array, k_scale: Any, v_scale: Any) -> Tuple[Any, Any]:
@@ -712,7 +581,7 @@ def _read_scales(fp8: bool, kv_cache: Array, k_scale: Any, v_scale: Any) -> Tupl
 
 def _int64_arg(v: Any, name: str) -> int:
     """An integer argument stored in a C int64 field: an int (or NumPy integer) inside int64, else the family's
-    TypeError / OverflowError naming it (ctypes would truncate a float and wrap 2**64 + 3 around to 3)."""
+    TypeError / OverflowError naming it (never truncated or wrapped around into the C field)."""
     if isinstance(v, bool) or not hasattr(v, "__index__"):
         raise _arrays._type_error(f"{name}: expected an integer, got {type(v).__name__}")
     i = v.__index__()
@@ -732,20 +601,14 @@ def _int32_arg(v: Any, name: str) -> int:
 def _plan_config(num_blocks: int, block_size: int, num_heads: int, num_kv_heads: int, head_size: int,
                  max_blocks_per_req: int, num_speculative_tokens: int = 0, chunked_prefill_enabled: bool = True,
                  spec_method_mtp: bool = False) -> Any:
-    """attn_plan_config of a Plan's keywords (each value range-checked into its C field)."""
-    cfg = _capi.new_plan_config()
-    c = cfg.c
-    c.num_blocks, c.block_size = _int32_arg(num_blocks, "num_blocks"), _int32_arg(block_size, "block_size")
-    c.num_heads, c.num_kv_heads = _int32_arg(num_heads, "num_heads"), _int32_arg(num_kv_heads, "num_kv_heads")
-    c.head_size = _int32_arg(head_size, "head_size")
-    c.max_blocks_per_req = _int32_arg(max_blocks_per_req, "max_blocks_per_req")
-    c.num_speculative_tokens = _int32_arg(num_speculative_tokens, "num_speculative_tokens")
-    c.chunked_prefill_enabled = int(bool(chunked_prefill_enabled))
-    c.spec_method_mtp = int(bool(spec_method_mtp))
-    return cfg
+    """attn_plan_config of a Plan's keywords: its int32 fields in declaration order (each range-checked)."""
+    return (_int32_arg(num_blocks, "num_blocks"), _int32_arg(block_size, "block_size"),
+            _int32_arg(num_heads, "num_heads"), _int32_arg(num_kv_heads, "num_kv_heads"),
+            _int32_arg(head_size, "head_size"), _int32_arg(max_blocks_per_req, "max_blocks_per_req"),
+            _int32_arg(num_speculative_tokens, "num_speculative_tokens"), int(bool(chunked_prefill_enabled)),
+            int(bool(spec_method_mtp)))
 
 
-_PLAN_INFO_OFFSETS = {f: getattr(_capi.PlanInfo, f).offset for f, _ in _capi.PlanInfo._fields_}
 _iota_caches = {np.dtype(np.int32): np.arange(1 << 12, dtype=np.int32)}
 
 
@@ -760,12 +623,12 @@ def _iota(n: int, dtype: Any = np.int32) -> np.ndarray:
     return cache[:n]
 
 
-# attn_request as a NumPy record (Plan._of_arrays fills a whole ctypes request array in one assignment per field)
-_REQUEST_DTYPE = np.dtype({
-    "names": [f for f, _ in _capi.Request._fields_],
-    "formats": [np.uintp if issubclass(t, ctypes._Pointer) else np.dtype(t) for _, t in _capi.Request._fields_],
-    "offsets": [getattr(_capi.Request, f).offset for f, _ in _capi.Request._fields_],
-    "itemsize": ctypes.sizeof(_capi.Request)})
+# attn_request as a NumPy record (the plan's requests are one array of them; attn._ext gives the layout)
+_REQUEST_FIELDS = {"num_computed_tokens": np.int64, "num_scheduled_tokens": np.int64, "num_spec_tokens": np.int64,
+                   "kind": np.int32, "block_ids": np.uintp, "num_block_ids": np.int64, "encoder_len": np.int64}
+_REQUEST_DTYPE = np.dtype({"names": list(_REQUEST_FIELDS), "formats": list(_REQUEST_FIELDS.values()),
+                           "offsets": [_capi.ext.REQUEST_LAYOUT[f] for f in _REQUEST_FIELDS],
+                           "itemsize": _capi.ext.REQUEST_LAYOUT["itemsize"]})
 
 
 class PlanRequest:
@@ -811,16 +674,12 @@ class Plan:
         cfg = _plan_config(num_blocks, block_size, num_heads, num_kv_heads, head_size, max_blocks_per_req,
                            num_speculative_tokens, chunked_prefill_enabled, spec_method_mtp)
         n = len(requests)
-        reqs = (_capi.Request * max(n, 1))()
+        reqs = np.zeros(max(n, 1), _REQUEST_DTYPE)
         for i, r in enumerate(requests):
-            reqs[i].num_computed_tokens = r.num_computed_tokens
-            reqs[i].num_scheduled_tokens = r.num_scheduled_tokens
-            reqs[i].num_spec_tokens = r.num_spec_tokens
-            reqs[i].kind = PlanRequest.KINDS[r.kind]
-            reqs[i].block_ids = (r.block_ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
-                                 if r.block_ids.size else None)
-            reqs[i].num_block_ids = int(r.block_ids.size)
-            reqs[i].encoder_len = r.encoder_len
+            reqs[i] = (r.num_computed_tokens, r.num_scheduled_tokens, r.num_spec_tokens, PlanRequest.KINDS[r.kind],
+                       r.block_ids.__array_interface__["data"][0] if r.block_ids.size else 0,
+                       int(r.block_ids.size), r.encoder_len)
+        self._keep = requests  # the block ids the records point at
         self._create(cfg, reqs, n, sum(r.num_scheduled_tokens for r in requests))
 
     @classmethod
@@ -828,7 +687,7 @@ class Plan:
                    block_table: np.ndarray, num_block_ids: np.ndarray, encoder_len: Optional[np.ndarray],
                    config: Any) -> "Plan":
         """The plan of ``len(num_scheduled_tokens)`` requests of one ``kind`` given as integer arrays, without
-        a PlanRequest object per request (what an engine step passes: attn.vllm_backend's builder):
+        a PlanRequest object per request (what an engine step passes: attn.vllm.backend's builder):
         request r is PlanRequest(num_computed_tokens[r], num_scheduled_tokens[r], block_table[r,
         :num_block_ids[r]], kind=kind, encoder_len=encoder_len[r] or 0). block_table is an int32 array
         [num_reqs, width] (num_block_ids[r] <= width). ``config``: _plan_config of the constructor's
@@ -843,9 +702,8 @@ class Plan:
             np.ascontiguousarray(block_table, dtype=np.int32)
         if bt.ndim != 2 or bt.shape[0] < n or len(num_block_ids) != n or (n and num_block_ids.max() > bt.shape[1]):
             raise ValueError(f"block_table: shape {bt.shape} does not hold {n} rows of num_block_ids")
-        reqs = (_capi.Request * max(n, 1))()
+        reqs = v = np.zeros(max(n, 1), _REQUEST_DTYPE)
         if n:
-            v = np.frombuffer(reqs, dtype=_REQUEST_DTYPE)
             v["num_computed_tokens"] = num_computed_tokens
             v["num_scheduled_tokens"] = num_scheduled_tokens
             v["kind"] = PlanRequest.KINDS[kind]
@@ -859,44 +717,31 @@ class Plan:
 
     def _create(self, cfg: Any, reqs: Any, n: int, expected_tokens: int) -> None:
         """attn_plan_create on the filled requests, then the plan's info as NumPy copies."""
-        c = cfg.c
-        h = ctypes.c_void_p()
-        _capi.call("attn_plan_create", ctypes.byref(c), reqs, n, ctypes.byref(h))
-        self._plan = h
-        self._ptr = h.value or 0
-        self.num_heads, self.num_kv_heads, self.head_size = c.num_heads, c.num_kv_heads, c.head_size
-        info = _capi.PlanInfoBuffer()
-        _capi.call("attn_plan_get_info", h, ctypes.byref(info.i))
-        i = info.i
+        h = _capi.ext.attn_plan_create(cfg, reqs, n)
+        self._plan = self._ptr = h
+        self.num_heads, self.num_kv_heads, self.head_size = cfg[2], cfg[3], cfg[4]
+        i = _capi.ext.attn_plan_get_info(h)
 
         def arr(field: str, count: int, dtype: Any) -> np.ndarray:
-            # one copy of count elements at the field's address (np.ctypeslib.as_array costs ~5 us a call)
-            addr = ctypes.c_void_p.from_buffer(i, _PLAN_INFO_OFFSETS[field]).value
-            if count == 0 or not addr:
-                return np.zeros(count, dtype=dtype)
-            nbytes = count * np.dtype(dtype).itemsize
-            return np.frombuffer((ctypes.c_char * nbytes).from_address(addr), dtype=dtype).copy()
+            return np.frombuffer(i[field], dtype=dtype, count=count) if count else np.zeros(0, dtype)
 
         for f in ("num_reqs", "num_tokens", "num_decodes", "num_decode_tokens", "num_prefills",
                   "num_prefill_tokens", "attn_state", "decode_threshold", "max_query_len",
                   "max_seq_len", "num_work_blocks", "num_split_items", "workspace_size"):
-            setattr(self, f, int(getattr(i, f)))
+            setattr(self, f, i[f])
         nr, nt = self.num_reqs, self.num_tokens
-        if (nr != n or nt != expected_tokens or i.max_blocks_per_req != c.max_blocks_per_req
-                or self.workspace_size != int(_capi.fn("attn_plan_workspace_size")(h))):
-            raise RuntimeError("attn_plan_info layout differs from attn/_capi.py PlanInfo: the Python "
-                               "declarations are out of date with include/attn/attn.h")
+        if nr != n or nt != expected_tokens:
+            raise RuntimeError("attn_plan_create planned another batch than the one given")
         self.query_start_loc = arr("query_start_loc", nr + 1, np.int32)
         self.seq_lens = arr("seq_lens", nr, np.int32)
         self.slot_mapping = arr("slot_mapping", nt, np.int64)
-        self.block_table = arr("block_table", nr * c.max_blocks_per_req, np.int32).reshape(
-            nr, c.max_blocks_per_req)
+        self.block_table = arr("block_table", nr * cfg[5], np.int32).reshape(nr, cfg[5])
         self.kinds = arr("kinds", nr, np.int32)
         self.req_order = arr("req_order", nr, np.int32)
         self.token_src = arr("token_src", nt, np.int32)
         self.identity_order = bool((self.token_src == _iota(nt)).all())
         self._workspace = _aligned_workspace(self.workspace_size) if self.workspace_size else _NO_WORKSPACE
-        self._ws_ptr = self._workspace.ctypes.data if self.workspace_size else 0
+        self._ws_ptr = self._workspace.__array_interface__["data"][0] if self.workspace_size else 0
         self._ws_size = int(self.workspace_size)
         # The plan's own workspace serves one forward at a time: a forward on another thread while it is in use
         # (several contexts over one plan, as the C API allows with one workspace each) gets a temporary one.
@@ -916,11 +761,11 @@ class Plan:
         paged_attention."""
         own = self._ws_lock.acquire(blocking=False)  # False: another thread's forward holds the plan's workspace
         try:
-            if own:  # the plan's workspace: its address was taken once (ndarray.ctypes costs ~1 us a call)
+            if own:  # the plan's workspace: its address was taken once 
                 ws_ptr, ws_size = self._ws_ptr, self._ws_size
             else:  # a temporary one, alive in `ws` until the call returns
                 ws = _aligned_workspace(self._ws_size)
-                ws_ptr, ws_size = (ws.ctypes.data if ws.size else 0), int(ws.size)
+                ws_ptr, ws_size = (ws.__array_interface__["data"][0] if ws.size else 0), int(ws.size)
             return self._forward(ws_ptr, ws_size, q, kv_cache, key, value, softmax_scale, causal, window_size, softcap,
                                  alibi_slopes, sinks, out, lse, return_lse, kv_cache_dtype, k_scale, v_scale, ctx)
         finally:
@@ -932,41 +777,13 @@ class Plan:
                  softcap: float, alibi_slopes: Optional[Array], sinks: Optional[Array], out: Optional[Array],
                  lse: Optional[Array], return_lse: bool, kv_cache_dtype: Optional[str], k_scale: Any,
                  v_scale: Any, ctx: Optional[Context]) -> Any:
-        fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
-        ks, vs = _read_scales(fp8, kv_cache, k_scale, v_scale)
-        if _ext is not None and not (isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray)):
-            if not fp8:
-                r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,
-                                       softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
-                                       lse, bool(return_lse or lse is not None), ws_ptr, ws_size)
-            else:
-                r = _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value,
-                                       softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out,
-                                       lse, bool(return_lse or lse is not None), ws_ptr, ws_size,
-                                       kv_cache_dtype_code(kv_cache_dtype), ks, vs)
-            if r is not _NI:
-                return r
-        qa = _arrays.as_numpy(q, "q")
-        if out is None:
-            out = _out_like(q, qa, qa.shape)
-        want_lse = return_lse or lse is not None
-        if want_lse and lse is None and qa.ndim == 3:
-            lse = _lse_out(q, (qa.shape[1], qa.shape[0]))
-        params = _opts(self.num_heads, dict(softmax_scale=softmax_scale, causal=causal,
-                                            window_size=window_size, softcap=softcap,
-                                            alibi_slopes=alibi_slopes, sinks=sinks,
-                                            k_scale=ks if fp8 else None, v_scale=vs if fp8 else None,
-                                            num_kv_heads=_per_head_count(ks, vs)))
-        tq, tc = tensor(qa, "q"), kv_cache_tensor(kv_cache, "kv_cache", False, kv_cache_dtype)
-        tk = None if key is None else kv_cache_tensor(key, "key", False, kv_cache_dtype)
-        tv = None if value is None else kv_cache_tensor(value, "value", False, kv_cache_dtype)
-        to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
-        _capi.call("attn_forward_paged", _ctx(ctx), self.handle, tq.ptr, ptr(tk), ptr(tv), tc.ptr,
-                   params.ptr, to.ptr, ptr(tl), ws_ptr or None, ws_size)
-        return _result(out, lse, want_lse)
+        ks, vs = _read_scales(is_fp8_cache(kv_cache, kv_cache_dtype), kv_cache, k_scale, v_scale)
+        return _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value, softmax_scale,
+                                  causal, window_size, softcap, alibi_slopes, sinks, out, lse,
+                                  bool(return_lse or lse is not None), ws_ptr, ws_size, kv_cache_dtype, ks, vs)
 
     @property
-    def handle(self) -> ctypes.c_void_p:
+    def handle(self) -> int:
         if self._plan is None:
             raise ValueError("attn Plan is freed")
         return self._plan
@@ -974,7 +791,7 @@ class Plan:
     def free(self) -> None:
         if getattr(self, "_plan", None) is not None:
             self._ptr = 0
-            _capi.fn("attn_plan_free")(self._plan)
+            _capi.ext.attn_plan_free(self._plan)
             self._plan = None
 
     def __del__(self) -> None:  # pragma: no cover
@@ -988,7 +805,7 @@ class Plan:
 # Info
 # ------------------------------------------------------------------------------------------------
 def info() -> dict:
-    """Library facts: version, library path, Python binding ("ext" = the compiled attn._ext, or "ctypes")
+    """Library facts: version, library path, Python binding ("ext": the compiled attn._ext, the only one)
     and the extension's path, compiled ISAs (and which run here), CPU features, the
     default context's ISA and thread count, and which optional C entries this libattn exports."""
     ctx = default_context()
@@ -997,4 +814,4 @@ def info() -> dict:
                 extension=_binding.path, isas=names,
                 isas_available=[n for n in names if _capi.isa_available(n)],
                 isa=ctx.isa, num_threads=ctx.num_threads, cpu_features=_capi.cpu_features(),
-                entries={n: _capi.has(n) for n in _capi._SIGNATURES})
+                entries={n: True for n in _capi.ENTRIES})

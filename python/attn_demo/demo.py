@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 import attn
-from attn import backend as _backend
+from attn_demo import backend as _backend
 from attn_demo._progress import Progress
 
 COSINE_MIN = 0.9999
@@ -198,7 +198,7 @@ def run_llama(log: Callable, ctx: Optional[attn.Context] = None, verbose: bool =
     n = int(fx["max_new_tokens"])
     log(f"[llama] {len(prompts)} prompts ({min(map(len, prompts))}-{max(map(len, prompts))} tokens), "
         f"{n} greedy tokens each; engine: block_size {block_size}, max_running {max_running}, "
-        f"token_budget {token_budget} (chunked prefill), backend {attn.backend.AttnBackend.get_name()}")
+        f"token_budget {token_budget} (chunked prefill), backend {_backend.AttnBackend.get_name()}")
 
     # the bar counts tokens through the model: every prompt token once, then one per generated token
     total_tokens = sum(map(len, prompts)) + len(prompts) * (n - 1)

@@ -1,7 +1,7 @@
 """``make run-vllm`` (``python -m attn_demo.vllm_run``): attn inside real vLLM.
 
 Serves SmolLM2-135M-Instruct through ``vllm.LLM`` twice, once with attn as the CPU attention backend (the
-``vllm.general_plugins`` entry point of attn.vllm_backend) and once with vLLM's own CPU backend
+``vllm.general_plugins`` entry point attn.vllm:register) and once with vLLM's own CPU backend
 (``ATTN_VLLM=0``), on the same prompts with greedy sampling, then prints both texts and whether the tokens are
 identical. The throughput that follows alternates fresh engines -- attn, vLLM, attn, vLLM, ... ``--rounds`` each
 (default 3) -- so that a change of the machine's load hits both alike, and reports per case the median over the

@@ -131,22 +131,17 @@ def to_dtype(x, name):
 
 
 def set_ext(monkeypatch, value):
-    """Every module that bound attn._ext at import (ops, flash, vllm_ops) sees ``value`` (None: ctypes)."""
-    from attn import flash, ops, vllm_ops
+    """Every module that bound attn._ext at import (ops, flash, vllm_ops) sees ``value`` (a spy on it)."""
+    from attn import flash, ops
+    from attn.vllm import ops as vllm_ops
 
     for mod in (ops, flash, vllm_ops):
         monkeypatch.setattr(mod, "_ext", value)
 
 
-@pytest.fixture(params=["ext", "ctypes"])
-def binding(request, monkeypatch):
-    """Runs a test through the compiled extension and through the ctypes binding."""
-    from attn import ops
-
-    if request.param == "ctypes":
-        set_ext(monkeypatch, None)
-    elif ops._ext is None:
-        pytest.skip("attn._ext is not built")
+@pytest.fixture(params=["ext"])
+def binding(request):
+    """The binding a test runs through: the compiled extension, the only one."""
     return request.param
 
 

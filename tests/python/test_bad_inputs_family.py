@@ -2,12 +2,10 @@
 
 Every case below is a wrong dtype, a non-contiguous array where the C library needs a contiguous last
 dimension, a list where an array is needed (an output, or an input whose values become float64), a read-only
-output or cache, or a wrong shape. Each runs twice in one process: through the compiled binding attn._ext and
-with it switched off (the ctypes binding, what ATTN_PY_BACKEND=ctypes selects). Both must raise the same
-attn.AttnError subclass (AttnInvalidArgumentError, a ValueError; AttnTypeError for a wrong type or dtype, also
+output or cache, or a wrong shape. Each runs through the compiled binding attn._ext (the only one), which must
+raise an attn.AttnError subclass (AttnInvalidArgumentError, a ValueError; AttnTypeError for a wrong type or dtype, also
 a TypeError) with the same text, whose ``message`` has the C library's style "<argument>: <what is wrong>"
 (e.g. "out: array is read-only", "valid_kv_length=8 is outside 0..seq_k=7"), and must leave every output and cache as it was.
-Without the extension the ctypes half still runs.
 """
 
 import re
@@ -17,7 +15,6 @@ import pytest
 
 import attn
 from attn import _binding, diffusion
-from conftest import set_ext
 
 EXT = _binding.ext
 D = 16
@@ -138,19 +135,15 @@ def _cases():
 
 
 CASES = _cases()
-BINDINGS = ["ctypes"] + (["ext"] if EXT is not None else [])
+BINDINGS = ["ext"]
 
 
 def _run(monkeypatch, name, binding):
     make, call, exc, msg = CASES[name]
-    set_ext(monkeypatch, EXT if binding == "ext" else None)
     watched = make()
     before = {key: np.array(a, copy=True) for key, a in watched.items()}
-    try:
-        with pytest.raises(attn.AttnError) as info:
-            call(watched)
-    finally:
-        set_ext(monkeypatch, EXT)
+    with pytest.raises(attn.AttnError) as info:
+        call(watched)
     e = info.value
     assert isinstance(e, attn.AttnInvalidArgumentError) and isinstance(e, exc), (binding, type(e), e)
     assert e.status_name == "ATTN_STATUS_INVALID_ARGUMENT"
@@ -166,12 +159,6 @@ def _run(monkeypatch, name, binding):
 @pytest.mark.parametrize("binding", BINDINGS)
 def test_bad_input_raises_the_family(monkeypatch, name, binding):
     _run(monkeypatch, name, binding)
-
-
-@pytest.mark.skipif(EXT is None, reason=f"attn._ext not loaded ({_binding.reason})")
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_both_bindings_raise_the_same(monkeypatch, name):
-    assert _run(monkeypatch, name, "ext") == _run(monkeypatch, name, "ctypes")
 
 
 def test_every_kind_is_covered():

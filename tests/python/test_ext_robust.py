@@ -1,18 +1,18 @@
 """Bad arguments straight into the compiled binding attn._ext (python/attn/_ext.c) and through the public
-wrappers that fall back to ctypes: every call returns (a result, or NotImplemented from the extension) or
+wrappers: every call returns (a result, or NotImplemented from the two entries that keep a general path) or
 raises an ordinary Python exception. Never SystemError (a C function that returned with an exception set, or
 set one and returned a result), never a crash or an out-of-bounds read.
 
-  - per-head arrays (alibi_slopes, sinks) are checked against q's heads, which libattn reads; a num_heads
-    argument of attn._ext.forward_paged that disagrees with q is left to the general path;
+  - per-head arrays (alibi_slopes, sinks) are checked against q's heads, which libattn reads, whatever the
+    num_heads argument of attn._ext.forward_paged says; per-KV-head fp8 scales against the cache's kv heads;
   - a failing truth value (NumPy arrays, objects whose __bool__ raises) of want_lse propagates;
   - DLPack tensors crafted here with ctypes (a DLManagedTensor in a "dltensor" capsule): data = NULL (legal only
     without elements), strides = NULL with sizes whose product overflows int64, negative sizes;
   - a seeded random-argument driver over every entry (wrong dtypes, negative / zero strides, empty and huge
     views, overlapping outputs, raising __bool__ / __dlpack__, bad scalars).
 
-The ctx / plan / workspace handles stay valid throughout: they are raw addresses the package itself passes
-(as ctypes would), not arguments a caller of attn's public API hands over.
+The ctx / plan / workspace handles stay valid throughout: they are raw addresses the package itself passes,
+not arguments a caller of attn's public API hands over.
 
 Under AddressSanitizer the same tests also show that nothing is read or written out of bounds: a sanitizer build
 of libattn (cmake -DATTN_SANITIZE="address;undefined"), the extension compiled by hand next to it with the same
@@ -29,8 +29,7 @@ import numpy as np
 import pytest
 
 import attn
-from attn import _binding, _capi, flash
-from attn._arrays import _DLTensor
+from attn import _binding, flash
 from conftest import DLPackOnly
 
 EXT = _binding.ext
@@ -39,8 +38,22 @@ H, HKV, D, BS, NB = 4, 2, 16, 8, 4
 
 
 # ------------------------------------------------------------------------------------------------
-# DLPack tensors crafted by hand (the DLTensor layout of attn._arrays, which reads them on the ctypes path)
+# DLPack tensors crafted by hand (dlpack.h's DLTensor, which attn._ext reads)
 # ------------------------------------------------------------------------------------------------
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
 class _DLManaged(ctypes.Structure):
     _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
 
@@ -142,34 +155,37 @@ def _inputs(rng):
 
 def _calls(x, ctx):
     """{entry: (function, argument list, index of want_lse or None)} of valid calls (the public wrappers'
-    argument order; "_fp8": with the kv_cache_dtype code, k_scale, v_scale of a uint8 fp8 cache)."""
-    c, p, e4m3 = ctx._ptr, x["plan"], _capi.DTYPE_FP8_E4M3
+    argument order; "_fp8": with the kv_cache_dtype name, k_scale, v_scale of a uint8 fp8 cache)."""
+    c, p, e4m3 = ctx._ptr, x["plan"], "fp8_e4m3"
     return {
         "paged_attention": (EXT.paged_attention, [c, x["q3"], x["kv"], x["qsl"], x["sl"], x["bt"], None, True,
-                                                  None, 0.0, None, None, None, None, False], 14),
+                                                  None, 0.0, None, None, None, None, False, None, None, None,
+                                                  False], 14),
         "paged_attention_fp8": (EXT.paged_attention, [c, x["q3"], x["kv8"], x["qsl"], x["sl"], x["bt"], None,
                                                       True, None, 0.0, None, None, None, None, False, e4m3, 1.0,
-                                                      1.0], 14),
+                                                      1.0, False], 14),
         "forward_paged": (EXT.forward_paged, [c, p._ptr, H, x["q3"], x["kv"], None, None, None, True, None, 0.0,
-                                              None, None, None, None, False, p._ws_ptr, p._ws_size], 15),
+                                              None, None, None, None, False, p._ws_ptr, p._ws_size, None, None,
+                                              None], 15),
         "forward_paged_fp8": (EXT.forward_paged, [c, p._ptr, H, x["q3"], x["kv8"], None, None, None, True, None,
                                                   0.0, None, None, None, None, False, p._ws_ptr, p._ws_size, e4m3,
                                                   1.0, 1.0], 15),
         "merge_attn_states": (EXT.merge_attn_states, [c, x["oa"], x["la"], x["ob"], x["lb"], None, None,
                                                       False], 7),
-        "forward": (EXT.forward, [c, 0, x["q4"], x["k4"], x["v4"], None, True, False, None, 0.0, None, None, None,
-                                  None, False], 14),
-        "varlen": (EXT.varlen, [c, x["q3"], x["k3"], x["v3"], x["cuq"], x["cuk"], None, True, False, None, 0.0,
-                                None, None, None, False, False], 14),
+        "forward": (EXT.forward, [c, 0, x["q4"], x["k4"], x["v4"], False, None, True, None, 0.0, None, None, None,
+                                  None, False, None, None, None, False], 14),
+        "varlen": (EXT.varlen, [c, x["q3"], x["k3"], x["v3"], x["cuq"], x["cuk"], False, None, True, None, 0.0,
+                                None, None, None, None, False, False, False], 15),
         "kvcache": (EXT.kvcache, [c, x["qk"], x["kvc"][0], x["kvc"][1], None, None, 3, None, None, None, True,
                                   None, 0.0, None, None, None, False], 16),
         "varlen_paged": (EXT.varlen_paged, [c, x["q3"], x["kv"][0], x["kv"][1], x["cuq2"], x["cuk2"], x["bt"],
                                             None, None, True, None, 0.0, None, None, None, False], 15),
-        "reshape_and_cache": (EXT.reshape_and_cache, [c, x["k3"][:3], x["v3"][:3], x["kvw"], x["slots"]], None),
+        "reshape_and_cache": (EXT.reshape_and_cache, [c, x["k3"][:3], x["v3"][:3], x["kvw"], x["slots"], None,
+                                                      None, None], None),
         "reshape_and_cache_fp8": (EXT.reshape_and_cache, [c, x["k3"][:3], x["v3"][:3], x["kvw8"], x["slots"],
                                                           e4m3, 1.0, 1.0], None),
         "vllm_reshape_and_cache": (EXT.vllm_reshape_and_cache, [c, x["k3"][:3], x["v3"][:3], x["kvw"][0],
-                                                                x["kvw"][1], x["slots"]], None),
+                                                                x["kvw"][1], x["slots"], None, None, None], None),
     }
 
 
@@ -207,6 +223,21 @@ def test_want_lse_truth_value_error_propagates(entry, flag, rng, ctx1):
     assert fn(*args) is not NotImplemented
 
 
+@needs_ext
+@pytest.mark.parametrize("entry,ref", [("paged_attention", 18), ("forward", 18), ("varlen", 17)])
+def test_two_raising_truth_values_raise_once(entry, ref, rng, ctx1):
+    """want_lse and reference whose truth values both raise: the second was asked while the first one's
+    exception was pending (SystemError "returned a result with an exception set"). Now the first error
+    is raised and the second flag is not read."""
+    x = _inputs(rng)
+    fn, args, i = _calls(x, ctx1)[entry]
+    bad = list(args)
+    bad[i], bad[ref] = _BoolRaises(), _BoolRaises()
+    with pytest.raises(RuntimeError, match="no truth value"):
+        fn(*bad)
+    assert fn(*args) is not NotImplemented
+
+
 def test_public_entries_raise_the_truth_value_error(rng, ctx1):
     """Every public entry with a return_lse-like flag raises NumPy's ValueError for an array flag."""
     x = _inputs(rng)
@@ -234,23 +265,27 @@ def test_public_entries_raise_the_truth_value_error(rng, ctx1):
 @needs_ext
 def test_forward_paged_per_head_arrays_follow_q_not_num_heads(rng, ctx1):
     """A 4-head plan and q, num_heads=1 and a 1-entry ALiBi array: the extension checked the array against
-    num_heads and libattn read 4 slopes from it (a heap out-of-bounds read). It is now checked against q's
-    heads: NotImplemented, and the general path names the argument."""
+    num_heads and libattn read 4 slopes from it (a heap out-of-bounds read). Now an array sized for a
+    num_heads other than q's heads is never handed to libattn: a ValueError naming the arguments."""
     x = _inputs(rng)
     p = x["plan"]
     one = np.ones(1, np.float32)
-    for al, si in ((one, None), (None, one)):
-        r = EXT.forward_paged(ctx1._ptr, p._ptr, 1, x["q3"], x["kv"], None, None, None, True, None, 0.0, al, si,
-                              None, None, False, p._ws_ptr, p._ws_size)
-        assert r is NotImplemented
-    # num_heads that disagrees with q (whatever the arrays): the general path's error
+    for al, si, name in ((one, None, "alibi_slopes"), (None, one, "sinks")):
+        with pytest.raises(ValueError, match=f"num_heads=1 is not q's {H} heads.*{name}"):
+            EXT.forward_paged(ctx1._ptr, p._ptr, 1, x["q3"], x["kv"], None, None, None, True, None, 0.0, al, si,
+                              None, None, False, p._ws_ptr, p._ws_size, None, None, None)
+    # num_heads that disagrees with q (no arrays): libattn checks q against the plan itself
     assert EXT.forward_paged(ctx1._ptr, p._ptr, 1, x["q3"], x["kv"], None, None, None, True, None, 0.0, None,
-                             None, None, None, False, p._ws_ptr, p._ws_size) is NotImplemented
+                             None, None, None, False, p._ws_ptr, p._ws_size, None, None, None) is not NotImplemented
     with pytest.raises(ValueError, match="alibi_slopes"):
         p.forward(x["q3"], x["kv"], alibi_slopes=one, ctx=ctx1)
-    # the right length for q's heads still runs in the extension and equals the ctypes path
+    # per-KV-head fp8 scales of the wrong length: refused before libattn reads one per kv head
+    with pytest.raises(ValueError, match="k_scale"):
+        EXT.forward_paged(ctx1._ptr, p._ptr, H, x["q3"], x["kv8"], None, None, None, True, None, 0.0, None, None,
+                          None, None, False, p._ws_ptr, p._ws_size, "fp8_e4m3", one, None)
+    # the right length for q's heads runs and equals paged_attention
     got = EXT.forward_paged(ctx1._ptr, p._ptr, H, x["q3"], x["kv"], None, None, None, True, None, 0.0,
-                            x["slopes"], None, None, None, False, p._ws_ptr, p._ws_size)
+                            x["slopes"], None, None, None, False, p._ws_ptr, p._ws_size, None, None, None)
     assert got is not NotImplemented
     ref = attn.paged_attention(x["q3"], x["kv"], x["qsl"], np.array([5, 2], np.int32),
                                np.array([[0, 0], [2, 0]], np.int32), alibi_slopes=x["slopes"], ctx=ctx1)
@@ -294,7 +329,7 @@ def test_dlpack_null_data_without_elements_is_accepted(rng, ctx1):
         c = ctx1._ptr
         r = EXT.paged_attention(c, Crafted((0, H, D), data=None), x["kv"], np.zeros(1, np.int32),
                                 np.zeros(0, np.int32), np.zeros((0, 1), np.int32), None, True, None, 0.0, None, None,
-                                None, None, False)
+                                None, None, False, None, None, None, False)
         assert r is not NotImplemented and r.shape == (0, H, D)
 
 
@@ -310,10 +345,13 @@ def test_dlpack_default_strides_that_overflow_are_refused(entry, rng, ctx1):
             attn.paged_attention(huge, x["kv"], x["qsl"], x["sl"], x["bt"], ctx=ctx1)
         else:
             flash.flash_attn_with_kvcache(huge, x["kvc"][0], x["kvc"][1], cache_seqlens=3, ctx=ctx1)
-    if EXT is not None:
-        fn, args, _ = _calls(x, ctx1)[entry]
-        args[1] = huge
+    fn, args, _ = _calls(x, ctx1)[entry]
+    args[1] = huge
+    if entry == "kvcache":  # (the entry that keeps a general path)
         assert fn(*args) is NotImplemented
+    else:
+        with pytest.raises(OverflowError, match=r"\bq: DLPack tensor shape"):
+            fn(*args)
 
 
 def test_dlpack_malformed_tensors_raise_naming_the_argument(rng, ctx1):
@@ -326,9 +364,9 @@ def test_dlpack_malformed_tensors_raise_naming_the_argument(rng, ctx1):
     for t, exc, msg in cases:
         with pytest.raises(exc, match=r"\b" + msg):
             attn.paged_attention(t, x["kv"], x["qsl"], x["sl"], x["bt"], ctx=ctx1)
-        if EXT is not None:
-            assert EXT.paged_attention(ctx1._ptr, t, x["kv"], x["qsl"], x["sl"], x["bt"], None, True, None, 0.0,
-                                       None, None, None, None, False) is NotImplemented
+        with pytest.raises(exc, match=r"\b" + msg):
+            EXT.paged_attention(ctx1._ptr, t, x["kv"], x["qsl"], x["sl"], x["bt"], None, True, None, 0.0,
+                                None, None, None, None, False, None, None, None, False)
 
 
 # ------------------------------------------------------------------------------------------------

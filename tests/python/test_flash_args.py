@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import attn
-from attn import vllm_ops
+from attn.vllm import ops as vllm_ops
 from conftest import HAVE_ML_DTYPES, needs_ml_dtypes, needs_torch
 
 

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 import attn
-from attn import _binding, kv_events, ops, vllm_ops
+from attn import _binding, kv_events, ops
+from attn.vllm import ops as vllm_ops
 
 from conftest import ROOT, np_attend
 
@@ -329,7 +330,7 @@ import numpy as np
 import vllm_stubs
 vllm_stubs.install()
 import attn
-from attn import vllm_backend as vb
+from attn.vllm import backend as vb
 H, HK, D, BS, NBLK = 4, 2, 16, 8, 64
 rng = np.random.default_rng(5)
 spec = vllm_stubs.AttentionSpec(block_size=BS, num_kv_heads=HK, head_size=D)
@@ -409,7 +410,7 @@ print(json.dumps({"error": err}))
 '''
 
 
-@pytest.fixture(params=["ext", "ctypes"])
+@pytest.fixture(params=["ext"])
 def plugin_backend(request):
     if request.param == "ext" and _binding.ext is None:
         pytest.skip("attn._ext is not built")
@@ -422,7 +423,6 @@ def test_vllm_plugin_per_head_scales(plugin_backend):
         env["ATTN_LIBRARY"] = attn.library_path
     if _binding.path:
         env["ATTN_EXTENSION"] = _binding.path
-    env["ATTN_PY_BACKEND"] = plugin_backend
     env.pop("ATTN_VLLM_MARKER", None)
     r = subprocess.run([sys.executable, "-c", _PLUGIN], env=env, capture_output=True, text=True, cwd=ROOT,
                        timeout=300)

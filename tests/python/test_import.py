@@ -9,7 +9,8 @@ import sys
 def test_import_attn_loads_library_only():
     code = ("import sys, attn\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('attn_demo', 'vllm', 'torch') or "
-            "m in ('attn.vllm_backend', 'attn.demo', 'attn.models', 'attn.vllm_run'))\n"
+            "m in ('attn.vllm', 'attn.vllm.backend', 'attn.vllm.ops', 'attn.vllm_backend', 'attn.vllm_ops', "
+            "'attn.backend', 'attn.demo', 'attn.models', 'attn.vllm_run'))\n"
             "print(' '.join(bad))\n")
     env = dict(os.environ)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,

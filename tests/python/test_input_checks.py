@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import attn
+import attn.vllm.ops
 from attn import _arrays
 from conftest import HAVE_TORCH, np_attend
 
@@ -40,7 +41,7 @@ def test_window_beyond_int32_is_unbounded_and_below_minus_one_rejected(rng, ctx1
         with pytest.raises(TypeError, match="window_size"):
             fn((1.5, 0))
     p = attn.Params(num_heads=2, window_size=(BIG + 7, 3))
-    assert (p.buf.p.window_left, p.buf.p.window_right) == (-1, 3)
+    assert p.args[2:4] == (-1, 3)  # attn_params.window_left, window_right
 
 
 def test_causal_values_are_validated(rng, ctx1):
@@ -119,10 +120,10 @@ def test_uint64_slot_mapping_rejected_not_skipped(rng, ctx1):
     with pytest.raises(ValueError, match="slot_mapping: entry 0 = 18446744073709551615"):
         attn.reshape_and_cache(key, key, kv, sm, ctx=ctx1)
     with pytest.raises(ValueError, match="slot_mapping: entry 0 = 18446744073709551615"):
-        attn.vllm_ops.reshape_and_cache(key, key, kv[0], kv[1], sm, ctx=ctx1)
+        attn.vllm.ops.reshape_and_cache(key, key, kv[0], kv[1], sm, ctx=ctx1)
     k2, v2 = np.zeros((4, 4, 2, 16), np.float32), np.zeros((4, 4, 2, 16), np.float32)
     with pytest.raises(ValueError, match="slot_mapping"):
-        attn.vllm_ops.reshape_and_cache(key, key, k2, v2, sm, ctx=ctx1)
+        attn.vllm.ops.reshape_and_cache(key, key, k2, v2, sm, ctx=ctx1)
     assert not kv.any() and not k2.any() and not v2.any()
     attn.reshape_and_cache(key, key, kv, np.array([5], np.uint64), ctx=ctx1)  # in range: written
     np.testing.assert_array_equal(kv[0, 1, 1], key[0])
@@ -175,9 +176,9 @@ def test_vllm_reshape_and_cache_separate_caches_validates_value_first(rng, ctx1)
              (key.astype(np.float64), key, vc, TypeError, "key: dtype float64")]
     for k, v, vcache, exc, msg in cases:
         with pytest.raises(exc, match=msg):
-            attn.vllm_ops.reshape_and_cache(k, v, kc, vcache, sm, ctx=ctx1)
+            attn.vllm.ops.reshape_and_cache(k, v, kc, vcache, sm, ctx=ctx1)
         assert not kc.any() and not vc.any()
-    attn.vllm_ops.reshape_and_cache(key, 2 * key, kc, vc, sm, ctx=ctx1)
+    attn.vllm.ops.reshape_and_cache(key, 2 * key, kc, vc, sm, ctx=ctx1)
     np.testing.assert_array_equal(kc[2, 1], key[2])
     np.testing.assert_array_equal(vc[1, 1], 2 * key[1])
 
@@ -390,7 +391,7 @@ def test_read_only_output_and_lists(rng):
     assert isinstance(info.value, ValueError) and info.value.message == "out: array is read-only"
     # lists are converted for inputs (Python floats become float64, which attn names like any bad dtype), and
     # index lists give the same family on bad values
-    assert _arrays.tensor([[np.float32(1.0), np.float32(2.0)]], "q").array.shape == (1, 2)
+    assert _arrays.tensor([[np.float32(1.0), np.float32(2.0)]], "q").shape == (1, 2)
     with pytest.raises(attn.AttnError, match=r"^ATTN_STATUS_INVALID_ARGUMENT: q: dtype float64") as info:
         _arrays.tensor([[1.0, 2.0]], "q")
     assert isinstance(info.value, TypeError)

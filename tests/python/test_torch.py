@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 import attn
+import attn_demo.backend
+import attn.vllm.ops
 from conftest import HAVE_TORCH, np_attend
 
 pytestmark = [pytest.mark.torch, pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")]
@@ -51,7 +53,7 @@ def test_torch_paged_cache_in_place(ctx1):
     key = torch.randn(5, 2, 16)
     value = torch.randn(5, 2, 16)
     slots = torch.tensor([0, 1, 2, 3, 4], dtype=torch.int64) + 8
-    attn.vllm_ops.reshape_and_cache(key, value, kv[0], kv[1], slots, ctx=ctx1)
+    attn.vllm.ops.reshape_and_cache(key, value, kv[0], kv[1], slots, ctx=ctx1)
     assert torch.equal(kv[0, 2], key[:4]) and torch.equal(kv[1, 3, 0], value[4])
     q = torch.randn(5, 4, 16)
     out = attn.paged_attention(q, kv, torch.tensor([0, 5], dtype=torch.int32), torch.tensor([5], dtype=torch.int32),
@@ -59,7 +61,7 @@ def test_torch_paged_cache_in_place(ctx1):
     assert isinstance(out, torch.Tensor)
     want, _ = np_attend(q.numpy(), key.numpy(), value.numpy(), causal=True)
     np.testing.assert_allclose(out.numpy(), want, atol=2e-5)
-    attn.backend.AttnBackend.copy_blocks([kv], torch.tensor([[2, 6]]))
+    attn_demo.backend.AttnBackend.copy_blocks([kv], torch.tensor([[2, 6]]))
     assert torch.equal(kv[:, 6], kv[:, 2])
 
 

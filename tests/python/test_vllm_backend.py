@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import attn
-from attn import backend as B
-from attn import vllm_ops
+from attn_demo import backend as B
+from attn.vllm import ops as vllm_ops
 from conftest import np_attend
 
 

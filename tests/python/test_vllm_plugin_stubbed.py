@@ -1,4 +1,4 @@
-"""attn.vllm_backend (the vLLM plugin) without vLLM or torch: each test runs a child Python that installs the
+"""attn.vllm.backend (the vLLM plugin) without vLLM or torch: each test runs a child Python that installs the
 fake modules of tests/python/vllm_stubs.py (NumPy-backed tensors), imports the plugin and drives its metadata
 builder and impl the way vLLM's model runner does. The child keeps the fakes out of this process.
 
@@ -10,7 +10,7 @@ builder and impl the way vLLM's model runner does. The child keeps the fakes out
   - AttnBackendImpl.forward formats its "used" marker line once per process: after the first layer, no
     layer reads the cache's strides again (the fake tensor counts its stride() calls), and the marker
     file has one line; the layers' outputs equal attn.paged_attention on the same cache.
-Both bindings: the compiled extension and ctypes (ATTN_PY_BACKEND=ctypes in the child)."""
+Through the one binding, the compiled extension attn._ext."""
 
 import json
 import os
@@ -32,7 +32,7 @@ vllm_stubs.install()
 import numpy as np
 import attn
 from attn import ops
-from attn import vllm_backend as vb
+from attn.vllm import backend as vb
 H, HK, D, BS = 4, 2, 16, 8
 
 
@@ -52,7 +52,6 @@ def _run(code: str, backend: str) -> dict:
         env["ATTN_LIBRARY"] = attn.library_path
     if _binding.path:
         env["ATTN_EXTENSION"] = _binding.path
-    env["ATTN_PY_BACKEND"] = backend
     env.pop("ATTN_VLLM_MARKER", None)
     r = subprocess.run([sys.executable, "-c", _PRELUDE + code], env=env, capture_output=True, text=True, cwd=ROOT,
                        timeout=300)
@@ -60,7 +59,7 @@ def _run(code: str, backend: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(params=["ext", "ctypes"])
+@pytest.fixture(params=["ext"])
 def backend(request):
     if request.param == "ext" and _binding.ext is None:
         pytest.skip("attn._ext is not built")

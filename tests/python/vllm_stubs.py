@@ -1,4 +1,4 @@
-"""Just enough of ``torch`` and ``vllm`` for ``import attn.vllm_backend`` without either (neither is a
+"""Just enough of ``torch`` and ``vllm`` for ``import attn.vllm.backend`` without either (neither is a
 dependency of the test suite): the plugin's builder and impl then run on NumPy-backed tensors, through the
 same attn._ext / ctypes calls as in vLLM. :func:`install` puts the fake modules into ``sys.modules``, so
 call it only in a process of its own (a subprocess of the test), never in the pytest process: the fake
@@ -22,7 +22,7 @@ import numpy as np
 
 
 class Tensor(np.ndarray):
-    """A CPU torch tensor, as far as attn.vllm_backend uses one."""
+    """A CPU torch tensor, as far as attn.vllm.backend uses one."""
 
 
     def numpy(self) -> np.ndarray:

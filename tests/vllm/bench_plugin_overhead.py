@@ -1,31 +1,27 @@
 #!/usr/bin/env python3
-"""Per-layer host cost of the vLLM plugin's hot path (attn.vllm_backend): one ``do_kv_cache_update`` +
+"""Per-layer host cost of the vLLM plugin's hot path (attn.vllm.backend): one ``do_kv_cache_update`` +
 one ``forward`` on a decode step, torch CPU tensors shaped like SmolLM2-135M (9 query / 3 kv heads,
 head_size 64), vLLM's per-layer cache in the token-major LBNHC layout, float32, 1 thread.
 
 Not a test (pytest does not collect it); run it in the vLLM venv:
 
     ATTN_LIBRARY=build/libattn.so PYTHONPATH=python python tests/vllm/bench_plugin_overhead.py
-    ATTN_PY_BACKEND=ctypes ...   # the same with the ctypes binding (the plugin's fallback)
 
 For each (block size, decode batch) it prints min / median µs over --reps layers, each timed alone:
-  layer   do_kv_cache_update + forward through the plugin (whichever binding is loaded);
-  C floor the same two libattn calls through ctypes with every descriptor prebuilt (the C work plus ~1 µs
-          of ctypes per call): layer − C floor is what the plugin's Python adds per layer;
-  ext direct  the two attn._ext calls with their arguments prepared (what any caller of the extension
-          pays at least: the DLPack views of the tensors), when the extension is loaded.
+  layer   do_kv_cache_update + forward through the plugin;
+  floor   the two attn._ext calls with their arguments prepared (the C work plus what any caller of the
+          extension pays at least: the DLPack views of the tensors): layer − floor is what the plugin's
+          Python adds per layer.
 Speed lives here only, never in tests.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import sys
 
-import numpy as np
 import torch
 
 from attn import _binding, ops
@@ -33,7 +29,7 @@ from attn import _binding, ops
 # min / median µs of one call: the timing loop of bench/bench_python_overhead.py (one loop for both benches)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "bench"))
 from bench_python_overhead import _stats  # noqa: E402
-from attn import vllm_backend as vb
+from attn.vllm import backend as vb
 
 H, HK, D = 9, 3, 64
 
@@ -68,40 +64,20 @@ def case(block_size: int, batch: int, ctx_len: int, reps: int) -> dict:
     # the same two C calls, arguments prepared once
     sb, sh, sn, _ = kv.stride()
     view = kv.as_strided((2, nb, block_size, HK, D), (D, sb, sn, sh, 1))
-    ctx = vb._context()
-    from attn import _capi
+    ext, cp, pp, wp, wn = ops._ext, vb._context()._ptr, plan._ptr, plan._ws_ptr, plan._ws_size
 
-    fc, ff = _capi.fn("attn_reshape_and_cache"), _capi.fn("attn_forward_paged")
-    tk, tv, ts, tq, to = (vb._tensor(t) for t in (k, v, slots, q, out))
-    tkv = vb._tensor(view, tuple(view.shape), tuple(view.stride()))
-    params = ops.Params(causal=True, num_heads=H, softmax_scale=0.125)
-    h, ph = ctx.handle, plan.handle
-    rk, rv, rs, rq, ro, rkv = (ctypes.byref(t) for t in (tk, tv, ts, tq, to, tkv))
-    wsp = ws.ctypes.data if ws.size else None
-
-    def floor():  # ctypes, every descriptor prebuilt: the C work plus ~1 µs of ctypes per call
-        fc(h, rk, rv, rkv, rs)
-        ff(h, ph, rq, None, None, rkv, params.ptr, ro, None, wsp, ws.size)
-
-    ext = ops._ext
-    direct = None
-    if ext is not None:
-        cp, pp, wp, wn = ctx._ptr, plan._ptr, plan._ws_ptr, plan._ws_size
-
-        def direct():  # attn._ext with the arguments prepared (tensors still go through DLPack)
-            ext.reshape_and_cache(cp, k, v, view, slots)
-            ext.forward_paged(cp, pp, H, q, view, None, None, 0.125, True, (-1, -1), 0.0, None, None, out,
-                              None, False, wp, wn)
+    def floor():  # attn._ext with the arguments prepared (tensors still go through DLPack)
+        ext.reshape_and_cache(cp, k, v, view, slots, None, None, None)
+        ext.forward_paged(cp, pp, H, q, view, None, None, 0.125, True, (-1, -1), 0.0, None, None, out, None, False,
+                          wp, wn, None, None, None)
 
     layer()
     want = out.clone()
-    for f in (floor, direct):
-        if f is not None:
-            out.zero_()
-            f()
-            assert torch.equal(out, want), "plugin and direct calls disagree"
+    out.zero_()
+    floor()
+    assert torch.equal(out, want), "plugin and direct calls disagree"
     return dict(block_size=block_size, batch=batch, ctx_len=ctx_len, layer=_stats(layer, reps),
-                floor=_stats(floor, reps), direct=None if direct is None else _stats(direct, reps))
+                floor=_stats(floor, reps))
 
 
 def main() -> None:
@@ -123,13 +99,12 @@ def main() -> None:
         return
     print(f"vLLM plugin per-layer cost, {H}/{HK} heads, head_size {D}, {a.ctx_len}+1 keys per request, f32, "
           f"1 thread, {a.reps} reps; binding: {_binding.name}; µs min / median\n")
-    print("| block size | decode batch | layer (plugin) | C floor | plugin overhead | ext direct |")
-    print("|---|---|---|---|---|---|")
+    print("| block size | decode batch | layer (plugin) | floor (ext direct) | plugin overhead |")
+    print("|---|---|---|---|---|")
     for r in rows:
         (lm, ld), (fm, fd) = r["layer"], r["floor"]
-        d = "–" if r["direct"] is None else "%.1f / %.1f" % r["direct"]
         print(f"| {r['block_size']} | {r['batch']} | {lm:.1f} / {ld:.1f} | {fm:.1f} / {fd:.1f} | "
-              f"{lm - fm:.1f} / {ld - fd:.1f} | {d} |")
+              f"{lm - fm:.1f} / {ld - fd:.1f} |")
 
 
 if __name__ == "__main__":

@@ -98,7 +98,7 @@ def test_backends_ran_as_configured(runs):
         assert runs[name]["attn_ran"], f"{name}: attn's backend did not run (vLLM kept its own)"
     assert "kind=encoder_only" in runs["attn_emb"]["attn_marker"]
     # the engines load attn like this interpreter: with attn._ext built, the hot path ran through it
-    want = "binding=ext" if _binding.name == "ext" else "binding=ctypes"
+    want = "binding=ext"  # the one binding
     for name in ("attn_f32", "attn_bf16", "attn_emb", "attn_fp8"):
         assert want in runs[name]["attn_marker"], f"{name}: {runs[name]['attn_marker']!r}"
     for name in ("vllm_f32", "vllm_bf16"):

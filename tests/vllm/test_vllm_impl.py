@@ -1,9 +1,8 @@
-"""attn.vllm_backend's impl on vLLM's cache tensors without an engine: decoder, encoder-only and
+"""attn.vllm.backend's impl on vLLM's cache tensors without an engine: decoder, encoder-only and
 cross (encoder-decoder) requests through do_kv_cache_update + forward on vLLM-shaped per-layer caches in
 the token-major (LBNHC) and head-major (LBHNC) layouts, against attn's float64 oracle on gathered keys.
-Each runs through both bindings of the hot path: the compiled extension attn._ext (with the ctypes calls
-disabled, so it proves the extension ran) and the ctypes fallback (the extension switched off); the two
-give the same bits. Needs vLLM (skipped otherwise); a few seconds."""
+Each runs through the compiled extension attn._ext, the package's one binding; two runs give the same bits.
+Needs vLLM (skipped otherwise); a few seconds."""
 
 from __future__ import annotations
 
@@ -19,25 +18,14 @@ if importlib.util.find_spec("vllm") is None or importlib.util.find_spec("torch")
 import torch  # noqa: E402
 
 from attn import ops  # noqa: E402
-from attn import vllm_backend as vb  # noqa: E402
+from attn.vllm import backend as vb  # noqa: E402
 
 H, HK, D, BS, NB = 4, 2, 16, 8, 12
 
 
-@pytest.fixture(params=["ext", "ctypes"])
-def binding(request, monkeypatch):
-    """"ext": attn._ext only (the plugin's ctypes calls raise); "ctypes": the fallback without the
-    extension."""
-    if request.param == "ctypes":
-        monkeypatch.setattr(vb, "_EXT", None)
-    else:
-        if vb._EXT is None:
-            pytest.skip("attn._ext is not built for this interpreter")
-
-        def no_ctypes(*a):
-            raise AssertionError("the ctypes path ran although attn._ext is loaded")
-
-        monkeypatch.setattr(vb, "_F", {name: no_ctypes for name in vb._F})
+@pytest.fixture(params=["ext"])
+def binding(request):
+    """The plugin's binding: attn._ext, the only one."""
     return request.param
 
 
@@ -141,10 +129,8 @@ def test_cross_attention(layout, binding):
 
 
 def test_bindings_give_the_same_bits(monkeypatch):
-    """A bf16 decode + chunk step with ALiBi, soft-cap and sinks (every option the extension takes) through
-    attn._ext and through ctypes: cache bytes and outputs bitwise equal."""
-    if vb._EXT is None:
-        pytest.skip("attn._ext is not built for this interpreter")
+    """A bf16 decode + chunk step with ALiBi, soft-cap and sinks (every option the extension takes), twice
+    through attn._ext: cache bytes and outputs bitwise equal."""
     g = torch.Generator().manual_seed(3)
     sinks = torch.randn(H, generator=g)
     reqs = [ops.PlanRequest(20, 1, [5, 0, 11]), ops.PlanRequest(9, 5, [7, 2])]
@@ -154,7 +140,7 @@ def test_bindings_give_the_same_bits(monkeypatch):
     q = torch.randn(6, H, D, generator=g).bfloat16()
     hist = torch.randn(NB, BS, HK, 2 * D, generator=g).bfloat16()
     res = []
-    for ext in (vb._EXT, None):
+    for ext in (vb._EXT, vb._EXT):
         monkeypatch.setattr(vb, "_EXT", ext)
         impl = vb.AttnBackendImpl(H, D, 0.25, HK, [0.5, 0.25, 0.125, 0.0625], 6, "auto", logits_soft_cap=30.0,
                                   sinks=sinks)

@@ -1,4 +1,4 @@
-"""attn.vllm_backend as a disaggregated-prefill KV producer: with AttnBackendImpl.on_kv_stored
+"""attn.vllm.backend as a disaggregated-prefill KV producer: with AttnBackendImpl.on_kv_stored
 set, each layer's do_kv_cache_update notifies right after that layer's K/V are in vLLM's cache; a producer
 copies the written blocks out per layer, and the copies equal the cache; the layer id comes from vLLM's
 layer name. Needs vLLM (skipped otherwise); about a second."""
@@ -17,7 +17,7 @@ if importlib.util.find_spec("vllm") is None or importlib.util.find_spec("torch")
 
 import torch  # noqa: E402
 
-from attn import vllm_backend as vb  # noqa: E402
+from attn.vllm import backend as vb  # noqa: E402
 
 H, HK, D, BS, NB = 4, 2, 16, 8, 12
 

@@ -1,15 +1,5 @@
-"""attn as vLLM's CPU attention backend: a vLLM plugin, shaped like vllm-ascend's
-AscendAttentionBackend (backend / metadata builder / impl).
-
-    pip install attn[vllm]          # registers the entry point below; nothing else changes in user code
-    llm = vllm.LLM("HuggingFaceTB/SmolLM2-135M-Instruct")   # every attention layer now runs in libattn
-
-Registration: the ``vllm.general_plugins`` entry point ``attn = attn.vllm_backend:register`` runs in every
-vLLM process (``load_general_plugins``). vLLM's CpuPlatform always returns
-``AttentionBackendEnum.CPU_ATTN.get_path()`` for non-MLA models, and ``get_path()`` honours overrides made
-with ``register_backend``, so :func:`register` points CPU_ATTN (and CUSTOM, the name the backend reports) at
-:class:`AttnBackend`. ``ATTN_VLLM=0`` in the environment (or vLLM's own ``VLLM_PLUGINS=""``) leaves vLLM's
-backend in place, which is how the comparisons in ``make run-vllm`` / tests/vllm run it.
+"""attn as vLLM's CPU attention backend (registered by attn.vllm.register), shaped like vllm-ascend's
+AscendAttentionBackend: backend / metadata builder / impl.
 
 One engine step:
   - :meth:`AttnMetadataBuilder.build` (once per step and KV-cache group) turns vLLM's
@@ -22,8 +12,8 @@ One engine step:
     extension ``attn._ext`` (the entries attn.Plan.forward / attn.reshape_and_cache use: torch tensors go
     in as DLPack views, no copies, the GIL released around the C call); the options and the cache view are
     built once per layer, the plan's handles once per step, so a layer costs the two C calls and a few
-    microseconds of Python. Without the extension (or for an input it declines: NotImplemented) the same
-    calls go through ctypes, with tensors described from their torch metadata.
+    microseconds of Python (per-tensor or per-KV-head fp8 scales alike; the KV-stored callback goes through
+    attn_reshape_and_cache_ex).
 
 KV cache: vLLM allocates each layer as a logical ``[num_blocks, num_kv_heads, block_size, head_size +
 head_size_v]`` view (any of its KVCacheLayout stride orders); attn stores each token's key in the first
@@ -40,7 +30,6 @@ window, sinks) comes from the C library's ``attn_capabilities_get``, not from a 
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 from dataclasses import dataclass
@@ -59,32 +48,12 @@ from vllm.v1.attention.backend import (AttentionBackend, AttentionImpl, Attentio
 from vllm.v1.kv_cache_interface import AttentionSpec, CrossAttentionSpec, EncoderOnlyAttentionSpec
 from vllm.v1.kv_cache_layout import KVCacheLayout
 
-from . import _capi, kv_events, ops
+from .. import _capi, kv_events, ops
 
-# The compiled fast paths (python/attn/_ext.c) or None: then every call below goes through ctypes.
+# The compiled extension (python/attn/_ext.c).
 _EXT = ops._ext
-_NI = NotImplemented
 
-logger = logging.getLogger("attn.vllm_backend")
-
-BACKEND_PATH = "attn.vllm_backend.AttnBackend"
-
-
-# ------------------------------------------------------------------------------------------------
-# Plugin entry point
-# ------------------------------------------------------------------------------------------------
-def register() -> None:
-    """vllm.general_plugins entry point: makes attn the backend of vLLM's CPU platform in this process.
-    Idempotent (vLLM may call it more than once). ATTN_VLLM=0 disables it."""
-    if os.environ.get("ATTN_VLLM", "1").strip().lower() in ("0", "off", "false", "no"):
-        logger.info("attn: ATTN_VLLM=0, vLLM keeps its own CPU attention backend")
-        return
-    from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
-
-    register_backend(AttentionBackendEnum.CPU_ATTN, BACKEND_PATH)
-    register_backend(AttentionBackendEnum.CUSTOM, BACKEND_PATH)
-    logger.info("attn: libattn %s (%s) is vLLM's CPU attention backend", _capi.version(),
-                _capi.library_path)
+logger = logging.getLogger("attn.vllm")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -109,34 +78,7 @@ def supported_kv_cache_dtypes() -> List[str]:
     return names
 
 
-# torch dtype -> attn dtype, for describing tensors from their torch metadata.
-_ATTN_DTYPE = {torch.float32: _capi.DTYPE_F32, torch.float16: _capi.DTYPE_F16,
-               torch.bfloat16: _capi.DTYPE_BF16, torch.int32: _capi.DTYPE_I32,
-               torch.int64: _capi.DTYPE_I64, torch.uint8: _capi.DTYPE_U8}
-
-
-def _tensor(t: torch.Tensor, shape: Optional[Tuple[int, ...]] = None,
-            strides: Optional[Tuple[int, ...]] = None) -> _capi.Tensor:
-    """attn_tensor of a CPU torch tensor (or of the view (shape, strides) of its memory), from its
-    metadata: no DLPack capsule, no copy. The caller keeps ``t`` alive during the C call."""
-    d = _capi.Tensor()
-    d.data = t.data_ptr()
-    dt = _ATTN_DTYPE.get(t.dtype)
-    if dt is None:
-        raise TypeError(f"attn: tensor dtype {t.dtype} is not supported")
-    d.dtype = dt
-    shape = tuple(t.shape) if shape is None else shape
-    strides = tuple(t.stride()) if strides is None else strides
-    d.ndim = len(shape)
-    for i, (n, s) in enumerate(zip(shape, strides)):
-        d.shape[i] = n
-        d.strides[i] = 1 if (n <= 1 and i == len(shape) - 1) else s
-    return d
-
-
-_F = {name: _capi.fn(name) for name in ("attn_reshape_and_cache", "attn_forward_paged")}
-if _capi.has("attn_reshape_and_cache_scaled"):  # fp8 KV cache writes
-    _F["attn_reshape_and_cache_scaled"] = _capi.fn("attn_reshape_and_cache_scaled")
+_ATTN_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.uint8)
 
 
 def _layer_scales(layer: Any) -> Tuple[float, float]:
@@ -166,37 +108,11 @@ def _layer_kv_scales(layer: Any, num_kv_heads: int) -> Tuple[Any, Any]:
     return res[0], res[1]
 
 
-def _is_per_head(ks: Any, vs: Any) -> bool:
-    return isinstance(ks, np.ndarray) or isinstance(vs, np.ndarray)
-
-
-def _cache_write_ex(tk: _capi.Tensor, tv: _capi.Tensor, kv: _capi.Tensor, ts: _capi.Tensor, ks: Any, vs: Any,
-                    notify: Optional[_capi.KVNotify] = None) -> None:
-    """The fp8 cache write with per-KV-head scales (and the optional KV-stored callback):
-    attn_reshape_and_cache_ex. The scale arrays stay alive in the caller's frame during the call."""
-    o = _capi.new_cache_write_options()
-    for name, s in (("k_scale", ks), ("v_scale", vs)):
-        if isinstance(s, np.ndarray):
-            setattr(o, name + "s", s.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
-        else:
-            setattr(o, name, s)
-    if notify is not None:
-        o.notify = ctypes.pointer(notify)
-    _check(_capi.fn("attn_reshape_and_cache_ex")(_context().handle, ctypes.byref(tk), ctypes.byref(tv),
-                                                 ctypes.byref(kv), ctypes.byref(ts), ctypes.byref(o)),
-           "attn_reshape_and_cache_ex")
-
-
 # fp8 query dtypes of this torch (none in an old one): vLLM quantizes queries (Attention.query_quant with
 # layer._q_scale) only for a backend whose impl sets supports_quant_query_input, which this one does not, so a
 # float8 query means something else went wrong: forward refuses it by name instead of misreading the bytes.
 _FP8_QUERY_DTYPES = frozenset(d for d in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None))
                               if d is not None)
-
-
-def _check(status: int, name: str) -> None:
-    if status != _capi.STATUS_OK:
-        _capi.check(status, name)
 
 
 _ctx_cache: Dict[int, ops.Context] = {}
@@ -238,7 +154,7 @@ def _mark_used(what: str) -> None:
     if path and not _marked.get(key):
         _marked[key] = True
         with open(path, "a") as f:
-            f.write(f"pid={key[0]} {what} binding={'ctypes' if _EXT is None else 'ext'} "
+            f.write(f"pid={key[0]} {what} binding=ext "
                     f"libattn={_capi.library_path}\n")
     if path:
         _marker_path = path
@@ -498,41 +414,26 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         # fp8 KV cache (kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2"): vLLM allocates it as uint8; attn reads
         # it as this fp8 format with the layer's per-tensor _k_scale_float / _v_scale_float, or per KV head with
         # its _k_scale / _v_scale tensors when they hold num_kv_heads values (kv_scale_type "attn_head",
-        # _layer_kv_scales: the write and the read then go through ctypes). Encoder attention has no cache: its
+        # _layer_kv_scales: the write and the read then take the general entries). Encoder attention has no cache: its
         # rows stay in the model dtype. layer._q_scale is not read: vLLM quantizes queries only for an impl
         # with supports_quant_query_input, which this one leaves unset (forward refuses a float8 query).
         self.fp8_code = None if self.is_encoder else ops.KV_CACHE_DTYPES.get(kv_cache_dtype)
-        self._params: Optional[Tuple[ops.Params, ops.Params]] = None
+        self._cache_dtype = None if self.fp8_code is None else kv_cache_dtype  # the name attn._ext takes
         self._kv_key: Any = None
-        self._kv_desc: Optional[_capi.Tensor] = None
+        self._kv_desc: Any = None
         self._kv_tensor: Optional[torch.Tensor] = None  # (keeps the cache's storage alive, as vLLM does)
         self._kv_src: Optional[torch.Tensor] = None
         self._dummy_cache: Optional[torch.Tensor] = None
-        self._dummy_desc: Optional[_capi.Tensor] = None
         self._dummy_tensor: Optional[torch.Tensor] = None
         self._ext_args: Optional[Tuple[tuple, tuple]] = None
 
     # -- per-layer constants, built once ------------------------------------------------------------
     def process_weights_after_loading(self, act_dtype: torch.dtype) -> None:
-        self._params = None  # sinks are weights: rebuild the option blocks from the loaded values
-        self._ext_args = None
-
-    def _option_blocks(self) -> Tuple[ops.Params, ops.Params]:
-        """(causal, non-causal) attn_params of this layer. vLLM/HF sliding_window W = W keys including the
-        current one: causal window (W - 1, 0); non-causal rows see W - 1 keys on both sides."""
-        if self._params is None:
-            w = self.sliding_window
-            sinks = None if self.sinks is None else self.sinks.detach().float().cpu().numpy()
-            common = dict(num_heads=self.num_heads, softmax_scale=self.scale, softcap=self.logits_soft_cap,
-                          alibi_slopes=self.alibi_slopes, sinks=sinks)
-            causal = ops.Params(causal=True, window_size=(-1, -1) if w is None else (w - 1, 0), **common)
-            bidir = ops.Params(causal=False, window_size=(-1, -1) if w is None else (w - 1, w - 1), **common)
-            self._params = (causal, bidir)
-        return self._params
+        self._ext_args = None  # sinks are weights: rebuild the options from the loaded values
 
     def _ext_options(self) -> Tuple[tuple, tuple]:
         """(causal, non-causal) option arguments of attn._ext.forward_paged (softmax_scale, causal,
-        window_size, softcap, alibi_slopes, sinks), the same values as :meth:`_option_blocks`; the per-head
+        window_size, softcap, alibi_slopes, sinks); the per-head
         vectors as contiguous float32 arrays (what the extension takes)."""
         if self._ext_args is None:
             w = self.sliding_window
@@ -546,7 +447,7 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             self._ext_args = (causal, bidir)
         return self._ext_args
 
-    def _kv_view(self, kv_cache: torch.Tensor) -> _capi.Tensor:
+    def _kv_view(self, kv_cache: torch.Tensor) -> Any:
         """attn's [2, num_blocks, block_size, num_kv_heads, head_size] view of vLLM's per-layer
         [num_blocks, num_kv_heads, block_size, 2·head_size] cache (key = first half of the last dim).
         Rebuilt when vLLM hands over another cache; the same tensor object at the same address (every step)
@@ -562,14 +463,15 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
                                  f"block_size, 2·{self.head_size}] with a contiguous last dimension")
             sb, sh, sn, _ = kv_cache.stride()
             shape, strides = (2, nb, bs, nh, self.head_size), (self.head_size, sb, sn, sh, 1)
-            self._kv_desc = _tensor(kv_cache, shape, strides)
+            if kv_cache.dtype not in _ATTN_DTYPES:
+                raise TypeError(f"attn: tensor dtype {kv_cache.dtype} is not supported")
+            # the view as a torch tensor (same storage, no copy) for attn._ext's DLPack path
+            self._kv_tensor = self._kv_desc = kv_cache.as_strided(shape, strides)
             if self.fp8_code is not None:  # vLLM's uint8 fp8 cache, read as its fp8 format
-                if self._kv_desc.dtype != _capi.DTYPE_U8:
+                if kv_cache.dtype != torch.uint8:
                     raise TypeError(f"attn: kv_cache_dtype={self.kv_cache_dtype!r} expects vLLM's uint8 cache, "
                                     f"got {kv_cache.dtype}")
-                self._kv_desc.dtype = self.fp8_code
-            # the same view as a torch tensor (same storage, no copy) for attn._ext's DLPack path
-            self._kv_tensor = kv_cache.as_strided(shape, strides)
+                self._kv_desc = (self._kv_tensor, self.fp8_code)  # attn._ext reads it retagged
             self._kv_key = key
         self._kv_src = kv_cache
         return self._kv_desc
@@ -584,25 +486,9 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         kv = self._kv_view(kv_cache)
         if self.on_kv_stored is not None:  # disaggregated prefill: the KV producer's per-layer hook
             return self._kv_cache_update_notify(layer, key, value, kv, slot_mapping)
-        if self.fp8_code is not None:  # stored = fp8(x / scale), saturating (attn_reshape_and_cache_scaled)
-            ks, vs = _layer_kv_scales(layer, self.num_kv_heads)
-            if _is_per_head(ks, vs):  # vLLM kv_scale_type "attn_head": through ctypes (the extension takes floats)
-                _cache_write_ex(_tensor(key), _tensor(value), kv, _tensor(slot_mapping), ks, vs)
-                return
-            if _EXT is not None and _EXT.reshape_and_cache(_ctx_ptr(), key, value, self._kv_tensor, slot_mapping,
-                                                            self.fp8_code, ks, vs) is not _NI:
-                return
-            tk, tv, ts = _tensor(key), _tensor(value), _tensor(slot_mapping)
-            _check(_F["attn_reshape_and_cache_scaled"](_context().handle, ctypes.byref(tk), ctypes.byref(tv),
-                                                       ctypes.byref(kv), ctypes.byref(ts), ks, vs),
-                   "attn_reshape_and_cache_scaled")
-            return
-        if _EXT is not None and _EXT.reshape_and_cache(_ctx_ptr(), key, value, self._kv_tensor,
-                                                        slot_mapping) is not _NI:
-            return
-        tk, tv, ts = _tensor(key), _tensor(value), _tensor(slot_mapping)
-        _check(_F["attn_reshape_and_cache"](_context().handle, ctypes.byref(tk), ctypes.byref(tv),
-                                            ctypes.byref(kv), ctypes.byref(ts)), "attn_reshape_and_cache")
+        # fp8: stored = fp8(x / scale), saturating, per tensor or per KV head
+        ks, vs = (None, None) if self.fp8_code is None else _layer_kv_scales(layer, self.num_kv_heads)
+        _EXT.reshape_and_cache(_ctx_ptr(), key, value, self._kv_tensor, slot_mapping, self._cache_dtype, ks, vs)
 
     # Disaggregated prefill (vllm-ascend records reshape_cache_event when is_kv_producer): a KV
     # producer sets ``on_kv_stored`` (on the class, or on one layer's impl) to callable(layer_name,
@@ -615,32 +501,13 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
                                 slot_mapping: torch.Tensor) -> None:
         name = getattr(layer, "layer_name", None) or ""
         idx = next((int(p) for p in name.split(".") if p.isdigit()), 0)  # "model.layers.3.attn" -> 3
-        hook, failure = self.on_kv_stored, []
+        hook = self.on_kv_stored
 
-        def trampoline(_user: Any, ev: Any) -> None:
-            try:
-                hook(name, kv_events._event_of(ev))
-            except BaseException as e:  # noqa: BLE001 - re-raised after the C call
-                failure.append(e)
+        def on_event(*event: Any) -> None:  # called by attn._ext with the GIL, after the write
+            hook(name, kv_events._event_of(*event))
 
-        tk, tv, ts = _tensor(key), _tensor(value), _tensor(slot_mapping)
-        nt = _capi.KVNotify(_capi.KV_STORED_FN(trampoline), None, idx)
-        if getattr(self, "fp8_code", None) is not None:  # the fp8 cache write with the layer's scales
-            ks, vs = _layer_kv_scales(layer, self.num_kv_heads)
-            if _is_per_head(ks, vs):
-                _cache_write_ex(tk, tv, kv, ts, ks, vs, nt)
-                if failure:
-                    raise failure[0]
-                return
-            _check(_capi.fn("attn_reshape_and_cache_scaled_notify")(
-                _context().handle, ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(kv), ctypes.byref(ts), ks, vs,
-                ctypes.byref(nt)), "attn_reshape_and_cache_scaled_notify")
-        else:
-            _check(_capi.fn("attn_reshape_and_cache_notify")(_context().handle, ctypes.byref(tk), ctypes.byref(tv),
-                                                              ctypes.byref(kv), ctypes.byref(ts), ctypes.byref(nt)),
-                   "attn_reshape_and_cache_notify")
-        if failure:
-            raise failure[0]
+        ks, vs = (1.0, 1.0) if getattr(self, "fp8_code", None) is None else _layer_kv_scales(layer, self.num_kv_heads)
+        ops.reshape_and_cache_ex(_context(), key, value, kv, slot_mapping, ks, vs, (on_event, idx))
 
     def forward(self, layer: AttentionLayer, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 kv_cache: torch.Tensor, attn_metadata: Optional[AttnMetadata], output: torch.Tensor,
@@ -668,10 +535,9 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         k = v = None
         if self.is_encoder:
             k, v = key[:n], value[:n]
-            kv = self._encoder_cache(k)
-            kvt = self._dummy_tensor
+            kvt = self._encoder_cache(k)
         else:
-            kv = self._kv_view(kv_cache)
+            self._kv_view(kv_cache)
             kvt = self._kv_tensor
         src = meta.token_src
         if src is not None:  # plan order differs from vLLM's: gather rows, run, scatter back
@@ -681,50 +547,21 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             res = torch.empty_like(q)
         else:
             res = out
-        done = False
-        scales = None if self.fp8_code is None else _layer_kv_scales(layer, self.num_kv_heads)
-        per_head = scales is not None and _is_per_head(*scales)
-        if _EXT is not None and not per_head:  # per-head scales: ctypes below (the extension takes floats)
-            # the compiled path (attn._ext.forward_paged, as attn.Plan.forward): q / res / cache as DLPack
-            # views, the step's handles from the metadata; NotImplemented continues on ctypes below
-            o = self._ext_options()[0 if causal else 1]
-            if self.fp8_code is None:
-                done = _EXT.forward_paged(meta.ctx_ptr, meta.plan_ptr, meta.plan.num_heads, q, kvt, k, v, *o, res,
-                                          None, False, meta.ws_ptr, meta.workspace_size) is not _NI
-            else:  # the fp8 pages are dequantized inside attn with the layer's scales
-                done = _EXT.forward_paged(meta.ctx_ptr, meta.plan_ptr, meta.plan.num_heads, q, kvt, k, v, *o, res,
-                                          None, False, meta.ws_ptr, meta.workspace_size, self.fp8_code,
-                                          *scales) is not _NI
-        if not done:
-            params = self._option_blocks()[0 if causal else 1]
-            p = params.buf.p
-            if scales is not None:  # per tensor: the floats; per head: the arrays (alive in `scales`)
-                for name, s in zip(("k_scale", "v_scale"), scales):
-                    if isinstance(s, np.ndarray):
-                        setattr(p, name, 1.0)
-                        setattr(p, name + "s", s.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
-                    else:
-                        setattr(p, name, s)
-            tq, to = _tensor(q), _tensor(res)
-            tk = None if k is None else ctypes.byref(_tensor(k))
-            tv = None if v is None else ctypes.byref(_tensor(v))
-            try:
-                _check(_F["attn_forward_paged"](_context().handle, meta.plan.handle, ctypes.byref(tq), tk, tv,
-                                                ctypes.byref(kv), params.ptr, ctypes.byref(to), None,
-                                                meta.workspace, meta.workspace_size), "attn_forward_paged")
-            finally:
-                if per_head:  # the shared option block must not keep pointers into this call's arrays
-                    p.k_scales = p.v_scales = None
+        # attn._ext.forward_paged, as attn.Plan.forward: q / res / cache as DLPack views, the step's handles
+        # from the metadata; an fp8 cache is dequantized inside attn with the layer's scales
+        ks, vs = (None, None) if self.fp8_code is None else _layer_kv_scales(layer, self.num_kv_heads)
+        _EXT.forward_paged(meta.ctx_ptr, meta.plan_ptr, meta.plan.num_heads, q, kvt, k, v,
+                           *self._ext_options()[0 if causal else 1], res, None, False, meta.ws_ptr,
+                           meta.workspace_size, None if self.is_encoder else self._cache_dtype, ks, vs)
         if src is not None:
             out.index_copy_(0, src, res)
         return output
 
-    def _encoder_cache(self, key: torch.Tensor) -> _capi.Tensor:
+    def _encoder_cache(self, key: torch.Tensor) -> Any:
         """Encoder attention reads its own rows, not a cache; attn_forward_paged still takes a cache view
         of the rows' dtype and the layer's geometry: an empty one (zero blocks), built once."""
         if self._dummy_cache is None or self._dummy_cache.dtype != key.dtype:
             self._dummy_cache = torch.zeros((2, 1, 1, self.num_kv_heads, self.head_size), dtype=key.dtype)
             shape, strides = (2, 0, 1, self.num_kv_heads, self.head_size), tuple(self._dummy_cache.stride())
-            self._dummy_desc = _tensor(self._dummy_cache, shape, strides)
             self._dummy_tensor = self._dummy_cache.as_strided(shape, strides)
-        return self._dummy_desc
+        return self._dummy_tensor

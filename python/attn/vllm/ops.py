@@ -18,9 +18,11 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from . import _arrays, ops
-from .flash import _kv_view, doubled
-from .ops import _NI, Array, Context, _ctx_ptr, _ext
+from .. import _arrays, ops
+from ..flash import _kv_view, doubled
+from ..ops import Array, Context, _ctx_ptr, _ext
+
+_NI = NotImplemented  # the answer of attn._ext.vllm_reshape_and_cache for two separate caches
 
 
 def _check_cache_dtype(kv_cache_dtype: str, k_scale: Any, v_scale: Any, key_cache: Array) -> Optional[tuple]:
@@ -51,16 +53,15 @@ def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: A
     kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2": uint8 caches (or float8 arrays) receive
     fp8(x / k_scale) and fp8(x / v_scale), saturating (attn_reshape_and_cache_scaled); k_scale / v_scale
     are floats or one-element tensors (vLLM's layer._k_scale), or float tensors [num_kv_heads] (vLLM's
-    kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]); attn_reshape_and_cache_ex, through
-    ctypes); other shapes raise ValueError naming the argument."""
+    kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]); attn_reshape_and_cache_ex); other shapes
+    raise ValueError naming the argument."""
     fp8 = _check_cache_dtype(kv_cache_dtype, k_scale, v_scale, key_cache)
-    per_head = fp8 is not None and (isinstance(fp8[1], np.ndarray) or isinstance(fp8[2], np.ndarray))
-    if _ext is not None and not per_head:
-        r = (_ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping)
-             if fp8 is None else
-             _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping, *fp8))
-        if r is not _NI:
-            return None
+    r = (_ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping, None, None,
+                                     None) if fp8 is None else
+         _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping,
+                                     kv_cache_dtype, fp8[1], fp8[2]))
+    if r is not _NI:
+        return None
     fkw = {} if fp8 is None else dict(kv_cache_dtype=kv_cache_dtype, k_scale=fp8[1], v_scale=fp8[2])
     kc, vc = _arrays.as_numpy(key_cache, "key_cache"), _arrays.as_numpy(value_cache, "value_cache")
     sm = _arrays.index_array(slot_mapping, "slot_mapping", np.int64)
@@ -138,8 +139,6 @@ def _swap_bytes(src: Array, dst: Array, block_size_in_bytes: Any, block_mapping:
     """Newer vLLM's swap_blocks(src, dst, block_size_in_bytes, block_mapping): each tensor is a run of
     consecutive blocks of block_size_in_bytes bytes from its data pointer; block s of src is copied to
     block d of dst for each (s, d) row, in order. Every id is checked before anything is written."""
-    import ctypes
-
     if isinstance(block_size_in_bytes, (bool, np.bool_)) or not isinstance(block_size_in_bytes,
                                                                            (int, np.integer)):
         raise TypeError(f"block_size_in_bytes: {block_size_in_bytes!r}, expected an int")
@@ -162,8 +161,8 @@ def _swap_bytes(src: Array, dst: Array, block_size_in_bytes: Any, block_mapping:
         return
     views = []
     for a, span in ((sa, spans[0]), (da, spans[1])):
-        buf = (ctypes.c_ubyte * span).from_address(a.__array_interface__["data"][0])
-        views.append(np.frombuffer(buf, np.uint8).reshape(-1)[: (span // nbytes) * nbytes]
+        buf = _arrays.raw_bytes(a.__array_interface__["data"][0], span, a)
+        views.append(buf[: (span // nbytes) * nbytes]
                      .reshape(-1, nbytes))
     sb, db = views
     for s_id, d_id in bm.tolist():
@@ -287,12 +286,8 @@ def merge_attn_states(output: Array, prefix_output: Array, prefix_lse: Array, su
         if output_lse is not None:
             _copy_suffix_lse(output_lse, suffix_lse, tokens)
         return output
-    if _ext is not None and _ext.merge_attn_states(_ctx_ptr(ctx), prefix_output, prefix_lse, suffix_output,
-                                                   suffix_lse, output, output_lse,
-                                                   output_lse is not None) is not _NI:
-        return output
-    ops.merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, out=output,
-                          lse_out=output_lse, ctx=ctx)
+    _ext.merge_attn_states(_ctx_ptr(ctx), prefix_output, prefix_lse, suffix_output, suffix_lse, output, output_lse,
+                           output_lse is not None)
     return output
 
 

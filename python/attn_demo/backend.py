@@ -1,5 +1,6 @@
-"""A vLLM-style attention backend over libattn, shaped like vllm-ascend's AscendAttentionBackend,
-so wiring it into a vLLM-style engine is mechanical:
+"""The demo engine's attention glue over attn's serving API (attn.Plan, reshape_and_cache), shaped like
+vllm-ascend's AscendAttentionBackend so that wiring it into a vLLM-style engine is mechanical (vLLM itself
+uses attn.vllm, the package's one vLLM backend):
 
     backend = AttnBackend
     kv_cache = np.zeros(backend.get_kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size))
@@ -22,8 +23,8 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from . import _arrays, ops
-from .ops import Array, Context
+from attn import _arrays, ops
+from attn.ops import Array, Context
 
 
 class AttnState(enum.IntEnum):
@@ -190,24 +191,24 @@ class AttnBackendImpl:
         meta = attn_metadata
         write_cache = key is not None and value is not None and meta is not None and meta.causal
         ext = ops._ext
-        if ext is not None and meta is not None and output is not None and meta.causal and meta.token_src is None:
+        if meta is not None and output is not None and meta.causal and meta.token_src is None:
             # The compiled path (attn._ext): no NumPy conversion of torch tensors, one C call each for the
-            # cache write and the attention. Any NotImplemented answer continues on the general path below.
+            # cache write and the attention, straight into the caller's output when it can be viewed
             n = meta.num_actual_tokens
             ctxp = ops._ctx_ptr(self.ctx)
             if write_cache:
                 k_, v_ = (key, value) if key.shape[0] == n else (key[:n], value[:n])
                 sm = meta.slot_mapping if meta.slot_mapping.shape[0] == n else meta.slot_mapping[:n]
-                if ext.reshape_and_cache(ctxp, k_, v_, kv_cache, sm) is not ops._NI:
-                    write_cache = False  # written
-            o3 = None if write_cache else _rows_view(output, n, self.num_heads, self.head_size)
+                ext.reshape_and_cache(ctxp, k_, v_, kv_cache, sm, None, None, None)
+                write_cache = False  # written
+            o3 = _rows_view(output, n, self.num_heads, self.head_size)
             if o3 is not None:
                 plan = meta.plan
                 q_ = query if query.shape[0] == n else query[:n]
-                if ext.forward_paged(ctxp, plan._ptr, plan.num_heads, q_, kv_cache, None, None, self.scale, True,
-                                     self.window_size, self.logits_soft_cap, self.alibi_slopes, self.sinks, o3,
-                                     None, False, plan._ws_ptr, plan._ws_size) is not ops._NI:
-                    return output
+                ext.forward_paged(ctxp, plan._ptr, plan.num_heads, q_, kv_cache, None, None, self.scale, True,
+                                  self.window_size, self.logits_soft_cap, self.alibi_slopes, self.sinks, o3, None,
+                                  False, plan._ws_ptr, plan._ws_size, None, None, None)
+                return output
         qa = _arrays.as_numpy(query)
         num_tokens = qa.shape[0]
         if output is None:
