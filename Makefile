@@ -40,9 +40,10 @@ build-quiet:
 # The main job: the real-model demo (MiniLM embeddings + SmolLM2 greedy generation through the paged KV
 # cache, every attention call in attn). Without the model packages the demo says so and runs the built-in
 # synthetic workload instead; `make run-synthetic` runs that workload directly.
+DEMO_ARGS ?=
 run: build-quiet
 	@ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
-	  $(PYTHON3) -m attn_demo
+	  $(PYTHON3) -m attn_demo $(DEMO_ARGS)
 
 run-synthetic: build
 	@./$(BUILD)/cli/attn run
