@@ -137,19 +137,17 @@ static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *k
     const int64_t num_reqs = qsl->shape[0] - 1, num_tokens = q->shape[0];
     ATTN_TRY(attn_check_i32(seq_lens, "seq_lens", 1));
     ATTN_TRY(attn_tensor_check_dim(seq_lens, "seq_lens", 0, num_reqs, "num_reqs"));
-    ATTN_TRY(attn_check_i32(bt, "block_table", 2));
-    ATTN_TRY(attn_tensor_check_dim(bt, "block_table", 0, num_reqs, "num_reqs"));
-    ATTN_CHECK(bt->shape[1] <= 1 || bt->strides[1] == 1, ATTN_STATUS_INVALID_ARGUMENT,
-               "block_table: strides[1]=%lld, the last dimension must be contiguous (stride 1)",
-               (long long)bt->strides[1]);
     const int32_t *qd = (const int32_t *)qsl->data, *sd = (const int32_t *)seq_lens->data;
-    const int32_t *bd = (const int32_t *)bt->data;
-    const int64_t qst = qsl->strides[0], sst = seq_lens->strides[0], max_blocks = bt->shape[1];
+    const int64_t qst = qsl->strides[0], sst = seq_lens->strides[0];
     ATTN_CHECK(num_reqs < ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
                "query_start_loc: shape[0]=%lld exceeds ATTN_MAX_SEQ_LEN=%lld", (long long)qsl->shape[0],
                (long long)ATTN_MAX_SEQ_LEN);
     ATTN_CHECK(qd[0] == 0, ATTN_STATUS_INVALID_ARGUMENT, "query_start_loc: entry 0 = %d, expected 0", (int)qd[0]);
-    int64_t max_q = 0, pairs = 0, blocks_used = 0;
+    for (int64_t r = 0; r < num_reqs; r++)
+        ATTN_CHECK(sd[r * sst] >= 0, ATTN_STATUS_INVALID_ARGUMENT, "seq_lens: entry %lld = %lld is negative",
+                   (long long)r, (long long)sd[r * sst]);
+    ATTN_TRY(attn_validate_block_table(bt, sd, sst, num_reqs, c->cache.block_size, c->cache.num_blocks, "num_reqs"));
+    int64_t max_q = 0, pairs = 0;
     for (int64_t r = 0; r < num_reqs; r++) {
         const int64_t a = qd[r * qst], b = qd[(r + 1) * qst], seq_len = sd[r * sst];
         ATTN_CHECK(b >= a, ATTN_STATUS_INVALID_ARGUMENT, "query_start_loc: entry %lld = %lld < entry %lld = %lld",
@@ -159,23 +157,7 @@ static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *k
                    (long long)num_tokens);
         /* q_len > seq_len is legal (flash-attn, the dense entries): bottom-right alignment puts the first
          * q_len − seq_len rows before key 0, so they see no key (out 0, LSE −inf). */
-        ATTN_CHECK(seq_len >= 0, ATTN_STATUS_INVALID_ARGUMENT, "seq_lens: entry %lld = %lld is negative",
-                   (long long)r, (long long)seq_len);
-        const int64_t used = (seq_len + c->cache.block_size - 1) / c->cache.block_size;
-        ATTN_CHECK(used <= max_blocks, ATTN_STATUS_INVALID_ARGUMENT,
-                   "seq_lens: entry %lld = %lld needs %lld blocks of %lld > block_table width %lld", (long long)r,
-                   (long long)seq_len, (long long)used, (long long)c->cache.block_size, (long long)max_blocks);
-        blocks_used += used;
-        ATTN_CHECK(blocks_used <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
-                   "block_table: requests 0..%lld use %lld blocks, more than ATTN_MAX_SEQ_LEN=%lld", (long long)r,
-                   (long long)blocks_used, (long long)ATTN_MAX_SEQ_LEN);
         ATTN_TRY(attn_work_add(&pairs, 1, p->num_heads, b - a, seq_len));
-        for (int64_t k = 0; k < used; k++) {
-            const int64_t id = bd[r * bt->strides[0] + k];
-            ATTN_CHECK(id >= 0 && id < c->cache.num_blocks, ATTN_STATUS_INVALID_ARGUMENT,
-                       "block_table: entry [%lld][%lld] = %lld %s num_blocks=%lld", (long long)r, (long long)k,
-                       (long long)id, id < 0 ? "< 0, expected in [0," : ">=", (long long)c->cache.num_blocks);
-        }
         if (b - a > max_q) max_q = b - a;
     }
     const attn_tensor *ins[] = {q, kv_cache, qsl, seq_lens, bt, lse};
@@ -185,7 +167,7 @@ static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *k
     c->q = q, c->out = out, c->lse = lse;
     c->qsl = qd, c->qsl_stride = qst;
     c->seq_lens = sd, c->seq_lens_stride = sst;
-    c->block_table = bd, c->bt_row_stride = bt->strides[0];
+    c->block_table = (const int32_t *)bt->data, c->bt_row_stride = bt->strides[0];
     p->num_seqs = num_reqs;
     p->max_seq_q = max_q;
     p->user[0] = c;
