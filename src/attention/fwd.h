@@ -146,6 +146,24 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
 
 /* ---- fwd_exec.c: multi-block items (same per-block kernel calls, K/V tiles fetched once per item) ---- */
 
+/* Scheduling constants of the dense/packed schedule (attn_fwd_run). None of them changes a bit: which blocks
+ * share an item never does. */
+#define ATTN_FWD_DECODE_Q         16 /* sequences with at most this many query tokens run as decode items     */
+#define ATTN_FWD_SUPER            16 /* query blocks per prefill super-block, at most (16 × 32 rows)         */
+#define ATTN_FWD_SUPER_MIN        4  /* ... and at least, when more items are needed to feed the threads    */
+#define ATTN_FWD_ITEMS_PER_THREAD 4  /* prefill super-blocks shrink until the call has this many per thread */
+
+/* The thread-spreading rule of every decode schedule: each of num_seqs sequences has `units` independent
+ * units (kv heads, or blocks over kv heads), an item holds at most `cap` of them. Returns the units per item:
+ * as many as fit, but few enough that every one of num_threads threads gets an item when the sequences
+ * alone would leave some idle. */
+int64_t attn_fwd_units_per_item(int64_t units, int64_t num_seqs, int64_t cap, int32_t num_threads);
+
+/* The prefill super-block size rule: min(cap, ATTN_FWD_SUPER) query blocks, halved (down to
+ * ATTN_FWD_SUPER_MIN) while items(arg, size) < ATTN_FWD_ITEMS_PER_THREAD · num_threads. */
+int64_t attn_fwd_super_size(int64_t cap, int32_t num_threads, int64_t (*items)(const void *arg, int64_t size),
+                            const void *arg);
+
 /* Runs a whole validated problem, bitwise equal to running each block alone (block_init, pack_q, then
  * partition + fold in ascending order, finalize; tests/conformance/test_driver_paths.c): prefill items are GQA
  * super-blocks (sequence, kv head, up to 16 query blocks), decode-shaped problems (every sequence
