@@ -11,6 +11,7 @@
 
 #include "attention/fwd.h"
 #include "attn/attn.h"
+#include "core/arena.h"
 
 /* Request classes in plan order (docs/SERVING.md "Metadata builder"): decodes, partial prefills, fresh prefills. */
 enum { ATTN_CLASS_DECODE = 0, ATTN_CLASS_PARTIAL_PREFILL = 1, ATTN_CLASS_FRESH_PREFILL = 2 };
@@ -34,26 +35,17 @@ struct attn_plan {
     int64_t *slot_mapping;         /* [num_tokens]                                     */
     /* work partition */
     int64_t num_work_blocks;
-    attn_fwd_work_block *blocks;   /* [num_work_blocks] (the executor's work list)      */
+    attn_fwd_work_block *blocks; /* [num_work_blocks] (the executor's work list)      */
     int64_t num_direct;
     int32_t *direct;               /* [num_direct] blocks run whole by one thread      */
     int64_t num_split_items;
-    attn_fwd_split_item *splits;   /* [num_split_items]                                */
+    attn_fwd_split_item *splits; /* [num_split_items]                                */
     int64_t num_split_blocks;
     int32_t *split_blocks;         /* [num_split_blocks] blocks folded after the split */
     size_t workspace_size;         /* bytes of caller workspace                        */
     void *mem;                     /* the single allocation holding every array        */
 };
 
-/* Bump carving for count-then-fill: with base == NULL only `used` advances (count pass). Every carve is
- * 64-byte aligned and named, so a failure can say which array overflowed. */
-typedef struct attn_arena {
-    char *base;
-    size_t used;
-    int overflow;            /* set when a size computation overflowed                 */
-    const char *overflow_at; /* name of the array that overflowed                      */
-} attn_arena;
-void *attn_arena_carve(attn_arena *a, const char *name, size_t count, size_t elem_size);
 
 /* ---- metadata.c ---- */
 /* Checks config and requests; the message names the field ("requests[3].block_ids[7] = ..."). */
