@@ -14,6 +14,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "tolerance.h"
+
 /* ---------------------------------------------------------------------------------------------
  * Environment and timing
  * --------------------------------------------------------------------------------------------- */
@@ -270,17 +272,7 @@ attn_cli_tol attn_cli_tol_for(attn_dtype dtype) {
         t.atol = 2e-2, t.rtol = 2e-2, t.lse_atol = 2e-2;
         return t;
     }
-    switch (dtype) {
-    case ATTN_DTYPE_F16:
-        t.atol = 2e-3, t.rtol = 2e-3, t.lse_atol = 1e-3;
-        break;
-    case ATTN_DTYPE_BF16:
-        t.atol = 1e-2, t.rtol = 1e-2, t.lse_atol = 1e-3;
-        break;
-    default:
-        t.atol = 2e-5, t.rtol = 1e-5, t.lse_atol = 2e-5;
-        break;
-    }
+    attn_tolerance_for(dtype, &t.atol, &t.rtol, &t.lse_atol);
     return t;
 }
 
