@@ -486,6 +486,14 @@ void attn_cli_report_add(attn_cli_report *rep, const attn_cli_result *r) {
         rep->num_failed++;
     const int timed = r->timing.repeats > 0;
     const int checked = r->rows_checked != 0;
+    if (env->mode == ATTN_CLI_MODE_RUN) {
+        /* a line per finished case on stderr, so a long run (the oracle check of the default workload takes about
+         * a minute) shows where it is even with --json or stdout in a file; stdout keeps only the report */
+        attn_cli_progress_clear(env);
+        fprintf(env->err, "attn %s: case %d done: %s (%s, %.1f s elapsed)\n", env->command, (int)rep->num_rows, r->name,
+                r->ok ? "ok" : "FAIL", attn_cli_now() - rep->t0);
+        fflush(env->err);
+    }
     if (env->json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", r->name);
