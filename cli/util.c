@@ -14,6 +14,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "tolerance.h"
+
 /* ---------------------------------------------------------------------------------------------
  * Environment and timing
  * --------------------------------------------------------------------------------------------- */
@@ -270,17 +272,7 @@ attn_cli_tol attn_cli_tol_for(attn_dtype dtype) {
         t.atol = 2e-2, t.rtol = 2e-2, t.lse_atol = 2e-2;
         return t;
     }
-    switch (dtype) {
-    case ATTN_DTYPE_F16:
-        t.atol = 2e-3, t.rtol = 2e-3, t.lse_atol = 1e-3;
-        break;
-    case ATTN_DTYPE_BF16:
-        t.atol = 1e-2, t.rtol = 1e-2, t.lse_atol = 1e-3;
-        break;
-    default:
-        t.atol = 2e-5, t.rtol = 1e-5, t.lse_atol = 2e-5;
-        break;
-    }
+    attn_tolerance_for(dtype, &t.atol, &t.rtol, &t.lse_atol);
     return t;
 }
 
@@ -494,6 +486,14 @@ void attn_cli_report_add(attn_cli_report *rep, const attn_cli_result *r) {
         rep->num_failed++;
     const int timed = r->timing.repeats > 0;
     const int checked = r->rows_checked != 0;
+    if (env->mode == ATTN_CLI_MODE_RUN) {
+        /* a line per finished case on stderr, so a long run (the oracle check of the default workload takes about
+         * a minute) shows where it is even with --json or stdout in a file; stdout keeps only the report */
+        attn_cli_progress_clear(env);
+        fprintf(env->err, "attn %s: case %d done: %s (%s, %.1f s elapsed)\n", env->command, (int)rep->num_rows, r->name,
+                r->ok ? "ok" : "FAIL", attn_cli_now() - rep->t0);
+        fflush(env->err);
+    }
     if (env->json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", r->name);

@@ -25,7 +25,8 @@ if(ATTN_MPI_FOUND)
   add_library(attn_mpi SHARED ${ATTN_MPI_SOURCES})
   target_include_directories(attn_mpi PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-  # src/ only for src/mpi/mpi_common.h: libattn_mpi is a client of attn.h and includes no libattn internals.
+  # src/ only for src/mpi/mpi_common.h and the header-only error plumbing it shares with libattn
+  # (src/core/error_channel.h): libattn_mpi is a client of attn.h and links no libattn internals.
   target_include_directories(attn_mpi PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
   target_compile_options(attn_mpi PRIVATE ${ATTN_WARNINGS})
   if(TARGET attn)

@@ -189,10 +189,9 @@ def _paged(q3: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, query_start
         # v_cache below k_cache): attend over a copy of just the blocks in use, renumbered.
         bs = k_cache.shape[1]
         nblk = (seq_lens.astype(np.int64) + bs - 1) // bs
+        _check_block_ids(block_table, seq_lens, bs, k_cache.shape[0])  # libattn only sees the renumbered copy
         used_mask = np.arange(block_table.shape[1])[None, :] < nblk[:, None]
         used = np.unique(block_table[used_mask]) if used_mask.any() else np.zeros(0, np.int64)
-        if used.size and (used.min() < 0 or used.max() >= k_cache.shape[0]):
-            raise ValueError(f"block_table: block ids must be in [0, {k_cache.shape[0]})")
         if used.size == 0 and k_cache.shape[0]:
             used = np.zeros(1, np.int64)  # no keys at all: any one block keeps the cache non-empty
         kv = np.stack([k_cache[used], v_cache[used]])
@@ -216,7 +215,10 @@ def _check_caches(k_cache: np.ndarray, v_cache: np.ndarray, kname: str, vname: s
 
 def _check_block_ids(block_table: np.ndarray, seq_lens: np.ndarray, block_size: int, num_blocks: int,
                      name: str = "block_table") -> None:
-    """Every block id a sequence uses (the first ceil(seq_len / block_size) of its row) in [0, num_blocks)."""
+    """Every block id a sequence uses (the first ceil(seq_len / block_size) of its row) in [0, num_blocks),
+    with libattn's message. libattn checks every table it is given (attn_paged_attention); this is only for the
+    paths where Python acts on the ids first: a cache write (flash_attn_with_kvcache), one call per sequence
+    (per-batch ALiBi, cache_leftpad) or a renumbered copy of the blocks in use (_paged)."""
     nblk = (seq_lens.astype(np.int64) + block_size - 1) // block_size
     if np.any(nblk > block_table.shape[1]):
         b = int(np.nonzero(nblk > block_table.shape[1])[0][0])
@@ -226,8 +228,9 @@ def _check_block_ids(block_table: np.ndarray, seq_lens: np.ndarray, block_size: 
     bad = np.argwhere(used & ((block_table < 0) | (block_table >= num_blocks)))
     if bad.size:
         r, c = (int(x) for x in bad[0])
-        raise ValueError(f"{name}: entry [{r}][{c}] = {int(block_table[r, c])} is not a block id in "
-                         f"[0, {num_blocks})")
+        v = int(block_table[r, c])
+        raise ValueError(f"{name}: entry [{r}][{c}] = {v} {'< 0, expected in [0,' if v < 0 else '>='} "
+                         f"num_blocks={num_blocks}")
 
 
 def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens_k: Array,
@@ -307,13 +310,13 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
         if seq_lens.size and seq_lens.min() < 0:
             b = int(np.argmin(seq_lens))
             raise ValueError(f"seqused_k: entry {b} = {int(seq_lens[b])} is negative")
-    _check_block_ids(bt, seq_lens, ka.shape[1], ka.shape[0])
     out_shape = (qa.shape[0], qa.shape[1], va.shape[3])
     if out is None:
         out = _arrays.empty(q, out_shape, qa.dtype)
     oa = _arrays.as_numpy(out, "out")
     _check_shape("out", oa.shape, out_shape, "[total_q, nheads, headdim_v]")
     if slopes is not None:  # per-batch ALiBi: one paged call per sequence on views
+        _check_block_ids(bt, seq_lens, ka.shape[1], ka.shape[0])  # every sequence's, before the first writes
         lse = np.empty((qa.shape[1], qa.shape[0]), np.float32) if want_lse else None
         ops.Params(num_heads=qa.shape[1], **{n: kw[n] for n in kw if n not in ("ctx", "alibi_slopes")})
         for b in range(batch):
@@ -498,8 +501,6 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         raise ValueError(f"cache_seqlens: entry {b} = {int(seqlens[b])} + seqlen_new={seqlen_new} exceeds "
                          f"the cache capacity {capacity}")
     seq_lens = seq_lens.astype(np.int32)
-    if block_table is not None:
-        _check_block_ids(bt, seq_lens, block_size, kc.shape[0])
     leftpad = None
     if cache_leftpad is not None:
         leftpad = _arrays.index_array(cache_leftpad, "cache_leftpad")
@@ -510,6 +511,8 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
             raise ValueError(f"cache_leftpad: entry {b} = {int(leftpad[b])} is outside [0, cache_seqlens[{b}]"
                              f" = {int(seqlens[b])}]")
     slopes = _batch_slopes(alibi_slopes, batch, nheads)
+    if block_table is not None and (seqlen_new or leftpad is not None or slopes is not None):
+        _check_block_ids(bt, seq_lens, block_size, kc.shape[0])  # before the cache write and per-batch calls
     causal = _flash_causal(causal)
     if rotary_cos is not None or rotary_sin is not None:
         qa, ka = _rotate_q_k(qa, ka if seqlen_new else None, rotary_cos, rotary_sin, rotary_interleaved,

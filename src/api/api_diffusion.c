@@ -532,35 +532,18 @@ static attn_status diff_paged_piecewise(attn_ctx *ctx, const attn_tensor *q, con
     ATTN_TRY(attn_opts_resolve_kv_scales(params, c.cache.dtype, c.cache.num_kv_heads, &p.opts));
     ATTN_TRY(diff_check_i32(seq_lens, "seq_lens", 1));
     ATTN_TRY(attn_tensor_check_dim(seq_lens, "seq_lens", 0, rows, "rows"));
-    ATTN_TRY(diff_check_i32(bt, "block_table", 2));
-    ATTN_TRY(attn_tensor_check_dim(bt, "block_table", 0, rows, "rows"));
-    ATTN_CHECK(bt->shape[1] <= 1 || bt->strides[1] == 1, ATTN_STATUS_INVALID_ARGUMENT,
-               "block_table: strides[1]=%lld, the last dimension must be contiguous (stride 1)",
-               (long long)bt->strides[1]);
     /* spans: sorted and disjoint (any length first), then inside every row's keys */
     ATTN_TRY(diff_check_spans(spans, num_spans, ATTN_MAX_SEQ_LEN));
-    const int32_t *sd = (const int32_t *)seq_lens->data, *bd = (const int32_t *)bt->data;
-    const int64_t sst = seq_lens->strides[0], max_blocks = bt->shape[1];
-    int64_t pairs = 0, blocks_used = 0, min_seq = ATTN_MAX_SEQ_LEN;
+    const int32_t *sd = (const int32_t *)seq_lens->data;
+    const int64_t sst = seq_lens->strides[0];
+    for (int64_t r = 0; r < rows; r++)
+        ATTN_CHECK(sd[r * sst] >= 0 && sd[r * sst] <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
+                   "seq_lens: entry %lld = %lld is outside [0, ATTN_MAX_SEQ_LEN=%lld]", (long long)r,
+                   (long long)sd[r * sst], (long long)ATTN_MAX_SEQ_LEN);
+    ATTN_TRY(attn_validate_block_table(bt, sd, sst, rows, c.cache.block_size, c.cache.num_blocks, "rows"));
+    int64_t pairs = 0, min_seq = ATTN_MAX_SEQ_LEN;
     for (int64_t r = 0; r < rows; r++) {
         const int64_t seq_len = sd[r * sst];
-        ATTN_CHECK(seq_len >= 0 && seq_len <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
-                   "seq_lens: entry %lld = %lld is outside [0, ATTN_MAX_SEQ_LEN=%lld]", (long long)r,
-                   (long long)seq_len, (long long)ATTN_MAX_SEQ_LEN);
-        const int64_t used = (seq_len + c.cache.block_size - 1) / c.cache.block_size;
-        ATTN_CHECK(used <= max_blocks, ATTN_STATUS_INVALID_ARGUMENT,
-                   "seq_lens: entry %lld = %lld needs %lld blocks of %lld > block_table width %lld", (long long)r,
-                   (long long)seq_len, (long long)used, (long long)c.cache.block_size, (long long)max_blocks);
-        blocks_used += used;
-        ATTN_CHECK(blocks_used <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
-                   "block_table: rows 0..%lld use %lld blocks, more than ATTN_MAX_SEQ_LEN=%lld", (long long)r,
-                   (long long)blocks_used, (long long)ATTN_MAX_SEQ_LEN);
-        for (int64_t k = 0; k < used; k++) {
-            const int64_t id = bd[r * bt->strides[0] + k];
-            ATTN_CHECK(id >= 0 && id < c.cache.num_blocks, ATTN_STATUS_INVALID_ARGUMENT,
-                       "block_table: entry [%lld][%lld] = %lld %s num_blocks=%lld", (long long)r, (long long)k,
-                       (long long)id, id < 0 ? "< 0, expected in [0," : ">=", (long long)c.cache.num_blocks);
-        }
         for (int64_t t = 0; t < num_spans; t++)
             ATTN_CHECK(spans[t].end <= seq_len, ATTN_STATUS_INVALID_ARGUMENT,
                        "spans[%lld]=(%lld,%lld): expected 0 <= start < end <= seq_lens[%lld]=%lld", (long long)t,
@@ -588,7 +571,7 @@ static attn_status diff_paged_piecewise(attn_ctx *ctx, const attn_tensor *q, con
     }
     c.query_len = query_len;
     c.seq_lens = sd, c.seq_lens_stride = sst;
-    c.block_table = bd, c.bt_row_stride = bt->strides[0];
+    c.block_table = (const int32_t *)bt->data, c.bt_row_stride = bt->strides[0];
     p.num_heads = num_heads, p.num_kv_heads = c.cache.num_kv_heads;
     p.head_size = p.head_size_v = c.cache.head_size;
     p.q_dtype = p.out_dtype = q->dtype;

@@ -1,9 +1,9 @@
 /*
- * api_paged.c — attention over the paged KV cache: attn_forward_paged (plan + caller workspace, split-KV
- * flash-decoding executor), attn_paged_attention (plan-less, vLLM/flash-attn metadata validated per call,
- * sequential fold) and its oracle twin. Both fast entries build attn_problems whose sequences are paged
- * attn_seq_views and reuse the driver's block functions, so their bits equal attn_forward_varlen's on the
- * same keys. The split executor only schedules: partitions and fold order are the driver's.
+ * api_paged.c — attention over the paged KV cache: attn_forward_paged (plan + caller workspace, run by the
+ * split-KV flash-decoding executor of src/attention/fwd_paged.c), attn_paged_attention (plan-less,
+ * vLLM/flash-attn metadata validated per call, sequential fold) and its oracle twin. This file only validates
+ * and describes the calls: both fast entries build attn_problems whose sequences are paged attn_seq_views, so
+ * their bits equal attn_forward_varlen's on the same keys.
  */
 #include <math.h>
 #include <string.h>
@@ -16,7 +16,6 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
-#include "parallel/parallel.h"
 #include "plan/plan.h"
 #include "ref/ref.h"
 
@@ -137,19 +136,17 @@ static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *k
     const int64_t num_reqs = qsl->shape[0] - 1, num_tokens = q->shape[0];
     ATTN_TRY(attn_check_i32(seq_lens, "seq_lens", 1));
     ATTN_TRY(attn_tensor_check_dim(seq_lens, "seq_lens", 0, num_reqs, "num_reqs"));
-    ATTN_TRY(attn_check_i32(bt, "block_table", 2));
-    ATTN_TRY(attn_tensor_check_dim(bt, "block_table", 0, num_reqs, "num_reqs"));
-    ATTN_CHECK(bt->shape[1] <= 1 || bt->strides[1] == 1, ATTN_STATUS_INVALID_ARGUMENT,
-               "block_table: strides[1]=%lld, the last dimension must be contiguous (stride 1)",
-               (long long)bt->strides[1]);
     const int32_t *qd = (const int32_t *)qsl->data, *sd = (const int32_t *)seq_lens->data;
-    const int32_t *bd = (const int32_t *)bt->data;
-    const int64_t qst = qsl->strides[0], sst = seq_lens->strides[0], max_blocks = bt->shape[1];
+    const int64_t qst = qsl->strides[0], sst = seq_lens->strides[0];
     ATTN_CHECK(num_reqs < ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
                "query_start_loc: shape[0]=%lld exceeds ATTN_MAX_SEQ_LEN=%lld", (long long)qsl->shape[0],
                (long long)ATTN_MAX_SEQ_LEN);
     ATTN_CHECK(qd[0] == 0, ATTN_STATUS_INVALID_ARGUMENT, "query_start_loc: entry 0 = %d, expected 0", (int)qd[0]);
-    int64_t max_q = 0, pairs = 0, blocks_used = 0;
+    for (int64_t r = 0; r < num_reqs; r++)
+        ATTN_CHECK(sd[r * sst] >= 0, ATTN_STATUS_INVALID_ARGUMENT, "seq_lens: entry %lld = %lld is negative",
+                   (long long)r, (long long)sd[r * sst]);
+    ATTN_TRY(attn_validate_block_table(bt, sd, sst, num_reqs, c->cache.block_size, c->cache.num_blocks, "num_reqs"));
+    int64_t max_q = 0, pairs = 0;
     for (int64_t r = 0; r < num_reqs; r++) {
         const int64_t a = qd[r * qst], b = qd[(r + 1) * qst], seq_len = sd[r * sst];
         ATTN_CHECK(b >= a, ATTN_STATUS_INVALID_ARGUMENT, "query_start_loc: entry %lld = %lld < entry %lld = %lld",
@@ -159,23 +156,7 @@ static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *k
                    (long long)num_tokens);
         /* q_len > seq_len is legal (flash-attn, the dense entries): bottom-right alignment puts the first
          * q_len − seq_len rows before key 0, so they see no key (out 0, LSE −inf). */
-        ATTN_CHECK(seq_len >= 0, ATTN_STATUS_INVALID_ARGUMENT, "seq_lens: entry %lld = %lld is negative",
-                   (long long)r, (long long)seq_len);
-        const int64_t used = (seq_len + c->cache.block_size - 1) / c->cache.block_size;
-        ATTN_CHECK(used <= max_blocks, ATTN_STATUS_INVALID_ARGUMENT,
-                   "seq_lens: entry %lld = %lld needs %lld blocks of %lld > block_table width %lld", (long long)r,
-                   (long long)seq_len, (long long)used, (long long)c->cache.block_size, (long long)max_blocks);
-        blocks_used += used;
-        ATTN_CHECK(blocks_used <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
-                   "block_table: requests 0..%lld use %lld blocks, more than ATTN_MAX_SEQ_LEN=%lld", (long long)r,
-                   (long long)blocks_used, (long long)ATTN_MAX_SEQ_LEN);
         ATTN_TRY(attn_work_add(&pairs, 1, p->num_heads, b - a, seq_len));
-        for (int64_t k = 0; k < used; k++) {
-            const int64_t id = bd[r * bt->strides[0] + k];
-            ATTN_CHECK(id >= 0 && id < c->cache.num_blocks, ATTN_STATUS_INVALID_ARGUMENT,
-                       "block_table: entry [%lld][%lld] = %lld %s num_blocks=%lld", (long long)r, (long long)k,
-                       (long long)id, id < 0 ? "< 0, expected in [0," : ">=", (long long)c->cache.num_blocks);
-        }
         if (b - a > max_q) max_q = b - a;
     }
     const attn_tensor *ins[] = {q, kv_cache, qsl, seq_lens, bt, lse};
@@ -185,7 +166,7 @@ static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *k
     c->q = q, c->out = out, c->lse = lse;
     c->qsl = qd, c->qsl_stride = qst;
     c->seq_lens = sd, c->seq_lens_stride = sst;
-    c->block_table = bd, c->bt_row_stride = bt->strides[0];
+    c->block_table = (const int32_t *)bt->data, c->bt_row_stride = bt->strides[0];
     p->num_seqs = num_reqs;
     p->max_seq_q = max_q;
     p->user[0] = c;
@@ -218,138 +199,8 @@ attn_status attn_ref_paged_attention(const attn_tensor *q, const attn_tensor *kv
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Plan entry: split-KV executor
+ * Plan entry: the work list runs on the split-KV executor (src/attention/fwd_paged.c)
  * --------------------------------------------------------------------------------------------- */
-typedef struct attn_paged_job {
-    const attn_plan *plan;
-    const attn_problem *prob[2]; /* [0] DECODER rows (params causal), [1] ENCODER_ONLY / CROSS (non-causal) */
-    const attn_exec *ex;
-    attn_fwd_shape sh;
-    float *ws;                   /* caller workspace: split blocks' partial states                    */
-    int64_t decode_run_max;      /* blocks per decode-shaped item (<= attn_fwd_multi_capacity)        */
-} attn_paged_job;
-
-static const attn_problem *attn_paged_block_problem(const attn_paged_job *job, const attn_plan_block *b) {
-    return job->prob[job->plan->kinds[b->req] == ATTN_REQUEST_DECODER ? 0 : 1];
-}
-
-/* Sets up block `b` in thread `tid`'s scratch and packs its queries. */
-static const attn_problem *attn_paged_block_begin(const attn_paged_job *job, const attn_plan_block *b, int32_t tid,
-                                                  attn_fwd_scratch *sc, attn_fwd_block *blk, int pack) {
-    const attn_problem *p = attn_paged_block_problem(job, b);
-    attn_seq_view seq;
-    p->get_seq(p, b->req, &seq);
-    attn_fwd_scratch_carve(job->ex->scratch + (size_t)tid * attn_fwd_scratch_bytes(), sc);
-    attn_fwd_block_init(p, &job->sh, &seq, b->kv_head, b->head_chunk, b->token_block, blk);
-    if (pack) attn_fwd_pack_q(p, job->ex->kern, blk, sc);
-    return p;
-}
-
-/* Multi-block items (fwd_exec.c): the blocks of a request sit in plan->blocks in (kv head, head chunk,
- * token block descending) order, so an item is a run of consecutive block ids: all blocks of a decode-shaped
- * request (every kv head: its pages are read front to back once), or a GQA super-block of up to 4 blocks
- * of one kv head of a prefill. The first block of the run leads; the others' plan items do nothing. Which
- * blocks share an item never changes a bit (each keeps its own states and kernel calls). Returns the
- * number of blocks the item of block `b` runs (0: not a leader). */
-static int64_t attn_paged_run_len(const attn_paged_job *job, const attn_problem *p, const attn_plan_block *b) {
-    const int32_t *qsl = job->plan->query_start_loc;
-    const int64_t q_len = qsl[b->req + 1] - qsl[b->req];
-    const int64_t tbs = (q_len + job->sh.tokens_per_block - 1) / job->sh.tokens_per_block;
-    const int64_t per_head = job->sh.head_chunks * tbs, per_req = p->num_kv_heads * per_head;
-    const int64_t pos = b->kv_head * per_head + b->head_chunk * tbs + (tbs - 1 - b->token_block);
-    if (q_len <= 16) { /* decode-shaped: runs of up to `cap` blocks over all kv heads */
-        int64_t cap = attn_fwd_multi_capacity(p);
-        if (job->decode_run_max > 0 && job->decode_run_max < cap) cap = job->decode_run_max;
-        if (pos % cap != 0) return 0;
-        return per_req - pos < cap ? per_req - pos : cap;
-    }
-    const int64_t in_head = pos % per_head;
-    if (in_head % 4 != 0) return 0;
-    return per_head - in_head < 4 ? per_head - in_head : 4;
-}
-
-/* Fills the item's blocks from plan blocks [block, block + n) and packs their queries. */
-static void attn_paged_multi_begin(const attn_paged_job *job, const attn_problem *p, int64_t block, int64_t n,
-                                   int32_t tid, attn_fwd_scratch *sc) {
-    attn_seq_view seq;
-    p->get_seq(p, job->plan->blocks[block].req, &seq);
-    attn_fwd_scratch_carve(job->ex->scratch + (size_t)tid * attn_fwd_scratch_bytes(), sc);
-    for (int64_t k = 0; k < n; k++) {
-        const attn_plan_block *b = &job->plan->blocks[block + k];
-        attn_fwd_block_init(p, &job->sh, &seq, b->kv_head, b->head_chunk, b->token_block,
-                            attn_fwd_multi_block(p, sc, k));
-    }
-    attn_fwd_multi_begin(p, job->ex->kern, sc, n);
-}
-
-/* A direct item: the run of blocks led by plan block `block` over their whole key range, partitions folded
- * in ascending order in the thread's scratch, then finalized (non-leaders do nothing). */
-static void attn_paged_direct(const attn_paged_job *job, int64_t block, int32_t tid) {
-    const attn_plan *plan = job->plan;
-    const struct attn_kernels *kern = job->ex->kern;
-    attn_fwd_scratch sc;
-    const attn_problem *p = attn_paged_block_problem(job, &plan->blocks[block]);
-    const int64_t n = attn_paged_run_len(job, p, &plan->blocks[block]);
-    if (n == 0) return;
-    attn_paged_multi_begin(job, p, block, n, tid, &sc);
-    int64_t first, last;
-    attn_fwd_multi_partitions(p, &sc, n, &first, &last);
-    for (int64_t part = first; part < last; part++) attn_fwd_multi_partition(p, kern, &sc, n, part, 1);
-    attn_fwd_multi_finalize(p, kern, &sc, n);
-}
-
-/* Phase 1: direct blocks (whole key range, sequential fold) and split items (one partition each). */
-static void attn_paged_phase1(void *arg, int64_t item, int32_t tid) {
-    const attn_paged_job *job = (const attn_paged_job *)arg;
-    const attn_plan *plan = job->plan;
-    const struct attn_kernels *kern = job->ex->kern;
-    attn_fwd_scratch sc;
-    if (item < plan->num_split_items) { /* split items first: they are short and gate phase 2 */
-        const attn_plan_split *it = &plan->splits[item];
-        const attn_problem *p = attn_paged_block_problem(job, &plan->blocks[it->block]);
-        const int64_t n = attn_paged_run_len(job, p, &plan->blocks[it->block]);
-        if (n == 0) return;
-        attn_paged_multi_begin(job, p, it->block, n, tid, &sc);
-        attn_fwd_multi_partition(p, kern, &sc, n, it->part, 0);
-        for (int64_t k = 0; k < n; k++) {
-            const attn_plan_block *b = &plan->blocks[it->block + k];
-            int64_t first, last;
-            attn_fwd_partitions(attn_fwd_multi_block(p, &sc, k), &first, &last);
-            if (it->part < first || it->part >= last) continue; /* masked out: phase 2 skips it too */
-            float *m, *l, *o;
-            attn_fwd_multi_part_state(p, &sc, k, &m, &l, &o);
-            const int64_t rows = b->num_rows, dv = p->head_size_v;
-            float *st = job->ws + b->ws_offset + (int64_t)it->part * rows * (2 + dv); /* m[rows] l[rows] o[dv][rows] */
-            for (int64_t r = 0; r < rows; r++) st[r] = m[r], st[rows + r] = l[r];
-            for (int64_t d = 0; d < dv; d++) memcpy(st + 2 * rows + d * rows, o + d * ATTN_QB, (size_t)rows * sizeof(float));
-        }
-        return;
-    }
-    attn_paged_direct(job, plan->direct[item - plan->num_split_items], tid);
-}
-
-/* Phase 2: fold a split block's partition states in ascending order (as attn_fwd_run does), finalize. */
-static void attn_paged_phase2(void *arg, int64_t item, int32_t tid) {
-    const attn_paged_job *job = (const attn_paged_job *)arg;
-    const attn_plan_block *b = &job->plan->blocks[job->plan->split_blocks[item]];
-    attn_fwd_scratch sc;
-    attn_fwd_block blk;
-    const attn_problem *p = attn_paged_block_begin(job, b, tid, &sc, &blk, 0);
-    const int64_t rows = b->num_rows, dv = p->head_size_v;
-    int64_t first, last;
-    attn_fwd_partitions(&blk, &first, &last);
-    attn_fwd_state_reset(dv, sc.m_acc, sc.l_acc, sc.o_acc);
-    attn_fwd_state_reset(dv, sc.m_part, sc.l_part, sc.o_part);
-    for (int64_t part = first; part < last; part++) {
-        const float *st = job->ws + b->ws_offset + part * rows * (2 + dv);
-        for (int64_t r = 0; r < rows; r++) sc.m_part[r] = st[r], sc.l_part[r] = st[rows + r];
-        for (int64_t d = 0; d < dv; d++)
-            memcpy(sc.o_part + d * ATTN_QB, st + 2 * rows + d * rows, (size_t)rows * sizeof(float));
-        attn_fwd_fold(blk.num_rows, dv, sc.m_acc, sc.l_acc, sc.o_acc, sc.m_part, sc.l_part, sc.o_part);
-    }
-    attn_fwd_finalize(p, job->ex->kern, &blk, &sc, sc.m_acc, sc.l_acc, sc.o_acc);
-}
-
 /* key/value rows of ENCODER_ONLY requests: [num_tokens, num_kv_heads, head_size], cache dtype. */
 static attn_status attn_paged_check_rows(const attn_tensor *t, const char *name, const attn_kv_layout *c,
                                          int64_t num_tokens) {
@@ -425,34 +276,21 @@ attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, const attn_
     p[1] = p[0];
     p[1].opts.causal = ATTN_CAUSAL_NONE; /* encoder-only and cross attention see every key */
 
+    const attn_fwd_work work = {.blocks = plan->blocks,
+                                .direct = plan->direct,
+                                .num_direct = plan->num_direct,
+                                .splits = plan->splits,
+                                .num_split_items = plan->num_split_items,
+                                .split_blocks = plan->split_blocks,
+                                .num_split_blocks = plan->num_split_blocks,
+                                .query_start_loc = plan->query_start_loc,
+                                .kinds = plan->kinds,
+                                .num_decodes = plan->num_decodes};
+    const attn_problem *const prob[2] = {&p[0], &p[1]};
+
     ATTN_TRY(attn_ctx_claim(ctx));
     attn_exec ex = attn_ctx_exec(ctx);
-    attn_paged_job job;
-    job.plan = plan;
-    job.prob[0] = &p[0];
-    job.prob[1] = &p[1];
-    job.ex = &ex;
-    job.ws = (float *)workspace;
-    attn_fwd_shape_of(&p[0], &job.sh);
-    /* fewer decode requests than threads: split each request's kv heads over several items (as attn_fwd_run's
-     * "at least one item per thread"), so a short-context decode uses every thread; which blocks share an
-     * item never changes a bit */
-    job.decode_run_max = 0;
-    if (ex.num_threads > 1 && plan->num_decodes > 0 && plan->num_decodes < ex.num_threads) {
-        const int64_t want = (ex.num_threads + plan->num_decodes - 1) / plan->num_decodes; /* items per request */
-        const int64_t per_req = (int64_t)cfg->num_kv_heads * job.sh.head_chunks;
-        job.decode_run_max = (per_req + want - 1) / want;
-    }
-    if (ex.num_threads == 1) {
-        /* one thread gains nothing from split-KV: every block runs as a direct item (the sequential fold, the
-         * same bits as the split path), without the partial states' round trip through the workspace */
-        for (int64_t i = 0; i < plan->num_direct; i++) attn_paged_direct(&job, plan->direct[i], 0);
-        for (int64_t i = 0; i < plan->num_split_blocks; i++) attn_paged_direct(&job, plan->split_blocks[i], 0);
-        attn_ctx_release(ctx);
-        return ATTN_STATUS_OK;
-    }
-    attn_parallel_for(ex.num_threads, plan->num_split_items + plan->num_direct, attn_paged_phase1, &job);
-    attn_parallel_for(ex.num_threads, plan->num_split_blocks, attn_paged_phase2, &job);
+    attn_fwd_run_work(prob, &work, (float *)workspace, &ex);
     attn_ctx_release(ctx);
     return ATTN_STATUS_OK;
 }

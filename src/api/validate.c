@@ -271,3 +271,36 @@ attn_status attn_work_add(int64_t *work, int64_t rows, int64_t num_heads, int64_
     *work = w;
     return ATTN_STATUS_OK;
 }
+
+attn_status attn_validate_block_table(const attn_tensor *bt, const int32_t *seq_lens, int64_t seq_lens_stride,
+                                      int64_t num_rows, int64_t block_size, int64_t num_blocks, const char *rows_name) {
+    ATTN_CHECK(bt != NULL, ATTN_STATUS_INVALID_ARGUMENT, "block_table: is NULL");
+    ATTN_TRY(attn_tensor_check(bt, "block_table", 2, 0));
+    ATTN_TRY(attn_tensor_check_dtype(bt, "block_table", ATTN_DTYPE_I32));
+    ATTN_TRY(attn_validate_aligned(bt, "block_table"));
+    ATTN_TRY(attn_tensor_check_dim(bt, "block_table", 0, num_rows, rows_name));
+    ATTN_CHECK(bt->shape[1] <= 1 || bt->strides[1] == 1, ATTN_STATUS_INVALID_ARGUMENT,
+               "block_table: strides[1]=%lld, the last dimension must be contiguous (stride 1)",
+               (long long)bt->strides[1]);
+    const int32_t *ids = (const int32_t *)bt->data;
+    const int64_t max_blocks = bt->shape[1];
+    int64_t blocks_used = 0;
+    for (int64_t r = 0; r < num_rows; r++) {
+        const int64_t seq_len = seq_lens[r * seq_lens_stride]; /* >= 0: the caller's check */
+        const int64_t used = (seq_len + block_size - 1) / block_size;
+        ATTN_CHECK(used <= max_blocks, ATTN_STATUS_INVALID_ARGUMENT,
+                   "seq_lens: entry %lld = %lld needs %lld blocks of %lld > block_table width %lld", (long long)r,
+                   (long long)seq_len, (long long)used, (long long)block_size, (long long)max_blocks);
+        blocks_used += used;
+        ATTN_CHECK(blocks_used <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
+                   "block_table: rows 0..%lld use %lld blocks, more than ATTN_MAX_SEQ_LEN=%lld", (long long)r,
+                   (long long)blocks_used, (long long)ATTN_MAX_SEQ_LEN);
+        for (int64_t k = 0; k < used; k++) {
+            const int64_t id = ids[r * bt->strides[0] + k];
+            ATTN_CHECK(id >= 0 && id < num_blocks, ATTN_STATUS_INVALID_ARGUMENT,
+                       "block_table: entry [%lld][%lld] = %lld %s num_blocks=%lld", (long long)r, (long long)k,
+                       (long long)id, id < 0 ? "< 0, expected in [0," : ">=", (long long)num_blocks);
+        }
+    }
+    return ATTN_STATUS_OK;
+}

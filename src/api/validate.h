@@ -73,6 +73,16 @@ attn_status attn_validate_dims(int64_t num_heads, int64_t num_kv_heads, int64_t 
 /* *work += rows·num_heads·seq_q·seq_k score pairs, checked against ATTN_MAX_WORK (OVERFLOW beyond). */
 attn_status attn_work_add(int64_t *work, int64_t rows, int64_t num_heads, int64_t seq_q, int64_t seq_k);
 
+/* The block table of a paged read against the sequence lengths it serves, checked in one place for every paged
+ * entry: block_table int32 [num_rows, max_blocks] with its last dimension contiguous; each row's seq_len (num_rows
+ * int32 entries `seq_lens_stride` apart, a validated view whose entries the caller has checked to be >= 0, with its
+ * own bounds and message) needing ceil(seq_len / block_size) <= max_blocks ids, at most ATTN_MAX_SEQ_LEN ids in
+ * all; and every id a row uses in [0, num_blocks). Ids past a row's used prefix are never read, so they are not checked
+ * (vLLM pads with any value). INVALID_ARGUMENT naming the entry ("block_table: entry [1][3] = 9 >= num_blocks=8");
+ * `rows_name` is what the first dimension counts in the message ("num_reqs", "rows"). */
+attn_status attn_validate_block_table(const attn_tensor *block_table, const int32_t *seq_lens, int64_t seq_lens_stride,
+                                      int64_t num_rows, int64_t block_size, int64_t num_blocks, const char *rows_name);
+
 /* Data pointer aligned to the element size. */
 attn_status attn_validate_aligned(const attn_tensor *t, const char *name);
 

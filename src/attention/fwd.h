@@ -146,6 +146,24 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
 
 /* ---- fwd_exec.c: multi-block items (same per-block kernel calls, K/V tiles fetched once per item) ---- */
 
+/* Scheduling constants shared by the dense/packed schedule (attn_fwd_run) and the paged split-KV executor
+ * (attn_fwd_run_work). None of them changes a bit: which blocks share an item never does. */
+#define ATTN_FWD_DECODE_Q         16 /* sequences with at most this many query tokens run as decode items     */
+#define ATTN_FWD_SUPER            16 /* query blocks per prefill super-block, at most (16 × 32 rows)         */
+#define ATTN_FWD_SUPER_MIN        4  /* ... and at least, when more items are needed to feed the threads    */
+#define ATTN_FWD_ITEMS_PER_THREAD 4  /* prefill super-blocks shrink until the call has this many per thread */
+
+/* The thread-spreading rule of every decode schedule: each of num_seqs sequences has `units` independent
+ * units (kv heads, or blocks over kv heads), an item holds at most `cap` of them. Returns the units per item:
+ * as many as fit, but few enough that every one of num_threads threads gets an item when the sequences
+ * alone would leave some idle. */
+int64_t attn_fwd_units_per_item(int64_t units, int64_t num_seqs, int64_t cap, int32_t num_threads);
+
+/* The prefill super-block size rule: min(cap, ATTN_FWD_SUPER) query blocks, halved (down to
+ * ATTN_FWD_SUPER_MIN) while items(arg, size) < ATTN_FWD_ITEMS_PER_THREAD · num_threads. */
+int64_t attn_fwd_super_size(int64_t cap, int32_t num_threads, int64_t (*items)(const void *arg, int64_t size),
+                            const void *arg);
+
 /* Runs a whole validated problem, bitwise equal to running each block alone (block_init, pack_q, then
  * partition + fold in ascending order, finalize; tests/conformance/test_driver_paths.c): prefill items are GQA
  * super-blocks (sequence, kv head, up to 16 query blocks), decode-shaped problems (every sequence
@@ -174,5 +192,54 @@ void attn_fwd_multi_part_state(const attn_problem *p, attn_fwd_scratch *sc, int6
 /* Normalises blocks [0, n) from their folded states and writes out rows and LSE. */
 void attn_fwd_multi_finalize(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
                              int64_t n);
+
+/* ---- fwd_paged.c: the split-KV executor of a plan's work list ---- */
+
+/* One work block of a paged call: up to ATTN_QB query rows (tokens × heads of one kv head) of one request,
+ * exactly a block of attn_fwd_block_init. The blocks of a request are listed consecutively in (kv head, head
+ * chunk, token block descending) order; the executor's multi-block items are runs of consecutive blocks. */
+typedef struct attn_fwd_work_block {
+    int32_t req;         /* request index (plan order)                                    */
+    int32_t kv_head;     /* kv head g                                                     */
+    int32_t head_chunk;  /* chunk of the g-th query-head group                            */
+    int32_t token_block; /* tokens [token_block·tokens_per_block, ...) of the request     */
+    int32_t num_rows;    /* rows of the block (tokens × heads), <= ATTN_QB                */
+    int32_t num_parts;   /* ATTN_KV_PARTITION partitions covering [0, seq_len)            */
+    int64_t ws_offset;   /* split blocks: float offset of partition 0's state; −1 = direct */
+} attn_fwd_work_block;
+
+/* One split-KV work item: partition `part` of block `block`. */
+typedef struct attn_fwd_split_item {
+    int32_t block;
+    int32_t part;
+} attn_fwd_split_item;
+
+/* Floats of one split-KV partial state in the caller's workspace, for a block of `rows` rows: m[rows],
+ * l[rows], then o[head_size_v][rows]. Partition k of a split block starts at ws_offset + k · this. */
+static inline int64_t attn_fwd_split_state_floats(int64_t rows, int64_t head_size_v) {
+    return rows * (2 + head_size_v);
+}
+
+/* The work list of a paged call (src/plan/partition.c builds it once per step). */
+typedef struct attn_fwd_work {
+    const attn_fwd_work_block *blocks;  /* [num_work_blocks] every block of the call                        */
+    const int32_t *direct;              /* [num_direct] blocks run whole by one thread                      */
+    int64_t num_direct;
+    const attn_fwd_split_item *splits;  /* [num_split_items] one partition of a split block each            */
+    int64_t num_split_items;
+    const int32_t *split_blocks;        /* [num_split_blocks] blocks folded after the split items           */
+    int64_t num_split_blocks;
+    const int32_t *query_start_loc;     /* [num_reqs + 1]                                                   */
+    const int32_t *kinds;               /* [num_reqs] attn_request_kind: DECODER → prob[0], else prob[1]    */
+    int64_t num_decodes;                /* decode requests (the plan's class), for the spreading rule       */
+} attn_fwd_work;
+
+/* Runs a validated paged call from its work list: with one thread every block as a direct item (partitions
+ * folded in ascending order in the thread's scratch); with more, phase 1 runs the split items (one partition
+ * each, state stored in `ws`, attn_fwd_split_state_floats) and the direct items, phase 2 folds each split
+ * block's states in ascending order and finalizes. Every block makes the kernel calls it would make alone, so
+ * the bits equal attn_fwd_run's on the same sequences for any thread count. prob[0] serves DECODER
+ * requests (causal per params), prob[1] ENCODER_ONLY / CROSS ones (non-causal). */
+void attn_fwd_run_work(const attn_problem *const prob[2], const attn_fwd_work *work, float *ws, const attn_exec *ex);
 
 #endif

@@ -33,10 +33,6 @@ typedef struct attn_fx_slot {
 } attn_fx_slot;
 
 #define ATTN_FX_HEADER_BYTES (((sizeof(attn_fx_slot) * ATTN_FWD_MULTI_MAX) + 63) & ~(size_t)63)
-#define ATTN_FX_SUPER 16       /* query blocks per prefill super-block, at most (16 × 32 rows)      */
-#define ATTN_FX_SUPER_MIN 4    /* ... and at least, when more items are needed to feed the threads */
-#define ATTN_FX_ITEMS_PER_THREAD 4
-#define ATTN_FX_DECODE_Q 16 /* sequences with at most this many query tokens: decode items */
 
 static int64_t attn_fx_slot_floats(const attn_problem *p) {
     const int64_t f = ATTN_QB * (p->head_size + 2 * p->head_size_v + 5) + ATTN_FWD_FEW_ROWS * p->head_size_v +
@@ -561,6 +557,36 @@ static void attn_fx_item(void *arg, int64_t item, int32_t tid) {
     attn_fwd_multi_finalize(p, kern, &sc, n);
 }
 
+int64_t attn_fwd_units_per_item(int64_t units, int64_t num_seqs, int64_t cap, int32_t num_threads) {
+    int64_t u = cap < units ? cap : units;
+    if (u < 1)
+        u = 1;
+    const int64_t items = (units + u - 1) / u;
+    if (num_seqs * items < num_threads) {
+        int64_t want = (num_threads + num_seqs - 1) / num_seqs; /* items per sequence */
+        if (want > units)
+            want = units;
+        if (want > items)
+            u = (units + want - 1) / want;
+    }
+    return u;
+}
+
+int64_t attn_fwd_super_size(int64_t cap, int32_t num_threads, int64_t (*items)(const void *arg, int64_t size),
+                            const void *arg) {
+    int64_t ss = cap < ATTN_FWD_SUPER ? cap : ATTN_FWD_SUPER;
+    while (ss > ATTN_FWD_SUPER_MIN && items(arg, ss) < (int64_t)ATTN_FWD_ITEMS_PER_THREAD * num_threads)
+        ss /= 2;
+    return ss < ATTN_FWD_SUPER_MIN ? ATTN_FWD_SUPER_MIN : ss;
+}
+
+/* Super-block items of a dense/packed prefill for super-block size `ss`. */
+static int64_t attn_fx_dense_items(const void *arg, int64_t ss) {
+    const attn_fx_job *job = (const attn_fx_job *)arg;
+    const int64_t blocks_per_head = job->sh.head_chunks * job->max_blocks;
+    return job->p->num_seqs * job->p->num_kv_heads * ((blocks_per_head + ss - 1) / ss);
+}
+
 void attn_fwd_run(const attn_problem *p, const attn_exec *ex) {
     attn_fx_job job;
     memset(&job, 0, sizeof job);
@@ -571,34 +597,19 @@ void attn_fwd_run(const attn_problem *p, const attn_exec *ex) {
     if (job.max_blocks == 0 || p->num_seqs == 0) return;
     const int64_t cap = attn_fwd_multi_capacity(p);
     const int64_t blocks_per_head = job.sh.head_chunks * job.max_blocks;
-    if (p->max_seq_q <= ATTN_FX_DECODE_Q && blocks_per_head <= cap) {
+    if (p->max_seq_q <= ATTN_FWD_DECODE_Q && blocks_per_head <= cap) {
         /* as many kv heads per item as fit, but at least one item per thread (heads are independent:
          * the grouping never changes a bit) */
-        int64_t hpi = cap / blocks_per_head;
-        if (hpi > p->num_kv_heads) hpi = p->num_kv_heads;
-        int64_t groups = (p->num_kv_heads + hpi - 1) / hpi;
-        if (p->num_seqs * groups < ex->num_threads) {
-            int64_t want = (ex->num_threads + p->num_seqs - 1) / p->num_seqs;
-            if (want > p->num_kv_heads) want = p->num_kv_heads;
-            if (want > groups) hpi = (p->num_kv_heads + want - 1) / want;
-            groups = (p->num_kv_heads + hpi - 1) / hpi;
-        }
+        const int64_t hpi =
+            attn_fwd_units_per_item(p->num_kv_heads, p->num_seqs, cap / blocks_per_head, ex->num_threads);
         job.decode = 1;
         job.heads_per_item = hpi;
-        job.items_per_seq = groups;
+        job.items_per_seq = (p->num_kv_heads + hpi - 1) / hpi;
     } else {
         /* Every K/V tile an item reads is fetched (converted, or copied into a padded-stride tile) once for
-         * all of its blocks, so larger super-blocks fetch each tile fewer times per call; halved while the
-         * call would have fewer than ATTN_FX_ITEMS_PER_THREAD items per thread. Which blocks share an item
-         * never changes a bit (each block makes the same kernel calls in the same order). */
-        int64_t ss = cap < ATTN_FX_SUPER ? cap : ATTN_FX_SUPER;
-        while (ss > ATTN_FX_SUPER_MIN &&
-               p->num_seqs * p->num_kv_heads * ((blocks_per_head + ss - 1) / ss) <
-                   (int64_t)ATTN_FX_ITEMS_PER_THREAD * ex->num_threads)
-            ss /= 2;
-        if (ss < ATTN_FX_SUPER_MIN) ss = ATTN_FX_SUPER_MIN;
-        job.super_size = ss;
-        job.supers = (blocks_per_head + ss - 1) / ss;
+         * all of its blocks, so larger super-blocks fetch each tile fewer times per call. */
+        job.super_size = attn_fwd_super_size(cap, ex->num_threads, attn_fx_dense_items, &job);
+        job.supers = (blocks_per_head + job.super_size - 1) / job.super_size;
         job.items_per_seq = p->num_kv_heads * job.supers;
     }
     attn_parallel_for(ex->num_threads, p->num_seqs * job.items_per_seq, attn_fx_item, &job);

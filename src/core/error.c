@@ -1,29 +1,11 @@
 /*
- * error.c — status names and the thread-local last-error buffer (stb failure-reason / SQLite errmsg idea).
- * It does not log or abort: library code reports, callers decide.
+ * error.c — status names and libattn's thread-local last-error channel (core/error_channel.h). It does not log or
+ * abort: library code reports, callers decide.
  */
 #include "core/error.h"
 
-#include <stdarg.h>
-#include <stdio.h>
-
-#if defined(_MSC_VER)
-#define ATTN_THREAD_LOCAL __declspec(thread)
-#else
-#define ATTN_THREAD_LOCAL _Thread_local
-#endif
-
-static ATTN_THREAD_LOCAL char attn_last_error_buf[ATTN_ERROR_MAX];
-
-attn_status attn_err_set(attn_status status, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(attn_last_error_buf, sizeof attn_last_error_buf, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-const char *attn_last_error(void) { return attn_last_error_buf; }
+/* attn_err_set and attn_last_error over the thread-local buffer (core/error_channel.h, shared with libattn_mpi) */
+ATTN_ERROR_CHANNEL(attn_last_error_buf, attn_err_set, attn_last_error)
 
 void attn_clear_error(void) { attn_last_error_buf[0] = '\0'; }
 

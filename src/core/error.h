@@ -5,30 +5,14 @@
 #ifndef ATTN_CORE_ERROR_H
 #define ATTN_CORE_ERROR_H
 
-#include "attn/attn.h"
-
-#define ATTN_ERROR_MAX 512
-
-#if defined(__GNUC__)
-#define ATTN_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define ATTN_PRINTF(a, b)
-#endif
+#include "core/error_channel.h"
 
 /* Formats the thread-local last-error message (printf-style). Always returns `status` for chaining. */
 attn_status attn_err_set(attn_status status, const char *fmt, ...) ATTN_PRINTF(2, 3);
 
 /* Return `status` with a message naming the argument unless `cond` holds. */
-#define ATTN_CHECK(cond, status, ...)                                                                    \
-    do {                                                                                                 \
-        if (!(cond)) return attn_err_set((status), __VA_ARGS__);                                         \
-    } while (0)
+#define ATTN_CHECK(cond, status, ...) ATTN_CHECK_WITH(attn_err_set, cond, status, __VA_ARGS__)
 
-/* Forward a failing status (its message is already set). */
-#define ATTN_TRY(expr)                                                                                   \
-    do {                                                                                                 \
-        attn_status attn_try_status_ = (expr);                                                           \
-        if (attn_try_status_ != ATTN_STATUS_OK) return attn_try_status_;                                 \
-    } while (0)
+/* ATTN_TRY(expr), forward a failing status: core/error_channel.h. */
 
 #endif

@@ -6,25 +6,14 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- errors ------------------------------------------------------------------------------------------ */
-static _Thread_local char am_msg[512];
-
-const char *attn_mpi_last_error(void) {
-    return am_msg;
-}
-
-attn_status am_fail(attn_status status, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(am_msg, sizeof am_msg, fmt, ap);
-    va_end(ap);
-    return status;
-}
+/* am_fail and attn_mpi_last_error over this library's own thread-local buffer: the channel libattn uses too
+ * (core/error_channel.h, header-only), so libattn_mpi's message never overwrites attn_last_error() */
+ATTN_ERROR_CHANNEL(am_msg, am_fail, attn_mpi_last_error)
 
 attn_status am_params_load(const attn_params *in, attn_params *out) {
     const attn_status st = attn_params_copy(out, in);

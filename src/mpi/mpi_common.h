@@ -2,7 +2,8 @@
  * mpi_common.h — plumbing shared by the libattn_mpi entries: the thread-local error message,
  * the cross-rank agreement on a call's status, MPI error mapping, tensor checks for the views this library
  * reads or writes itself, float32 <-> f16/bf16 conversion, and timing. No attention math here.
- * libattn_mpi is a client of include/attn/attn.h only (it never includes src/ headers of libattn).
+ * libattn_mpi is a client of include/attn/attn.h only: the one src/ header of libattn it includes is the
+ * header-only error plumbing core/error_channel.h (no libattn internal symbol is linked).
  */
 #ifndef ATTN_MPI_COMMON_H
 #define ATTN_MPI_COMMON_H
@@ -11,13 +12,10 @@
 #include <stdint.h>
 
 #include "attn/attn_mpi.h"
+#include "core/error_channel.h"
 
-/* Sets the thread-local message (printf format) and returns status. */
-attn_status am_fail(attn_status status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+/* Sets the thread-local message (printf format) and returns status (defined by core/error_channel.h). */
+attn_status am_fail(attn_status status, const char *fmt, ...) ATTN_PRINTF(2, 3);
 /* Copies libattn's attn_last_error() into our message, prefixed by `what`, and returns status. */
 attn_status am_fail_attn(attn_status status, const char *what);
 /* *out = the caller's params read by libattn's struct_size rule (attn_params_copy; NULL = defaults); on failure
@@ -28,17 +26,8 @@ attn_status am_params_load(const attn_params *in, attn_params *out);
 /* Maps an MPI return code to OK or INTERNAL with the MPI error string. */
 attn_status am_mpi(int rc, const char *what);
 
-#define AM_CHECK(cond, status, ...)                                                                            \
-    do {                                                                                                       \
-        if (!(cond))                                                                                           \
-            return am_fail((status), __VA_ARGS__);                                                             \
-    } while (0)
-#define AM_TRY(expr)                                                                                           \
-    do {                                                                                                       \
-        attn_status am_try_st_ = (expr);                                                                       \
-        if (am_try_st_ != ATTN_STATUS_OK)                                                                      \
-            return am_try_st_;                                                                                 \
-    } while (0)
+#define AM_CHECK(cond, status, ...) ATTN_CHECK_WITH(am_fail, cond, status, __VA_ARGS__)
+#define AM_TRY(expr)                ATTN_TRY(expr)
 #define AM_MPI(call) AM_TRY(am_mpi((call), #call))
 
 /* One fact that must be the same on every rank of a collective call, compared by its min and max over the

@@ -20,9 +20,6 @@ static void attn_partition_shape(const attn_plan_config *cfg, attn_fwd_shape *sh
     attn_fwd_shape_of(&p, sh);
 }
 
-/* Floats of one partial state of a block with `rows` rows: m[rows], l[rows], o[head_size][rows]. */
-static int64_t attn_partition_state_floats(int64_t rows, int64_t head_size) { return rows * (2 + head_size); }
-
 void attn_partition_pass(attn_plan *plan, const attn_request *reqs, int64_t num_reqs, attn_arena *a,
                          int materialize) {
     attn_fwd_shape sh;
@@ -48,7 +45,8 @@ void attn_partition_pass(attn_plan *plan, const attn_request *reqs, int64_t num_
                      attn_mul_i64(plan->cfg.num_heads, q_len, &rows) && attn_add_i64(nb, blocks, &nb);
                 if (ok && split)
                     ok = attn_add_i64(nsplit_blocks, blocks, &nsplit_blocks) && attn_mul_i64(blocks, num_parts, &t) &&
-                         attn_add_i64(nsplit, t, &nsplit) && attn_mul_i64(rows, 2 + head_size, &t) &&
+                         attn_add_i64(nsplit, t, &nsplit) &&
+                         attn_mul_i64(rows, attn_fwd_split_state_floats(1, head_size), &t) &&
                          attn_mul_i64(t, num_parts, &t) && attn_add_i64(ws_floats, t, &ws_floats);
                 else if (ok)
                     ok = attn_add_i64(ndirect, blocks, &ndirect);
@@ -84,7 +82,7 @@ void attn_partition_pass(attn_plan *plan, const attn_request *reqs, int64_t num_
                         if (heads > sh.heads_per_block) heads = sh.heads_per_block;
                         const int64_t rows = tokens * heads;
                         if (pass == 1) {
-                            attn_plan_block *b = &plan->blocks[nb];
+                            attn_fwd_work_block *b = &plan->blocks[nb];
                             b->req = (int32_t)i;
                             b->kv_head = (int32_t)g;
                             b->head_chunk = (int32_t)c;
@@ -105,7 +103,7 @@ void attn_partition_pass(attn_plan *plan, const attn_request *reqs, int64_t num_
                         if (split) {
                             nsplit_blocks++;
                             nsplit += num_parts;
-                            ws_floats += num_parts * attn_partition_state_floats(rows, head_size);
+                            ws_floats += num_parts * attn_fwd_split_state_floats(rows, head_size);
                         } else {
                             ndirect++;
                         }
@@ -121,9 +119,9 @@ void attn_partition_pass(attn_plan *plan, const attn_request *reqs, int64_t num_
             plan->num_split_items = nsplit;
             plan->num_split_blocks = nsplit_blocks;
             plan->workspace_size = ((size_t)ws_floats * sizeof(float) + 63) & ~(size_t)63;
-            plan->blocks = attn_arena_carve(a, "blocks", (size_t)nb, sizeof(attn_plan_block));
+            plan->blocks = attn_arena_carve(a, "blocks", (size_t)nb, sizeof(attn_fwd_work_block));
             plan->direct = attn_arena_carve(a, "direct", (size_t)ndirect, sizeof(int32_t));
-            plan->splits = attn_arena_carve(a, "splits", (size_t)nsplit, sizeof(attn_plan_split));
+            plan->splits = attn_arena_carve(a, "splits", (size_t)nsplit, sizeof(attn_fwd_split_item));
             plan->split_blocks = attn_arena_carve(a, "split_blocks", (size_t)nsplit_blocks, sizeof(int32_t));
         }
     }

@@ -1,7 +1,8 @@
 /*
  * plan.c — builds an attn_plan by running the metadata and partition passes twice (docs/CONTRIBUTING.md §8,
  * FlashInfer DecodePlanImpl<MATERIALIZE>): a count pass that sizes every array through a bump arena,
- * one allocation, then a fill pass through the same code. Nothing here runs attention.
+ * one allocation, then a fill pass through the same code (the carver: src/core/arena.c). Nothing here runs
+ * attention.
  */
 #include "plan/plan.h"
 
@@ -9,18 +10,6 @@
 #include <string.h>
 
 #include "core/error.h"
-
-void *attn_arena_carve(attn_arena *a, const char *name, size_t count, size_t elem_size) {
-    size_t bytes;
-    if (__builtin_mul_overflow(count, elem_size, &bytes) || bytes > SIZE_MAX - 64 - a->used) {
-        if (!a->overflow) a->overflow_at = name;
-        a->overflow = 1;
-        return NULL;
-    }
-    void *p = a->base ? a->base + a->used : NULL;
-    a->used += (bytes + 63) & ~(size_t)63;
-    return p;
-}
 
 static void attn_plan_pass(attn_plan *plan, const attn_request *reqs, int64_t num_reqs, attn_arena *a,
                            int materialize) {

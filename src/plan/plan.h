@@ -9,27 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attention/fwd.h"
 #include "attn/attn.h"
+#include "core/arena.h"
 
 /* Request classes in plan order (docs/SERVING.md "Metadata builder"): decodes, partial prefills, fresh prefills. */
 enum { ATTN_CLASS_DECODE = 0, ATTN_CLASS_PARTIAL_PREFILL = 1, ATTN_CLASS_FRESH_PREFILL = 2 };
-
-/* One work block: up to ATTN_QB query rows (tokens × heads of one kv head) of one request. */
-typedef struct attn_plan_block {
-    int32_t req;         /* plan request index                                            */
-    int32_t kv_head;     /* kv head g                                                     */
-    int32_t head_chunk;  /* chunk of the g-th query-head group                            */
-    int32_t token_block; /* tokens [token_block·tokens_per_block, ...) of the request     */
-    int32_t num_rows;    /* rows of the block (tokens × heads), <= ATTN_QB                */
-    int32_t num_parts;   /* ATTN_KV_PARTITION partitions covering [0, seq_len)            */
-    int64_t ws_offset;   /* split blocks: float offset of partition 0's state; −1 = direct */
-} attn_plan_block;
-
-/* One split-KV work item: partition `part` of block `block`. */
-typedef struct attn_plan_split {
-    int32_t block;
-    int32_t part;
-} attn_plan_split;
 
 struct attn_plan {
     attn_plan_config cfg;
@@ -50,26 +35,17 @@ struct attn_plan {
     int64_t *slot_mapping;         /* [num_tokens]                                     */
     /* work partition */
     int64_t num_work_blocks;
-    attn_plan_block *blocks;       /* [num_work_blocks]                                */
+    attn_fwd_work_block *blocks; /* [num_work_blocks] (the executor's work list)      */
     int64_t num_direct;
     int32_t *direct;               /* [num_direct] blocks run whole by one thread      */
     int64_t num_split_items;
-    attn_plan_split *splits;       /* [num_split_items]                                */
+    attn_fwd_split_item *splits; /* [num_split_items]                                */
     int64_t num_split_blocks;
     int32_t *split_blocks;         /* [num_split_blocks] blocks folded after the split */
     size_t workspace_size;         /* bytes of caller workspace                        */
     void *mem;                     /* the single allocation holding every array        */
 };
 
-/* Bump carving for count-then-fill: with base == NULL only `used` advances (count pass). Every carve is
- * 64-byte aligned and named, so a failure can say which array overflowed. */
-typedef struct attn_arena {
-    char *base;
-    size_t used;
-    int overflow;            /* set when a size computation overflowed                 */
-    const char *overflow_at; /* name of the array that overflowed                      */
-} attn_arena;
-void *attn_arena_carve(attn_arena *a, const char *name, size_t count, size_t elem_size);
 
 /* ---- metadata.c ---- */
 /* Checks config and requests; the message names the field ("requests[3].block_ids[7] = ..."). */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "tolerance.h"
 
 void th_rng_seed(th_rng *r, uint64_t seed) { r->state = seed * 0x9E3779B97F4A7C15ull + 1; }
 
@@ -62,17 +63,7 @@ void *th_alloc_nan(attn_dtype dtype, size_t n) {
 
 th_tol th_tol_for(attn_dtype dtype) {
     th_tol t;
-    switch (dtype) {
-    case ATTN_DTYPE_F16: /* output rounding 2^-11 relative plus f32 accumulation */
-        t.atol = 2e-3, t.rtol = 2e-3, t.lse_atol = 1e-3;
-        break;
-    case ATTN_DTYPE_BF16: /* output rounding 2^-8 relative */
-        t.atol = 1e-2, t.rtol = 1e-2, t.lse_atol = 1e-3;
-        break;
-    default: /* f32: accumulation error of fp32 FMAs over <= 64k keys */
-        t.atol = 2e-5, t.rtol = 1e-5, t.lse_atol = 2e-5;
-        break;
-    }
+    attn_tolerance_for(dtype, &t.atol, &t.rtol, &t.lse_atol); /* cli/tolerance.h: shared with the CLI */
     return t;
 }
 

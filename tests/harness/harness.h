@@ -1,6 +1,7 @@
 /*
  * harness.h — shared test helpers: a seeded RNG, buffers with dtype conversion, oracle comparison with
- * per-dtype tolerances defined in ONE place (attn_tol_for), and a one-line repro printer.
+ * per-dtype tolerances defined in ONE place (cli/tolerance.h, read by th_tol_for and by the CLI), and a
+ * one-line repro printer.
  */
 #ifndef ATTN_TEST_HARNESS_H
 #define ATTN_TEST_HARNESS_H
@@ -37,7 +38,7 @@ void *th_alloc_nan(attn_dtype dtype, size_t n);
 float th_get(const void *buf, attn_dtype dtype, size_t i);
 void th_set(void *buf, attn_dtype dtype, size_t i, float x);
 
-/* ---- tolerances: the single table ---- */
+/* ---- tolerances: the single table (cli/tolerance.h) ---- */
 typedef struct th_tol {
     double atol; /* absolute, in units of max|V| */
     double rtol; /* relative to |expected|       */

@@ -406,11 +406,11 @@ def _bad_cases():
         "varlen_cu_decreasing_C": lambda ctx: attn.flash_attn_varlen_func(
             np.zeros((4, 2, D), np.float32), np.zeros((4, 2, D), np.float32), np.zeros((4, 2, D), np.float32),
             np.array([0, 3, 2], np.int32), np.array([0, 2, 4], np.int32), ctx=ctx),
-        "varlen_paged_bad_block": lambda ctx: attn.flash_attn_varlen_func(
+        "varlen_paged_bad_block_C": lambda ctx: attn.flash_attn_varlen_func(
             np.zeros((4, 2, D), np.float32), *np.zeros((2, 3, 4, 1, D), np.float32),
             np.array([0, 2, 4], np.int32), np.array([0, 3, 6], np.int32),
             block_table=np.array([[0, 1], [5, 1]], np.int32), ctx=ctx),
-        "varlen_paged_table_too_narrow": lambda ctx: attn.flash_attn_varlen_func(
+        "varlen_paged_table_too_narrow_C": lambda ctx: attn.flash_attn_varlen_func(
             np.zeros((4, 2, D), np.float32), *np.zeros((2, 3, 4, 1, D), np.float32),
             np.array([0, 2, 4], np.int32), np.array([0, 3, 9], np.int32),
             block_table=np.array([[0], [2]], np.int32), ctx=ctx),
