@@ -188,6 +188,7 @@ def _paged(q3: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, query_start
         # Caches that cannot be described as one [2, ...] view (e.g. two separate allocations with
         # v_cache below k_cache): attend over a copy of just the blocks in use, renumbered.
         bs = k_cache.shape[1]
+        _check_block_size(bs)
         nblk = (seq_lens.astype(np.int64) + bs - 1) // bs
         _check_block_ids(block_table, seq_lens, bs, k_cache.shape[0])  # libattn only sees the renumbered copy
         used_mask = np.arange(block_table.shape[1])[None, :] < nblk[:, None]
@@ -213,12 +214,20 @@ def _check_caches(k_cache: np.ndarray, v_cache: np.ndarray, kname: str, vname: s
         raise TypeError(f"{vname}: dtype {v_cache.dtype} differs from {kname}: dtype {k_cache.dtype}")
 
 
+def _check_block_size(block_size: int) -> None:
+    """The caches' block size (k_cache.shape[1]) before Python divides by it."""
+    if block_size < 1:
+        raise ValueError(f"k_cache: shape[1]={block_size} (the block size, or the cache's sequence length without "
+                         "a block_table), expected >= 1")
+
+
 def _check_block_ids(block_table: np.ndarray, seq_lens: np.ndarray, block_size: int, num_blocks: int,
                      name: str = "block_table") -> None:
     """Every block id a sequence uses (the first ceil(seq_len / block_size) of its row) in [0, num_blocks),
     with libattn's message. libattn checks every table it is given (attn_paged_attention); this is only for the
     paths where Python acts on the ids first: a cache write (flash_attn_with_kvcache), one call per sequence
     (per-batch ALiBi, cache_leftpad) or a renumbered copy of the blocks in use (_paged)."""
+    _check_block_size(block_size)
     nblk = (seq_lens.astype(np.int64) + block_size - 1) // block_size
     if np.any(nblk > block_table.shape[1]):
         b = int(np.nonzero(nblk > block_table.shape[1])[0][0])

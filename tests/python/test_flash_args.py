@@ -521,3 +521,20 @@ def test_merge_bf16_positive_inf(rng, ctx1):
     vllm_ops.merge_attn_states(out, pb, la, sb, ls, ctx=ctx1)
     want, _ = ref_merge(pb.astype(np.float32), la, sb.astype(np.float32), ls)
     np.testing.assert_allclose(out.astype(np.float64), want, atol=2e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_kvcache_empty_cache_dimension(paged):
+    """A k_cache whose block size (or, without a block table, sequence length) is 0: a ValueError naming
+    k_cache, raised before any arithmetic on it (no NumPy division warning)."""
+    import warnings
+
+    q = np.zeros((2, 1, 2, 64), np.float32)
+    kc = np.zeros((2, 0, 2, 64), np.float32)
+    kw = dict(cache_seqlens=np.zeros(2, np.int32))
+    if paged:
+        kw["block_table"] = np.zeros((2, 1), np.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"k_cache: shape\[1\]=0"):
+            attn.flash_attn_with_kvcache(q, kc, np.zeros_like(kc), **kw)
