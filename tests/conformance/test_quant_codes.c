@@ -25,6 +25,7 @@
 #include "dispatch/dispatch.h"
 #include "harness.h"
 #include "kernels/kernels.h"
+#include "quant/quant.h"
 
 typedef struct qcase {
     int fmt, rot;
@@ -286,11 +287,84 @@ static void test_quant_helpers(void **state) {
     }
 }
 
+/* The MXFP4 Q·Kᵀ on VPDPBUSD (qk_e2m1_i8, where the CPU has AVX512-VNNI) bit for bit against a scalar model of its
+ * contract (kernels.h): exact int32 block dots from the bias correction, then per block
+ * fmaf(float(acc)·qsc, ksc, s) in ascending block order; and e2m1_bytes against the scalar E2M1 decode. Odd head
+ * sizes (a partial last block, a partial last quad), 1..32 rows, key tails. */
+static void test_e2m1_i8_model(void **state) {
+    (void)state;
+    const struct attn_kernels *f = attn_dispatch_by_name("avx512");
+    const struct attn_quant_kernels *qk = f ? attn_dispatch_quant(f) : NULL;
+    if (!qk || !qk->qk_e2m1_i8) {
+        print_message("skipped: no quant table with the VPDPBUSD MXFP4 Q·Kᵀ here (CPU without AVX512-BF16 and "
+                      "AVX512-VNNI, or not compiled in)\n");
+        skip();
+    }
+    const attn_qfmt *fmt = attn_qfmt_of(ATTN_DTYPE_FP4_E2M1);
+    th_rng rng;
+    th_rng_seed(&rng, 4242);
+    enum { HS = 256, NK = 64, KS = 272 };
+    static uint8_t codes[NK][HS / 2], k8[NK * KS], qb[ATTN_QB][HS];
+    static uint32_t qi[HS / 4 * ATTN_QB];
+    static int32_t qcorr[HS / 32 * ATTN_QB];
+    static float qsc[HS / 32 * ATTN_QB], ksc[NK * (HS / 32)], s[NK * ATTN_QB];
+    static const int64_t hss[6] = {7, 33, 64, 100, 128, 256};
+    for (int it = 0; it < 24; it++) {
+        const int64_t D = hss[it % 6], nb = (D + 31) / 32, nq = (D + 3) / 4;
+        const int64_t nr = th_rng_int(&rng, 1, ATTN_QB), nk = th_rng_int(&rng, 1, NK);
+        for (int64_t k = 0; k < nk; k++) {
+            for (int64_t i = 0; i < (D + 1) / 2; i++)
+                codes[k][i] = (uint8_t)th_rng_int(&rng, 0, 255);
+            if (D & 1)
+                codes[k][D / 2] &= 0x0F;
+            memset(k8 + k * KS, 12, (size_t)(4 * nq));
+            qk->e2m1_bytes(codes[k], D, 12, k8 + k * KS);
+            for (int64_t i = 0; i < D; i++) { /* the widening: 2·value + 12 */
+                const float v = attn_qfmt_decode(fmt, (uint8_t)((codes[k][i / 2] >> (4 * (i & 1))) & 0xF));
+                assert_int_equal(k8[k * KS + i], (int)(2.0f * v) + 12);
+            }
+            for (int64_t b = 0; b < nb; b++)
+                ksc[k * nb + b] = ldexpf(1.0f, (int)th_rng_int(&rng, -20, 20));
+        }
+        memset(qi, 0, sizeof qi);
+        for (int64_t r = 0; r < nr; r++) {
+            memset(qb[r], 0, sizeof qb[r]);
+            for (int64_t i = 0; i < D; i++)
+                qb[r][i] = (uint8_t)(int8_t)(2 * (int)th_rng_int(&rng, -6, 6));
+            for (int64_t j = 0; j < nq; j++)
+                memcpy(&qi[j * ATTN_QB + r], qb[r] + 4 * j, 4);
+            for (int64_t b = 0; b < nb; b++) {
+                int32_t sum = 0;
+                for (int64_t i = 32 * b; i < D && i < 32 * b + 32; i++)
+                    sum += (int8_t)qb[r][i];
+                qcorr[b * ATTN_QB + r] = -12 * sum;
+                qsc[b * ATTN_QB + r] = ldexpf(0.0883883f, (int)th_rng_int(&rng, -20, 20));
+            }
+        }
+        qk->qk_e2m1_i8(qi, qcorr, qsc, nr, D, k8, KS, ksc, nk, s);
+        for (int64_t k = 0; k < nk; k++)
+            for (int64_t r = 0; r < nr; r++) {
+                float want = 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    int32_t acc = qcorr[b * ATTN_QB + r];
+                    for (int64_t i = 32 * b; i < 32 * b + 32 && i < 4 * nq; i++)
+                        acc += (int32_t)k8[k * KS + i] * (int32_t)(int8_t)qb[r][i];
+                    want = fmaf((float)acc * qsc[b * ATTN_QB + r], ksc[k * nb + b], want);
+                }
+                if (memcmp(&want, &s[k * ATTN_QB + r], 4) != 0)
+                    print_error("D=%lld rows=%lld key %lld row %lld: %a, model %a\n", (long long)D, (long long)nr,
+                                (long long)k, (long long)r, (double)s[k * ATTN_QB + r], (double)want);
+                assert_memory_equal(&want, &s[k * ATTN_QB + r], 4);
+            }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quant_helpers),
         cmocka_unit_test(test_avx2_bitwise_fake),
         cmocka_unit_test(test_bf16_vs_oracle),
+        cmocka_unit_test(test_e2m1_i8_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
