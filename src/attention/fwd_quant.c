@@ -1,6 +1,6 @@
 /*
  * fwd_quant.c — the quantized-attention driver (fwd_quant.h): work items of (batch, kv head, head chunk, up to
- * eight query blocks); per kv tile the K and V codes are widened once (bf16 tables: K as bf16 rows — MXFP4 K as
+ * sixteen query blocks); per kv tile the K and V codes are widened once (bf16 tables: K as bf16 rows — MXFP4 K as
  * biased bytes for the VPDPBUSD Q·Kᵀ where the table has it — V as key-pair columns; f32-staging tables: float32
  * rows, as the fake-quantization path holds them) and every block of the
  * item runs Q·Kᵀ, the logit step of fwd.c (softmax_scale, soft-cap, ALiBi), the online softmax and P·V on it.
@@ -15,7 +15,9 @@
 
 #include "parallel/parallel.h"
 
-#define ATTN_FQ_BLOCKS 8 /* query blocks per work item (each K/V tile is widened once for them) */
+/* Query blocks per work item: each K/V tile is widened once for them, so more blocks means less widening per
+ * score; 8 where 16 would leave fewer than two items per thread. Which blocks share an item never changes a bit. */
+#define ATTN_FQ_BLOCKS 16
 
 /* Per-block state carved from the thread scratch's multi region. */
 typedef struct attn_fq_block {
@@ -38,7 +40,7 @@ typedef struct attn_fq_job {
     const attn_exec *ex;
     attn_fwd_shape sh;
     int i8; /* MXFP4 Q·Kᵀ on qk_e2m1_i8 (q_t holds byte quads, K is staged as biased bytes) */
-    int64_t token_blocks, items_per_head, items_per_batch;
+    int64_t token_blocks, blocks_per_item, items_per_head, items_per_batch;
 } attn_fq_job;
 
 /* Float factors of a Q/K row's MX blocks (E8M0 bytes e[0..nb)). */
@@ -89,8 +91,10 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
             }
             for (int64_t c = 0; c < nb; c++) {
                 int32_t sum = 0;
-                for (int64_t i = 32 * c; i < D && i < 32 * c + 32; i++)
-                    sum += (int8_t)by[i];
+                const int8_t *sb = (const int8_t *)by + 32 * c;
+                const int64_t len = D - 32 * c < 32 ? D - 32 * c : 32;
+                for (int64_t i = 0; i < len; i++)
+                    sum += sb[i];
                 fb->qcorr[c * ATTN_QB + r] = -12 * sum;
                 fb->qsc[c * ATTN_QB + r] = fac[c] * 0.25f * p->opts.softmax_scale;
             }
@@ -203,11 +207,11 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
     attn_fq_block *fbs = (attn_fq_block *)(void *)sc.multi;
 
     const int64_t b = item / j->items_per_batch, rem = item % j->items_per_batch;
-    const int64_t head_item = rem / j->items_per_head, tb0 = (rem % j->items_per_head) * ATTN_FQ_BLOCKS;
+    const int64_t head_item = rem / j->items_per_head, tb0 = (rem % j->items_per_head) * j->blocks_per_item;
     const int64_t g = head_item / j->sh.head_chunks, chunk = head_item % j->sh.head_chunks;
     attn_seq_view seq;
     p->get_seq(p, b, &seq);
-    int64_t nblocks = j->token_blocks - tb0 < ATTN_FQ_BLOCKS ? j->token_blocks - tb0 : ATTN_FQ_BLOCKS;
+    int64_t nblocks = j->token_blocks - tb0 < j->blocks_per_item ? j->token_blocks - tb0 : j->blocks_per_item;
     for (int64_t i = 0; i < nblocks; i++) {
         attn_fq_block *fb = &fbs[i];
         attn_fwd_block_init(p, &j->sh, &seq, g, chunk, tb0 + i, &fb->blk);
@@ -269,8 +273,12 @@ void attn_fwd_quant_run(const attn_problem *p, const attn_qattn *qa, const struc
     j.i8 = qa->elem == ATTN_DTYPE_FP4_E2M1 && qa->mx && qk->qk_e2m1_i8 != NULL && qk->qk_bf16 != NULL;
     attn_fwd_shape_of(p, &j.sh);
     j.token_blocks = (qa->seq_q + j.sh.tokens_per_block - 1) / j.sh.tokens_per_block;
-    j.items_per_head = (j.token_blocks + ATTN_FQ_BLOCKS - 1) / ATTN_FQ_BLOCKS;
-    j.items_per_batch = p->num_kv_heads * j.sh.head_chunks * j.items_per_head;
+    for (j.blocks_per_item = ATTN_FQ_BLOCKS;; j.blocks_per_item /= 2) {
+        j.items_per_head = (j.token_blocks + j.blocks_per_item - 1) / j.blocks_per_item;
+        j.items_per_batch = p->num_kv_heads * j.sh.head_chunks * j.items_per_head;
+        if (j.blocks_per_item <= 8 || p->num_seqs * j.items_per_batch >= 2 * (int64_t)ex->num_threads)
+            break;
+    }
     if (j.items_per_batch == 0 || p->num_seqs == 0)
         return;
     attn_parallel_for(ex->num_threads, p->num_seqs * j.items_per_batch, attn_fq_item, &j);
