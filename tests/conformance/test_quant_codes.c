@@ -24,6 +24,7 @@
 #include "attn/attn_experimental.h"
 #include "dispatch/dispatch.h"
 #include "harness.h"
+#include "kernels/generic/quant_prep.h"
 #include "kernels/kernels.h"
 #include "quant/quant.h"
 
@@ -269,6 +270,18 @@ static void test_quant_helpers(void **state) {
             qk->hadamard_row(y + 40, signs, hs, tmp, rot, 1.0 / sqrt((double)hs));
             assert_memory_equal(rot, ref, (size_t)hs * sizeof(float));
         }
+        for (int64_t n = 1; n <= 300; n += 37) /* the MX row scaling: bitwise the portable body */
+            for (int32_t emax = 2; emax <= 8; emax += 6)
+                for (int64_t off = 0; off <= 40; off += 40) { /* with and without the NaN/inf/subnormal inputs */
+                    float xa[300], xb[300];
+                    uint8_t ea[10], eb[10];
+                    for (int64_t i = 0; i < n; i++)
+                        xa[i] = xb[i] = y[off + i] * (i % 7 == 3 ? 1e-30f : 1.0f);
+                    qk->mx_scale_row(xa, n, emax, ea);
+                    kqp_mx_scale_row(xb, n, emax, eb);
+                    assert_memory_equal(xa, xb, (size_t)n * sizeof(float));
+                    assert_memory_equal(ea, eb, (size_t)(n + 31) / 32);
+                }
         uint32_t nf = 0;
         const uint32_t m = qk->absmax_bits(y + 12, 10, &nf); /* -0.25 .. -6, 0.2499, 0.2501 */
         float mf;

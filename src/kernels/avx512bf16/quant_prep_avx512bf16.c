@@ -97,6 +97,29 @@ uint32_t attn_k_absmax_bits_avx512bf16(const float *x, int64_t n, uint32_t *nonf
     return (uint32_t)_mm512_reduce_max_epu32(m);
 }
 
+/* kqp_mx_scale_row with a block of 32 in two zmm: the maximum as in attn_k_absmax_bits_avx512bf16, the shared
+ * exponent of the scalar code, one multiply by the exact power of two per element. */
+void attn_k_mx_scale_row_avx512bf16(float *x, int64_t n, int32_t emax, uint8_t *e8) {
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
+    for (int64_t c0 = 0; c0 < n; c0 += 32) {
+        const int64_t m = n - c0 < 32 ? n - c0 : 32;
+        const __mmask16 k0 = m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << m) - 1u);
+        const __mmask16 k1 = m >= 32 ? (__mmask16)0xFFFF : m > 16 ? (__mmask16)((1u << (m - 16)) - 1u) : 0;
+        const __m512 x0 = _mm512_maskz_loadu_ps(k0, x + c0), x1 = _mm512_maskz_loadu_ps(k1, x + c0 + 16);
+        const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(x0), abs_mask);
+        const __m512i a1 = _mm512_and_si512(_mm512_castps_si512(x1), abs_mask);
+        const __mmask16 nf = _mm512_cmpge_epu32_mask(a0, inf) | _mm512_cmpge_epu32_mask(a1, inf);
+        const __m512i mx = _mm512_max_epu32(_mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(a0, inf), a0),
+                                            _mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(a1, inf), a1));
+        const int bad = nf != 0;
+        const int32_t se = bad ? 0 : kqp_shared_exp(emax, (uint32_t)_mm512_reduce_max_epu32(mx));
+        e8[c0 / 32] = bad ? 0xFF : (uint8_t)(se + 127);
+        const __m512 inv = _mm512_set1_ps(bad ? 0.0f : kqp_pow2(-se));
+        _mm512_mask_storeu_ps(x + c0, k0, _mm512_mul_ps(x0, inv));
+        _mm512_mask_storeu_ps(x + c0 + 16, k1, _mm512_mul_ps(x1, inv));
+    }
+}
+
 void attn_k_absmax_cols_avx512bf16(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite) {
     kqp_absmax_cols(x, rows, width, amax, nonfinite);
 }
