@@ -9,7 +9,7 @@
  * the row's factor qsc (the E8M0 factor of q's block times softmax_scale / 4, formed by the driver) and fused
  * into the score with the key's E8M0 factor: s = fma(float(acc_b)·qsc[b][r], ksc[k][b], s), blocks ascending
  * from s = 0. Lanes are query rows (qi[j][r] holds q[r][4j..4j+3] as signed bytes, each key's quad broadcast);
- * 4 keys × 2 zmm (32 rows) or 8 × 1 (<= 16 rows). Lane invariance holds.
+ * 6 keys × 2 zmm (32 rows) or 12 × 1 (<= 16 rows), tails of 4 and 1 keys. Lane invariance holds.
  *
  * The file is compiled with the avx512bf16 folder's flags; VPDPBUSD comes from a function target attribute, and
  * the driver reaches these functions only through the table that dispatch hands out where the CPU reports
@@ -54,26 +54,26 @@ static inline __attribute__((always_inline)) KI8_TARGET __m512i ki8_dp(__m512i a
 static inline __attribute__((always_inline)) KI8_TARGET void
 ki8_keys(const uint32_t *qi, const int32_t *qcorr, const float *qsc, int64_t head_size, const uint8_t *k8, int64_t ks,
          const float *ksc, int64_t nb, int64_t k, float *s, const int NK, const int L) {
-    __m512 f[8][2];
-    _Pragma("GCC unroll 8") for (int i = 0; i < NK; i++) _Pragma("GCC unroll 2") for (int h = 0; h < L; h++) f[i][h] =
+    __m512 f[12][2];
+    _Pragma("GCC unroll 12") for (int i = 0; i < NK; i++) _Pragma("GCC unroll 2") for (int h = 0; h < L; h++) f[i][h] =
         _mm512_setzero_ps();
     const int64_t nq = (head_size + 3) / 4;
     for (int64_t b = 0; b < nb; b++) {
-        __m512i a[8][2];
-        _Pragma("GCC unroll 8") for (int i = 0; i < NK; i++) _Pragma("GCC unroll 2") for (int h = 0; h < L; h++)
+        __m512i a[12][2];
+        _Pragma("GCC unroll 12") for (int i = 0; i < NK; i++) _Pragma("GCC unroll 2") for (int h = 0; h < L; h++)
             a[i][h] = _mm512_loadu_si512(qcorr + b * ATTN_QB + 16 * h);
         const int64_t j1 = 8 * b + 8 < nq ? 8 * b + 8 : nq;
         for (int64_t j = 8 * b; j < j1; j++) {
             __m512i q[2];
             _Pragma("GCC unroll 2") for (int h = 0; h < L; h++) q[h] = _mm512_loadu_si512(qi + j * ATTN_QB + 16 * h);
-            _Pragma("GCC unroll 8") for (int i = 0; i < NK; i++) {
+            _Pragma("GCC unroll 12") for (int i = 0; i < NK; i++) {
                 uint32_t kw;
                 __builtin_memcpy(&kw, k8 + (k + i) * ks + 4 * j, 4);
                 const __m512i kb = _mm512_set1_epi32((int)kw);
                 _Pragma("GCC unroll 2") for (int h = 0; h < L; h++) a[i][h] = ki8_dp(a[i][h], kb, q[h]);
             }
         }
-        _Pragma("GCC unroll 8") for (int i = 0; i < NK; i++) {
+        _Pragma("GCC unroll 12") for (int i = 0; i < NK; i++) {
             const __m512 kf = _mm512_set1_ps(ksc[(k + i) * nb + b]);
             _Pragma("GCC unroll 2") for (int h = 0; h < L; h++) {
                 const __m512 t =
@@ -82,7 +82,7 @@ ki8_keys(const uint32_t *qi, const int32_t *qcorr, const float *qsc, int64_t hea
             }
         }
     }
-    _Pragma("GCC unroll 8") for (int i = 0; i < NK; i++) _Pragma("GCC unroll 2") for (int h = 0; h < L; h++)
+    _Pragma("GCC unroll 12") for (int i = 0; i < NK; i++) _Pragma("GCC unroll 2") for (int h = 0; h < L; h++)
         _mm512_storeu_ps(s + (k + i) * ATTN_QB + 16 * h, f[i][h]);
 }
 
@@ -93,15 +93,19 @@ ki8_qk(const uint32_t *qi, const int32_t *qcorr, const float *qsc, int64_t head_
     int64_t k = 0;
     for (; k + NK <= num_keys; k += NK)
         ki8_keys(qi, qcorr, qsc, head_size, k8, ks, ksc, nb, k, s, NK, L);
+    for (; k + 4 <= num_keys; k += 4)
+        ki8_keys(qi, qcorr, qsc, head_size, k8, ks, ksc, nb, k, s, 4, L);
     for (; k < num_keys; k++)
         ki8_keys(qi, qcorr, qsc, head_size, k8, ks, ksc, nb, k, s, 1, L);
 }
 
+/* 12 keys × 1 zmm or 6 keys × 2 zmm: 12 independent VPDPBUSD chains, enough to cover the instruction's latency at
+ * two per cycle (8 chains left the kernel latency-bound), with the float sums in registers too. */
 KI8_TARGET void attn_k_qk_e2m1_i8_avx512bf16(const uint32_t *qi, const int32_t *qcorr, const float *qsc,
                                              int64_t num_rows, int64_t head_size, const uint8_t *k8, int64_t k_stride,
                                              const float *ksc, int64_t num_keys, float *s) {
     if (num_rows <= 16)
-        ki8_qk(qi, qcorr, qsc, head_size, k8, k_stride, ksc, num_keys, s, 8, 1);
+        ki8_qk(qi, qcorr, qsc, head_size, k8, k_stride, ksc, num_keys, s, 12, 1);
     else
-        ki8_qk(qi, qcorr, qsc, head_size, k8, k_stride, ksc, num_keys, s, 4, 2);
+        ki8_qk(qi, qcorr, qsc, head_size, k8, k_stride, ksc, num_keys, s, 6, 2);
 }
