@@ -372,12 +372,81 @@ static void test_e2m1_i8_model(void **state) {
     }
 }
 
+/* dequant_row_bf16 of the bf16 quant table on E4M3 rows equals the truncation to bf16 of decode(code)·factor (the
+ * float product) for every code: factor 1 (one scale), MX factors per 32 elements at and past the ends of the range
+ * its exponent-add path takes (2^-117 / 2^-118, 2^119 / 2^120), a subnormal factor, NaN; odd lengths (the pad
+ * element is 0, or NaN in a NaN block). */
+static void test_dequant_bf16_e4m3(void **state) {
+    (void)state;
+    const struct attn_kernels *f = attn_dispatch_by_name("avx512");
+    const struct attn_quant_kernels *qk = f ? attn_dispatch_quant(f) : NULL;
+    if (!qk || !qk->dequant_row_bf16) {
+        print_message("skipped: no bf16 quant table here (CPU without AVX512-BF16, or not compiled in)\n");
+        skip();
+    }
+    const attn_qfmt *fmt = attn_qfmt_of(ATTN_DTYPE_FP8_E4M3);
+    static uint8_t codes[356];
+    for (int i = 0; i < 356; i++)
+        codes[i] = (uint8_t)(i * 37 + 11); /* every code once in the first 256, in a scrambled order */
+    const float nanf_ = NAN;
+    const float facs[9] = {1.0f, ldexpf(1.0f, -117), ldexpf(1.0f, -118), ldexpf(1.0f, 119), ldexpf(1.0f, 120),
+                           0.125f, ldexpf(1.0f, -127), nanf_, 4.0f};
+    for (int shift = 5; shift <= 63; shift += 58)
+        for (int64_t n = 253; n <= 256; n++)
+            for (int fi = 0; fi < 9; fi++) {
+                float sc[8];
+                for (int b = 0; b < 8; b++)
+                    sc[b] = shift == 63 ? facs[fi] : facs[(fi + b) % 9];
+                uint16_t got[258];
+                memset(got, 0xAB, sizeof got);
+                qk->dequant_row_bf16(codes, ATTN_DTYPE_FP8_E4M3, n, sc, shift, got);
+                for (int64_t i = 0; i < ((n + 1) & ~(int64_t)1); i++) {
+                    uint16_t want = 0;
+                    if (i >= n && isnan(sc[shift == 63 ? 0 : i >> 5]))
+                        continue; /* the pad of a NaN block may be NaN: the block's dot is NaN anyway */
+                    if (i < n) {
+                        const float v = attn_qfmt_decode(fmt, codes[i]) * sc[shift == 63 ? 0 : i >> 5];
+                        uint32_t u;
+                        memcpy(&u, &v, 4);
+                        want = (uint16_t)(u >> 16);
+                        if (isnan(v)) { /* any NaN */
+                            assert_true((got[i] & 0x7F80) == 0x7F80 && (got[i] & 0x7F) != 0);
+                            continue;
+                        }
+                    }
+                    if (got[i] != want)
+                        print_error("shift %d n %lld factor #%d: element %lld code 0x%02x -> 0x%04x, expected 0x%04x\n",
+                                    shift, (long long)n, fi, (long long)i, codes[i], got[i], want);
+                    assert_int_equal(got[i], want);
+                }
+            }
+    for (int64_t n = 1; n <= 256; n += 17) /* v_pairs_bf16 of unscaled E4M3 rows (FP8 block scales), second row or none */
+        for (int two = 0; two <= 1; two++) {
+            uint32_t vtp[257];
+            const float one = 1.0f;
+            memset(vtp, 0xAB, sizeof vtp);
+            qk->v_pairs_bf16(codes, two ? codes + 100 : NULL, ATTN_DTYPE_FP8_E4M3, n, &one, 63, vtp);
+            for (int64_t d = 0; d < n; d++) {
+                uint32_t want = 0;
+                for (int h = 0; h <= two; h++) {
+                    const float v = attn_qfmt_decode(fmt, codes[(h ? 100 : 0) + d]);
+                    uint32_t u;
+                    memcpy(&u, &v, 4);
+                    want |= (isnan(v) ? 0x7FC0u : u >> 16) << (16 * h);
+                }
+                assert_int_equal(vtp[d], want);
+            }
+            assert_int_equal(vtp[n], 0xABABABABu);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quant_helpers),
         cmocka_unit_test(test_avx2_bitwise_fake),
         cmocka_unit_test(test_bf16_vs_oracle),
         cmocka_unit_test(test_e2m1_i8_model),
+        cmocka_unit_test(test_dequant_bf16_e4m3),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
