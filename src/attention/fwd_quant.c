@@ -57,10 +57,13 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
     const int bf16 = j->qk->qk_bf16 != NULL;
     float fac[ATTN_HEAD_SIZE_MAX / 32];
     const float one = 1.0f;
-    memset(fb->q_t, 0, sizeof fb->q_t);
-    if (j->i8) {
-        memset(fb->qcorr, 0, sizeof fb->qcorr);
-        memset(fb->qsc, 0, sizeof fb->qsc);
+    if (fb->blk.num_rows < ATTN_QB) { /* lanes without a row compute on zeros; a full block writes every element */
+        const int64_t q_rows = j->i8 ? (D + 3) / 4 : bf16 ? (D + 1) / 2 : D;
+        memset(fb->q_t, 0, (size_t)(q_rows * ATTN_QB) * sizeof(float));
+        if (j->i8) {
+            memset(fb->qcorr, 0, sizeof fb->qcorr);
+            memset(fb->qsc, 0, sizeof fb->qsc);
+        }
     }
     for (int r = 0; r < ATTN_QB; r++)
         fb->row_scale[r] = p->opts.softmax_scale; /* bf16: (dot·(scale_q·softmax_scale))·scale_k */
