@@ -420,7 +420,8 @@ static void test_dequant_bf16_e4m3(void **state) {
                     assert_int_equal(got[i], want);
                 }
             }
-    for (int64_t n = 1; n <= 256; n += 17) /* v_pairs_bf16 of unscaled E4M3 rows (FP8 block scales), second row or none */
+    /* v_pairs_bf16 of unscaled E4M3 rows (FP8 block scales), with a second row or none */
+    for (int64_t n = 1; n <= 256; n += 17)
         for (int two = 0; two <= 1; two++) {
             uint32_t vtp[257];
             const float one = 1.0f;

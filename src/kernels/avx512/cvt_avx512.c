@@ -162,9 +162,10 @@ static inline void k512_cvt_to_fp8_f32(const float *src, float scale, uint8_t *d
                                        const int bias) {
     const __m512 vs = _mm512_set1_ps(scale);
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm512_cvtepi32_epi8(k512_f32_to_fp8(
-                                                           _mm512_div_ps(_mm512_loadu_ps(src + i), vs), man_bits, bias)));
+    for (; i + 16 <= n; i += 16) {
+        const __m512i c = k512_f32_to_fp8(_mm512_div_ps(_mm512_loadu_ps(src + i), vs), man_bits, bias);
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm512_cvtepi32_epi8(c));
+    }
     if (i < n) {
         const __mmask16 k = k512_tail_mask(n - i);
         const __m512 x = _mm512_div_ps(_mm512_maskz_loadu_ps(k, src + i), vs);

@@ -64,7 +64,8 @@ static inline __attribute__((always_inline)) __m512i kq_e4m3_bf16x32(const uint8
                                         _mm512_permutex2var_epi16(t0, mag, t1), _mm512_permutex2var_epi16(t2, mag, t3));
     const __mmask32 num = _mm512_cmpneq_epi16_mask(mag, _mm512_set1_epi16(0x7F));
     if (k != 0)
-        r = _mm512_mask_add_epi16(r, _mm512_mask_test_epi16_mask(num, mag, mag), r, _mm512_set1_epi16((short)(k * 128)));
+        r = _mm512_mask_add_epi16(r, _mm512_mask_test_epi16_mask(num, mag, mag), r,
+                                  _mm512_set1_epi16((short)(k * 128)));
     return _mm512_or_si512(r, _mm512_maskz_slli_epi16(num, _mm512_and_si512(w, _mm512_set1_epi16(0x80)), 8));
 }
 
