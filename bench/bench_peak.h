@@ -1,7 +1,8 @@
 /*
  * bench_peak.h — ceilings measured in the same run as the benches (bench/README.md: the machine
  * is noisy, so every ratio is against a ceiling from the same window): fp32 FMA peak with 512-bit or
- * 256-bit vectors (independent accumulator chains, the peak.c probe idea) and a streaming read bandwidth.
+ * 256-bit vectors (independent accumulator chains, the peak.c probe idea), the VDPBF16PS and VPDPBUSD peaks
+ * measured the same way, and a streaming read bandwidth.
  */
 #ifndef ATTN_BENCH_PEAK_H
 #define ATTN_BENCH_PEAK_H
@@ -15,6 +16,8 @@ void bench_min_median(double *t, int n, double *min, double *median);
 double bench_peak_fma_gflops(int width_bits);
 /* Single-thread VDPBF16PS peak in GFLOP/s (a bf16 pair = 2 products + 2 adds per lane; 0 without AVX512-BF16). */
 double bench_peak_dpbf16_gflops(void);
+/* Single-thread VPDPBUSD peak in GOP/s (int8: 4 byte products + 4 adds per 32-bit lane; 0 without AVX512-VNNI). */
+double bench_peak_dpbusd_gops(void);
 /* Single-thread read bandwidth in GB/s over `bytes` (a 2 MiB-aligned heap buffer, pages as the OS gives). */
 double bench_read_gbs(size_t bytes);
 /* The same over a fresh mapping on 2 MiB pages (huge != 0: MADV_HUGEPAGE, what attn_kv_cache_alloc and torch's

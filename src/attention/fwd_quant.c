@@ -1,7 +1,8 @@
 /*
  * fwd_quant.c — the quantized-attention driver (fwd_quant.h): work items of (batch, kv head, head chunk, up to
- * eight query blocks); per kv tile the K and V codes are widened once (bf16 tables: K as bf16 rows, V as key-pair
- * columns; f32-staging tables: float32 rows, as the fake-quantization path holds them) and every block of the
+ * sixteen query blocks); per kv tile the K and V codes are widened once (bf16 tables: K as bf16 rows — MXFP4 K as
+ * biased bytes for the VPDPBUSD Q·Kᵀ where the table has it — V as key-pair columns; f32-staging tables: float32
+ * rows, as the fake-quantization path holds them) and every block of the
  * item runs Q·Kᵀ, the logit step of fwd.c (softmax_scale, soft-cap, ALiBi), the online softmax and P·V on it.
  * Tiles and partitions sit at the absolute positions of fwd.c (ATTN_KV_TILE, ATTN_KV_PARTITION, fold in
  * ascending order), so on an f32-staging table the bits are those of the fake-quantization path on the same
@@ -14,13 +15,17 @@
 
 #include "parallel/parallel.h"
 
-#define ATTN_FQ_BLOCKS 8 /* query blocks per work item (each K/V tile is widened once for them) */
+/* Query blocks per work item: each K/V tile is widened once for them, so more blocks means less widening per
+ * score; 8 where 16 would leave fewer than two items per thread. Which blocks share an item never changes a bit. */
+#define ATTN_FQ_BLOCKS 16
 
 /* Per-block state carved from the thread scratch's multi region. */
 typedef struct attn_fq_block {
     attn_fwd_block blk;
     float q_t[ATTN_HEAD_SIZE_MAX * ATTN_QB]; /* f32: [D][QB] q_t; bf16: [ceil(D/2)][QB] pairs (uint32)  */
     float row_scale[ATTN_QB];                /* FP8 Q scale per lane (bf16 tables)                   */
+    int32_t qcorr[ATTN_HEAD_SIZE_MAX / 32 * ATTN_QB]; /* MXFP4 on qk_e2m1_i8: [nb][QB] −12·Σ 2q per block */
+    float qsc[ATTN_HEAD_SIZE_MAX / 32 * ATTN_QB];     /* and [nb][QB] E8M0 factor · softmax_scale / 4     */
     float m_acc[ATTN_QB], l_acc[ATTN_QB], m[ATTN_QB], l[ATTN_QB];
     float o_acc[ATTN_HEAD_SIZE_MAX * ATTN_QB], o[ATTN_HEAD_SIZE_MAX * ATTN_QB];
 } attn_fq_block;
@@ -34,7 +39,8 @@ typedef struct attn_fq_job {
     const struct attn_quant_kernels *qk;
     const attn_exec *ex;
     attn_fwd_shape sh;
-    int64_t token_blocks, items_per_head, items_per_batch;
+    int i8; /* MXFP4 Q·Kᵀ on qk_e2m1_i8 (q_t holds byte quads, K is staged as biased bytes) */
+    int64_t token_blocks, blocks_per_item, items_per_head, items_per_batch;
 } attn_fq_job;
 
 /* Float factors of a Q/K row's MX blocks (E8M0 bytes e[0..nb)). */
@@ -51,7 +57,14 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
     const int bf16 = j->qk->qk_bf16 != NULL;
     float fac[ATTN_HEAD_SIZE_MAX / 32];
     const float one = 1.0f;
-    memset(fb->q_t, 0, sizeof fb->q_t);
+    if (fb->blk.num_rows < ATTN_QB) { /* lanes without a row compute on zeros; a full block writes every element */
+        const int64_t q_rows = j->i8 ? (D + 3) / 4 : bf16 ? (D + 1) / 2 : D;
+        memset(fb->q_t, 0, (size_t)(q_rows * ATTN_QB) * sizeof(float));
+        if (j->i8) {
+            memset(fb->qcorr, 0, sizeof fb->qcorr);
+            memset(fb->qsc, 0, sizeof fb->qsc);
+        }
+    }
     for (int r = 0; r < ATTN_QB; r++)
         fb->row_scale[r] = p->opts.softmax_scale; /* bf16: (dot·(scale_q·softmax_scale))·scale_k */
     for (int32_t r = 0; r < fb->blk.num_rows; r++) {
@@ -69,7 +82,26 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
                 qa->q.fscale[mat * ((qa->seq_q + qa->q.block_rows - 1) / qa->q.block_rows) + t / qa->q.block_rows] *
                 p->opts.softmax_scale;
         }
-        if (bf16) {
+        if (j->i8) {
+            uint8_t *by = (uint8_t *)(void *)sc->row_tmp;
+            uint32_t *qi = (uint32_t *)(void *)fb->q_t;
+            memset(by, 0, (size_t)((D + 3) & ~(int64_t)3));
+            j->qk->e2m1_bytes(codes, D, 0, by);
+            for (int64_t q4 = 0; q4 < (D + 3) / 4; q4++) {
+                uint32_t w;
+                memcpy(&w, by + 4 * q4, 4);
+                qi[q4 * ATTN_QB + r] = w;
+            }
+            for (int64_t c = 0; c < nb; c++) {
+                int32_t sum = 0;
+                const int8_t *sb = (const int8_t *)by + 32 * c;
+                const int64_t len = D - 32 * c < 32 ? D - 32 * c : 32;
+                for (int64_t i = 0; i < len; i++)
+                    sum += sb[i];
+                fb->qcorr[c * ATTN_QB + r] = -12 * sum;
+                fb->qsc[c * ATTN_QB + r] = fac[c] * 0.25f * p->opts.softmax_scale;
+            }
+        } else if (bf16) {
             uint16_t *tmp = (uint16_t *)(void *)sc->row_tmp;
             uint32_t *qp = (uint32_t *)(void *)fb->q_t;
             j->qk->dequant_row_bf16(codes, qa->elem, D, s, shift, tmp);
@@ -94,7 +126,7 @@ static int64_t attn_fq_tile_row(int64_t width) {
 
 /* Stages keys [a, b) of kv matrix `mat`: K (and V) codes widened into the scratch tiles. */
 static void attn_fq_stage(const attn_fq_job *j, int64_t mat, int64_t a, int64_t b, attn_fwd_scratch *sc, float *k_scale,
-                          float *v_scale, int64_t *vt_stride) {
+                          float *v_scale, int64_t *vt_stride, float *k_fac) {
     const attn_problem *p = j->p;
     const attn_qattn *qa = j->qa;
     const int64_t D = p->head_size, Dv = p->head_size_v, nb = (D + 31) / 32;
@@ -107,7 +139,14 @@ static void attn_fq_stage(const attn_fq_job *j, int64_t mat, int64_t a, int64_t 
     int64_t vfac_blk = -1;
     const int64_t tk = attn_fq_tile_row(D), tv = attn_fq_tile_row(Dv);
     *vt_stride = tv;
-    for (int64_t key = a; key < b; key++) {
+    for (int64_t key = a; key < b && j->i8; key++) { /* MXFP4 on qk_e2m1_i8: bytes 2k + 12 (pad: 12) and factors */
+        const uint8_t *kc = qa->k.codes + (mat * qa->seq_k + key) * qa->k.row_bytes;
+        uint8_t *dst = (uint8_t *)(void *)sc->k_tile + (key - a) * tk;
+        memset(dst + D, 12, (size_t)(((D + 3) & ~(int64_t)3) - D));
+        j->qk->e2m1_bytes(kc, D, 12, dst);
+        attn_fq_row_factors(qa->k.escale + (mat * qa->seq_k + key) * nb, nb, k_fac + (key - a) * nb);
+    }
+    for (int64_t key = a; key < b && !j->i8; key++) {
         const uint8_t *kc = qa->k.codes + (mat * qa->seq_k + key) * qa->k.row_bytes;
         const float *s = &one;
         int shift = 63;
@@ -171,11 +210,11 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
     attn_fq_block *fbs = (attn_fq_block *)(void *)sc.multi;
 
     const int64_t b = item / j->items_per_batch, rem = item % j->items_per_batch;
-    const int64_t head_item = rem / j->items_per_head, tb0 = (rem % j->items_per_head) * ATTN_FQ_BLOCKS;
+    const int64_t head_item = rem / j->items_per_head, tb0 = (rem % j->items_per_head) * j->blocks_per_item;
     const int64_t g = head_item / j->sh.head_chunks, chunk = head_item % j->sh.head_chunks;
     attn_seq_view seq;
     p->get_seq(p, b, &seq);
-    int64_t nblocks = j->token_blocks - tb0 < ATTN_FQ_BLOCKS ? j->token_blocks - tb0 : ATTN_FQ_BLOCKS;
+    int64_t nblocks = j->token_blocks - tb0 < j->blocks_per_item ? j->token_blocks - tb0 : j->blocks_per_item;
     for (int64_t i = 0; i < nblocks; i++) {
         attn_fq_block *fb = &fbs[i];
         attn_fwd_block_init(p, &j->sh, &seq, g, chunk, tb0 + i, &fb->blk);
@@ -185,7 +224,7 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
     const int64_t mat = b * p->num_kv_heads + g;
     attn_problem p1 = *p; /* bf16 tables: softmax_scale is already in row_scale; soft-cap and ALiBi remain */
     p1.opts.softmax_scale = 1.0f;
-    float k_scale[ATTN_KV_TILE], v_scale[ATTN_KV_TILE];
+    float k_scale[ATTN_KV_TILE], v_scale[ATTN_KV_TILE], k_fac[ATTN_KV_TILE * (ATTN_HEAD_SIZE_MAX / 32)];
     const int64_t Sk = qa->seq_k;
     for (int64_t part = 0; part * ATTN_KV_PARTITION < Sk; part++) {
         const int64_t lo = part * ATTN_KV_PARTITION;
@@ -196,12 +235,17 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
         for (int64_t a = lo; a < hi; a += ATTN_KV_TILE) {
             const int64_t e = a + ATTN_KV_TILE < hi ? a + ATTN_KV_TILE : hi, nk = e - a;
             int64_t vts = 0;
-            attn_fq_stage(j, mat, a, e, &sc, k_scale, v_scale, &vts);
+            attn_fq_stage(j, mat, a, e, &sc, k_scale, v_scale, &vts, k_fac);
             for (int64_t i = 0; i < nblocks; i++) {
                 attn_fq_block *fb = &fbs[i];
                 const int64_t nr = fb->blk.num_rows;
+                if (j->i8)
+                    j->qk->qk_e2m1_i8((const uint32_t *)(const void *)fb->q_t, fb->qcorr, fb->qsc, nr, p->head_size,
+                                      (const uint8_t *)(const void *)sc.k_tile, attn_fq_tile_row(p->head_size),
+                                      k_fac, nk, sc.s);
                 if (bf16) {
-                    j->qk->qk_bf16((const uint32_t *)(const void *)fb->q_t, nr, p->head_size,
+                    if (!j->i8)
+                        j->qk->qk_bf16((const uint32_t *)(const void *)fb->q_t, nr, p->head_size,
                                    (const uint16_t *)(const void *)sc.k_tile, attn_fq_tile_row(p->head_size), nk,
                                    fb->row_scale, qa->mx ? NULL : k_scale, sc.s);
                     if (p->opts.softcap > 0.0f || p->opts.alibi_slopes)
@@ -229,10 +273,15 @@ void attn_fwd_quant_run(const attn_problem *p, const attn_qattn *qa, const struc
                         const attn_exec *ex) {
     attn_fq_job j;
     j.p = p, j.qa = qa, j.qk = qk, j.ex = ex;
+    j.i8 = qa->elem == ATTN_DTYPE_FP4_E2M1 && qa->mx && qk->qk_e2m1_i8 != NULL && qk->qk_bf16 != NULL;
     attn_fwd_shape_of(p, &j.sh);
     j.token_blocks = (qa->seq_q + j.sh.tokens_per_block - 1) / j.sh.tokens_per_block;
-    j.items_per_head = (j.token_blocks + ATTN_FQ_BLOCKS - 1) / ATTN_FQ_BLOCKS;
-    j.items_per_batch = p->num_kv_heads * j.sh.head_chunks * j.items_per_head;
+    for (j.blocks_per_item = ATTN_FQ_BLOCKS;; j.blocks_per_item /= 2) {
+        j.items_per_head = (j.token_blocks + j.blocks_per_item - 1) / j.blocks_per_item;
+        j.items_per_batch = p->num_kv_heads * j.sh.head_chunks * j.items_per_head;
+        if (j.blocks_per_item <= 8 || p->num_seqs * j.items_per_batch >= 2 * (int64_t)ex->num_threads)
+            break;
+    }
     if (j.items_per_batch == 0 || p->num_seqs == 0)
         return;
     attn_parallel_for(ex->num_threads, p->num_seqs * j.items_per_batch, attn_fq_item, &j);

@@ -169,7 +169,8 @@ const struct attn_quant_kernels *attn_dispatch_quant(const struct attn_kernels *
     const char *env = getenv("ATTN_QUANT_KERNELS"); /* "fake": the fake-quantization path (tests, bench) */
     if (env && strcmp(env, "fake") == 0) return NULL;
 #if defined(ATTN_HAVE_AVX512BF16)
-    if (!float_is_avx2 && attn_usable_avx512bf16(f)) return &attn_quant_kernels_avx512bf16;
+    if (!float_is_avx2 && attn_usable_avx512bf16(f))
+        return f->avx512vnni ? &attn_quant_kernels_avx512bf16 : &attn_quant_kernels_avx512bf16_novnni;
 #endif
 #if defined(ATTN_HAVE_AVX2)
     if (attn_usable_avx2(f)) return &attn_quant_kernels_avx2;

@@ -20,7 +20,8 @@ int attn_dispatch_variants(const char *name, const struct attn_kernels **out, co
 const char *attn_dispatch_variant_name(const struct attn_kernels *table);
 
 /* The quantized-attention kernels (kernels.h, struct attn_quant_kernels) for a context on `float_table`, chosen by
- * CPU features: "avx512bf16" where the CPU runs AVX512-BF16, unless the context runs the avx2 or generic table
+ * CPU features: "avx512bf16" where the CPU runs AVX512-BF16 (its VPDPBUSD MXFP4 Q·Kᵀ only where it also runs
+ * AVX512-VNNI), unless the context runs the avx2 or generic table
  * (then the avx2 quant table, so that a test can pick it on any AVX2 machine); else "avx2" (f32 staging with the
  * context's float kernels) where the CPU runs AVX2+FMA+F16C; else NULL (attn_forward_quant then quantizes by
  * fake quantization into float32 copies; also when the environment sets ATTN_QUANT_KERNELS=fake, which the tests

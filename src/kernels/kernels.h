@@ -91,6 +91,19 @@ struct attn_quant_kernels {
     uint32_t (*absmax_bits)(const float *x, int64_t n, uint32_t *nonfinite);
     void (*absmax_cols)(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite);
     void (*encode_e2m1)(const float *y, int64_t n, uint8_t *dst);
+    /* the MX scaling of a row in place (generic/quant_prep.h kqp_mx_scale_row): per 32 elements the E8M0 byte of
+     * the shared exponent (emax of the element format) into e8, x·2^-shared_exp into x */
+    void (*mx_scale_row)(float *x, int64_t n, int32_t emax, uint8_t *e8);
+    /* MXFP4 Q·Kᵀ on VPDPBUSD (NULL where the CPU lacks AVX512-VNNI; then qk_bf16 runs): s[k][r] = Σ_b
+     * fma-chained (float(qcorr[b][r] + Σ_{j in block b} dot4(k8[k][4j..4j+3] as u8, qi[j][r] as s8))·qsc[b][r])
+     * ·ksc[k][b], blocks b < ceil(head_size / 32) ascending from 0; qi [ceil(head_size/4)][ATTN_QB] byte quads
+     * (2·E2M1, zero past head_size), qcorr / qsc [nb][ATTN_QB], k8 rows k_stride bytes apart (2·E2M1 + 12), ksc
+     * [num_keys][nb] */
+    void (*qk_e2m1_i8)(const uint32_t *qi, const int32_t *qcorr, const float *qsc, int64_t num_rows,
+                       int64_t head_size, const uint8_t *k8, int64_t k_stride, const float *ksc, int64_t num_keys,
+                       float *s);
+    /* dst[i] = 2·e2m1(code i) + bias as a byte, i < n (with qk_e2m1_i8) */
+    void (*e2m1_bytes)(const uint8_t *codes, int64_t n, int bias, uint8_t *dst);
     /* the online-softmax update (the float table's, kernel_list.h) */
     void (*softmax_tile)(float *s, int64_t num_keys, int64_t num_rows, float *m, float *l, float *o_t,
                          int64_t head_size_v);
@@ -102,6 +115,7 @@ void attn_k_hadamard_row_avx2(const float *src, const int8_t *signs, int64_t n, 
 uint32_t attn_k_absmax_bits_avx2(const float *x, int64_t n, uint32_t *nonfinite);
 void attn_k_absmax_cols_avx2(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite);
 void attn_k_encode_e2m1_avx2(const float *y, int64_t n, uint8_t *dst);
+void attn_k_mx_scale_row_avx2(float *x, int64_t n, int32_t emax, uint8_t *e8);
 extern const struct attn_quant_kernels attn_quant_kernels_avx2;
 #endif
 #if defined(ATTN_HAVE_AVX512BF16)
@@ -120,7 +134,14 @@ void attn_k_hadamard_row_avx512bf16(const float *src, const int8_t *signs, int64
 uint32_t attn_k_absmax_bits_avx512bf16(const float *x, int64_t n, uint32_t *nonfinite);
 void attn_k_absmax_cols_avx512bf16(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite);
 void attn_k_encode_e2m1_avx512bf16(const float *y, int64_t n, uint8_t *dst);
+void attn_k_mx_scale_row_avx512bf16(float *x, int64_t n, int32_t emax, uint8_t *e8);
+void attn_k_qk_e2m1_i8_avx512bf16(const uint32_t *qi, const int32_t *qcorr, const float *qsc, int64_t num_rows,
+                                  int64_t head_size, const uint8_t *k8, int64_t k_stride, const float *ksc,
+                                  int64_t num_keys, float *s);
+void attn_k_e2m1_bytes_avx512bf16(const uint8_t *codes, int64_t n, int bias, uint8_t *dst);
+/* with the AVX512-VNNI entries (qk_e2m1_i8) and without them, for a CPU that has AVX512-BF16 but not VNNI */
 extern const struct attn_quant_kernels attn_quant_kernels_avx512bf16;
+extern const struct attn_quant_kernels attn_quant_kernels_avx512bf16_novnni;
 #endif
 
 #define ATTN_X_PROTO(isa)

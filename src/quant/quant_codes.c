@@ -114,18 +114,7 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
         const int64_t nb = (W + 31) / 32;
         for (int64_t r = 0; r < S; r++) {
             attn_qc_row(j, b, h, r, tmp, row);
-            uint8_t *e8 = o->escale + (mat * S + r) * nb;
-            for (int64_t c = 0; c < nb; c++) {
-                const int64_t c0 = c * 32, n = W - c0 < 32 ? W - c0 : 32;
-                uint32_t nf = 0;
-                const uint32_t amax_bits = j->qk->absmax_bits(row + c0, n, &nf);
-                const int bad = nf != 0;
-                const int32_t se = bad ? 0 : attn_qc_shared_exp(j->f->emax, amax_bits);
-                e8[c] = bad ? 0xFF : (uint8_t)(se + 127);
-                const float inv = bad ? 0.0f : attn_qc_pow2(-se); /* exact: 2^-se in [2^-127, 2^127] */
-                for (int64_t i = 0; i < n; i++)
-                    row[c0 + i] *= inv; /* x·2^-se, one rounding as ldexp → float */
-            }
+            j->qk->mx_scale_row(row, W, j->f->emax, o->escale + (mat * S + r) * nb);
             attn_qc_encode(j, row, W, 1.0f, codes + r * o->row_bytes);
         }
     } else { /* MX V: blocks of 32 tokens per channel */

@@ -24,7 +24,9 @@
 #include "attn/attn_experimental.h"
 #include "dispatch/dispatch.h"
 #include "harness.h"
+#include "kernels/generic/quant_prep.h"
 #include "kernels/kernels.h"
+#include "quant/quant.h"
 
 typedef struct qcase {
     int fmt, rot;
@@ -268,6 +270,18 @@ static void test_quant_helpers(void **state) {
             qk->hadamard_row(y + 40, signs, hs, tmp, rot, 1.0 / sqrt((double)hs));
             assert_memory_equal(rot, ref, (size_t)hs * sizeof(float));
         }
+        for (int64_t n = 1; n <= 300; n += 37) /* the MX row scaling: bitwise the portable body */
+            for (int32_t emax = 2; emax <= 8; emax += 6)
+                for (int64_t off = 0; off <= 40; off += 40) { /* with and without the NaN/inf/subnormal inputs */
+                    float xa[300], xb[300];
+                    uint8_t ea[10], eb[10];
+                    for (int64_t i = 0; i < n; i++)
+                        xa[i] = xb[i] = y[off + i] * (i % 7 == 3 ? 1e-30f : 1.0f);
+                    qk->mx_scale_row(xa, n, emax, ea);
+                    kqp_mx_scale_row(xb, n, emax, eb);
+                    assert_memory_equal(xa, xb, (size_t)n * sizeof(float));
+                    assert_memory_equal(ea, eb, (size_t)(n + 31) / 32);
+                }
         uint32_t nf = 0;
         const uint32_t m = qk->absmax_bits(y + 12, 10, &nf); /* -0.25 .. -6, 0.2499, 0.2501 */
         float mf;
@@ -286,11 +300,154 @@ static void test_quant_helpers(void **state) {
     }
 }
 
+/* The MXFP4 Q·Kᵀ on VPDPBUSD (qk_e2m1_i8, where the CPU has AVX512-VNNI) bit for bit against a scalar model of its
+ * contract (kernels.h): exact int32 block dots from the bias correction, then per block
+ * fmaf(float(acc)·qsc, ksc, s) in ascending block order; and e2m1_bytes against the scalar E2M1 decode. Odd head
+ * sizes (a partial last block, a partial last quad), 1..32 rows, key tails. */
+static void test_e2m1_i8_model(void **state) {
+    (void)state;
+    const struct attn_kernels *f = attn_dispatch_by_name("avx512");
+    const struct attn_quant_kernels *qk = f ? attn_dispatch_quant(f) : NULL;
+    if (!qk || !qk->qk_e2m1_i8) {
+        print_message("skipped: no quant table with the VPDPBUSD MXFP4 Q·Kᵀ here (CPU without AVX512-BF16 and "
+                      "AVX512-VNNI, or not compiled in)\n");
+        skip();
+    }
+    const attn_qfmt *fmt = attn_qfmt_of(ATTN_DTYPE_FP4_E2M1);
+    th_rng rng;
+    th_rng_seed(&rng, 4242);
+    enum { HS = 256, NK = 64, KS = 272 };
+    static uint8_t codes[NK][HS / 2], k8[NK * KS], qb[ATTN_QB][HS];
+    static uint32_t qi[HS / 4 * ATTN_QB];
+    static int32_t qcorr[HS / 32 * ATTN_QB];
+    static float qsc[HS / 32 * ATTN_QB], ksc[NK * (HS / 32)], s[NK * ATTN_QB];
+    static const int64_t hss[6] = {7, 33, 64, 100, 128, 256};
+    for (int it = 0; it < 24; it++) {
+        const int64_t D = hss[it % 6], nb = (D + 31) / 32, nq = (D + 3) / 4;
+        const int64_t nr = th_rng_int(&rng, 1, ATTN_QB), nk = th_rng_int(&rng, 1, NK);
+        for (int64_t k = 0; k < nk; k++) {
+            for (int64_t i = 0; i < (D + 1) / 2; i++)
+                codes[k][i] = (uint8_t)th_rng_int(&rng, 0, 255);
+            if (D & 1)
+                codes[k][D / 2] &= 0x0F;
+            memset(k8 + k * KS, 12, (size_t)(4 * nq));
+            qk->e2m1_bytes(codes[k], D, 12, k8 + k * KS);
+            for (int64_t i = 0; i < D; i++) { /* the widening: 2·value + 12 */
+                const float v = attn_qfmt_decode(fmt, (uint8_t)((codes[k][i / 2] >> (4 * (i & 1))) & 0xF));
+                assert_int_equal(k8[k * KS + i], (int)(2.0f * v) + 12);
+            }
+            for (int64_t b = 0; b < nb; b++)
+                ksc[k * nb + b] = ldexpf(1.0f, (int)th_rng_int(&rng, -20, 20));
+        }
+        memset(qi, 0, sizeof qi);
+        for (int64_t r = 0; r < nr; r++) {
+            memset(qb[r], 0, sizeof qb[r]);
+            for (int64_t i = 0; i < D; i++)
+                qb[r][i] = (uint8_t)(int8_t)(2 * (int)th_rng_int(&rng, -6, 6));
+            for (int64_t j = 0; j < nq; j++)
+                memcpy(&qi[j * ATTN_QB + r], qb[r] + 4 * j, 4);
+            for (int64_t b = 0; b < nb; b++) {
+                int32_t sum = 0;
+                for (int64_t i = 32 * b; i < D && i < 32 * b + 32; i++)
+                    sum += (int8_t)qb[r][i];
+                qcorr[b * ATTN_QB + r] = -12 * sum;
+                qsc[b * ATTN_QB + r] = ldexpf(0.0883883f, (int)th_rng_int(&rng, -20, 20));
+            }
+        }
+        qk->qk_e2m1_i8(qi, qcorr, qsc, nr, D, k8, KS, ksc, nk, s);
+        for (int64_t k = 0; k < nk; k++)
+            for (int64_t r = 0; r < nr; r++) {
+                float want = 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    int32_t acc = qcorr[b * ATTN_QB + r];
+                    for (int64_t i = 32 * b; i < 32 * b + 32 && i < 4 * nq; i++)
+                        acc += (int32_t)k8[k * KS + i] * (int32_t)(int8_t)qb[r][i];
+                    want = fmaf((float)acc * qsc[b * ATTN_QB + r], ksc[k * nb + b], want);
+                }
+                if (memcmp(&want, &s[k * ATTN_QB + r], 4) != 0)
+                    print_error("D=%lld rows=%lld key %lld row %lld: %a, model %a\n", (long long)D, (long long)nr,
+                                (long long)k, (long long)r, (double)s[k * ATTN_QB + r], (double)want);
+                assert_memory_equal(&want, &s[k * ATTN_QB + r], 4);
+            }
+    }
+}
+
+/* dequant_row_bf16 of the bf16 quant table on E4M3 rows equals the truncation to bf16 of decode(code)·factor (the
+ * float product) for every code: factor 1 (one scale), MX factors per 32 elements at and past the ends of the range
+ * its exponent-add path takes (2^-117 / 2^-118, 2^119 / 2^120), a subnormal factor, NaN; odd lengths (the pad
+ * element is 0, or NaN in a NaN block). */
+static void test_dequant_bf16_e4m3(void **state) {
+    (void)state;
+    const struct attn_kernels *f = attn_dispatch_by_name("avx512");
+    const struct attn_quant_kernels *qk = f ? attn_dispatch_quant(f) : NULL;
+    if (!qk || !qk->dequant_row_bf16) {
+        print_message("skipped: no bf16 quant table here (CPU without AVX512-BF16, or not compiled in)\n");
+        skip();
+    }
+    const attn_qfmt *fmt = attn_qfmt_of(ATTN_DTYPE_FP8_E4M3);
+    static uint8_t codes[356];
+    for (int i = 0; i < 356; i++)
+        codes[i] = (uint8_t)(i * 37 + 11); /* every code once in the first 256, in a scrambled order */
+    const float nanf_ = NAN;
+    const float facs[9] = {1.0f, ldexpf(1.0f, -117), ldexpf(1.0f, -118), ldexpf(1.0f, 119), ldexpf(1.0f, 120),
+                           0.125f, ldexpf(1.0f, -127), nanf_, 4.0f};
+    for (int shift = 5; shift <= 63; shift += 58)
+        for (int64_t n = 253; n <= 256; n++)
+            for (int fi = 0; fi < 9; fi++) {
+                float sc[8];
+                for (int b = 0; b < 8; b++)
+                    sc[b] = shift == 63 ? facs[fi] : facs[(fi + b) % 9];
+                uint16_t got[258];
+                memset(got, 0xAB, sizeof got);
+                qk->dequant_row_bf16(codes, ATTN_DTYPE_FP8_E4M3, n, sc, shift, got);
+                for (int64_t i = 0; i < ((n + 1) & ~(int64_t)1); i++) {
+                    uint16_t want = 0;
+                    if (i >= n && isnan(sc[shift == 63 ? 0 : i >> 5]))
+                        continue; /* the pad of a NaN block may be NaN: the block's dot is NaN anyway */
+                    if (i < n) {
+                        const float v = attn_qfmt_decode(fmt, codes[i]) * sc[shift == 63 ? 0 : i >> 5];
+                        uint32_t u;
+                        memcpy(&u, &v, 4);
+                        want = (uint16_t)(u >> 16);
+                        if (isnan(v)) { /* any NaN */
+                            assert_true((got[i] & 0x7F80) == 0x7F80 && (got[i] & 0x7F) != 0);
+                            continue;
+                        }
+                    }
+                    if (got[i] != want)
+                        print_error("shift %d n %lld factor #%d: element %lld code 0x%02x -> 0x%04x, expected 0x%04x\n",
+                                    shift, (long long)n, fi, (long long)i, codes[i], got[i], want);
+                    assert_int_equal(got[i], want);
+                }
+            }
+    /* v_pairs_bf16 of unscaled E4M3 rows (FP8 block scales), with a second row or none */
+    for (int64_t n = 1; n <= 256; n += 17)
+        for (int two = 0; two <= 1; two++) {
+            uint32_t vtp[257];
+            const float one = 1.0f;
+            memset(vtp, 0xAB, sizeof vtp);
+            qk->v_pairs_bf16(codes, two ? codes + 100 : NULL, ATTN_DTYPE_FP8_E4M3, n, &one, 63, vtp);
+            for (int64_t d = 0; d < n; d++) {
+                uint32_t want = 0;
+                for (int h = 0; h <= two; h++) {
+                    const float v = attn_qfmt_decode(fmt, codes[(h ? 100 : 0) + d]);
+                    uint32_t u;
+                    memcpy(&u, &v, 4);
+                    want |= (isnan(v) ? 0x7FC0u : u >> 16) << (16 * h);
+                }
+                assert_int_equal(vtp[d], want);
+            }
+            assert_int_equal(vtp[n], 0xABABABABu);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quant_helpers),
         cmocka_unit_test(test_avx2_bitwise_fake),
         cmocka_unit_test(test_bf16_vs_oracle),
+        cmocka_unit_test(test_e2m1_i8_model),
+        cmocka_unit_test(test_dequant_bf16_e4m3),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,4 +31,5 @@ const struct attn_quant_kernels attn_quant_kernels_avx2 = {
     .absmax_bits = attn_k_absmax_bits_avx2,
     .absmax_cols = attn_k_absmax_cols_avx2,
     .encode_e2m1 = attn_k_encode_e2m1_avx2,
+    .mx_scale_row = attn_k_mx_scale_row_avx2,
 };

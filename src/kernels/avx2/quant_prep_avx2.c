@@ -24,3 +24,7 @@ void attn_k_absmax_cols_avx2(const float *x, int64_t rows, int64_t width, uint32
 void attn_k_encode_e2m1_avx2(const float *y, int64_t n, uint8_t *dst) {
     kqp_encode_e2m1(y, n, dst);
 }
+
+void attn_k_mx_scale_row_avx2(float *x, int64_t n, int32_t emax, uint8_t *e8) {
+    kqp_mx_scale_row(x, n, emax, e8);
+}

@@ -130,10 +130,61 @@ void attn_k_cvt_from_f32_avx512(const float *src, attn_dtype dtype, void *dst, i
     }
 }
 
-/* F32/F16/BF16 → FP8 E4M3 / E5M2 of x / scale: the 8-lane integer encoder of avx2/fp8_avx2.h, compiled here with
- * this folder's flags (static inline: this object's own copy). The write is bound by loads, one division and
- * the stores; the same steps as the avx2 table keep one tested sequence for both. */
+/* k256_f32_to_fp8 (avx2/fp8_avx2.h) on 16 lanes: the same integer steps of attn_f32_to_fp8_bits, the selects as
+ * mask moves. Codes in the low byte of each lane. */
+static inline __m512i k512_f32_to_fp8(__m512 x, const int man_bits, const int bias) {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+    const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
+    const int sh = 23 - man_bits;
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, sh), _mm512_set1_epi32(1));
+    const __m512i normal = _mm512_sub_epi32(
+        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32((1 << (sh - 1)) - 1)), lsb), sh),
+        _mm512_set1_epi32((127 - bias) << man_bits));
+    const __m512i e = _mm512_srli_epi32(a, 23);
+    __m512i s = _mm512_sub_epi32(_mm512_set1_epi32(151 - bias - man_bits), e);
+    s = _mm512_min_epi32(_mm512_max_epi32(s, _mm512_set1_epi32(21)), _mm512_set1_epi32(25));
+    const __m512i m = _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0x7fffff)), _mm512_set1_epi32(0x800000));
+    const __m512i half_m1 = _mm512_sub_epi32(
+        _mm512_sllv_epi32(_mm512_set1_epi32(1), _mm512_sub_epi32(s, _mm512_set1_epi32(1))), _mm512_set1_epi32(1));
+    const __m512i slsb = _mm512_and_si512(_mm512_srlv_epi32(m, s), _mm512_set1_epi32(1));
+    const __m512i sub = _mm512_srlv_epi32(_mm512_add_epi32(_mm512_add_epi32(m, half_m1), slsb), s);
+    const __mmask16 is_sub = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32((128 - bias) << 23), a);
+    __m512i r = _mm512_mask_mov_epi32(normal, is_sub, sub);
+    const __m512i max_bits = _mm512_set1_epi32(man_bits == 3 ? 0x43e00000 : 0x47600000);
+    r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epi32_mask(a, _mm512_sub_epi32(max_bits, _mm512_set1_epi32(1))),
+                              _mm512_set1_epi32(man_bits == 3 ? 0x7e : 0x7b));
+    r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000)), _mm512_set1_epi32(0x7f));
+    return _mm512_or_si512(r, sign);
+}
+
+static inline void k512_cvt_to_fp8_f32(const float *src, float scale, uint8_t *dst, int64_t n, const int man_bits,
+                                       const int bias) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i c = k512_f32_to_fp8(_mm512_div_ps(_mm512_loadu_ps(src + i), vs), man_bits, bias);
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm512_cvtepi32_epi8(c));
+    }
+    if (i < n) {
+        const __mmask16 k = k512_tail_mask(n - i);
+        const __m512 x = _mm512_div_ps(_mm512_maskz_loadu_ps(k, src + i), vs);
+        _mm_mask_storeu_epi8(dst + i, k, _mm512_cvtepi32_epi8(k512_f32_to_fp8(x, man_bits, bias)));
+    }
+}
+
+/* F32/F16/BF16 → FP8 E4M3 / E5M2 of x / scale: f32 rows (the quantized-attention codes, fp8 cache writes from
+ * f32) on 16 lanes (k512_f32_to_fp8), f16/bf16 rows by the 8-lane integer encoder of avx2/fp8_avx2.h, compiled
+ * here with this folder's flags (static inline: this object's own copy). Both are the steps of
+ * attn_f32_to_fp8_bits on the correctly rounded quotient (vdivps), so every code is the scalar encoder's. */
 void attn_k_cvt_to_fp8_avx512(const void *src, attn_dtype src_dtype, float scale, attn_dtype fp8_dtype, uint8_t *dst,
                               int64_t n) {
+    if (src_dtype == ATTN_DTYPE_F32) {
+        if (fp8_dtype == ATTN_DTYPE_FP8_E5M2)
+            k512_cvt_to_fp8_f32((const float *)src, scale, dst, n, 2, 15);
+        else
+            k512_cvt_to_fp8_f32((const float *)src, scale, dst, n, 3, 7);
+        return;
+    }
     k256_cvt_to_fp8(src, src_dtype, scale, fp8_dtype, dst, n);
 }

@@ -24,17 +24,21 @@ const struct attn_kernels attn_kernels_avx512bf16 = {
 };
 
 /* The quantized-attention table where the CPU has AVX512-BF16 (chosen by CPU features, not by name:
- * src/dispatch/dispatch.c attn_dispatch_quant; contract in docs/DIFFUSION.md §5). */
+ * src/dispatch/dispatch.c attn_dispatch_quant; contract in docs/DIFFUSION.md §5): MXFP4 Q·Kᵀ on VPDPBUSD where
+ * the CPU also has AVX512-VNNI, on VDPBF16PS otherwise. */
+#define ATTN_QUANT_AVX512BF16_ENTRIES                                                                                 \
+    .name = "avx512bf16", .dequant_row = attn_k_dequant_row_avx512bf16,                                               \
+    .hadamard_row = attn_k_hadamard_row_avx512bf16, .absmax_bits = attn_k_absmax_bits_avx512bf16,                     \
+    .absmax_cols = attn_k_absmax_cols_avx512bf16, .encode_e2m1 = attn_k_encode_e2m1_avx512bf16,                       \
+    .mx_scale_row = attn_k_mx_scale_row_avx512bf16,                                                                   \
+    .dequant_row_bf16 = attn_k_dequant_row_bf16_avx512bf16, .v_pairs_bf16 = attn_k_v_pairs_bf16_avx512bf16,           \
+    .qk_bf16 = attn_k_qk_bf16_avx512bf16, .pv_bf16 = attn_k_pv_bf16_avx512bf16,                                       \
+    .softmax_tile = attn_k_softmax_tile_avx512
+
 const struct attn_quant_kernels attn_quant_kernels_avx512bf16 = {
-    .name = "avx512bf16",
-    .dequant_row = attn_k_dequant_row_avx512bf16,
-    .hadamard_row = attn_k_hadamard_row_avx512bf16,
-    .absmax_bits = attn_k_absmax_bits_avx512bf16,
-    .absmax_cols = attn_k_absmax_cols_avx512bf16,
-    .encode_e2m1 = attn_k_encode_e2m1_avx512bf16,
-    .dequant_row_bf16 = attn_k_dequant_row_bf16_avx512bf16,
-    .v_pairs_bf16 = attn_k_v_pairs_bf16_avx512bf16,
-    .qk_bf16 = attn_k_qk_bf16_avx512bf16,
-    .pv_bf16 = attn_k_pv_bf16_avx512bf16,
-    .softmax_tile = attn_k_softmax_tile_avx512,
+    ATTN_QUANT_AVX512BF16_ENTRIES,
+    .qk_e2m1_i8 = attn_k_qk_e2m1_i8_avx512bf16,
+    .e2m1_bytes = attn_k_e2m1_bytes_avx512bf16,
 };
+
+const struct attn_quant_kernels attn_quant_kernels_avx512bf16_novnni = {ATTN_QUANT_AVX512BF16_ENTRIES};

@@ -11,27 +11,66 @@
 #include "kernels/generic/quant_prep.h"
 #include "kernels/kernels.h"
 
-/* kqp_hadamard_row with 8 doubles per zmm: the butterflies of distance 1, 2 and 4 inside a register (partner
- * by a permute, a + b in the lower and a − b in the upper element of each pair), the others between registers;
- * the same IEEE operations element by element, so bitwise the scalar transform. */
+/* The butterflies of distance 1, 2 and 4 of the 8 doubles of x: partner by a permute, a + b in the lower and
+ * a − b in the upper element of each pair. */
+static inline __attribute__((always_inline)) __m512d kqp_bfly8(__m512d x) {
+    __m512d y = _mm512_permute_pd(x, 0x55);
+    x = _mm512_mask_sub_pd(_mm512_add_pd(x, y), 0xAA, y, x);
+    y = _mm512_permutex_pd(x, _MM_SHUFFLE(1, 0, 3, 2));
+    x = _mm512_mask_sub_pd(_mm512_add_pd(x, y), 0xCC, y, x);
+    y = _mm512_shuffle_f64x2(x, x, _MM_SHUFFLE(1, 0, 3, 2));
+    return _mm512_mask_sub_pd(_mm512_add_pd(x, y), 0xF0, y, x);
+}
+
+static inline __attribute__((always_inline)) __m512d kqp_signed8(const float *src, const int8_t *signs, int64_t i) {
+    const __m512d sg =
+        _mm512_cvtepi32_pd(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(signs + i))));
+    return _mm512_mul_pd(sg, _mm512_cvtps_pd(_mm256_loadu_ps(src + i)));
+}
+
+/* A row of NV·8 elements (NV <= 16) held in registers through every stage. */
+static inline __attribute__((always_inline)) void kqp_hadamard_regs(const float *src, const int8_t *signs, float *dst,
+                                                                    double norm, const int NV) {
+    __m512d x[16];
+    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) x[v] = kqp_bfly8(kqp_signed8(src, signs, 8 * v));
+    _Pragma("GCC unroll 4") for (int lv = 1; lv < NV; lv *= 2) /* distance 8·lv */
+        _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) if ((v & lv) == 0) {
+            const __m512d a = x[v], b = x[v + lv];
+            x[v] = _mm512_add_pd(a, b);
+            x[v + lv] = _mm512_sub_pd(a, b);
+        }
+    const __m512d nm = _mm512_set1_pd(norm);
+    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)
+        _mm256_storeu_ps(dst + 8 * v, _mm512_cvtpd_ps(_mm512_mul_pd(x[v], nm)));
+}
+
+/* kqp_hadamard_row with 8 doubles per zmm: the butterflies of distance 1, 2 and 4 inside a register
+ * (kqp_bfly8), the others between registers — for rows of 16..128 elements all in registers, longer ones
+ * through tmp; the same IEEE operations element by element, so bitwise the scalar transform. */
 void attn_k_hadamard_row_avx512bf16(const float *src, const int8_t *signs, int64_t n, double *tmp, float *dst,
                                     double norm) {
+    switch (n) {
+    case 16:
+        kqp_hadamard_regs(src, signs, dst, norm, 2);
+        return;
+    case 32:
+        kqp_hadamard_regs(src, signs, dst, norm, 4);
+        return;
+    case 64:
+        kqp_hadamard_regs(src, signs, dst, norm, 8);
+        return;
+    case 128:
+        kqp_hadamard_regs(src, signs, dst, norm, 16);
+        return;
+    default:
+        break;
+    }
     if (n < 16) {
         kqp_hadamard_row(src, signs, n, tmp, dst, norm);
         return;
     }
-    for (int64_t i = 0; i < n; i += 8) {
-        const __m512d sg =
-            _mm512_cvtepi32_pd(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(signs + i))));
-        __m512d x = _mm512_mul_pd(sg, _mm512_cvtps_pd(_mm256_loadu_ps(src + i)));
-        __m512d y = _mm512_permute_pd(x, 0x55);
-        x = _mm512_mask_sub_pd(_mm512_add_pd(x, y), 0xAA, y, x);
-        y = _mm512_permutex_pd(x, _MM_SHUFFLE(1, 0, 3, 2));
-        x = _mm512_mask_sub_pd(_mm512_add_pd(x, y), 0xCC, y, x);
-        y = _mm512_shuffle_f64x2(x, x, _MM_SHUFFLE(1, 0, 3, 2));
-        x = _mm512_mask_sub_pd(_mm512_add_pd(x, y), 0xF0, y, x);
-        _mm512_storeu_pd(tmp + i, x);
-    }
+    for (int64_t i = 0; i < n; i += 8)
+        _mm512_storeu_pd(tmp + i, kqp_bfly8(kqp_signed8(src, signs, i)));
     for (int64_t len = 8; len < n; len *= 2)
         for (int64_t i = 0; i < n; i += 2 * len)
             for (int64_t j = 0; j < len; j += 8) {
@@ -56,6 +95,29 @@ uint32_t attn_k_absmax_bits_avx512bf16(const float *x, int64_t n, uint32_t *nonf
     }
     *nonfinite |= nf != 0;
     return (uint32_t)_mm512_reduce_max_epu32(m);
+}
+
+/* kqp_mx_scale_row with a block of 32 in two zmm: the maximum as in attn_k_absmax_bits_avx512bf16, the shared
+ * exponent of the scalar code, one multiply by the exact power of two per element. */
+void attn_k_mx_scale_row_avx512bf16(float *x, int64_t n, int32_t emax, uint8_t *e8) {
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
+    for (int64_t c0 = 0; c0 < n; c0 += 32) {
+        const int64_t m = n - c0 < 32 ? n - c0 : 32;
+        const __mmask16 k0 = m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << m) - 1u);
+        const __mmask16 k1 = m >= 32 ? (__mmask16)0xFFFF : m > 16 ? (__mmask16)((1u << (m - 16)) - 1u) : 0;
+        const __m512 x0 = _mm512_maskz_loadu_ps(k0, x + c0), x1 = _mm512_maskz_loadu_ps(k1, x + c0 + 16);
+        const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(x0), abs_mask);
+        const __m512i a1 = _mm512_and_si512(_mm512_castps_si512(x1), abs_mask);
+        const __mmask16 nf = _mm512_cmpge_epu32_mask(a0, inf) | _mm512_cmpge_epu32_mask(a1, inf);
+        const __m512i mx = _mm512_max_epu32(_mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(a0, inf), a0),
+                                            _mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(a1, inf), a1));
+        const int bad = nf != 0;
+        const int32_t se = bad ? 0 : kqp_shared_exp(emax, (uint32_t)_mm512_reduce_max_epu32(mx));
+        e8[c0 / 32] = bad ? 0xFF : (uint8_t)(se + 127);
+        const __m512 inv = _mm512_set1_ps(bad ? 0.0f : kqp_pow2(-se));
+        _mm512_mask_storeu_ps(x + c0, k0, _mm512_mul_ps(x0, inv));
+        _mm512_mask_storeu_ps(x + c0 + 16, k1, _mm512_mul_ps(x1, inv));
+    }
 }
 
 void attn_k_absmax_cols_avx512bf16(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite) {

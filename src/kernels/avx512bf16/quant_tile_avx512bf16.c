@@ -31,10 +31,66 @@ void attn_k_dequant_row_avx512bf16(const uint8_t *codes, attn_dtype elem, int64_
     }
 }
 
+/* bf16 of every E4M3 magnitude code (exact; 0x7F: the quiet NaN of kq_decode16). */
+static const uint16_t kq_e4m3_bf16[128] __attribute__((aligned(64))) = {
+    0x0000, 0x3B00, 0x3B80, 0x3BC0, 0x3C00, 0x3C20, 0x3C40, 0x3C60,
+    0x3C80, 0x3C90, 0x3CA0, 0x3CB0, 0x3CC0, 0x3CD0, 0x3CE0, 0x3CF0,
+    0x3D00, 0x3D10, 0x3D20, 0x3D30, 0x3D40, 0x3D50, 0x3D60, 0x3D70,
+    0x3D80, 0x3D90, 0x3DA0, 0x3DB0, 0x3DC0, 0x3DD0, 0x3DE0, 0x3DF0,
+    0x3E00, 0x3E10, 0x3E20, 0x3E30, 0x3E40, 0x3E50, 0x3E60, 0x3E70,
+    0x3E80, 0x3E90, 0x3EA0, 0x3EB0, 0x3EC0, 0x3ED0, 0x3EE0, 0x3EF0,
+    0x3F00, 0x3F10, 0x3F20, 0x3F30, 0x3F40, 0x3F50, 0x3F60, 0x3F70,
+    0x3F80, 0x3F90, 0x3FA0, 0x3FB0, 0x3FC0, 0x3FD0, 0x3FE0, 0x3FF0,
+    0x4000, 0x4010, 0x4020, 0x4030, 0x4040, 0x4050, 0x4060, 0x4070,
+    0x4080, 0x4090, 0x40A0, 0x40B0, 0x40C0, 0x40D0, 0x40E0, 0x40F0,
+    0x4100, 0x4110, 0x4120, 0x4130, 0x4140, 0x4150, 0x4160, 0x4170,
+    0x4180, 0x4190, 0x41A0, 0x41B0, 0x41C0, 0x41D0, 0x41E0, 0x41F0,
+    0x4200, 0x4210, 0x4220, 0x4230, 0x4240, 0x4250, 0x4260, 0x4270,
+    0x4280, 0x4290, 0x42A0, 0x42B0, 0x42C0, 0x42D0, 0x42E0, 0x42F0,
+    0x4300, 0x4310, 0x4320, 0x4330, 0x4340, 0x4350, 0x4360, 0x4370,
+    0x4380, 0x4390, 0x43A0, 0x43B0, 0x43C0, 0x43D0, 0x43E0, 0x7FC0};
+
+/* 32 E4M3 codes (lanes >= n are 0) as bf16 words times 2^k, for k in [−117, 119] (every nonzero product then
+ * stays a normal bf16, so adding k to the exponent field is the exact product the float path truncates): the
+ * magnitude looked up in kq_e4m3_bf16 (two VPERMT2W of 64 entries), k added where nonzero and not NaN, the sign
+ * put back except on NaN (kq_decode16 gives a positive NaN). */
+static inline __attribute__((always_inline)) __m512i kq_e4m3_bf16x32(const uint8_t *codes, int n, int k) {
+    const __m512i t0 = _mm512_load_si512(kq_e4m3_bf16), t1 = _mm512_load_si512(kq_e4m3_bf16 + 32);
+    const __m512i t2 = _mm512_load_si512(kq_e4m3_bf16 + 64), t3 = _mm512_load_si512(kq_e4m3_bf16 + 96);
+    const __m512i w =
+        _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(n >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << n) - 1u), codes));
+    const __m512i mag = _mm512_and_si512(w, _mm512_set1_epi16(0x7F));
+    __m512i r = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(mag, _mm512_set1_epi16(0x40)),
+                                        _mm512_permutex2var_epi16(t0, mag, t1), _mm512_permutex2var_epi16(t2, mag, t3));
+    const __mmask32 num = _mm512_cmpneq_epi16_mask(mag, _mm512_set1_epi16(0x7F));
+    if (k != 0)
+        r = _mm512_mask_add_epi16(r, _mm512_mask_test_epi16_mask(num, mag, mag), r,
+                                  _mm512_set1_epi16((short)(k * 128)));
+    return _mm512_or_si512(r, _mm512_maskz_slli_epi16(num, _mm512_and_si512(w, _mm512_set1_epi16(0x80)), 8));
+}
+
+/* The exponent k of a float factor that is a power of two in [2^-117, 2^119], else a value outside [−117, 119]. */
+static inline int kq_pow2_exp(float f) {
+    uint32_t u;
+    __builtin_memcpy(&u, &f, 4);
+    return (u & 0x807FFFFFu) == 0 ? (int)(u >> 23) - 127 : 1000;
+}
+
 void attn_k_dequant_row_bf16_avx512bf16(const uint8_t *codes, attn_dtype elem, int64_t n, const float *sc, int sc_shift,
                                         uint16_t *dst) {
     const int64_t ne = (n + 1) & ~(int64_t)1; /* the pad element of an odd row is 0 (decode lanes >= n are 0) */
-    for (int64_t i = 0; i < ne; i += 16) {
+    int64_t i0 = 0;
+    if (elem == ATTN_DTYPE_FP8_E4M3 && (sc_shift >= 63 || sc_shift == 5)) /* one factor per 32 elements */
+        for (; i0 < ne; i0 += 32) {
+            const int k = kq_pow2_exp(sc[sc_shift >= 63 ? 0 : i0 >> 5]);
+            if (k < -117 || k > 119)
+                break; /* the float path below, from here */
+            const int m = ne - i0 < 32 ? (int)(ne - i0) : 32;
+            const int mv = n - i0 < m ? (int)(n - i0) : m;
+            _mm512_mask_storeu_epi16(dst + i0, m >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << m) - 1u),
+                                     kq_e4m3_bf16x32(codes + i0, mv, k));
+        }
+    for (int64_t i = i0; i < ne; i += 16) {
         const int m = ne - i < 16 ? (int)(ne - i) : 16;
         const int mv = n - i < m ? (int)(n - i) : m;
         const __m512 v = _mm512_mul_ps(kq_decode16(codes, elem, i, mv), kq_factor16(sc, sc_shift, i, mv));
@@ -45,6 +101,24 @@ void attn_k_dequant_row_bf16_avx512bf16(const uint8_t *codes, attn_dtype elem, i
 
 void attn_k_v_pairs_bf16_avx512bf16(const uint8_t *row0, const uint8_t *row1, attn_dtype elem, int64_t n,
                                     const float *sc, int sc_shift, uint32_t *vtp) {
+    if (elem == ATTN_DTYPE_FP8_E4M3 && sc_shift >= 63 && sc[0] == 1.0f) { /* FP8 block scales: V is not scaled */
+        static const uint16_t pairs[32] __attribute__((aligned(64))) = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                                                        37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                                                        11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+        const __m512i lo_idx = _mm512_load_si512(pairs); /* words 2i, 2i + 1 = element i of a, of b */
+        const __m512i hi_idx = _mm512_add_epi16(lo_idx, _mm512_set1_epi16(16));
+        for (int64_t i = 0; i < n; i += 32) {
+            const int m = n - i < 32 ? (int)(n - i) : 32;
+            const __m512i a = kq_e4m3_bf16x32(row0 + i, m, 0);
+            const __m512i b = row1 ? kq_e4m3_bf16x32(row1 + i, m, 0) : _mm512_setzero_si512();
+            _mm512_mask_storeu_epi32(vtp + i, m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << m) - 1u),
+                                     _mm512_permutex2var_epi16(a, lo_idx, b));
+            if (m > 16)
+                _mm512_mask_storeu_epi32(vtp + i + 16, m >= 32 ? (__mmask16)0xFFFF : (__mmask16)((1u << (m - 16)) - 1u),
+                                         _mm512_permutex2var_epi16(a, hi_idx, b));
+        }
+        return;
+    }
     for (int64_t i = 0; i < n; i += 16) {
         const int m = n - i < 16 ? (int)(n - i) : 16;
         const __m512 f = kq_factor16(sc, sc_shift, i, m);

@@ -1,0 +1,111 @@
+/*
+ * qk_e2m1_i8_avx512bf16.c — MXFP4 Q·Kᵀ of the avx512bf16 quant table on VPDPBUSD (AVX512-VNNI; kernels.h, struct
+ * attn_quant_kernels; driver src/attention/fwd_quant.c) and the E2M1 → byte widening it reads.
+ *
+ * Twice an E2M1 value is an integer in [−12, 12], so the dot product of one 32-element MX block of q and k is an
+ * exact int32: (1/4)·Σ (2q_i)(2k_i), |Σ| <= 32·144. VPDPBUSD multiplies unsigned by signed bytes, so K is staged
+ * with a bias, u8 = 2k + 12, and the bias term 12·Σ 2q_i of each (row, block) is removed by starting that
+ * block's accumulator at qcorr = −12·Σ 2q_i. Per block the exact integer is converted to float (exact), times
+ * the row's factor qsc (the E8M0 factor of q's block times softmax_scale / 4, formed by the driver) and fused
+ * into the score with the key's E8M0 factor: s = fma(float(acc_b)·qsc[b][r], ksc[k][b], s), blocks ascending
+ * from s = 0. Lanes are query rows (qi[j][r] holds q[r][4j..4j+3] as signed bytes, each key's quad broadcast);
+ * 6 keys × 2 zmm (32 rows) or 12 × 1 (<= 16 rows), tails of 4 and 1 keys. Lane invariance holds.
+ *
+ * The file is compiled with the avx512bf16 folder's flags; VPDPBUSD comes from a function target attribute, and
+ * the driver reaches these functions only through the table that dispatch hands out where the CPU reports
+ * AVX512-VNNI (src/dispatch/dispatch.c).
+ */
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__) ||             \
+    !defined(__AVX512BF16__)
+#error "qk_e2m1_i8_avx512bf16.c must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16"
+#endif
+#include <immintrin.h>
+
+#include "kernels/kernels.h"
+
+#define KI8_TARGET __attribute__((target("avx512vnni")))
+
+/* dst[i] = 2·e2m1(code i) + bias, i < n (codes two per byte, element 2i in the low nibble): a nibble table
+ * (VPSHUFB) over 32 elements a step. */
+KI8_TARGET void attn_k_e2m1_bytes_avx512bf16(const uint8_t *codes, int64_t n, int bias, uint8_t *dst) {
+    const __m256i lut = _mm256_add_epi8(_mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1,
+                                                         2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12),
+                                        _mm256_set1_epi8((char)bias));
+    for (int64_t i = 0; i < n; i += 32) {
+        const int m = n - i < 32 ? (int)(n - i) : 32;
+        const __m128i b = _mm_maskz_loadu_epi8((__mmask16)((1u << ((m + 1) / 2)) - 1u), codes + i / 2);
+        const __m256i w = _mm256_cvtepu8_epi16(b);
+        const __m256i t = _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi16(0x0F)),
+                                          _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0xF0)), 4));
+        _mm256_mask_storeu_epi8(dst + i, (__mmask32)(m == 32 ? 0xFFFFFFFFu : (1u << m) - 1u),
+                                _mm256_shuffle_epi8(lut, t));
+    }
+}
+
+/* acc += VPDPBUSD(u8 quads u, s8 quads s). Written as inline assembly: GCC 12 expands _mm512_dpbusd_epi32 on an
+ * accumulator array with a register copy in and out of every instruction (two extra moves per multiply-add,
+ * which left the kernel front-end bound); the instruction is the same. */
+static inline __attribute__((always_inline)) KI8_TARGET __m512i ki8_dp(__m512i acc, __m512i u, __m512i s) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+    return acc;
+}
+
+/* NK keys from k × L zmm of rows, all blocks. */
+static inline __attribute__((always_inline)) KI8_TARGET void
+ki8_keys(const uint32_t *qi, const int32_t *qcorr, const float *qsc, int64_t head_size, const uint8_t *k8, int64_t ks,
+         const float *ksc, int64_t nb, int64_t k, float *s, const int NK, const int L) {
+    __m512 f[12][2];
+    _Pragma("GCC unroll 12") for (int i = 0; i < NK; i++) _Pragma("GCC unroll 2") for (int h = 0; h < L; h++) f[i][h] =
+        _mm512_setzero_ps();
+    const int64_t nq = (head_size + 3) / 4;
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i a[12][2];
+        _Pragma("GCC unroll 12") for (int i = 0; i < NK; i++) _Pragma("GCC unroll 2") for (int h = 0; h < L; h++)
+            a[i][h] = _mm512_loadu_si512(qcorr + b * ATTN_QB + 16 * h);
+        const int64_t j1 = 8 * b + 8 < nq ? 8 * b + 8 : nq;
+        for (int64_t j = 8 * b; j < j1; j++) {
+            __m512i q[2];
+            _Pragma("GCC unroll 2") for (int h = 0; h < L; h++) q[h] = _mm512_loadu_si512(qi + j * ATTN_QB + 16 * h);
+            _Pragma("GCC unroll 12") for (int i = 0; i < NK; i++) {
+                uint32_t kw;
+                __builtin_memcpy(&kw, k8 + (k + i) * ks + 4 * j, 4);
+                const __m512i kb = _mm512_set1_epi32((int)kw);
+                _Pragma("GCC unroll 2") for (int h = 0; h < L; h++) a[i][h] = ki8_dp(a[i][h], kb, q[h]);
+            }
+        }
+        _Pragma("GCC unroll 12") for (int i = 0; i < NK; i++) {
+            const __m512 kf = _mm512_set1_ps(ksc[(k + i) * nb + b]);
+            _Pragma("GCC unroll 2") for (int h = 0; h < L; h++) {
+                const __m512 t =
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(a[i][h]), _mm512_loadu_ps(qsc + b * ATTN_QB + 16 * h));
+                f[i][h] = _mm512_fmadd_ps(t, kf, f[i][h]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 12") for (int i = 0; i < NK; i++) _Pragma("GCC unroll 2") for (int h = 0; h < L; h++)
+        _mm512_storeu_ps(s + (k + i) * ATTN_QB + 16 * h, f[i][h]);
+}
+
+static inline __attribute__((always_inline)) KI8_TARGET void
+ki8_qk(const uint32_t *qi, const int32_t *qcorr, const float *qsc, int64_t head_size, const uint8_t *k8, int64_t ks,
+       const float *ksc, int64_t num_keys, float *s, const int NK, const int L) {
+    const int64_t nb = (head_size + 31) / 32;
+    int64_t k = 0;
+    for (; k + NK <= num_keys; k += NK)
+        ki8_keys(qi, qcorr, qsc, head_size, k8, ks, ksc, nb, k, s, NK, L);
+    for (; k + 4 <= num_keys; k += 4)
+        ki8_keys(qi, qcorr, qsc, head_size, k8, ks, ksc, nb, k, s, 4, L);
+    for (; k < num_keys; k++)
+        ki8_keys(qi, qcorr, qsc, head_size, k8, ks, ksc, nb, k, s, 1, L);
+}
+
+/* 12 keys × 1 zmm or 6 keys × 2 zmm: 12 independent VPDPBUSD chains, enough to cover the instruction's latency at
+ * two per cycle (8 chains left the kernel latency-bound), with the float sums in registers too. */
+KI8_TARGET void attn_k_qk_e2m1_i8_avx512bf16(const uint32_t *qi, const int32_t *qcorr, const float *qsc,
+                                             int64_t num_rows, int64_t head_size, const uint8_t *k8, int64_t k_stride,
+                                             const float *ksc, int64_t num_keys, float *s) {
+    if (num_rows <= 16)
+        ki8_qk(qi, qcorr, qsc, head_size, k8, k_stride, ksc, num_keys, s, 12, 1);
+    else
+        ki8_qk(qi, qcorr, qsc, head_size, k8, k_stride, ksc, num_keys, s, 6, 2);
+}
