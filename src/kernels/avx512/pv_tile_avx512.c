@@ -1,7 +1,7 @@
 /*
  * pv_tile_avx512.c — Oᵀ += P·V for one (query block × kv tile), query rows in zmm lanes
  * (docs/KERNELS.md §2). V rows are read in place as scalar broadcasts; register tiles of
- * 8 output columns × 2 zmm (32 rows) or 16 columns × 1 zmm (≤ 16 rows), with 4/1-column tails.
+ * 12 or 8 output columns × 2 zmm (32 rows) or 16 columns × 1 zmm (≤ 16 rows), with 4/1-column tails.
  *
  * Lane invariance: every lane computes o[d] = fma(v[k][d], p[k], o[d]) for k = 0, 1, … in ascending
  * order starting from the o_t it was given, whatever the panel shape or num_rows.
@@ -99,6 +99,7 @@ void attn_k_pv_tile_avx512(const float *p, int64_t num_keys, int64_t num_rows, c
     }
     int64_t d = 0;
     if (num_rows > 16) {
+        for (; d + 12 <= head_size_v; d += 12) k512_pv_panel(p, num_keys, v_rows, d, o_t, 12, 2);
         for (; d + 8 <= head_size_v; d += 8) k512_pv_panel(p, num_keys, v_rows, d, o_t, 8, 2);
         for (; d + 4 <= head_size_v; d += 4) k512_pv_panel(p, num_keys, v_rows, d, o_t, 4, 2);
         for (; d < head_size_v; d++) k512_pv_panel(p, num_keys, v_rows, d, o_t, 1, 2);
