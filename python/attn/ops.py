@@ -512,8 +512,9 @@ def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: A
     """Writes new keys/values into the paged cache (attn_reshape_and_cache), in place.
 
     key/value [num_tokens, num_kv_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads,
-    head_size]; slot_mapping int64/int32 [num_tokens] (slot = block*block_size + offset; -1 = skip).
-    Every slot is checked before anything is written.
+    head_size]; slot_mapping int64/int32 [n], n <= num_tokens (slot = block*block_size + offset; -1 = skip;
+    key/value rows past the n-th are padding and not written, as in vLLM). key/value are converted to the
+    cache's dtype (round to nearest even). Every slot is checked before anything is written.
     fp8 cache (kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2" on a uint8 cache, or an ml_dtypes / torch
     float8 cache): stored = fp8(x / k_scale) (values: v_scale), saturating (attn_reshape_and_cache_scaled);
     scales default 1. k_scale / v_scale: a number or one-element array (per tensor), or a float array

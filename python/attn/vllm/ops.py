@@ -47,9 +47,11 @@ def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: A
     slot_mapping[t] >= 0.
 
     key, value: [num_tokens, num_kv_heads, head_size]; key_cache, value_cache: [num_blocks, block_size,
-    num_kv_heads, head_size]; slot_mapping: int64 [num_tokens]. key and value share a dtype, the caches
-    share [num_blocks, block_size] and a dtype. Every argument and slot is checked before either cache
-    is written (also for two separately allocated caches); errors name the argument.
+    num_kv_heads, head_size]; slot_mapping: int64 [n] with n <= num_tokens: as in vLLM, key/value rows past
+    the n-th (padding of a captured batch) are not written. key and value share a dtype and are converted to
+    the caches' dtype (round to nearest even); the caches share [num_blocks, block_size] and a dtype. Every
+    argument and slot is checked before either cache is written (also for two separately allocated
+    caches); errors name the argument.
     kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2": uint8 caches (or float8 arrays) receive
     fp8(x / k_scale) and fp8(x / v_scale), saturating (attn_reshape_and_cache_scaled); k_scale / v_scale
     are floats or one-element tensors (vLLM's layer._k_scale), or float tensors [num_kv_heads] (vLLM's
