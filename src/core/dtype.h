@@ -22,6 +22,24 @@ static inline float attn_bits_f32(uint32_t u) {
     return f;
 }
 
+/* The shared exponent of an MX block from the bits of its finite max |x|: floor(log2 amax) − emax clamped to
+ * [−127, 127], −127 for 0 (the exponent field, or the leading bit of a subnormal's mantissa: value m·2^-149).
+ * The integer form of attn_mx_shared_exp (src/quant/quant_formats.c), shared by the code quantization of src/quant
+ * and the kernel tables' MX scaling. */
+static inline int32_t attn_mx_shared_exp_bits(int32_t emax, uint32_t amax_bits) {
+    if (amax_bits == 0)
+        return -127;
+    const int32_t e = (int32_t)(amax_bits >> 23);
+    const int32_t fl = e ? e - 127 : (31 - __builtin_clz(amax_bits)) - 149;
+    const int32_t s = fl - emax;
+    return s < -127 ? -127 : s > 127 ? 127 : s;
+}
+
+/* 2^k for k in [−127, 127], exact (2^-127 is the float32 subnormal 0x00400000). */
+static inline float attn_pow2_f32(int32_t k) {
+    return attn_bits_f32(k >= -126 ? (uint32_t)(k + 127) << 23 : 0x00400000u);
+}
+
 static inline float attn_bf16_to_f32(uint16_t h) { return attn_bits_f32((uint32_t)h << 16); }
 
 static inline uint16_t attn_f32_to_bf16(float f) {

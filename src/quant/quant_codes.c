@@ -43,28 +43,6 @@ static void attn_qc_encode(const attn_qc_job *j, const float *y, int64_t n, floa
         j->qk->encode_e2m1(y, n, dst);
 }
 
-static inline float attn_qc_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* attn_mx_shared_exp from the bits of a finite amax: floor(log2 amax) − emax clamped to [−127, 127], −127 for 0
- * (the exponent field, or the leading bit of a subnormal's mantissa: value m·2^-149). */
-static inline int32_t attn_qc_shared_exp(int32_t emax, uint32_t amax_bits) {
-    if (amax_bits == 0)
-        return -127;
-    const int32_t e = (int32_t)(amax_bits >> 23);
-    const int32_t fl = e ? e - 127 : (31 - __builtin_clz(amax_bits)) - 149;
-    const int32_t s = fl - emax;
-    return s < -127 ? -127 : s > 127 ? 127 : s;
-}
-
-/* 2^k for k in [−127, 127], exact (2^-127 is the float32 subnormal 0x00400000). */
-static inline float attn_qc_pow2(int32_t k) {
-    return attn_qc_f32(k >= -126 ? (uint32_t)(k + 127) << 23 : 0x00400000u);
-}
-
 /* Row r of matrix (b, h) as float32 in x, rotated if the job rotates. */
 static void attn_qc_row(const attn_qc_job *j, int64_t b, int64_t h, int64_t r, double *tmp, float *x) {
     const char *row = j->src->data + b * j->src->batch_stride + h * j->src->head_stride + r * j->src->seq_stride;
@@ -100,7 +78,7 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
                 const uint32_t m = j->qk->absmax_bits(x, W, &nf);
                 amax_bits = m > amax_bits ? m : amax_bits;
             }
-            const float amax = attn_qc_f32(amax_bits);
+            const float amax = attn_bits_f32(amax_bits);
             const float scale = amax > 0.0f ? amax / fmax : 1.0f;
             o->fscale[mat * nblk + blk] = scale;
             for (int64_t r = r0; r < r1; r++) {
@@ -132,9 +110,9 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
             j->qk->absmax_cols(blkx, r1 - r0, W, amax_bits, nf);
             for (int64_t d = 0; d < W; d++) {
                 const int bad = nf[d] != 0;
-                const int32_t se = bad ? 0 : attn_qc_shared_exp(j->f->emax, amax_bits[d]);
+                const int32_t se = bad ? 0 : attn_mx_shared_exp_bits(j->f->emax, amax_bits[d]);
                 e8[d] = bad ? 0xFF : (uint8_t)(se + 127);
-                inv[d] = bad ? 0.0f : attn_qc_pow2(-se);
+                inv[d] = bad ? 0.0f : attn_pow2_f32(-se);
             }
             for (int64_t r = r0; r < r1; r++) {
                 float *x = blkx + (r - r0) * W;

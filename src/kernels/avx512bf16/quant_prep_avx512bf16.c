@@ -112,9 +112,9 @@ void attn_k_mx_scale_row_avx512bf16(float *x, int64_t n, int32_t emax, uint8_t *
         const __m512i mx = _mm512_max_epu32(_mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(a0, inf), a0),
                                             _mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(a1, inf), a1));
         const int bad = nf != 0;
-        const int32_t se = bad ? 0 : kqp_shared_exp(emax, (uint32_t)_mm512_reduce_max_epu32(mx));
+        const int32_t se = bad ? 0 : attn_mx_shared_exp_bits(emax, (uint32_t)_mm512_reduce_max_epu32(mx));
         e8[c0 / 32] = bad ? 0xFF : (uint8_t)(se + 127);
-        const __m512 inv = _mm512_set1_ps(bad ? 0.0f : kqp_pow2(-se));
+        const __m512 inv = _mm512_set1_ps(bad ? 0.0f : attn_pow2_f32(-se));
         _mm512_mask_storeu_ps(x + c0, k0, _mm512_mul_ps(x0, inv));
         _mm512_mask_storeu_ps(x + c0 + 16, k1, _mm512_mul_ps(x1, inv));
     }

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/dtype.h"
+
 /* dst = src·diag(signs)·H_n/sqrt(n) (n a power of two <= 256): sign flip and unnormalised fast Walsh–Hadamard
  * transform in double, times 1/sqrt(n), rounded once to float; tmp [n] doubles; dst may equal src. */
 static inline void kqp_hadamard_row(const float *restrict src, const int8_t *restrict signs, int64_t n,
@@ -56,25 +58,6 @@ static inline uint32_t kqp_absmax_bits(const float *restrict x, int64_t n, uint3
     return m;
 }
 
-/* attn_mx_shared_exp from the bits of a finite amax: floor(log2 amax) − emax clamped to [−127, 127], −127 for 0
- * (the exponent field, or the leading bit of a subnormal's mantissa: value m·2^-149). */
-static inline int32_t kqp_shared_exp(int32_t emax, uint32_t amax_bits) {
-    if (amax_bits == 0)
-        return -127;
-    const int32_t e = (int32_t)(amax_bits >> 23);
-    const int32_t fl = e ? e - 127 : (31 - __builtin_clz(amax_bits)) - 149;
-    const int32_t s = fl - emax;
-    return s < -127 ? -127 : s > 127 ? 127 : s;
-}
-
-/* 2^k for k in [−127, 127], exact (2^-127 is the float32 subnormal 0x00400000). */
-static inline float kqp_pow2(int32_t k) {
-    const uint32_t u = k >= -126 ? (uint32_t)(k + 127) << 23 : 0x00400000u;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* The MX scaling of one row along its length: per block of 32 elements (the last one partial), e8[c] = the E8M0
  * byte of the shared exponent of the block's max |x| (0xFF when it holds NaN/inf) and x ← x·2^-shared_exp
  * (0 for a NaN/inf block), as attn_qfmt's MX quantization. */
@@ -84,9 +67,9 @@ static inline void kqp_mx_scale_row(float *restrict x, int64_t n, int32_t emax, 
         uint32_t nf = 0;
         const uint32_t amax_bits = kqp_absmax_bits(x + c0, m, &nf);
         const int bad = nf != 0;
-        const int32_t se = bad ? 0 : kqp_shared_exp(emax, amax_bits);
+        const int32_t se = bad ? 0 : attn_mx_shared_exp_bits(emax, amax_bits);
         e8[c0 / 32] = bad ? 0xFF : (uint8_t)(se + 127);
-        const float inv = bad ? 0.0f : kqp_pow2(-se); /* exact: 2^-se in [2^-127, 2^127] */
+        const float inv = bad ? 0.0f : attn_pow2_f32(-se); /* exact: 2^-se in [2^-127, 2^127] */
         for (int64_t i = 0; i < m; i++)
             x[c0 + i] *= inv; /* x·2^-se, one rounding as ldexp → float */
     }
