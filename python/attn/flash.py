@@ -188,9 +188,8 @@ def _paged(q3: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, query_start
         # Caches that cannot be described as one [2, ...] view (e.g. two separate allocations with
         # v_cache below k_cache): attend over a copy of just the blocks in use, renumbered.
         bs = k_cache.shape[1]
-        _check_block_size(bs)
-        nblk = (seq_lens.astype(np.int64) + bs - 1) // bs
         _check_block_ids(block_table, seq_lens, bs, k_cache.shape[0])  # libattn only sees the renumbered copy
+        nblk = (seq_lens.astype(np.int64) + bs - 1) // bs
         used_mask = np.arange(block_table.shape[1])[None, :] < nblk[:, None]
         used = np.unique(block_table[used_mask]) if used_mask.any() else np.zeros(0, np.int64)
         if used.size == 0 and k_cache.shape[0]:
