@@ -37,7 +37,9 @@ from typing import Callable, Dict, List, Optional
 # transparent huge pages when THP_MEM_ALLOC_ENABLE=1 is in the environment at its first allocation, so it is
 # set here, before torch is imported. Every cache of every system (attn's and vLLM's are torch tensors) then
 # sits on the pages whose read ceiling the decode percentages use.
-PAGES = "4k" if "--pages=4k" in sys.argv or "--pages 4k" in " ".join(sys.argv) else "huge"
+_pre = argparse.ArgumentParser(add_help=False)
+_pre.add_argument("--pages", choices=["huge", "4k"], default="huge")
+PAGES = _pre.parse_known_args()[0].pages
 if PAGES == "huge":
     os.environ["THP_MEM_ALLOC_ENABLE"] = "1"
 else:
