@@ -31,7 +31,7 @@ void bench_min_median(double *t, int n, double *min, double *median) {
 }
 
 /* 24 independent chains of vfmadd: enough to cover latency 4 × 2 pipes (and more) without spills. */
-__attribute__((target("avx512f,fma"), noinline)) static float bench_fma512(long iters) {
+__attribute__((target("avx512f,fma"), noinline)) static double bench_fma512(long iters) {
     __m512 a[24];
     const __m512 m = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-7f);
     for (int i = 0; i < 24; i++) a[i] = _mm512_set1_ps(1.0f + (float)i * 1e-3f);
@@ -45,7 +45,7 @@ __attribute__((target("avx512f,fma"), noinline)) static float bench_fma512(long 
 }
 
 /* 12 chains: AVX2 has 16 ymm registers. */
-__attribute__((target("avx2,fma"), noinline)) static float bench_fma256(long iters) {
+__attribute__((target("avx2,fma"), noinline)) static double bench_fma256(long iters) {
     __m256 a[12];
     const __m256 m = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f);
     for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps(1.0f + (float)i * 1e-3f);
@@ -60,34 +60,36 @@ __attribute__((target("avx2,fma"), noinline)) static float bench_fma256(long ite
     return o[0] + o[7];
 }
 
-double bench_peak_fma_gflops(int width_bits) {
-    volatile float sink = 0.0f;
+/* Minimum over 5 timed runs of probe(iters) seconds, after one warm-up run of iters / 10 (which also wakes the
+ * wide units); the probe's result is consumed so the loop is not optimised away. */
+static double bench_probe_min_seconds(double (*probe)(long), long iters) {
+    volatile double sink = probe(iters / 10);
     double t[5];
-    long iters;
-    double flop_per_iter;
-    __builtin_cpu_init();
-    if (width_bits == 512) {
-        if (!__builtin_cpu_supports("avx512f")) return 0.0;
-        iters = 20000000, flop_per_iter = 24.0 * 32.0;
-        sink += bench_fma512(iters / 10); /* warm up the 512-bit units */
-    } else {
-        if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0.0;
-        iters = 40000000, flop_per_iter = 12.0 * 16.0;
-        sink += bench_fma256(iters / 10);
-    }
     for (int r = 0; r < 5; r++) {
         const double t0 = bench_now();
-        sink += width_bits == 512 ? bench_fma512(iters) : bench_fma256(iters);
+        sink += probe(iters);
         t[r] = bench_now() - t0;
     }
     double tmin, tmed;
     bench_min_median(t, 5, &tmin, &tmed);
     (void)sink;
-    return flop_per_iter * (double)iters / tmin * 1e-9;
+    return tmin;
+}
+
+double bench_peak_fma_gflops(int width_bits) {
+    __builtin_cpu_init();
+    if (width_bits == 512) {
+        if (!__builtin_cpu_supports("avx512f")) return 0.0;
+        const long iters = 20000000;
+        return 24.0 * 32.0 * (double)iters / bench_probe_min_seconds(bench_fma512, iters) * 1e-9;
+    }
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0.0;
+    const long iters = 40000000;
+    return 12.0 * 16.0 * (double)iters / bench_probe_min_seconds(bench_fma256, iters) * 1e-9;
 }
 
 /* 24 VDPBF16PS chains (each zmm instruction: 16 lanes × 2 bf16 products = 64 flop). */
-__attribute__((target("avx512f,avx512bf16"), noinline)) static float bench_dpbf16(long iters) {
+__attribute__((target("avx512f,avx512bf16"), noinline)) static double bench_dpbf16(long iters) {
     __m512 a[24];
     const __m512i x = _mm512_set1_epi32(0x3f803f80); /* bf16 pair (1, 1) */
     const __m512i y = _mm512_set1_epi32(0x33d633d6); /* bf16 pair (1e-7, 1e-7) */
@@ -102,27 +104,16 @@ __attribute__((target("avx512f,avx512bf16"), noinline)) static float bench_dpbf1
 }
 
 double bench_peak_dpbf16_gflops(void) {
-    volatile float sink = 0.0f;
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512bf16")) return 0.0;
     const long iters = 20000000;
-    double t[5];
-    sink += bench_dpbf16(iters / 10);
-    for (int r = 0; r < 5; r++) {
-        const double t0 = bench_now();
-        sink += bench_dpbf16(iters);
-        t[r] = bench_now() - t0;
-    }
-    double tmin, tmed;
-    bench_min_median(t, 5, &tmin, &tmed);
-    (void)sink;
-    return 24.0 * 64.0 * (double)iters / tmin * 1e-9;
+    return 24.0 * 64.0 * (double)iters / bench_probe_min_seconds(bench_dpbf16, iters) * 1e-9;
 }
 
 /* 12 VPDPBUSD chains, two steps per iteration (each zmm instruction: 16 lanes × 4 byte products and their adds =
  * 128 int8 ops). Twelve, not 24 as for the FMA probes: GCC 12 copies each accumulator of a 24-entry array through a
  * register around every VPDPBUSD, which measures the copies, not the instruction. */
-__attribute__((target("avx512f,avx512vnni"), noinline)) static int bench_dpbusd(long iters) {
+__attribute__((target("avx512f,avx512vnni"), noinline)) static double bench_dpbusd(long iters) {
     __m512i a[12];
     const __m512i x = _mm512_set1_epi32(0x01010101), y = _mm512_set1_epi32(0x01FF01FF);
     for (int i = 0; i < 12; i++) a[i] = _mm512_set1_epi32(i);
@@ -138,21 +129,10 @@ __attribute__((target("avx512f,avx512vnni"), noinline)) static int bench_dpbusd(
 }
 
 double bench_peak_dpbusd_gops(void) {
-    volatile int sink = 0;
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512vnni")) return 0.0;
     const long iters = 10000000;
-    double t[5];
-    sink += bench_dpbusd(iters / 10);
-    for (int r = 0; r < 5; r++) {
-        const double t0 = bench_now();
-        sink += bench_dpbusd(iters);
-        t[r] = bench_now() - t0;
-    }
-    double tmin, tmed;
-    bench_min_median(t, 5, &tmin, &tmed);
-    (void)sink;
-    return 24.0 * 128.0 * (double)iters / tmin * 1e-9;
+    return 24.0 * 128.0 * (double)iters / bench_probe_min_seconds(bench_dpbusd, iters) * 1e-9;
 }
 
 /* The streaming read of bench_read_gbs over `buf` (n floats). */
