@@ -238,7 +238,7 @@ def _check_block_ids(block_table: np.ndarray, seq_lens: np.ndarray, block_size: 
         r, c = (int(x) for x in bad[0])
         v = int(block_table[r, c])
         raise ValueError(f"{name}: entry [{r}][{c}] = {v} {'< 0, expected in [0,' if v < 0 else '>='} "
-                         f"num_blocks={num_blocks}")
+                         f"num_blocks={num_blocks}{')' if v < 0 else ''}")
 
 
 def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens_k: Array,

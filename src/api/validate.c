@@ -298,8 +298,8 @@ attn_status attn_validate_block_table(const attn_tensor *bt, const int32_t *seq_
         for (int64_t k = 0; k < used; k++) {
             const int64_t id = ids[r * bt->strides[0] + k];
             ATTN_CHECK(id >= 0 && id < num_blocks, ATTN_STATUS_INVALID_ARGUMENT,
-                       "block_table: entry [%lld][%lld] = %lld %s num_blocks=%lld", (long long)r, (long long)k,
-                       (long long)id, id < 0 ? "< 0, expected in [0," : ">=", (long long)num_blocks);
+                       "block_table: entry [%lld][%lld] = %lld %s num_blocks=%lld%s", (long long)r, (long long)k,
+                       (long long)id, id < 0 ? "< 0, expected in [0," : ">=", (long long)num_blocks, id < 0 ? ")" : "");
         }
     }
     return ATTN_STATUS_OK;

@@ -538,3 +538,15 @@ def test_kvcache_empty_cache_dimension(paged):
         warnings.simplefilter("error")
         with pytest.raises(ValueError, match=r"k_cache: shape\[1\]=0"):
             attn.flash_attn_with_kvcache(q, kc, np.zeros_like(kc), **kw)
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_kvcache_negative_block_id_message(separate):
+    """A negative block id is refused with the interval written out, from libattn (the caches are halves of one
+    tensor) and from the wrapper's own check (two separate caches, copied before libattn sees the ids)."""
+    q = np.zeros((1, 1, 2, 16), np.float32)
+    kv = np.zeros((2, 4, 8, 1, 16), np.float32)
+    kc, vc = (kv[0].copy(), kv[1].copy()) if separate else (kv[0], kv[1])
+    bt = np.array([[0, -1]], np.int32)
+    with pytest.raises(ValueError, match=r"block_table: entry \[0\]\[1\] = -1 < 0, expected in \[0, num_blocks=4\)"):
+        attn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array([12], np.int32), block_table=bt)
