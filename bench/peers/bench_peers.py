@@ -54,6 +54,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "python"))
 import attn  # noqa: E402
+import attn.diffusion  # noqa: E402
 
 try:
     from threadpoolctl import threadpool_limits
@@ -62,12 +63,19 @@ except ImportError:  # pragma: no cover
 
 TORCH_DT = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 ELSIZE = {"f32": 4, "bf16": 2, "f16": 2}
-SYSTEMS = ["attn", "attn-bf16dot", "attn-planless", "attn-dense", "vllm", "torch-sdpa", "numpy"]
+SYSTEMS = ["attn", "attn-bf16dot", "attn-planless", "attn-dense", "attn-dense-f32", "attn-quant-e4m3",
+           "attn-quant-mxfp8", "attn-quant-mxfp4", "vllm", "torch-sdpa", "numpy"]
+# quantized attention (attn.diffusion.forward_quant, rotation on, default block sizes) per system name
+QUANT = {"attn-quant-e4m3": "fp8_e4m3", "attn-quant-mxfp8": "mxfp8", "attn-quant-mxfp4": "mxfp4"}
 LABEL = {"attn": "attn (plan)", "attn-bf16dot": "attn (plan, opt-in avx512bf16 table)",
          "attn-planless": "attn paged_attention (no plan)",
-         "attn-dense": "attn flash_attn_func", "vllm": "vLLM CPU cpu_attention_with_kv_cache",
+         "attn-dense": "attn flash_attn_func", "attn-dense-f32": "attn flash_attn_func (f32 inputs)",
+         "attn-quant-e4m3": "attn forward_quant fp8 e4m3", "attn-quant-mxfp8": "attn forward_quant MXFP8",
+         "attn-quant-mxfp4": "attn forward_quant MXFP4", "vllm": "vLLM CPU cpu_attention_with_kv_cache",
          "torch-sdpa": "torch SDPA", "numpy": "NumPy unfused"}
 COLOR = {"attn": "#1f77b4", "attn-bf16dot": "#08306b", "attn-planless": "#9ecae1", "attn-dense": "#6baed6",
+         "attn-dense-f32": "#c6dbef", "attn-quant-e4m3": "#2ca02c", "attn-quant-mxfp8": "#98df8a",
+         "attn-quant-mxfp4": "#006d2c",
          "vllm": "#d62728",
          "torch-sdpa": "#ff7f0e", "numpy": "#7f7f7f"}
 
@@ -100,6 +108,10 @@ class Ceilings:
         self.lib.peers_fma_gflops.argtypes = [ctypes.c_int, ctypes.c_int]
         self.lib.peers_read_gbs_pages.restype = ctypes.c_double
         self.lib.peers_read_gbs_pages.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+        self.lib.peers_dpbf16_gflops.restype = ctypes.c_double
+        self.lib.peers_dpbf16_gflops.argtypes = [ctypes.c_int]
+        self.lib.peers_dpbusd_gops.restype = ctypes.c_double
+        self.lib.peers_dpbusd_gops.argtypes = [ctypes.c_int]
         self.read_bytes = read_mb << 20
         self.width = 512 if self.lib.peers_fma_gflops(1, 512) > 0 else 256
         self.samples: Dict[str, List[dict]] = {"start": [], "end": []}
@@ -110,9 +122,13 @@ class Ceilings:
             fma = self.lib.peers_fma_gflops(n, self.width)
             bw_huge = self.lib.peers_read_gbs_pages(n, self.read_bytes, 1)
             bw_4k = self.lib.peers_read_gbs_pages(n, self.read_bytes, 0)
-            self.samples[when].append(dict(threads=n, fma=fma, bw_huge=bw_huge, bw_4k=bw_4k,
-                                           bw=bw_huge if PAGES == "huge" else bw_4k))
+            dp, i8 = self.lib.peers_dpbf16_gflops(n), self.lib.peers_dpbusd_gops(n)
+            # MXFP4: Q·Kᵀ on VPDPBUSD and P·V on VDPBF16PS, half of the flop each: the time at both peaks
+            mx4 = 1.0 / (0.5 / i8 + 0.5 / dp) if dp > 0 and i8 > 0 else 0.0
+            self.samples[when].append(dict(threads=n, fma=fma, bw_huge=bw_huge, bw_4k=bw_4k, dpbf16=dp, dpbusd=i8,
+                                           mx4=mx4, bw=bw_huge if PAGES == "huge" else bw_4k))
             log(f"  ceilings {when:5s} {n} thread(s): fp32 FMA ({self.width}-bit) {fma:7.1f} GFLOP/s, "
+                f"VDPBF16PS {dp:7.1f} GFLOP/s, VPDPBUSD {i8:7.1f} GOP/s, "
                 f"read {bw_huge:6.1f} GB/s on 2 MiB pages, {bw_4k:6.1f} GB/s on 4 KiB pages "
                 f"({self.read_bytes >> 20} MiB per thread) [{time.time() - t0:.1f} s]")
 
@@ -128,11 +144,31 @@ class Ceilings:
                      if s["threads"] == n]
                 return " / ".join(v)
             out.append(f"{n} thread(s): fp32 FMA peak {pair('fma')} GFLOP/s ({self.width}-bit), "
+                       f"VDPBF16PS {pair('dpbf16')} GFLOP/s, VPDPBUSD {pair('dpbusd')} GOP/s, "
                        f"read bandwidth {pair('bw_huge')} GB/s on 2 MiB pages and {pair('bw_4k')} GB/s on "
                        "4 KiB pages (start / end of the window)")
         out.append(f"decode percentages use the read ceiling on {self.PAGE_NAMES[PAGES]} pages, where every "
                    f"system's KV cache is (`--pages {PAGES}`)")
         return out
+
+
+CEILING_UNIT = {"fma": "GFLOP/s fp32 FMA", "dpbf16": "GFLOP/s VDPBF16PS",
+                "mx4": "GFLOP/s VPDPBUSD (Q·Kᵀ) + VDPBF16PS (P·V)"}
+
+
+def quant_ceiling(system: str) -> str:
+    """The compute ceiling of the instructions a quantized-attention row runs on (the kernels attn reports):
+    the bf16-pair peak for fp8 / MXFP8 on the avx512bf16 kernels, VPDPBUSD for MXFP4's Q·Kᵀ where the CPU has
+    VNNI with VDPBF16PS for its P·V, the fp32 FMA peak otherwise (avx2: widened to float32) and for bf16 / f32
+    attention, which run on FMAs."""
+    if system not in QUANT or attn.diffusion.quant_kernels() != "avx512bf16":
+        return "fma"
+    if system == "attn-quant-mxfp4" and attn.isa_available("avx512bf16") and "avx512_vnni" in CPU_FLAGS:
+        return "mx4"
+    return "dpbf16"
+
+
+CPU_FLAGS = open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else []
 
 
 def anon_huge_mb() -> float:
@@ -152,7 +188,7 @@ def anon_huge_mb() -> float:
 # ------------------------------------------------------------------------------------------------
 @dataclass
 class Shape:
-    kind: str  # decode | small | prefill | cache-write
+    kind: str  # decode | small | prefill | cache-write | quant
     batch: int
     ctx: int  # keys per request (decode/small) or S (prefill)
     heads: int
@@ -170,7 +206,16 @@ class Shape:
             return f"small-model decode {self.heads}/{self.kv_heads}x{self.head_size} ctx{c} {self.dtype}"
         if self.kind == "cache-write":
             return f"small-model cache write 1 token {self.kv_heads}x{self.head_size} {self.dtype}"
+        if self.kind == "quant":
+            return f"quant prefill S{c} {self.heads}x{self.head_size} non-causal"
         return f"prefill S{c} causal {self.dtype}"
+
+
+# Quantized attention against bf16 and f32 attention of the same shape (the diffusion case: B = 1, 4 heads,
+# head_size 128, non-causal prefill, bf16 inputs): attn-dense = flash_attn_func on the bf16 inputs, the reference
+# the quantized rows' speed-ups are taken against.
+QUANT_SYSTEMS = ["attn-dense", "attn-dense-f32", "attn-quant-e4m3", "attn-quant-mxfp8", "attn-quant-mxfp4",
+                 "torch-sdpa"]
 
 
 def build_cases(quick: bool) -> List[Shape]:
@@ -185,6 +230,7 @@ def build_cases(quick: bool) -> List[Shape]:
         cases.append(Shape("cache-write", 1, 100, 9, 3, 64, "f32", ["attn", "vllm"]))
         cases.append(Shape("prefill", 1, 512, 32, 8, 128, "f32",
                            ["attn", "attn-dense", "vllm", "torch-sdpa", "numpy"]))
+        cases.append(Shape("quant", 1, 1024, 4, 4, 128, "bf16", QUANT_SYSTEMS))
         return cases
     for b in (1, 8):
         for L in (4096, 16384, 32768):
@@ -197,6 +243,8 @@ def build_cases(quick: bool) -> List[Shape]:
         for dt in ("f32", "bf16"):
             cases.append(Shape("prefill", 1, S, 32, 8, 128, dt,
                                ["attn", "attn-dense", "vllm", "torch-sdpa", "numpy"]))
+    for S in (1024, 4096):
+        cases.append(Shape("quant", 1, S, 4, 4, 128, "bf16", QUANT_SYSTEMS))
     return cases
 
 
@@ -266,8 +314,8 @@ class Prepared:
         dt = TORCH_DT[sh.dtype]
         self.dt = dt
         self.scale = 1.0 / math.sqrt(D)
-        self.prefill = sh.kind == "prefill"
-        self.q_len = L if self.prefill else 1
+        self.prefill = sh.kind == "prefill"  # causal prefill; quant rows are non-causal prefill
+        self.q_len = L if sh.kind in ("prefill", "quant") else 1
         g = torch.Generator().manual_seed(seed)
         self.bs = args.block_size
         nblk = -(-L // self.bs)
@@ -351,10 +399,13 @@ class Prepared:
         # torch SDPA / NumPy / attn-dense views
         self.q_sdpa = self.q.view(B, self.q_len, Hq, D).transpose(1, 2)  # [B, Hq, Sq, D] view
         self.q_sdpa_c = self.q_sdpa.contiguous()
-        if self.prefill:
+        if self.q_len > 1:
             self.k_tok = self.k.transpose(1, 2).contiguous()  # [B, S, Hkv, D] flash layout
             self.v_tok = self.v.transpose(1, 2).contiguous()
             self.q_tok = self.q.view(B, self.q_len, Hq, D)
+        if "attn-dense-f32" in self.systems:  # the same values in f32 (bf16 -> f32 is exact)
+            self.q32, self.k32, self.v32 = (x.to(torch.float32) for x in (self.q_tok, self.k_tok, self.v_tok))
+            self.out["attn-dense-f32"] = torch.empty(B * self.q_len, Hq, D, dtype=torch.float32)
         if "numpy" in self.systems:
             self.k_np = self.k.numpy()
             self.v_np = self.v.numpy()
@@ -419,7 +470,13 @@ class Prepared:
                                  softmax_scale=self.scale, out=out, ctx=self.ctx)
         elif system == "attn-dense":
             attn.flash_attn_func(self.q_tok, self.k_tok, self.v_tok, softmax_scale=self.scale,
-                                 causal=True, out=out.view(self.q_tok.shape), ctx=self.ctx)
+                                 causal=self.prefill, out=out.view(self.q_tok.shape), ctx=self.ctx)
+        elif system == "attn-dense-f32":
+            attn.flash_attn_func(self.q32, self.k32, self.v32, softmax_scale=self.scale,
+                                 causal=self.prefill, out=out.view(self.q32.shape), ctx=self.ctx)
+        elif system in QUANT:
+            attn.diffusion.forward_quant(self.q_tok, self.k_tok, self.v_tok, QUANT[system], softmax_scale=self.scale,
+                                         out=out.view(self.q_tok.shape), ctx=self.ctx)
         elif system == "vllm":
             self.vl.ops.cpu_attention_with_kv_cache(
                 self.q, self.vllm_k, self.vllm_v, out, self.qsl, self.seq_lens, self.scale, True, None,
@@ -475,14 +532,21 @@ class Prepared:
                 for b in reqs:
                     ob = o[b * self.q_len:(b + 1) * self.q_len].to(torch.float64).numpy()
                     r = refs[b]
-                    d = float(np.max(np.abs(ob - r)) / max(1e-30, float(np.max(np.abs(r)))))
+                    if s in QUANT:  # quantization error, not rounding: 1 - cosine similarity
+                        d = 1.0 - float(np.sum(ob * r) / max(1e-300, np.linalg.norm(ob) * np.linalg.norm(r)))
+                    else:
+                        d = float(np.max(np.abs(ob - r)) / max(1e-30, float(np.max(np.abs(r)))))
                     worst = max(worst, d if np.isfinite(d) else float("inf"))
             res[s] = worst
         return res
 
 
-def tolerance(dtype: str) -> float:
-    return 1e-4 if dtype == "f32" else 3e-2
+def tolerance(dtype: str, system: str = "") -> float:
+    """Max relative abs difference to the float64 reference; for quantized attention 1 - cosine, with margins
+    over the bands docs/DIFFUSION.md measures on Gaussian data (1 - cos: e4m3 / MXFP8 ~1.3e-3, MXFP4 ~2e-2)."""
+    if system in QUANT:
+        return 4e-2 if system == "attn-quant-mxfp4" else 5e-3
+    return 1e-4 if dtype == "f32" or system == "attn-dense-f32" else 3e-2
 
 
 # ------------------------------------------------------------------------------------------------
@@ -569,6 +633,12 @@ def write_outputs(rows: List[dict], meta: dict, out_dir: str, readme: Optional[s
         for r in rows:
             w.writerow({k: r.get(k, "") for k in CSV_FIELDS})
     summary = summary_table(rows)
+    quant = quant_summary_table(rows)
+    if quant:
+        summary += ["", "Quantized attention (`attn.diffusion.forward_quant`, rotation on) against attn's bf16 and "
+                    "f32 attention of the same shape; ratio = bf16 time ÷ quantized time (> 1: quantized faster); "
+                    "% of the ceiling of the instructions each runs on (bf16 and f32: fp32 FMA; fp8 e4m3 and MXFP8: "
+                    "VDPBF16PS; MXFP4: VPDPBUSD for Q·Kᵀ and VDPBF16PS for P·V, half of the flop each):", ""] + quant
     lines = [f"# attn vs peers ({meta['date']})", "",
              f"Generated by `bench/peers/run.sh{meta['cmdline']}`; do not edit by hand. "
              "CSV: `peers.csv`, chart: `peers.png`.", "",
@@ -609,6 +679,8 @@ def summary_table(rows: List[dict]) -> List[str]:
             "attn % of ceiling | vLLM % of ceiling | attn opt-in avx512bf16 | opt-in ÷ vLLM |")
     out = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (case, th), d in by.items():
+        if any(r["kind"] == "quant" for r in d.values()):
+            continue
 
         def t(s: str) -> str:
             r = d.get(s)
@@ -632,11 +704,45 @@ def summary_table(rows: List[dict]) -> List[str]:
     return out
 
 
+def quant_summary_table(rows: List[dict]) -> List[str]:
+    """Quantized attention against attn's bf16 and f32 attention of the same shape: times, the speed-up over
+    bf16 (bf16 time ÷ quantized time, > 1 = quantized faster) and each row's fraction of its own ceiling."""
+    by: Dict[tuple, Dict[str, dict]] = {}
+    for r in rows:
+        if r["kind"] == "quant":
+            by.setdefault((r["case"], r["threads"]), {})[r["system"]] = r
+    if not by:
+        return []
+    out = ["| case | threads | attn bf16 | attn f32 | fp8 e4m3 | MXFP8 | MXFP4 | torch SDPA bf16 | "
+           "bf16 ÷ e4m3 | bf16 ÷ MXFP8 | bf16 ÷ MXFP4 | % of ceiling: bf16 · e4m3 · MXFP8 · MXFP4 |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (case, th), d in by.items():
+        def ok(s: str) -> Optional[dict]:
+            r = d.get(s)
+            return r if r is not None and r["status"] == "ok" else None
+
+        def t(s: str) -> str:
+            r = d.get(s)
+            return "–" if r is None else fmt_ms(r["min_ms"]) if r["status"] == "ok" else r["status"]
+
+        def speedup(s: str) -> str:
+            b, r = ok("attn-dense"), ok(s)
+            return fmt_ratio(b["min_ms"] / r["min_ms"]) if b and r else "–"
+
+        pct = " · ".join(fmt_pct(ok(s)["frac_ceiling_min"]) if ok(s) and ok(s).get("ceiling") else "–"
+                         for s in ("attn-dense", "attn-quant-e4m3", "attn-quant-mxfp8", "attn-quant-mxfp4"))
+        out.append(f"| {case} | {th} | {t('attn-dense')} | {t('attn-dense-f32')} | {t('attn-quant-e4m3')} | "
+                   f"{t('attn-quant-mxfp8')} | {t('attn-quant-mxfp4')} | {t('torch-sdpa')} | "
+                   f"{speedup('attn-quant-e4m3')} | {speedup('attn-quant-mxfp8')} | {speedup('attn-quant-mxfp4')} | "
+                   f"{pct} |")
+    return out
+
+
 def chart(rows: List[dict], meta: dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    panels = [("decode", 1), ("decode", 2), ("prefill", 1), ("prefill", 2)]
+    panels = [("decode", 1), ("decode", 2), ("prefill", 1), ("prefill", 2), ("quant", 1), ("quant", 2)]
     panels = [(k, t) for k, t in panels if any(r["kind"] == k and r["threads"] == t for r in rows)]
     if not panels:
         return
@@ -655,9 +761,11 @@ def chart(rows: List[dict], meta: dict, path: str) -> None:
                         ys.append(100 * r["frac_ceiling_min"])
             ax.bar(xs, ys, width, label=LABEL[s], color=COLOR[s])
         ax.set_xticks(range(len(cases)))
-        ax.set_xticklabels([c.replace("decode ", "").replace("prefill ", "") for c in cases],
+        ax.set_xticklabels([c.replace("decode ", "").replace("quant prefill ", "").replace("prefill ", "")
+                            for c in cases],
                            rotation=30, ha="right", fontsize=8)
         ceil = (f"DRAM read bandwidth, {Ceilings.PAGE_NAMES[PAGES]} pages" if kind == "decode"
+                else "the instructions' peak (FMA; VDPBF16PS; VPDPBUSD + VDPBF16PS)" if kind == "quant"
                 else "fp32 FMA peak")
         ax.set_ylabel(f"% of {ceil}")
         ax.set_title(f"{kind}, {th} thread{'s' if th > 1 else ''} (min over rounds; "
@@ -802,20 +910,19 @@ def main() -> int:
             lim = threadpool_limits(limits=n) if threadpool_limits else None
             try:
                 diffs = p.check()
-                tol = tolerance(sh.dtype)
-                ok = [s for s in p.systems if diffs[s] <= tol]
-                bad = [s for s in p.systems if diffs[s] > tol]
-                log(f"   {n} thread(s): rel. max abs diff to float64 reference: " +
+                ok = [s for s in p.systems if diffs[s] <= tolerance(sh.dtype, s)]
+                bad = [s for s in p.systems if diffs[s] > tolerance(sh.dtype, s)]
+                log(f"   {n} thread(s): rel. max abs diff to float64 reference (quantized rows: 1 − cosine): " +
                     ", ".join(f"{s} {diffs[s]:.1e}" for s in p.systems) +
                     (f"  -> WRONG (not timed): {', '.join(bad)}" if bad else ""))
                 for s in bad:
                     problems.append(f"{sh.name}, {n} thread(s): {s} differs from the reference by "
-                                    f"{diffs[s]:.2e} (tolerance {tol:.0e}); not timed")
+                                    f"{diffs[s]:.2e} (tolerance {tolerance(sh.dtype, s):.0e}); not timed")
                 res = time_case(p, ok, rounds, min_sample_s, args.gap_ms / 1000.0)
             finally:
                 if lim is not None:
                     lim.restore_original_limits()
-            a = res.get("attn")
+            a = res.get("attn-dense" if sh.kind == "quant" else "attn")
             for s in p.systems:
                 row = dict(case=sh.name, kind=sh.kind, system=s, dtype=sh.dtype, threads=n, batch=sh.batch,
                            ctx=sh.ctx, heads=sh.heads, kv_heads=sh.kv_heads, head_size=sh.head_size,
@@ -839,6 +946,11 @@ def main() -> int:
                         amount = 4.0 * S * S * sh.head_size * sh.heads / 2 / 1e9  # causal-halved
                         unit, c = "GFLOP/s", ceil.best(n, "fma")
                         row["ceiling_unit"] = "GFLOP/s fp32 FMA"
+                    elif sh.kind == "quant":
+                        S = sh.ctx
+                        amount, unit = 4.0 * S * S * sh.head_size * sh.heads / 1e9, "GFLOP/s"
+                        what = quant_ceiling(s)
+                        c, row["ceiling_unit"] = ceil.best(n, what), CEILING_UNIT[what]
                     else:
                         amount, unit, c = 1e-3, "kcalls/s", None  # per-call cost: no ceiling
                     row["rate_unit"] = unit
@@ -859,7 +971,7 @@ def main() -> int:
     # Fractions against the best ceiling of the whole window (start and end).
     for r in rows:
         if r.get("ceiling") and r["status"] == "ok":
-            what = "bw" if r["kind"] == "decode" else "fma"
+            what = "bw" if r["kind"] == "decode" else quant_ceiling(r["system"]) if r["kind"] == "quant" else "fma"
             c = ceil.best(r["threads"], what)
             r["ceiling"] = c
             r["frac_ceiling_min"] = r["rate_min"] / c
@@ -893,9 +1005,13 @@ def main() -> int:
                "threadpoolctl for NumPy's OpenBLAS",
                "shapes: decode 32 query / 8 kv heads, head_size 128, one new token per request, K/V cold "
                f"(copies cycled, ≥ {args.cold_mb} MB); small model 9 / 3 heads, head_size 64, 100 keys, one "
-               "request; prefill 32 / 8 heads, head_size 128, one request, causal; q and output in the KV dtype",
+               "request; prefill 32 / 8 heads, head_size 128, one request, causal; q and output in the KV dtype; "
+               "quant: one sequence, 4 heads, head_size 128, non-causal, bf16 inputs and output (the diffusion "
+               "case), quantized rows checked by 1 − cosine against the float64 reference of the unquantized "
+               f"inputs (tolerances 5e-3, MXFP4 4e-2); quantized-attention kernels "
+               f"`{attn.diffusion.quant_kernels()}`",
                "rates: decode GB/s = K+V bytes of one call ÷ time; prefill GFLOP/s = 4·S²·D·H ÷ 2 (causal) "
-               "÷ time; fractions against the higher of the start and end ceilings",
+               "÷ time; quant GFLOP/s = 4·S²·D·H ÷ time; fractions against the higher of the start and end ceilings",
                "ceilings: " + "; ".join(ceil.describe(threads)),
                f"window: {(time.time() - t_start) / 60:.1f} min, {len(cases)} shapes × {len(threads)} thread "
                f"counts, {rounds} rounds each"] + [f"problem: {x}" for x in problems])

@@ -1,6 +1,6 @@
 /*
- * ceilings.c — the in-window ceilings of bench/peers/, on 1..N threads at once: fp32 FMA peak and DRAM
- * read bandwidth. Each thread (pinned to CPU i where the affinity call works) runs bench_peak.c's
+ * ceilings.c — the in-window ceilings of bench/peers/, on 1..N threads at once: fp32 FMA peak, the VDPBF16PS
+ * (bf16-pair) and VPDPBUSD (int8) peaks the quantized-attention rows use, and DRAM read bandwidth. Each thread (pinned to CPU i where the affinity call works) runs bench_peak.c's
  * single-thread probe at the same moment, behind a barrier; the results are summed. Built by run.sh into
  * its own build folder as a shared library and called from bench_peers.py through ctypes.
  */
@@ -14,7 +14,8 @@
 #define PEERS_MAX_THREADS 64
 
 typedef struct {
-    int kind; /* 0 = fma, 1 = read (heap buffer), 2 = read on 2 MiB pages, 3 = read on 4 KiB pages */
+    int kind; /* 0 = fma, 1 = read (heap buffer), 2 = read on 2 MiB pages, 3 = read on 4 KiB pages,
+               * 4 = VDPBF16PS, 5 = VPDPBUSD */
     int cpu;
     int width_bits;
     size_t bytes;
@@ -31,6 +32,8 @@ static void *peers_worker(void *arg) {
     pthread_barrier_wait(j->barrier);
     j->result = j->kind == 0   ? bench_peak_fma_gflops(j->width_bits)
                 : j->kind == 1 ? bench_read_gbs(j->bytes)
+                : j->kind == 4 ? bench_peak_dpbf16_gflops()
+                : j->kind == 5 ? bench_peak_dpbusd_gops()
                                : bench_read_gbs_pages(j->bytes, j->kind == 2);
     return NULL;
 }
@@ -70,3 +73,9 @@ double peers_read_gbs(int threads, size_t bytes_per_thread) {
 double peers_read_gbs_pages(int threads, size_t bytes_per_thread, int huge) {
     return peers_run(huge ? 2 : 3, threads, 0, bytes_per_thread);
 }
+
+/* VDPBF16PS GFLOP/s (2 products + 2 adds per f32 lane) summed over `threads` (0 without AVX512-BF16). */
+double peers_dpbf16_gflops(int threads) { return peers_run(4, threads, 0, 0); }
+
+/* VPDPBUSD GOP/s (4 byte products + 4 adds per 32-bit lane) summed over `threads` (0 without AVX512-VNNI). */
+double peers_dpbusd_gops(int threads) { return peers_run(5, threads, 0, 0); }
