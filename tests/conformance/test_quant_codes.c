@@ -261,6 +261,39 @@ static void test_quant_helpers(void **state) {
             if (n & 1)
                 assert_int_equal(got[n / 2] >> 4, 0);
         }
+        { /* a sweep of float bit patterns (every 251st: all exponents, signs, NaNs) and ±2 ulps of each threshold */
+            static float sw[4096];
+            static uint8_t sg[2048];
+            uint64_t bits = 0;
+            for (int done = 0; !done;) {
+                int m = 0;
+                for (; m < 4096 && !done; m++, bits += 251) {
+                    const uint32_t b = (uint32_t)bits;
+                    memcpy(&sw[m], &b, 4);
+                    done = bits + 251 > 0xFFFFFFFFull;
+                }
+                if (bits < 64 * 251) /* the first batch also carries the neighbourhoods of the thresholds */
+                    for (int ti = 0; ti < 9 && m + 10 <= 4096; ti++) {
+                        const float th[9] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 7.0f};
+                        uint32_t b;
+                        memcpy(&b, &th[ti], 4);
+                        for (int dlt = -2; dlt <= 2; dlt++) {
+                            const uint32_t bb = b + (uint32_t)dlt, nb = bb | 0x80000000u;
+                            memcpy(&sw[m++], &bb, 4);
+                            memcpy(&sw[m++], &nb, 4);
+                        }
+                    }
+                qk->encode_e2m1(sw, m, sg);
+                for (int q = 0; q < m; q++) {
+                    const uint8_t c = (uint8_t)((sg[q / 2] >> (4 * (q & 1))) & 0xF);
+                    if (c != attn_fp4_e2m1_from_float(sw[q])) {
+                        print_error("%s: e2m1(%a) = %u, expected %u\n", qk->name, (double)sw[q], c,
+                                    attn_fp4_e2m1_from_float(sw[q]));
+                        fail();
+                    }
+                }
+            }
+        }
         for (int64_t hs = 1; hs <= 256; hs *= 2) { /* the rotation: bitwise attn_hadamard_rotate */
             int8_t signs[256];
             double tmp[256];

@@ -124,24 +124,24 @@ void attn_k_absmax_cols_avx512bf16(const float *x, int64_t rows, int64_t width, 
     kqp_absmax_cols(x, rows, width, amax, nonfinite);
 }
 
-/* 16 values per step: the magnitude code is the number of thresholds below |y| (kqp_e2m1's comparisons as
- * masked increments), NaN → 0, then the codes of lanes 2i and 2i + 1 joined into one byte inside each 64-bit
- * lane ((lane >> 28) brings the odd code to bits 4..7) and narrowed. */
+/* 16 values per step, by rounding instead of kqp_e2m1's seven comparisons: E2M1's thresholds are the midpoints of
+ * its grid with ties to the even code, which is round to nearest even of |y| to the grid spacing of its binade,
+ * 2^(max(E, 0) − 1) for |y| in [2^E, 2^(E+1)): (|y| + M) − M with M = 2^(max(E, 0) + 22) rounds there in one
+ * addition (the float spacing at M is that grid spacing), min(·, 6) saturates (inf included; the exponent is
+ * clamped so M stays finite), and 2r ∈ {0, 1, 2, 3, 4, 6, 8, 12} indexes the code. Sign bit as there, NaN → 0.
+ * Bitwise kqp_e2m1 (tests/conformance/test_quant_codes.c sweeps the float bit patterns). */
 void attn_k_encode_e2m1_avx512bf16(const float *y, int64_t n, uint8_t *dst) {
     int64_t i = 0;
-    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i lut = _mm512_setr_epi32(0, 1, 2, 3, 4, 0, 5, 0, 6, 0, 0, 0, 7, 0, 0, 0);
     for (; i + 16 <= n; i += 16) {
         const __m512i u = _mm512_loadu_si512(y + i);
         const __m512i ab = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
-        const __m512 a = _mm512_castsi512_ps(ab);
-        __m512i c = _mm512_setzero_si512();
-        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.25f), _CMP_GT_OQ), c, one);
-        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.75f), _CMP_GE_OQ), c, one);
-        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.25f), _CMP_GT_OQ), c, one);
-        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.75f), _CMP_GE_OQ), c, one);
-        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.5f), _CMP_GT_OQ), c, one);
-        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(3.5f), _CMP_GE_OQ), c, one);
-        c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(5.0f), _CMP_GT_OQ), c, one);
+        const __m512i e = _mm512_min_epi32(_mm512_max_epi32(_mm512_srli_epi32(ab, 23), _mm512_set1_epi32(127)),
+                                           _mm512_set1_epi32(140));
+        const __m512 big = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(22)), 23));
+        const __m512 r = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(ab), big), big),
+                                       _mm512_set1_ps(6.0f));
+        __m512i c = _mm512_permutexvar_epi32(_mm512_cvtps_epi32(_mm512_add_ps(r, r)), lut);
         c = _mm512_or_si512(c, _mm512_and_si512(_mm512_srli_epi32(u, 28), _mm512_set1_epi32(8)));
         c = _mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(ab, _mm512_set1_epi32(0x7F800000)), c);
         const __m512i pairs = _mm512_or_si512(c, _mm512_srli_epi64(c, 28));
