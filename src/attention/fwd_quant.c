@@ -250,10 +250,12 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
                                    fb->row_scale, qa->mx ? NULL : k_scale, sc.s);
                     if (p->opts.softcap > 0.0f || p->opts.alibi_slopes)
                         attn_fwd_tile_logits_mask(&p1, &fb->blk, a, e, sc.s);
-                    /* one online softmax over all keys, straight into the folded state: no partitions to merge */
-                    j->qk->softmax_tile(sc.s, nk, nr, fb->m_acc, fb->l_acc, fb->o_acc, p->head_size_v);
-                    j->qk->pv_bf16(sc.s, nk, nr, qa->mx ? NULL : v_scale, (const uint32_t *)(const void *)sc.v_tile,
-                                   vts, p->head_size_v, (uint32_t *)(void *)sc.p_tmp, fb->o_acc);
+                    /* one online softmax over all keys, straight into the folded state: no partitions to merge;
+                     * it hands P·V its operand, bf16(P·v_scale) pairs, instead of P */
+                    j->qk->softmax_pairs_bf16(sc.s, nk, nr, qa->mx ? NULL : v_scale, fb->m_acc, fb->l_acc,
+                                              fb->o_acc, p->head_size_v, (uint32_t *)(void *)sc.p_tmp);
+                    j->qk->pv_pairs_bf16((const uint32_t *)(const void *)sc.p_tmp, nk, nr,
+                                         (const uint32_t *)(const void *)sc.v_tile, vts, p->head_size_v, fb->o_acc);
                 } else {
                     attn_fwd_tile(p, kern, &fb->blk, &sc, fb->q_t, sc.s, sc.k_rows, sc.v_rows, a, e, fb->m, fb->l,
                                   fb->o);

@@ -80,10 +80,15 @@ struct attn_quant_kernels {
      * (even head_size or a zero pad element) */
     void (*qk_bf16)(const uint32_t *qp, int64_t num_rows, int64_t head_size, const uint16_t *k16, int64_t k_stride,
                     int64_t num_keys, const float *row_scale, const float *key_scale, float *s);
-    /* o_t[d][r] += Σ_j dot(bf16 pair (p[2j][r]·vs[2j], p[2j+1][r]·vs[2j+1]), vtp[j][d]) (vs NULL = 1; a key past
-     * num_keys is 0); pp: [ATTN_KV_TILE / 2][ATTN_QB] scratch */
-    void (*pv_bf16)(const float *p, int64_t num_keys, int64_t num_rows, const float *vs, const uint32_t *vtp,
-                    int64_t vt_stride, int64_t head_size_v, uint32_t *pp, float *o_t);
+    /* the online-softmax update of the float table's softmax_tile on the logits s [num_keys][ATTN_QB] (the same
+     * m, l and Oᵀ bits; s is only read), writing P·V's operand instead of P: pp[j][r] = bf16(P[2j][r]·vs[2j]) |
+     * bf16(P[2j+1][r]·vs[2j+1]) << 16 (round to nearest even; vs NULL = 1; a key past num_keys is 0), pp
+     * [ATTN_KV_TILE / 2][ATTN_QB] */
+    void (*softmax_pairs_bf16)(const float *s, int64_t num_keys, int64_t num_rows, const float *vs, float *m, float *l,
+                               float *o_t, int64_t head_size_v, uint32_t *pp);
+    /* o_t[d][r] += Σ_j dot(pp[j][r], vtp[j][d]) (VDPBF16PS), j < ceil(num_keys / 2) */
+    void (*pv_pairs_bf16)(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtp,
+                          int64_t vt_stride, int64_t head_size_v, float *o_t);
     /* quantization helpers (generic/quant_prep.h, bitwise the scalar reference): the Hadamard rotation of a row
      * (attn_hadamard_row, norm = 1/sqrt(n)), max |x| as float bits over non-NaN values with a NaN/inf flag, the same
      * per column of rows, and E2M1 encoding into nibbles (attn_qfmt_encode) */
@@ -104,9 +109,6 @@ struct attn_quant_kernels {
                        float *s);
     /* dst[i] = 2·e2m1(code i) + bias as a byte, i < n (with qk_e2m1_i8) */
     void (*e2m1_bytes)(const uint8_t *codes, int64_t n, int bias, uint8_t *dst);
-    /* the online-softmax update (the float table's, kernel_list.h) */
-    void (*softmax_tile)(float *s, int64_t num_keys, int64_t num_rows, float *m, float *l, float *o_t,
-                         int64_t head_size_v);
 };
 #if defined(ATTN_HAVE_AVX2)
 void attn_k_dequant_row_avx2(const uint8_t *codes, attn_dtype elem, int64_t n, const float *sc, int sc_shift,
@@ -128,8 +130,10 @@ void attn_k_v_pairs_bf16_avx512bf16(const uint8_t *row0, const uint8_t *row1, at
 void attn_k_qk_bf16_avx512bf16(const uint32_t *qp, int64_t num_rows, int64_t head_size, const uint16_t *k16,
                                int64_t k_stride, int64_t num_keys, const float *row_scale, const float *key_scale,
                                float *s);
-void attn_k_pv_bf16_avx512bf16(const float *p, int64_t num_keys, int64_t num_rows, const float *vs,
-                               const uint32_t *vtp, int64_t vt_stride, int64_t head_size_v, uint32_t *pp, float *o_t);
+void attn_k_softmax_pairs_bf16_avx512bf16(const float *s, int64_t num_keys, int64_t num_rows, const float *vs,
+                                          float *m, float *l, float *o_t, int64_t head_size_v, uint32_t *pp);
+void attn_k_pv_pairs_bf16_avx512bf16(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtp,
+                                     int64_t vt_stride, int64_t head_size_v, float *o_t);
 void attn_k_hadamard_row_avx512bf16(const float *src, const int8_t *signs, int64_t n, double *tmp, float *dst, double norm);
 uint32_t attn_k_absmax_bits_avx512bf16(const float *x, int64_t n, uint32_t *nonfinite);
 void attn_k_absmax_cols_avx512bf16(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite);

@@ -8,8 +8,9 @@
  *
  * Q·Kᵀ: lanes = query rows; qp[j][r] holds the bf16 pair (q[2j], q[2j+1]) of row r, each key's pair broadcast;
  * 8 keys × 2 zmm accumulators (32 rows) or 8 × 1 (≤ 16 rows). The FP8 block scales multiply the finished dot:
- * (dot·row_scale[r])·key_scale[k]. P·V: P (times the FP8 V scale of its key) rounded to bf16 by VCVTNEPS2BF16
- * and paired over two consecutive keys; V staged as (v[2j][d], v[2j+1][d]) pairs; 8 columns × 2 zmm per pass.
+ * (dot·row_scale[r])·key_scale[k]. Softmax: the online update fused with the rounding of P (times the FP8 V scale
+ * of its key) to bf16 by VCVTNEPS2BF16, paired over two consecutive keys. P·V: V staged as (v[2j][d], v[2j+1][d])
+ * pairs; 8 columns × 2 zmm per pass.
  * Lane invariance holds: each lane's chain depends only on its own row.
  */
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__) ||             \
@@ -17,7 +18,9 @@
 #error "quant_tile_avx512bf16.c must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16"
 #endif
 #include <immintrin.h>
+#include <math.h>
 
+#include "kernels/avx512/exp2_avx512.h"
 #include "kernels/avx512bf16/bf16_pairs_avx512.h"
 #include "kernels/avx512bf16/quant_decode_avx512.h"
 #include "kernels/kernels.h"
@@ -203,23 +206,80 @@ static inline __attribute__((always_inline)) void kq_pv_cols(const uint32_t *pp,
         _mm512_storeu_ps(o_t + (d + i) * ATTN_QB + 16 * h, acc[i][h]);
 }
 
-static inline __attribute__((always_inline)) void kq_pv(const float *p, int64_t num_keys, const float *vs,
-                                                        const uint32_t *vtp, int64_t vts, int64_t dv, uint32_t *pp,
-                                                        float *o_t, const int L) {
-    const int64_t npairs = (num_keys + 1) / 2;
-    for (int64_t j = 0; j < npairs; j++)
-        for (int h = 0; h < L; h++) {
-            __m512 lo = _mm512_loadu_ps(p + 2 * j * ATTN_QB + 16 * h);
-            __m512 hi =
-                2 * j + 1 < num_keys ? _mm512_loadu_ps(p + (2 * j + 1) * ATTN_QB + 16 * h) : _mm512_setzero_ps();
-            if (vs) {
-                lo = _mm512_mul_ps(lo, _mm512_set1_ps(vs[2 * j]));
-                if (2 * j + 1 < num_keys)
-                    hi = _mm512_mul_ps(hi, _mm512_set1_ps(vs[2 * j + 1]));
+/* The online-softmax update of attn_k_softmax_tile_avx512 (kernels/avx512/softmax_tile_avx512.c), lane for lane
+ * the same m, l and Oᵀ bits, fused with the rounding of P for P·V: instead of writing P back into s it writes the
+ * bf16 pairs pp[j] = bf16(P[2j]·vs[2j]) | bf16(P[2j + 1]·vs[2j + 1]) << 16 that kq_pv_cols reads. The tile maximum
+ * is taken over four interleaved partial maxima (the same value; only which of +0 / −0 is kept may differ, and
+ * either gives the same P, α and LSE), the sum of P in key order as there. */
+static inline __attribute__((always_inline)) void kq_softmax_pairs(const float *s, int64_t num_keys, const float *vs,
+                                                                   float *m, float *l, float *o_t, int64_t dv,
+                                                                   uint32_t *pp, const int L) {
+    const __m512 neg_inf = _mm512_set1_ps(-INFINITY), one = _mm512_set1_ps(1.0f), log2e = _mm512_set1_ps(ATTN_LOG2E_F);
+    __m512 alpha[2];
+    int rescale = 0;
+    for (int h = 0; h < L; h++) {
+        const float *sv = s + 16 * h;
+        __m512 t[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
+        int64_t k = 0;
+        for (; k + 4 <= num_keys; k += 4)
+            for (int i = 0; i < 4; i++)
+                t[i] = _mm512_max_ps(_mm512_loadu_ps(sv + (k + i) * ATTN_QB), t[i]);
+        for (; k < num_keys; k++)
+            t[0] = _mm512_max_ps(_mm512_loadu_ps(sv + k * ATTN_QB), t[0]);
+        const __m512 tmax = _mm512_max_ps(_mm512_max_ps(t[3], t[2]), _mm512_max_ps(t[1], t[0]));
+        const __m512 m_old = _mm512_loadu_ps(m + 16 * h);
+        const __mmask16 empty = _mm512_cmp_ps_mask(m_old, neg_inf, _CMP_EQ_OQ);
+        const __mmask16 grow =
+            _mm512_cmp_ps_mask(tmax, _mm512_add_ps(m_old, _mm512_set1_ps(ATTN_RESCALE_THRESHOLD)), _CMP_GT_OQ);
+        const __m512 m_new = _mm512_mask_mov_ps(m_old, (__mmask16)(grow | empty), tmax);
+        const __mmask16 keep = (__mmask16)(_mm512_cmp_ps_mask(m_new, m_old, _CMP_EQ_OQ) | empty);
+        alpha[h] = _mm512_mask_mov_ps(k512_exp2(_mm512_mul_ps(_mm512_sub_ps(m_old, m_new), log2e)), keep, one);
+        if (_mm512_cmp_ps_mask(alpha[h], one, _CMP_NEQ_UQ))
+            rescale = 1;
+        _mm512_storeu_ps(m + 16 * h, m_new);
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t j = 0; 2 * j < num_keys; j++) {
+            /* s = −inf gives exactly +0 even when m_new = −inf too (t would be NaN there) */
+            const __m512 x0 = _mm512_loadu_ps(sv + 2 * j * ATTN_QB);
+            __m512 p0 = k512_exp2_masked(_mm512_cmp_ps_mask(x0, neg_inf, _CMP_NEQ_UQ),
+                                         _mm512_mul_ps(_mm512_sub_ps(x0, m_new), log2e));
+            sum = _mm512_add_ps(sum, p0);
+            __m512 p1 = _mm512_setzero_ps();
+            if (2 * j + 1 < num_keys) {
+                const __m512 x1 = _mm512_loadu_ps(sv + (2 * j + 1) * ATTN_QB);
+                p1 = k512_exp2_masked(_mm512_cmp_ps_mask(x1, neg_inf, _CMP_NEQ_UQ),
+                                      _mm512_mul_ps(_mm512_sub_ps(x1, m_new), log2e));
+                sum = _mm512_add_ps(sum, p1);
+                if (vs)
+                    p1 = _mm512_mul_ps(p1, _mm512_set1_ps(vs[2 * j + 1]));
             }
+            if (vs)
+                p0 = _mm512_mul_ps(p0, _mm512_set1_ps(vs[2 * j]));
             _mm512_storeu_si512(pp + j * ATTN_QB + 16 * h,
-                                _mm512_or_si512(kbf_round_lo(lo), _mm512_slli_epi32(kbf_round_lo(hi), 16)));
+                                _mm512_or_si512(kbf_round_lo(p0), _mm512_slli_epi32(kbf_round_lo(p1), 16)));
         }
+        _mm512_storeu_ps(l + 16 * h, _mm512_fmadd_ps(alpha[h], _mm512_loadu_ps(l + 16 * h), sum));
+    }
+    if (rescale)
+        for (int64_t d = 0; d < dv; d++)
+            for (int h = 0; h < L; h++) {
+                float *o = o_t + d * ATTN_QB + 16 * h;
+                _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_loadu_ps(o), alpha[h]));
+            }
+}
+
+void attn_k_softmax_pairs_bf16_avx512bf16(const float *s, int64_t num_keys, int64_t num_rows, const float *vs,
+                                          float *m, float *l, float *o_t, int64_t head_size_v, uint32_t *pp) {
+    if (num_rows <= 16)
+        kq_softmax_pairs(s, num_keys, vs, m, l, o_t, head_size_v, pp, 1);
+    else
+        kq_softmax_pairs(s, num_keys, vs, m, l, o_t, head_size_v, pp, 2);
+}
+
+static inline __attribute__((always_inline)) void kq_pv_pairs(const uint32_t *pp, int64_t num_keys,
+                                                              const uint32_t *vtp, int64_t vts, int64_t dv,
+                                                              float *o_t, const int L) {
+    const int64_t npairs = (num_keys + 1) / 2;
     int64_t d = 0;
     for (; d + 8 <= dv; d += 8)
         kq_pv_cols(pp, npairs, vtp, vts, d, o_t, 8, L);
@@ -227,10 +287,10 @@ static inline __attribute__((always_inline)) void kq_pv(const float *p, int64_t 
         kq_pv_cols(pp, npairs, vtp, vts, d, o_t, 1, L);
 }
 
-void attn_k_pv_bf16_avx512bf16(const float *p, int64_t num_keys, int64_t num_rows, const float *vs, const uint32_t *vtp,
-                               int64_t vt_stride, int64_t head_size_v, uint32_t *pp, float *o_t) {
+void attn_k_pv_pairs_bf16_avx512bf16(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtp,
+                                     int64_t vt_stride, int64_t head_size_v, float *o_t) {
     if (num_rows <= 16)
-        kq_pv(p, num_keys, vs, vtp, vt_stride, head_size_v, pp, o_t, 1);
+        kq_pv_pairs(pp, num_keys, vtp, vt_stride, head_size_v, o_t, 1);
     else
-        kq_pv(p, num_keys, vs, vtp, vt_stride, head_size_v, pp, o_t, 2);
+        kq_pv_pairs(pp, num_keys, vtp, vt_stride, head_size_v, o_t, 2);
 }
