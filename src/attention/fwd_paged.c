@@ -19,6 +19,7 @@ typedef struct attn_fp_job {
     attn_fwd_shape sh;
     float *ws;              /* caller workspace: split blocks' partial states                  */
     int64_t decode_run_max; /* blocks per decode-shaped item (<= attn_fwd_multi_capacity), 0: cap */
+    int64_t super_size;     /* blocks per prefill super-block of a direct (not split) request      */
 } attn_fp_job;
 
 /* Partial state of partition `part` of split block `b` (layout: attn_fwd_split_state_floats). */
@@ -45,11 +46,12 @@ static const attn_problem *attn_fp_block_begin(const attn_fp_job *job, const att
 
 /* Multi-block items (fwd_exec.c): the blocks of a request sit in the work list in (kv head, head chunk,
  * token block descending) order, so an item is a run of consecutive block ids: all blocks of a decode-shaped
- * request (every kv head: its pages are read front to back once), or a GQA super-block of up to
- * ATTN_FWD_SUPER_MIN blocks of one kv head of a prefill (the work list is fixed before the thread count is
- * known, so the super-block does not grow). The first block of the run leads; the others' items do nothing.
- * Which blocks share an item never changes a bit (each keeps its own states and kernel calls). Returns the
- * number of blocks the item of block `b` runs (0: not a leader). */
+ * request (every kv head: its pages are read front to back once), or a GQA super-block of one kv head of a
+ * prefill: job->super_size blocks (chosen for the thread count by attn_fwd_super_size, as the dense schedule
+ * does: every K/V tile an item reads is fetched once for all of its blocks) where the request's blocks run
+ * whole, ATTN_FWD_SUPER_MIN where the plan split them (its split items name those runs). The first block of
+ * the run leads; the others' items do nothing. Which blocks share an item never changes a bit (each keeps its
+ * own states and kernel calls). Returns the number of blocks the item of block `b` runs (0: not a leader). */
 static int64_t attn_fp_run_len(const attn_fp_job *job, const attn_problem *p, const attn_fwd_work_block *b) {
     const int32_t *qsl = job->work->query_start_loc;
     const int64_t q_len = qsl[b->req + 1] - qsl[b->req];
@@ -64,10 +66,27 @@ static int64_t attn_fp_run_len(const attn_fp_job *job, const attn_problem *p, co
             return 0;
         return per_req - pos < cap ? per_req - pos : cap;
     }
-    const int64_t in_head = pos % per_head;
-    if (in_head % ATTN_FWD_SUPER_MIN != 0)
+    const int64_t in_head = pos % per_head, ss = b->ws_offset < 0 ? job->super_size : ATTN_FWD_SUPER_MIN;
+    if (in_head % ss != 0)
         return 0;
-    return per_head - in_head < ATTN_FWD_SUPER_MIN ? per_head - in_head : ATTN_FWD_SUPER_MIN;
+    return per_head - in_head < ss ? per_head - in_head : ss;
+}
+
+/* The prefill items of the call for super-block size `ss` (attn_fwd_super_size's count): per (request, kv
+ * head) of a prefill-shaped request whose blocks run whole, ceil(blocks per kv head / ss). */
+static int64_t attn_fp_prefill_items(const void *arg, int64_t ss) {
+    const attn_fp_job *job = (const attn_fp_job *)arg;
+    const attn_fwd_work *w = job->work;
+    const int32_t *qsl = w->query_start_loc;
+    int64_t items = 0;
+    for (int64_t i = 0; i < w->num_direct; i++) {
+        const attn_fwd_work_block *b = &w->blocks[w->direct[i]];
+        const int64_t q_len = qsl[b->req + 1] - qsl[b->req];
+        const int64_t tbs = (q_len + job->sh.tokens_per_block - 1) / job->sh.tokens_per_block;
+        if (q_len > ATTN_FWD_DECODE_Q && b->head_chunk == 0 && b->token_block == tbs - 1) /* a head's first */
+            items += (job->sh.head_chunks * tbs + ss - 1) / ss;
+    }
+    return items;
 }
 
 /* Fills the item's blocks from work blocks [block, block + n) and packs their queries. */
@@ -173,6 +192,11 @@ void attn_fwd_run_work(const attn_problem *const prob[2], const attn_fwd_work *w
         const int64_t per_req = prob[0]->num_kv_heads * job.sh.head_chunks;
         job.decode_run_max = attn_fwd_units_per_item(per_req, work->num_decodes, per_req, ex->num_threads);
     }
+    /* prefill super-blocks as large as the threads allow (dense rule); no prefill: any size, never used */
+    job.super_size = ATTN_FWD_SUPER_MIN;
+    if (attn_fp_prefill_items(&job, ATTN_FWD_SUPER_MIN) > 0)
+        job.super_size = attn_fwd_super_size(attn_fwd_multi_capacity(prob[0]), ex->num_threads, attn_fp_prefill_items,
+                                             &job);
     if (ex->num_threads == 1) {
         /* one thread gains nothing from split-KV: every block runs as a direct item (the sequential fold, the
          * same bits as the split path), without the partial states' round trip through the workspace */
