@@ -91,7 +91,9 @@ fuzz:
 # attn inside real vLLM. scripts/vllm_env.sh installs vLLM CPU into its own venv on demand (once:
 # ~10 min, ~3 GB; bench/peers/setup_env.sh) and prints its python. run-vllm serves SmolLM2-135M through
 # vllm.LLM with attn, then with vLLM's own CPU backend: both texts, token identity, tokens/s at batch 1 and 8
-# (VLLM_ARGS, e.g. "--dtype bfloat16 --embed"). test-vllm: tests/vllm (CI runs it after the plain suite).
+# (VLLM_ARGS, e.g. "--dtype bfloat16 --embed"). test-vllm: tests/vllm (CI runs it after the plain suite), then
+# attn.distributed on torch.distributed (gloo, 2 and 3 ranks: tests/python/test_distributed_torch.py) with this
+# venv's torch.
 VLLM_ARGS ?= --embed
 run-vllm: build
 	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
@@ -99,7 +101,9 @@ run-vllm: build
 
 test-vllm: build
 	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
-	  $$PY -m pytest -q -rs -s -p no:cacheprovider tests/vllm
+	  $$PY -m pytest -q -rs -s -p no:cacheprovider tests/vllm && \
+	  ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python OMP_NUM_THREADS=1 \
+	  $$PY -m pytest -q -rs -p no:cacheprovider tests/python/test_distributed_torch.py
 
 # attn inside Hugging Face transformers and diffusers: scripts/integrations_env.sh adds diffusers to
 # the vLLM venv above (torch pinned; a no-op once done); tests/integrations compares SmolLM2 / MiniLM with

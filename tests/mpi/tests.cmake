@@ -44,7 +44,8 @@ if(TARGET attn_mpi AND ATTN_MPI_TESTS)
   attn_mpi_wrap(${ATTN_MPI_LIMIT})
 endif()
 
-# attn.distributed (python/attn/distributed.py) under mpirun: pytest on every rank, when mpi4py is importable.
+# attn.distributed (python/attn/distributed.py) under mpirun: pytest on every rank, when mpi4py is importable (the
+# package's own Python implementation over mpi4py; it does not load libattn_mpi, whose C suites are above).
 if(TARGET attn_mpi AND ATTN_MPI_TESTS AND Python3_Interpreter_FOUND)
   execute_process(COMMAND ${Python3_EXECUTABLE} -c "import mpi4py, pytest, numpy" RESULT_VARIABLE _no_mpi4py
     OUTPUT_QUIET ERROR_QUIET)
@@ -54,10 +55,10 @@ if(TARGET attn_mpi AND ATTN_MPI_TESTS AND Python3_Interpreter_FOUND)
     endif()
     foreach(np IN LISTS ATTN_MPI_NPS)
       add_test(NAME mpi.test_distributed.np${np} COMMAND ${ATTN_MPI_WRAP} ${ATTN_MPIRUN} ${ATTN_MPIRUN_FLAGS}
-        -x ATTN_LIBRARY -x ATTN_MPI_LIBRARY -x PYTHONPATH -np ${np} ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
+        -x ATTN_LIBRARY -x PYTHONPATH -np ${np} ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
         ${CMAKE_CURRENT_SOURCE_DIR}/mpi/test_distributed.py)
       set_tests_properties(mpi.test_distributed.np${np} PROPERTIES LABELS mpi TIMEOUT ${ATTN_MPI_CTEST_LIMIT} ENVIRONMENT
-        "OMP_NUM_THREADS=1;ATTN_LIBRARY=$<TARGET_FILE:attn>;ATTN_MPI_LIBRARY=$<TARGET_FILE:attn_mpi>;PYTHONPATH=${PROJECT_SOURCE_DIR}/python")
+        "OMP_NUM_THREADS=1;ATTN_LIBRARY=$<TARGET_FILE:attn>;PYTHONPATH=${PROJECT_SOURCE_DIR}/python")
     endforeach()
   else()
     message(STATUS "attn: mpi4py/pytest not importable by ${Python3_EXECUTABLE}: no attn.distributed MPI tests")
