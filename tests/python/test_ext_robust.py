@@ -1,6 +1,5 @@
 """Bad arguments straight into the compiled binding attn._ext (python/attn/_ext.c) and through the public
-wrappers: every call returns (a result, or NotImplemented from the two entries that keep a general path) or
-raises an ordinary Python exception. Never SystemError (a C function that returned with an exception set, or
+wrappers: every call returns a result or raises an ordinary Python exception. Never SystemError (a C function that returned with an exception set, or
 set one and returned a result), never a crash or an out-of-bounds read.
 
   - per-head arrays (alibi_slopes, sinks) are checked against q's heads, which libattn reads, whatever the
@@ -177,7 +176,7 @@ def _calls(x, ctx):
         "varlen": (EXT.varlen, [c, x["q3"], x["k3"], x["v3"], x["cuq"], x["cuk"], False, None, True, None, 0.0,
                                 None, None, None, None, False, False, False], 15),
         "kvcache": (EXT.kvcache, [c, x["qk"], x["kvc"][0], x["kvc"][1], None, None, 3, None, None, None, True,
-                                  None, 0.0, None, None, None, False], 16),
+                                  None, 0.0, None, None, None, False, None, None, None], 16),
         "varlen_paged": (EXT.varlen_paged, [c, x["q3"], x["kv"][0], x["kv"][1], x["cuq2"], x["cuk2"], x["bt"],
                                             None, None, True, None, 0.0, None, None, None, False], 15),
         "reshape_and_cache": (EXT.reshape_and_cache, [c, x["k3"][:3], x["v3"][:3], x["kvw"], x["slots"], None,
@@ -347,11 +346,8 @@ def test_dlpack_default_strides_that_overflow_are_refused(entry, rng, ctx1):
             flash.flash_attn_with_kvcache(huge, x["kvc"][0], x["kvc"][1], cache_seqlens=3, ctx=ctx1)
     fn, args, _ = _calls(x, ctx1)[entry]
     args[1] = huge
-    if entry == "kvcache":  # (the entry that keeps a general path)
-        assert fn(*args) is NotImplemented
-    else:
-        with pytest.raises(OverflowError, match=r"\bq: DLPack tensor shape"):
-            fn(*args)
+    with pytest.raises(OverflowError, match=r"\bq: DLPack tensor shape"):
+        fn(*args)
 
 
 def test_dlpack_malformed_tensors_raise_naming_the_argument(rng, ctx1):
