@@ -29,60 +29,8 @@
 #include "attn/attn.h"
 #include "attn/attn_experimental.h"
 
-/* ================================================================================================
- * libattn entry points of the hot paths (set by _init)
- * ================================================================================================ */
-
-typedef attn_status (*ext_paged_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, const attn_tensor *,
-                                    const attn_tensor *, const attn_tensor *, const attn_params *, attn_tensor *,
-                                    attn_tensor *);
-typedef attn_status (*ext_forward_paged_fn)(attn_ctx *, const attn_plan *, const attn_tensor *, const attn_tensor *,
-                                            const attn_tensor *, const attn_tensor *, const attn_params *,
-                                            attn_tensor *, attn_tensor *, void *, size_t);
-typedef attn_status (*ext_cache_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, attn_tensor *,
-                                    const attn_tensor *);
-typedef attn_status (*ext_cache_scaled_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, attn_tensor *,
-                                           const attn_tensor *, float, float);
-typedef attn_status (*ext_forward_fn)(attn_ctx *, attn_layout, const attn_tensor *, const attn_tensor *,
-                                      const attn_tensor *, const attn_params *, attn_tensor *, attn_tensor *);
-typedef attn_status (*ext_varlen_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, const attn_tensor *,
-                                     const attn_tensor *, const attn_tensor *, const attn_params *, attn_tensor *,
-                                     attn_tensor *);
-typedef attn_status (*ext_merge_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, const attn_tensor *,
-                                    const attn_tensor *, attn_tensor *, attn_tensor *);
-typedef const char *(*ext_last_error_fn)(void);
-typedef void (*ext_clear_error_fn)(void);
-typedef void (*ext_params_init_fn)(attn_params *, size_t);
-typedef unsigned (*ext_version_fn)(void);
-
-/* Unevaluated check that a typedef matches the header's declaration (nothing is linked). */
-#define ATTN_EXT_CHECK_TYPE(fn, type)                                                                                  \
-    _Static_assert(_Generic(&fn, type : 1, default : 0), #fn " does not match include/attn/attn.h")
-ATTN_EXT_CHECK_TYPE(attn_paged_attention, ext_paged_fn);
-ATTN_EXT_CHECK_TYPE(attn_forward_paged, ext_forward_paged_fn);
-ATTN_EXT_CHECK_TYPE(attn_reshape_and_cache, ext_cache_fn);
-ATTN_EXT_CHECK_TYPE(attn_reshape_and_cache_scaled, ext_cache_scaled_fn);
-ATTN_EXT_CHECK_TYPE(attn_forward, ext_forward_fn);
-ATTN_EXT_CHECK_TYPE(attn_forward_varlen, ext_varlen_fn);
-ATTN_EXT_CHECK_TYPE(attn_merge_attn_states, ext_merge_fn);
-ATTN_EXT_CHECK_TYPE(attn_last_error, ext_last_error_fn);
-ATTN_EXT_CHECK_TYPE(attn_clear_error, ext_clear_error_fn);
-ATTN_EXT_CHECK_TYPE(attn_params_init_sized, ext_params_init_fn);
-ATTN_EXT_CHECK_TYPE(attn_version_number, ext_version_fn);
-
-static struct ext_lib {
-    ext_paged_fn paged_attention;
-    ext_forward_paged_fn forward_paged;
-    ext_cache_fn reshape_and_cache;
-    ext_cache_scaled_fn reshape_and_cache_scaled; /* fp8 caches */
-    ext_forward_fn forward;
-    ext_varlen_fn forward_varlen;
-    ext_merge_fn merge_attn_states;
-    ext_last_error_fn last_error;
-    ext_clear_error_fn clear_error;
-    attn_params params_default; /* attn_params_init_sized() output (struct_size set), copied per call */
-    int ready;
-} g_lib;
+/* attn_params_init_sized() output (struct_size set), copied per call; set by _init. */
+static attn_params g_params_default;
 
 /* Python objects handed over by _init (strong references, module lifetime). */
 static struct ext_py {
@@ -567,7 +515,7 @@ static int ext_per_head(PyObject *o, int64_t num_heads, ext_arg *a, const float 
 /* Sets the AttnError subclass of a non-OK status with this thread's attn_last_error() (the exception
  * object comes from attn._capi.make_error). Returns NULL. */
 static PyObject *ext_raise(attn_status status, const char *function) {
-    const char *msg = g_lib.last_error();
+    const char *msg = attn_last_error();
     if (msg == NULL)
         msg = "";
     PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
@@ -585,7 +533,7 @@ static PyObject *ext_raise(attn_status status, const char *function) {
 #define EXT_CALL(status, expr)                                                                                         \
     do {                                                                                                               \
         Py_BEGIN_ALLOW_THREADS;                                                                                        \
-        g_lib.clear_error();                                                                                           \
+        attn_clear_error();                                                                                            \
         (status) = (expr);                                                                                             \
         Py_END_ALLOW_THREADS;                                                                                          \
     } while (0)
@@ -686,7 +634,7 @@ static PyObject *ext_normalize(const char *module, const char *fn, PyObject *arg
  * through the Python normalizers of attn.ops / attn.flash, which also raise their errors. keep[0..1] hold the
  * per-head arrays. 0, or -1 with an exception set. */
 static int ext_options(PyObject *const *o, int flash, int64_t num_heads, ext_arg keep[2], attn_params *p) {
-    *p = g_lib.params_default;
+    *p = g_params_default;
     if (o[0] != Py_None) {
         const double d = PyFloat_AsDouble(o[0]);
         if (d == -1.0 && PyErr_Occurred())
@@ -1082,8 +1030,8 @@ static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_s
     if (reference)
         EXT_CALL(st, attn_ref_paged_attention(q, &a[KV].t, &a[QSL].t, &a[SL].t, &a[BT].t, &p, &a[OUT].t, lse_t));
     else
-        EXT_CALL(st, g_lib.paged_attention((attn_ctx *)ctx, q, &a[KV].t, &a[QSL].t, &a[SL].t, &a[BT].t, &p, &a[OUT].t,
-                                           lse_t));
+        EXT_CALL(st, attn_paged_attention((attn_ctx *)ctx, q, &a[KV].t, &a[QSL].t, &a[SL].t, &a[BT].t, &p, &a[OUT].t,
+                                          lse_t));
     return ext_finish(st, reference ? "attn_ref_paged_attention" : "attn_paged_attention", a, N, out, lse, want_lse);
 }
 
@@ -1135,8 +1083,8 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     if (heads_differ)
         p.alibi_slopes = p.sinks = NULL;
     attn_status st;
-    EXT_CALL(st, g_lib.forward_paged((attn_ctx *)ctx, (const attn_plan *)plan, q, tk, tv, &a[KV].t, &p, &a[OUT].t,
-                                     lse_t, ws, (size_t)ws_size));
+    EXT_CALL(st, attn_forward_paged((attn_ctx *)ctx, (const attn_plan *)plan, q, tk, tv, &a[KV].t, &p, &a[OUT].t, lse_t,
+                                    ws, (size_t)ws_size));
     if (st == ATTN_STATUS_OK && heads_differ) {
         PyErr_Format(PyExc_ValueError, "num_heads=%lld is not q's %lld heads (alibi_slopes / sinks not applied)",
                      num_heads, (long long)q->shape[1]);
@@ -1265,7 +1213,7 @@ static PyObject *ext_merge_attn_states(PyObject *self, PyObject *const *args, Py
                     &a[LSE], &out, &lse, &lse_t))
         return ext_fail(a, N, out, lse);
     attn_status st;
-    EXT_CALL(st, g_lib.merge_attn_states((attn_ctx *)ctx, oa, la, &a[OB].t, &a[LB].t, &a[OUT].t, lse_t));
+    EXT_CALL(st, attn_merge_attn_states((attn_ctx *)ctx, oa, la, &a[OB].t, &a[LB].t, &a[OUT].t, lse_t));
     return ext_finish(st, "attn_merge_attn_states", a, N, out, lse, want_lse);
 }
 
@@ -1327,7 +1275,7 @@ static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (reference)
         EXT_CALL(st, attn_ref_forward((attn_layout)layout, q, &a[K].t, v, &p, &a[OUT].t, lse_t));
     else
-        EXT_CALL(st, g_lib.forward((attn_ctx *)ctx, (attn_layout)layout, q, &a[K].t, v, &p, &a[OUT].t, lse_t));
+        EXT_CALL(st, attn_forward((attn_ctx *)ctx, (attn_layout)layout, q, &a[K].t, v, &p, &a[OUT].t, lse_t));
     return ext_finish(st, reference ? "attn_ref_forward" : "attn_forward", a, N, out, lse, want_lse);
 }
 
@@ -1371,7 +1319,7 @@ static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (reference)
         EXT_CALL(st, attn_ref_forward_varlen(q, &a[K].t, v, cq, &a[CK].t, &p, &a[OUT].t, lse_t));
     else
-        EXT_CALL(st, g_lib.forward_varlen((attn_ctx *)ctx, q, &a[K].t, v, cq, &a[CK].t, &p, &a[OUT].t, lse_t));
+        EXT_CALL(st, attn_forward_varlen((attn_ctx *)ctx, q, &a[K].t, v, cq, &a[CK].t, &p, &a[OUT].t, lse_t));
     return ext_finish(st, reference ? "attn_ref_forward_varlen" : "attn_forward_varlen", a, N, out, lse, want_lse);
 }
 
@@ -1576,7 +1524,7 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
                 zb.shape[0] = 2, sb.data = sl + b, sb.shape[0] = 1, btb.shape[0] = 1;
                 btb.data = (int32_t *)bt.data + b * bt.strides[0];
             }
-            EXT_CALL(st, g_lib.paged_attention((attn_ctx *)ctx, &q0, &kv, &zb, &sb, &btb, &p, &o0, NULL));
+            EXT_CALL(st, attn_paged_attention((attn_ctx *)ctx, &q0, &kv, &zb, &sb, &btb, &p, &o0, NULL));
         }
     }
     if (st == ATTN_STATUS_OK && append) {
@@ -1632,7 +1580,7 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
             btb.data = (int32_t *)bt.data + b * bt.strides[0], btb.shape[0] = 1;
         }
         EXT_CALL(st,
-                 g_lib.paged_attention((attn_ctx *)ctx, &qb, &rkv, &qslb, &sb, &btb, &p, &ob, want_lse ? &lb : NULL));
+                 attn_paged_attention((attn_ctx *)ctx, &qb, &rkv, &qslb, &sb, &btb, &p, &ob, want_lse ? &lb : NULL));
     }
     if (st != ATTN_STATUS_OK) {
         ext_raise(st, fn);
@@ -1723,7 +1671,7 @@ static PyObject *ext_varlen_paged(PyObject *self, PyObject *const *args, Py_ssiz
                     &lse, &lse_t))
         goto done;
     attn_status st;
-    EXT_CALL(st, g_lib.paged_attention((attn_ctx *)ctx, q, &kv, cq, &tsl, &a[BT].t, &p, &a[OUT].t, lse_t));
+    EXT_CALL(st, attn_paged_attention((attn_ctx *)ctx, q, &kv, cq, &tsl, &a[BT].t, &p, &a[OUT].t, lse_t));
     if (st != ATTN_STATUS_OK) {
         ext_raise(st, "attn_paged_attention");
         goto done;
@@ -1863,7 +1811,7 @@ static int ext_handle_of(PyObject *obj, const char *what, void **out) {
  * sinks, mask, key_padding_mask, additive_mask, k_scale, v_scale, k_scales, v_scales); arrays are
  * contiguous float32 (per-head vectors) or any tensor (masks). */
 static int ext_conv_params(PyObject *obj, ext_call *c) {
-    c->params = g_lib.params_default;
+    c->params = g_params_default;
     if (obj == Py_None)
         return 0;
     if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 14) {
@@ -2456,16 +2404,7 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
                      ATTN_VERSION_NUMBER, attn_version_number());
         return NULL;
     }
-    g_lib.paged_attention = attn_paged_attention;
-    g_lib.forward_paged = attn_forward_paged;
-    g_lib.reshape_and_cache = attn_reshape_and_cache;
-    g_lib.reshape_and_cache_scaled = attn_reshape_and_cache_scaled;
-    g_lib.forward = attn_forward;
-    g_lib.forward_varlen = attn_forward_varlen;
-    g_lib.merge_attn_states = attn_merge_attn_states;
-    g_lib.last_error = attn_last_error;
-    g_lib.clear_error = attn_clear_error;
-    attn_params_init_sized(&g_lib.params_default, sizeof g_lib.params_default);
+    attn_params_init_sized(&g_params_default, sizeof g_params_default);
 
     PyObject **slots[6] = {&g_py.ndarray_type, &g_py.np_empty, &g_py.alloc_like,
                            &g_py.make_error,   &g_as_view,     &g_refuse};
@@ -2504,7 +2443,6 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
         g_py.special[g_py.num_special] = key;
         g_py.special_attn[g_py.num_special++] = (int)d;
     }
-    g_lib.ready = 1;
     Py_RETURN_NONE;
 }
 
