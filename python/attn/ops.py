@@ -243,7 +243,7 @@ class Params:
         for i, (name, x) in enumerate((("k_scale", k_scale), ("v_scale", v_scale))):
             if x is None:
                 continue
-            s = kv_scale(x, name) if num_kv_heads is None else kv_scales(x, name, num_kv_heads)
+            s = kv_scales(x, name, num_kv_heads)
             scales[i + 2 * isinstance(s, np.ndarray)] = s
         scale = 0.0 if softmax_scale is None else float(softmax_scale)
         if softmax_scale is not None and scale == 0.0:
@@ -284,17 +284,6 @@ def kv_cache_dtype_code(kv_cache_dtype: Optional[str]) -> Optional[int]:
     except (KeyError, TypeError):
         raise NotImplementedError(f"kv_cache_dtype={kv_cache_dtype!r}: attn supports "
                                   f"{[k for k in KV_CACHE_DTYPES if k]}") from None
-
-
-def kv_scale(x: Any, name: str) -> float:
-    """A per-tensor fp8 scale as a float: a Python/NumPy number or a one-element array/tensor (vLLM's
-    layer._k_scale). Range checks (finite, > 0) are the C library's, for fp8 caches only."""
-    if isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool):
-        return float(x)
-    a = _arrays.as_numpy(x, name) if not isinstance(x, np.ndarray) else x
-    if a.size != 1:
-        raise ValueError(f"{name}: {a.size} values, expected one per-tensor scale")
-    return float(a.reshape(-1)[0])
 
 
 def kv_scales(x: Any, name: str, num_kv_heads: Optional[int]) -> Union[float, np.ndarray]:
