@@ -21,9 +21,6 @@ from . import _arrays, _binding, _capi
 from ._arrays import tensor
 
 
-def opt_tensor(x: Any, name: str, writable: bool = False) -> Any:
-    return None if x is None else tensor(x, name, writable)
-
 # The compiled extension (python/attn/_ext.c): the one path to libattn.
 _ext = _binding.ext
 
@@ -428,9 +425,8 @@ class _DenseCall:
             lse = _lse_out(q, (qa.shape[0], qa.shape[nd], qa.shape[sd]))
         self.out, self.lse = out, lse
         self.params = _opts(num_heads, options)
-        self.tq, self.tk, self.tv = tensor(qa, "q"), tensor(k, "k"), tensor(v, "v")
-        self.to = tensor(out, "out", True)
-        self.tl = opt_tensor(lse if self.want_lse else None, "lse", True)
+        # (attn._ext views them and names the argument of an error)
+        self.tq, self.tk, self.tv, self.to, self.tl = qa, k, v, out, lse if self.want_lse else None
 
     @property
     def qkv(self) -> tuple:
@@ -517,20 +513,16 @@ def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: A
 def copy_blocks(kv_cache: Array, block_mapping: Array, *, ctx: Optional[Context] = None) -> None:
     """kv_cache[:, dst] = kv_cache[:, src] for each (src, dst) row of block_mapping int64 [num_pairs, 2],
     in order (attn_copy_blocks)."""
-    bm = tensor(_arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2),
-                "block_mapping")
-    tc = tensor(kv_cache, "kv_cache", True)
-    _capi.call("attn_copy_blocks", _ctx(ctx), tc, bm)
+    bm = _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2)
+    _capi.call("attn_copy_blocks", _ctx(ctx), kv_cache, bm)
 
 
 def swap_blocks(src_cache: Array, dst_cache: Array, block_mapping: Array, *,
                 ctx: Optional[Context] = None) -> None:
     """dst_cache[:, dst] = src_cache[:, src] for each (src, dst) row of block_mapping int64 [num_pairs, 2]
     (attn_swap_blocks). Caches share dtype, block_size, num_kv_heads, head_size."""
-    bm = tensor(_arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2),
-                "block_mapping")
-    ts, td = tensor(src_cache, "src_cache"), tensor(dst_cache, "dst_cache", True)
-    _capi.call("attn_swap_blocks", _ctx(ctx), ts, td, bm)
+    bm = _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2)
+    _capi.call("attn_swap_blocks", _ctx(ctx), src_cache, dst_cache, bm)
 
 
 def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens: Array,
