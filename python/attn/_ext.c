@@ -1442,7 +1442,7 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
         ext_scale(args[18], "k_descale", &kv, &a[KS], &p.k_scale, &p.k_scales) ||
         ext_scale(args[19], "v_descale", &kv, &a[VS], &p.v_scale, &p.v_scales) || ext_view3(q, "q", &q3))
         goto done;
-    /* scratch: lengths, query_start_loc, zero query_start_loc, cache rows, slots, the leftpad table, lse */
+    /* scratch: slots (int64), lse, then int32: lengths, query_start_loc, zeros, cache rows, leftpad lengths, table */
     const int64_t nrows = batch * seqlen_q, nslots = batch * seqlen_new;
     int64_t maxlen = 1;
     for (int64_t b = 0; b < batch; b++) {
@@ -1478,7 +1478,7 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_OverflowError, "q / k_cache: more rows than int32 indices address");
         goto done;
     }
-    const size_t n32 = (size_t)(4 * batch + 3 + (lp ? batch * maxlen : 0)),
+    const size_t n32 = (size_t)(5 * batch + 2 + (lp ? batch * maxlen : 0)),
                  lse_n = want_lse ? (size_t)(nheads * nrows) : 0;
     scratch = PyMem_Malloc(n32 * 4 + (size_t)nslots * 8 + lse_n * 4 + 16);
     if (scratch == NULL) {
