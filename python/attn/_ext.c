@@ -1466,7 +1466,7 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
                          (long long)pad, (long long)b, (long long)have);
             goto done;
         }
-        if (row < 0 || row >= num_blocks) {
+        if (bi && (row < 0 || row >= num_blocks)) {
             PyErr_Format(PyExc_ValueError,
                          "cache_batch_idx: entry %lld = %lld is not a row of k_cache (batch_cache=%lld)", (long long)b,
                          (long long)row, (long long)num_blocks);

@@ -550,3 +550,16 @@ def test_kvcache_negative_block_id_message(separate):
     bt = np.array([[0, -1]], np.int32)
     with pytest.raises(ValueError, match=r"block_table: entry \[0\]\[1\] = -1 < 0, expected in \[0, num_blocks=4\)"):
         attn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array([12], np.int32), block_table=bt)
+
+
+def test_kvcache_paged_more_sequences_than_blocks(rng, ctx1):
+    """Sequences may share blocks: a paged cache with fewer blocks than sequences is valid (the row check of
+    cache_batch_idx is for the non-paged layout only), and gives attn.paged_attention's bits."""
+    kv = rng.standard_normal((2, 2, 4, 1, 8)).astype(np.float32)
+    q = rng.standard_normal((3, 1, 2, 8)).astype(np.float32)
+    bt = np.array([[0, 1], [1, 0], [0, 0]], np.int32)
+    sl = np.array([5, 3, 2], np.int32)
+    got = attn.flash_attn_with_kvcache(q, kv[0], kv[1], cache_seqlens=sl, block_table=bt, ctx=ctx1)
+    want = attn.paged_attention(q.reshape(3, 2, 8), kv, np.arange(4, dtype=np.int32), sl, bt, causal=False,
+                                ctx=ctx1)
+    np.testing.assert_array_equal(got.reshape(3, 2, 8), want)
