@@ -16,8 +16,8 @@ not arguments a caller of attn's public API hands over.
 Under AddressSanitizer the same tests also show that nothing is read or written out of bounds: a sanitizer build
 of libattn (cmake -DATTN_SANITIZE="address;undefined"), the extension compiled by hand next to it with the same
 -fsanitize flags (CMake builds none under sanitizers), and python run with the runtimes preloaded:
-LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 (huge views ask for huge outputs: MemoryError, as in a
+LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" PYTHONMALLOC=malloc (so that
+the extension's PyMem scratch is checked too) ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 (huge views ask for huge outputs: MemoryError, as in a
 plain build) ATTN_LIBRARY=<that build>/libattn.so."""
 
 import ctypes
