@@ -1323,6 +1323,33 @@ static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t na
     return ext_finish(st, reference ? "attn_ref_forward_varlen" : "attn_forward_varlen", a, N, out, lse, want_lse);
 }
 
+/* attn_paged_attention on the whole batch, or with per-batch ALiBi `slopes` [batch, nheads] once per sequence b:
+ * q / out rows [b*seqlen_q, (b+1)*seqlen_q) (none when q has none), lse [nheads, *] columns likewise,
+ * query_start_loc's first two entries, seq_lens[b] and block table row b. */
+static attn_status ext_paged_calls(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *kv, const attn_tensor *qsl,
+                                   const attn_tensor *sl, const attn_tensor *bt, attn_params *p, const attn_tensor *out,
+                                   const attn_tensor *lse, const attn_tensor *slopes, int64_t seqlen_q) {
+    attn_status st = ATTN_STATUS_OK;
+    for (int64_t b = 0; b < (slopes ? slopes->shape[0] : 1) && st == ATTN_STATUS_OK; b++) {
+        attn_tensor qb = *q, ob = *out, lb, sb = *sl, btb = *bt, qslb = *qsl;
+        if (lse != NULL)
+            lb = *lse;
+        if (slopes) {
+            const int64_t r0 = q->shape[0] ? b * seqlen_q : 0;
+            p->alibi_slopes = (const float *)slopes->data + b * slopes->strides[0];
+            qb.data = (char *)q->data + (size_t)(r0 * q->strides[0]) * attn_dtype_size(q->dtype);
+            ob.data = (char *)out->data + (size_t)(r0 * out->strides[0]) * attn_dtype_size(out->dtype);
+            qb.shape[0] = ob.shape[0] = q->shape[0] ? seqlen_q : 0;
+            if (lse != NULL)
+                lb.data = (float *)lse->data + r0, lb.shape[1] = seqlen_q;
+            sb.data = (int32_t *)sl->data + b, sb.shape[0] = 1, qslb.shape[0] = 2;
+            btb.data = (int32_t *)bt->data + b * bt->strides[0], btb.shape[0] = 1;
+        }
+        EXT_CALL(st, attn_paged_attention(ctx, &qb, kv, &qslb, &sb, &btb, p, &ob, lse ? &lb : NULL));
+    }
+    return st;
+}
+
 /* kvcache(ctx, q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table, softmax_scale, causal,
  *         window_size, softcap, alibi_slopes, sinks, out, want_lse, cache_leftpad, k_descale, v_descale)
  * flash_attn_with_kvcache (python/attn/flash.py; rotary embedding arrives applied to q and k):
@@ -1513,19 +1540,10 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (ext_view3(&a[OUT].t, "out", &o3))
         goto done;
     /* libattn's checks of the attention step, with no query row, before anything is written */
-    const int calls = slopes ? (int)batch : 1;
     if (append || lp || slopes) {
         attn_tensor q0 = q3, o0 = o3;
         q0.shape[0] = o0.shape[0] = 0;
-        for (int64_t b = 0; b < calls && st == ATTN_STATUS_OK; b++) {
-            attn_tensor zb = tzq, sb = tsl, btb = bt;
-            if (slopes) {
-                p.alibi_slopes = (const float *)slopes->data + b * slopes->strides[0];
-                zb.shape[0] = 2, sb.data = sl + b, sb.shape[0] = 1, btb.shape[0] = 1;
-                btb.data = (int32_t *)bt.data + b * bt.strides[0];
-            }
-            EXT_CALL(st, attn_paged_attention((attn_ctx *)ctx, &q0, &kv, &zb, &sb, &btb, &p, &o0, NULL));
-        }
+        st = ext_paged_calls((attn_ctx *)ctx, &q0, &kv, &tzq, &tsl, &bt, &p, &o0, NULL, slopes, seqlen_q);
     }
     if (st == ATTN_STATUS_OK && append) {
         for (int64_t b = 0; b < batch; b++) {
@@ -1567,21 +1585,9 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
         tsl.data = rsl;
         bt = ext_i32(tab, 2, batch, batch * maxlen);
     }
-    for (int64_t b = 0; b < calls && st == ATTN_STATUS_OK; b++) {
-        attn_tensor qb = q3, ob = o3, lb = tlse, sb = tsl, btb = bt, qslb = tqsl;
-        if (slopes) {
-            const size_t qi = attn_dtype_size(q3.dtype), oi = attn_dtype_size(o3.dtype);
-            p.alibi_slopes = (const float *)slopes->data + b * slopes->strides[0];
-            qb.data = (char *)q3.data + (size_t)(b * seqlen_q * q3.strides[0]) * qi;
-            ob.data = (char *)o3.data + (size_t)(b * seqlen_q * o3.strides[0]) * oi;
-            lb.data = lse3 + b * seqlen_q;
-            qb.shape[0] = ob.shape[0] = lb.shape[1] = seqlen_q;
-            sb.data = (int32_t *)tsl.data + b, sb.shape[0] = 1, qslb.shape[0] = 2;
-            btb.data = (int32_t *)bt.data + b * bt.strides[0], btb.shape[0] = 1;
-        }
-        EXT_CALL(st,
-                 attn_paged_attention((attn_ctx *)ctx, &qb, &rkv, &qslb, &sb, &btb, &p, &ob, want_lse ? &lb : NULL));
-    }
+    if (st == ATTN_STATUS_OK)
+        st = ext_paged_calls((attn_ctx *)ctx, &q3, &rkv, &tqsl, &tsl, &bt, &p, &o3, want_lse ? &tlse : NULL, slopes,
+                             seqlen_q);
     if (st != ATTN_STATUS_OK) {
         ext_raise(st, fn);
         goto done;
