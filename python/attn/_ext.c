@@ -9,10 +9,11 @@
  * What C cannot view itself (lists, torch tensors that require grad) goes through attn._arrays.as_view,
  * which also names the argument in the error.
  *
- * The hot entries (paged attention with and without a plan, reshape_and_cache, flash_attn_with_kvcache,
- * dense / varlen attention, merge) also parse the options and allocate the outputs in C, for the few
- * microseconds a decode step allows; for an input outside their plain case they return NotImplemented
- * before anything is written, and the Python wrapper makes the general call.
+ * The hot entries (paged attention with and without a plan, cache writes, dense / varlen attention, merge, and
+ * the flash / vLLM conveniences flash_attn_with_kvcache, paged flash_attn_varlen_func and vLLM's
+ * reshape_and_cache) also parse the options and allocate the outputs in C, for the few microseconds a decode
+ * step allows. Each has one path for every input: what libattn takes is passed to it and libattn validates;
+ * the extension checks only what it derives itself (lengths, slots, row tables, reshaped views).
  */
 #define _GNU_SOURCE /* dladdr */
 #define PY_SSIZE_T_CLEAN
@@ -115,10 +116,10 @@ static int ext_mul(int64_t a, int64_t b, int64_t *out) {
 }
 
 /* Fills a->t's shape and strides (bytes in, elements out) as python/attn/_arrays.tensor does: a size-0/1
- * dimension's unusable stride becomes 0 (1 for the last); a negative or misaligned stride is a fallback.
+ * dimension's unusable stride becomes 0 (1 for the last); a negative or misaligned stride is EXT_NOVIEW.
  * So is a view whose sizes or addresses do not fit in int64 (a negative size, a product of sizes, or the
  * byte offset of its last element, also for empty views): every index computation here and in libattn then
- * stays in range, and the general path reports the argument. */
+ * stays in range, and attn._arrays reports the argument. */
 static int ext_set_dims(ext_arg *a, int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides_bytes,
                         const int64_t *strides_elems, Py_ssize_t item) {
     if (ndim < 0 || ndim > ATTN_MAX_DIMS)
@@ -268,7 +269,7 @@ static int ext_dl_attn_dtype(ext_dl_dtype d) {
 
 /* DLPack producer -> view. The capsule stays unconsumed and is kept until release: its destructor calls
  * the producer's deleter (as python/attn/_arrays._DLPackView does). A producer that refuses (torch
- * requires_grad, read-only NumPy) or a non-CPU device is a fallback: the Python path warns / raises. */
+ * requires_grad, read-only NumPy) or a non-CPU device is EXT_NOVIEW: attn._arrays warns / raises. */
 static int ext_from_capsule(PyObject *cap, ext_arg *a);
 
 static int ext_from_dlpack(PyObject *obj, ext_arg *a) {
@@ -281,8 +282,8 @@ static int ext_from_dlpack(PyObject *obj, ext_arg *a) {
 }
 
 /* torch.Tensor -> view through torch._C._to_dlpack, the C function Tensor.__dlpack__ ends in (that Python
- * method alone costs ~2 µs). The checks __dlpack__ makes first are kept: requires_grad is a fallback (the
- * Python path warns once and reads a detached view); a conjugate bit needs a complex dtype and a non-strided
+ * method alone costs ~2 µs). The checks __dlpack__ makes first are kept: requires_grad is EXT_NOVIEW
+ * (attn._arrays warns once and reads a detached view); a conjugate bit needs a complex dtype and a non-strided
  * layout has no data pointer, both refused below. */
 static int ext_from_torch(PyObject *obj, ext_arg *a) {
     PyObject *rg = PyObject_GetAttr(obj, g_py.s_requires_grad);
@@ -330,7 +331,7 @@ static int ext_from_capsule(PyObject *cap, ext_arg *a) {
     if (r != 0)
         return r;
     /* data NULL: only an empty view has no memory (no address is formed from it); one with elements is a
-     * fallback, where python/attn/_arrays.py names the argument */
+     * EXT_NOVIEW, and python/attn/_arrays.py names the argument */
     if (t->data == NULL) {
         if (!empty)
             return EXT_NOVIEW;
@@ -343,7 +344,7 @@ static int ext_from_capsule(PyObject *cap, ext_arg *a) {
 
 /* Any array argument -> view. `want` >= 0 requires that dtype (index arrays); float arguments accept any
  * attn dtype (libattn checks). Only numpy.ndarray (and subclasses) and objects with __dlpack__ are taken;
- * everything else (lists, scalars, memoryviews) is a fallback, as np.asarray may copy or reinterpret. */
+ * everything else (lists, scalars, memoryviews) is EXT_NOVIEW, as np.asarray may copy or reinterpret. */
 /* Caches torch.Tensor and torch._C._to_dlpack once torch has been imported (by the caller: never here). */
 static void ext_find_torch(void) {
     PyObject *torch = PyImport_GetModule(g_py.s_torch);
@@ -428,7 +429,7 @@ static PyObject *ext_alloc(PyObject *like, int ndim, const int64_t *shape, int d
  * Options (attn_params) and scalars
  * ================================================================================================ */
 
-/* A Python int (not bool) in [lo, hi]; anything else is a fallback. */
+/* A Python int (not bool) in [lo, hi]; anything else is EXT_NOVIEW (the Python normalizer takes it). */
 static int ext_int(PyObject *o, long long lo, long long hi, long long *out) {
     if (!PyLong_CheckExact(o))
         return EXT_NOVIEW;
@@ -445,7 +446,7 @@ static int ext_int(PyObject *o, long long lo, long long hi, long long *out) {
 }
 
 /* causal as ops._causal_value (flash = 0: None/bool/0/1/2) or flash._flash_causal (flash = 1: None/bool/0/1;
- * True = bottom-right). Strings and NumPy scalars: fallback. */
+ * True = bottom-right). Strings and NumPy scalars: EXT_NOVIEW. */
 static int ext_causal(PyObject *o, int flash, int32_t *out) {
     if (o == Py_None || o == Py_False) {
         *out = ATTN_CAUSAL_NONE;
@@ -494,7 +495,7 @@ static int ext_window(PyObject *o, int32_t *left, int32_t *right) {
 }
 
 /* Per-head float32 vector (alibi_slopes, sinks): None, or a contiguous 1-D float32 array of num_heads
- * entries (num_heads < 0: unknown, fallback as the Python check needs it). */
+ * entries (num_heads < 0: unknown: EXT_NOVIEW, the Python check needs it). */
 static int ext_per_head(PyObject *o, int64_t num_heads, ext_arg *a, const float **out) {
     if (o == Py_None) {
         *out = NULL;
