@@ -27,6 +27,7 @@ import numpy as np
 from . import _arrays, ops
 from .ops import Array, Context, _ctx_ptr, _ext
 
+
 def _check_common(dropout_p: float) -> None:
     if dropout_p:
         raise NotImplementedError(f"dropout_p={dropout_p}: attn is an inference library (use 0.0)")
