@@ -2127,43 +2127,26 @@ static PyObject *py_attn_plan_free(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* (bytes,) -> size: attn_forward_padded_workspace_size(batch, seq_len) */
-static PyObject *py_attn_forward_padded_workspace_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    ext_call c;
-    size_t n = 0;
-    if (ext_parse("attn_forward_padded_workspace_size", "ii", "batch seq_len", args, nargs, &c) != 0)
-        return NULL;
-    attn_clear_error();
-    const attn_status st = attn_forward_padded_workspace_size(C_I(0), C_I(1), &n);
-    return st ? ext_raise(st, "attn_forward_padded_workspace_size") : PyLong_FromSize_t(n);
-}
-
-static PyObject *py_attn_forward_prescaled_workspace_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    ext_call c;
-    size_t n = 0;
-    attn_status st = ATTN_STATUS_OK;
-    if (ext_parse("attn_forward_prescaled_workspace_size", "TTT", "q k v", args, nargs, &c) != 0) {
-        ext_call_release(&c);
-        return NULL;
+/* Workspace-size entries: parse by kinds, `expr` writes size_t n; the size, or the status raised. */
+#define EXT_SIZE(fn, kinds, names, expr)                                                                               \
+    static PyObject *py_##fn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {                                \
+        ext_call c;                                                                                                    \
+        size_t n = 0;                                                                                                  \
+        if (ext_parse(#fn, kinds, names, args, nargs, &c) != 0) {                                                      \
+            ext_call_release(&c);                                                                                      \
+            return NULL;                                                                                               \
+        }                                                                                                              \
+        attn_clear_error();                                                                                            \
+        const attn_status st = (expr);                                                                                 \
+        ext_call_release(&c);                                                                                          \
+        return st ? ext_raise(st, #fn) : PyLong_FromSize_t(n);                                                         \
     }
-    attn_clear_error();
-    st = attn_forward_prescaled_workspace_size(C_T(0), C_T(1), C_T(2), &n);
-    ext_call_release(&c);
-    return st ? ext_raise(st, "attn_forward_prescaled_workspace_size") : PyLong_FromSize_t(n);
-}
-
-static PyObject *py_attn_forward_quant_workspace_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    ext_call c;
-    size_t n = 0;
-    if (ext_parse("attn_forward_quant_workspace_size", "iTTT", "format q k v", args, nargs, &c) != 0) {
-        ext_call_release(&c);
-        return NULL;
-    }
-    attn_clear_error();
-    const attn_status st = attn_forward_quant_workspace_size((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), &n);
-    ext_call_release(&c);
-    return st ? ext_raise(st, "attn_forward_quant_workspace_size") : PyLong_FromSize_t(n);
-}
+EXT_SIZE(attn_forward_padded_workspace_size, "ii", "batch seq_len",
+         attn_forward_padded_workspace_size(C_I(0), C_I(1), &n))
+EXT_SIZE(attn_forward_prescaled_workspace_size, "TTT", "q k v",
+         attn_forward_prescaled_workspace_size(C_T(0), C_T(1), C_T(2), &n))
+EXT_SIZE(attn_forward_quant_workspace_size, "iTTT", "layout q k v",
+         attn_forward_quant_workspace_size((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), &n))
 
 /* attn_capabilities_get -> tuple of its 13 fields in declaration order */
 static PyObject *py_attn_capabilities_get(PyObject *self, PyObject *unused) {
