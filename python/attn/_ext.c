@@ -1281,13 +1281,13 @@ static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t n
 }
 
 /* varlen(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, flash, softmax_scale, causal, window_size, softcap,
- *        alibi_slopes, sinks, out, lse, want_lse, zero_tail, reference)
+ *        alibi_slopes, sinks, out, lse, want_lse, reference)
  * Packed attention (attn_forward_varlen, or the oracle): q [total_q, num_heads, head_size], k/v [total_k,
  * num_kv_heads, head_size(_v)], cu_seqlens int32 [batch + 1]. out [total_q, num_heads, head_size_v]
- * (allocated if None: zero, and an allocated lse -inf, in rows past cu_seqlens_q[-1]; zero_tail is read by
- * nothing, kept for the argument order); lse float32 [num_heads, total_q]. */
+ * (allocated if None: zero, and an allocated lse -inf, in rows past cu_seqlens_q[-1]); lse float32
+ * [num_heads, total_q]. */
 static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("varlen", 18);
+    EXT_NARGS("varlen", 17);
     enum { Q, K, V, CQ, CK, OUT, LSE, AL, SI, N };
     ext_arg a[N];
     memset(a, 0, sizeof a);
@@ -1298,7 +1298,7 @@ static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t na
     const int want_lse = PyObject_IsTrue(args[15]);
     if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    const int reference = PyObject_IsTrue(args[17]);
+    const int reference = PyObject_IsTrue(args[16]);
     if (reference < 0)
         return NULL;
     if ((!reference && ext_handle_of(args[0], "Context", &ctx)) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||

@@ -167,7 +167,7 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
         raise NotImplementedError("seqused_k without block_table: pass cu_seqlens_k instead")
     else:
         r = _ext.varlen(_ctx_ptr(ctx), q, k, v, cu_seqlens_q, cu_seqlens_k, True, softmax_scale, causal,
-                        window_size, softcap, alibi_slopes, sinks, out, None, want_lse, True, False)
+                        window_size, softcap, alibi_slopes, sinks, out, None, want_lse, False)
     return (r + (None,)) if return_attn_probs else r
 
 
@@ -206,7 +206,7 @@ def _varlen_per_batch(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seql
         cq = np.array([0, q1 - q0], np.int32)
         if bt is None:
             r = _ext.varlen(c, qa[q0:q1], ka[k0:k1], va[k0:k1], cq, np.array([0, k1 - k0], np.int32), True, *opts,
-                            slopes[b], sinks, oa[q0:q1], None, want_lse, False, False)
+                            slopes[b], sinks, oa[q0:q1], None, want_lse, False)
         else:
             one[1] = lens[b]
             r = _ext.varlen_paged(c, qa[q0:q1], k, v, cq, one, bt[b:b + 1], None, *opts, slopes[b], sinks,

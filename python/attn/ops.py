@@ -453,7 +453,7 @@ def attention_varlen(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqle
     lse float32 [num_heads, total_q]. Causal is bottom-right within each sequence."""
     return _ext.varlen(_ctx_ptr(ctx, reference), q, k, v, cu_seqlens_q, cu_seqlens_k, False, softmax_scale, causal,
                        window_size, softcap, alibi_slopes, sinks, out, lse, bool(return_lse or lse is not None),
-                       False, reference)
+                       reference)
 
 
 def merge_attn_states(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array, *,
