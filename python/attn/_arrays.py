@@ -68,14 +68,6 @@ NP_TO_ATTN = _np_to_attn()
 ATTN_TO_NP = {v: k for k, v in NP_TO_ATTN.items()}
 
 
-def np_dtype(attn_dtype: int) -> np.dtype:
-    """NumPy dtype of an attn dtype (bf16/fp8 need ml_dtypes)."""
-    if attn_dtype not in ATTN_TO_NP:
-        raise _type_error(f"attn dtype {_capi.dtype_name(attn_dtype)} has no NumPy dtype here"
-                        + ("" if _mld is not None else " (pip install ml_dtypes)"))
-    return ATTN_TO_NP[attn_dtype]
-
-
 def attn_dtype(dtype: Any) -> int:
     """attn dtype of a NumPy dtype (or anything np.dtype accepts)."""
     d = np.dtype(dtype)

@@ -176,10 +176,6 @@ def last_error() -> str:
     return ext.attn_last_error() or ""
 
 
-def clear_error() -> None:
-    ext.attn_clear_error()
-
-
 def check(status: int, function: str = "") -> None:
     """Raises the AttnError subclass for a non-OK status, with the C message."""
     if status != STATUS_OK:

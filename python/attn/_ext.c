@@ -9,10 +9,11 @@
  * What C cannot view itself (lists, torch tensors that require grad) goes through attn._arrays.as_view,
  * which also names the argument in the error.
  *
- * The hot entries (paged attention with and without a plan, reshape_and_cache, flash_attn_with_kvcache,
- * dense / varlen attention, merge) also parse the options and allocate the outputs in C, for the few
- * microseconds a decode step allows; for an input outside their plain case they return NotImplemented
- * before anything is written, and the Python wrapper makes the general call.
+ * The hot entries (paged attention with and without a plan, cache writes, dense / varlen attention, merge, and
+ * the flash / vLLM conveniences flash_attn_with_kvcache, paged flash_attn_varlen_func and vLLM's
+ * reshape_and_cache) also parse the options and allocate the outputs in C, for the few microseconds a decode
+ * step allows. Each has one path for every input: what libattn takes is passed to it and libattn validates;
+ * the extension checks only what it derives itself (lengths, slots, row tables, reshaped views).
  */
 #define _GNU_SOURCE /* dladdr */
 #define PY_SSIZE_T_CLEAN
@@ -29,60 +30,8 @@
 #include "attn/attn.h"
 #include "attn/attn_experimental.h"
 
-/* ================================================================================================
- * libattn entry points of the hot paths (set by _init)
- * ================================================================================================ */
-
-typedef attn_status (*ext_paged_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, const attn_tensor *,
-                                    const attn_tensor *, const attn_tensor *, const attn_params *, attn_tensor *,
-                                    attn_tensor *);
-typedef attn_status (*ext_forward_paged_fn)(attn_ctx *, const attn_plan *, const attn_tensor *, const attn_tensor *,
-                                            const attn_tensor *, const attn_tensor *, const attn_params *,
-                                            attn_tensor *, attn_tensor *, void *, size_t);
-typedef attn_status (*ext_cache_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, attn_tensor *,
-                                    const attn_tensor *);
-typedef attn_status (*ext_cache_scaled_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, attn_tensor *,
-                                           const attn_tensor *, float, float);
-typedef attn_status (*ext_forward_fn)(attn_ctx *, attn_layout, const attn_tensor *, const attn_tensor *,
-                                      const attn_tensor *, const attn_params *, attn_tensor *, attn_tensor *);
-typedef attn_status (*ext_varlen_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, const attn_tensor *,
-                                     const attn_tensor *, const attn_tensor *, const attn_params *, attn_tensor *,
-                                     attn_tensor *);
-typedef attn_status (*ext_merge_fn)(attn_ctx *, const attn_tensor *, const attn_tensor *, const attn_tensor *,
-                                    const attn_tensor *, attn_tensor *, attn_tensor *);
-typedef const char *(*ext_last_error_fn)(void);
-typedef void (*ext_clear_error_fn)(void);
-typedef void (*ext_params_init_fn)(attn_params *, size_t);
-typedef unsigned (*ext_version_fn)(void);
-
-/* Unevaluated check that a typedef matches the header's declaration (nothing is linked). */
-#define ATTN_EXT_CHECK_TYPE(fn, type)                                                                                  \
-    _Static_assert(_Generic(&fn, type : 1, default : 0), #fn " does not match include/attn/attn.h")
-ATTN_EXT_CHECK_TYPE(attn_paged_attention, ext_paged_fn);
-ATTN_EXT_CHECK_TYPE(attn_forward_paged, ext_forward_paged_fn);
-ATTN_EXT_CHECK_TYPE(attn_reshape_and_cache, ext_cache_fn);
-ATTN_EXT_CHECK_TYPE(attn_reshape_and_cache_scaled, ext_cache_scaled_fn);
-ATTN_EXT_CHECK_TYPE(attn_forward, ext_forward_fn);
-ATTN_EXT_CHECK_TYPE(attn_forward_varlen, ext_varlen_fn);
-ATTN_EXT_CHECK_TYPE(attn_merge_attn_states, ext_merge_fn);
-ATTN_EXT_CHECK_TYPE(attn_last_error, ext_last_error_fn);
-ATTN_EXT_CHECK_TYPE(attn_clear_error, ext_clear_error_fn);
-ATTN_EXT_CHECK_TYPE(attn_params_init_sized, ext_params_init_fn);
-ATTN_EXT_CHECK_TYPE(attn_version_number, ext_version_fn);
-
-static struct ext_lib {
-    ext_paged_fn paged_attention;
-    ext_forward_paged_fn forward_paged;
-    ext_cache_fn reshape_and_cache;
-    ext_cache_scaled_fn reshape_and_cache_scaled; /* fp8 caches */
-    ext_forward_fn forward;
-    ext_varlen_fn forward_varlen;
-    ext_merge_fn merge_attn_states;
-    ext_last_error_fn last_error;
-    ext_clear_error_fn clear_error;
-    attn_params params_default; /* attn_params_init_sized() output (struct_size set), copied per call */
-    int ready;
-} g_lib;
+/* attn_params_init_sized() output (struct_size set), copied per call; set by _init. */
+static attn_params g_params_default;
 
 /* Python objects handed over by _init (strong references, module lifetime). */
 static struct ext_py {
@@ -100,7 +49,7 @@ static struct ext_py {
     PyObject *s_dlpack, *s_dtype, *s_view, *s_requires_grad, *s_torch; /* interned names        */
 } g_py;
 
-#define EXT_FALLBACK 1 /* helper result: input outside the fast path; caller returns NotImplemented */
+#define EXT_NOVIEW 1 /* helper result: C cannot view the argument; attn._arrays converts it or names the error */
 
 /* ================================================================================================
  * Tensor arguments
@@ -167,26 +116,26 @@ static int ext_mul(int64_t a, int64_t b, int64_t *out) {
 }
 
 /* Fills a->t's shape and strides (bytes in, elements out) as python/attn/_arrays.tensor does: a size-0/1
- * dimension's unusable stride becomes 0 (1 for the last); a negative or misaligned stride is a fallback.
+ * dimension's unusable stride becomes 0 (1 for the last); a negative or misaligned stride is EXT_NOVIEW.
  * So is a view whose sizes or addresses do not fit in int64 (a negative size, a product of sizes, or the
  * byte offset of its last element, also for empty views): every index computation here and in libattn then
- * stays in range, and the general path reports the argument. */
+ * stays in range, and attn._arrays reports the argument. */
 static int ext_set_dims(ext_arg *a, int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides_bytes,
                         const int64_t *strides_elems, Py_ssize_t item) {
     if (ndim < 0 || ndim > ATTN_MAX_DIMS)
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     a->t.ndim = ndim;
     int64_t acc = 1;
     for (int i = ndim - 1; i >= 0; i--) { /* default: C-contiguous */
         if (shape[i] < 0)
-            return EXT_FALLBACK;
+            return EXT_NOVIEW;
         a->t.strides[i] = acc;
         if (!ext_mul(acc, shape[i] > 1 ? (int64_t)shape[i] : 1, &acc))
-            return EXT_FALLBACK;
+            return EXT_NOVIEW;
     }
     int64_t end = 1; /* elements up to and including the last one */
     if (!ext_mul(acc, (int64_t)item, &acc))
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     for (int i = 0; i < ndim; i++) {
         a->t.shape[i] = shape[i];
         int64_t s;
@@ -195,24 +144,24 @@ static int ext_set_dims(ext_arg *a, int ndim, const Py_ssize_t *shape, const Py_
             if (shape[i] <= 1 && (i == ndim - 1 || s < 0 || s % item))
                 s = i == ndim - 1 ? item : 0;
             if (s < 0 || s % item)
-                return EXT_FALLBACK;
+                return EXT_NOVIEW;
             a->t.strides[i] = s / item;
         } else if (strides_elems != NULL) {
             s = strides_elems[i];
             if (shape[i] <= 1 && (i == ndim - 1 || s < 0))
                 s = i == ndim - 1 ? 1 : 0;
             if (s < 0)
-                return EXT_FALLBACK;
+                return EXT_NOVIEW;
             a->t.strides[i] = s;
         }
         int64_t span;
         if (shape[i] > 0) {
             if (!ext_mul(shape[i] - 1, a->t.strides[i], &span) || span > INT64_MAX - end)
-                return EXT_FALLBACK;
+                return EXT_NOVIEW;
             end += span;
         }
     }
-    return ext_mul(end, (int64_t)item, &end) ? 0 : EXT_FALLBACK;
+    return ext_mul(end, (int64_t)item, &end) ? 0 : EXT_NOVIEW;
 }
 
 /* NumPy array -> view through the buffer protocol. bf16/fp8 (ml_dtypes: no buffer format) go through
@@ -226,14 +175,14 @@ static int ext_from_ndarray(PyObject *obj, int writable, ext_arg *a) {
         dtype = ext_format_dtype(a->view.format, a->view.itemsize);
         if (dtype < 0) {
             PyBuffer_Release(&a->view);
-            return EXT_FALLBACK;
+            return EXT_NOVIEW;
         }
     } else {
         PyErr_Clear();
         PyObject *dt = PyObject_GetAttr(obj, g_py.s_dtype);
         if (dt == NULL) {
             PyErr_Clear();
-            return EXT_FALLBACK;
+            return EXT_NOVIEW;
         }
         for (int i = 0; i < g_py.num_special; i++) {
             if (g_py.special[i] == dt)
@@ -241,16 +190,16 @@ static int ext_from_ndarray(PyObject *obj, int writable, ext_arg *a) {
         }
         Py_DECREF(dt);
         if (dtype < 0 || dtype >= 16 || g_py.view_dtype[dtype] == NULL)
-            return EXT_FALLBACK;
+            return EXT_NOVIEW;
         src = PyObject_CallMethodOneArg(obj, g_py.s_view, g_py.view_dtype[dtype]);
         if (src == NULL) {
             PyErr_Clear();
-            return EXT_FALLBACK;
+            return EXT_NOVIEW;
         }
         if (PyObject_GetBuffer(src, &a->view, flags) != 0) {
             PyErr_Clear();
             Py_DECREF(src);
-            return EXT_FALLBACK;
+            return EXT_NOVIEW;
         }
         a->tmp = src;
     }
@@ -320,36 +269,36 @@ static int ext_dl_attn_dtype(ext_dl_dtype d) {
 
 /* DLPack producer -> view. The capsule stays unconsumed and is kept until release: its destructor calls
  * the producer's deleter (as python/attn/_arrays._DLPackView does). A producer that refuses (torch
- * requires_grad, read-only NumPy) or a non-CPU device is a fallback: the Python path warns / raises. */
+ * requires_grad, read-only NumPy) or a non-CPU device is EXT_NOVIEW: attn._arrays warns / raises. */
 static int ext_from_capsule(PyObject *cap, ext_arg *a);
 
 static int ext_from_dlpack(PyObject *obj, ext_arg *a) {
     PyObject *cap = PyObject_CallMethodNoArgs(obj, g_py.s_dlpack);
     if (cap == NULL) {
         PyErr_Clear();
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     }
     return ext_from_capsule(cap, a);
 }
 
 /* torch.Tensor -> view through torch._C._to_dlpack, the C function Tensor.__dlpack__ ends in (that Python
- * method alone costs ~2 µs). The checks __dlpack__ makes first are kept: requires_grad is a fallback (the
- * Python path warns once and reads a detached view); a conjugate bit needs a complex dtype and a non-strided
+ * method alone costs ~2 µs). The checks __dlpack__ makes first are kept: requires_grad is EXT_NOVIEW
+ * (attn._arrays warns once and reads a detached view); a conjugate bit needs a complex dtype and a non-strided
  * layout has no data pointer, both refused below. */
 static int ext_from_torch(PyObject *obj, ext_arg *a) {
     PyObject *rg = PyObject_GetAttr(obj, g_py.s_requires_grad);
     if (rg == NULL) {
         PyErr_Clear();
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     }
     const int needs_grad = rg != Py_False;
     Py_DECREF(rg);
     if (needs_grad)
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     PyObject *cap = PyObject_CallOneArg(g_py.torch_to_dlpack, obj);
     if (cap == NULL) {
         PyErr_Clear();
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     }
     return ext_from_capsule(cap, a);
 }
@@ -360,7 +309,7 @@ static int ext_from_capsule(PyObject *cap, ext_arg *a) {
     if (m == NULL) {
         PyErr_Clear();
         Py_DECREF(cap);
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     }
     a->capsule = cap;
     a->kind = 2;
@@ -368,12 +317,12 @@ static int ext_from_capsule(PyObject *cap, ext_arg *a) {
     const int dtype = ext_dl_attn_dtype(t->dtype);
     if (dtype < 0 || (t->device.device_type != EXT_DL_CPU && t->device.device_type != EXT_DL_CUDA_HOST) ||
         t->ndim < 0 || t->ndim > ATTN_MAX_DIMS || (t->ndim > 0 && t->shape == NULL))
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     Py_ssize_t shape[ATTN_MAX_DIMS];
     int empty = 0;
     for (int i = 0; i < t->ndim; i++) {
         if (t->shape[i] < 0 || t->shape[i] > PY_SSIZE_T_MAX)
-            return EXT_FALLBACK;
+            return EXT_NOVIEW;
         shape[i] = (Py_ssize_t)t->shape[i];
         empty |= shape[i] == 0;
     }
@@ -382,10 +331,10 @@ static int ext_from_capsule(PyObject *cap, ext_arg *a) {
     if (r != 0)
         return r;
     /* data NULL: only an empty view has no memory (no address is formed from it); one with elements is a
-     * fallback, where python/attn/_arrays.py names the argument */
+     * EXT_NOVIEW, and python/attn/_arrays.py names the argument */
     if (t->data == NULL) {
         if (!empty)
-            return EXT_FALLBACK;
+            return EXT_NOVIEW;
         a->t.data = NULL;
     } else {
         a->t.data = (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
@@ -395,7 +344,7 @@ static int ext_from_capsule(PyObject *cap, ext_arg *a) {
 
 /* Any array argument -> view. `want` >= 0 requires that dtype (index arrays); float arguments accept any
  * attn dtype (libattn checks). Only numpy.ndarray (and subclasses) and objects with __dlpack__ are taken;
- * everything else (lists, scalars, memoryviews) is a fallback, as np.asarray may copy or reinterpret. */
+ * everything else (lists, scalars, memoryviews) is EXT_NOVIEW, as np.asarray may copy or reinterpret. */
 /* Caches torch.Tensor and torch._C._to_dlpack once torch has been imported (by the caller: never here). */
 static void ext_find_torch(void) {
     PyObject *torch = PyImport_GetModule(g_py.s_torch);
@@ -423,17 +372,17 @@ static int ext_tensor(PyObject *obj, int writable, int want, ext_arg *a) {
     if (PyObject_TypeCheck(obj, (PyTypeObject *)g_py.ndarray_type)) {
         r = ext_from_ndarray(obj, writable, a);
     } else if (obj == Py_None) {
-        r = EXT_FALLBACK;
+        r = EXT_NOVIEW;
     } else if ((g_py.torch_tensor != NULL || (ext_find_torch(), g_py.torch_tensor != NULL)) &&
                PyObject_TypeCheck(obj, (PyTypeObject *)g_py.torch_tensor)) {
         r = ext_from_torch(obj, a);
     } else if (PyObject_HasAttr(obj, g_py.s_dlpack)) {
         r = ext_from_dlpack(obj, a);
     } else {
-        r = EXT_FALLBACK;
+        r = EXT_NOVIEW;
     }
     if (r == 0 && want >= 0 && (int)a->t.dtype != want)
-        r = EXT_FALLBACK;
+        r = EXT_NOVIEW;
     return r;
 }
 
@@ -480,24 +429,24 @@ static PyObject *ext_alloc(PyObject *like, int ndim, const int64_t *shape, int d
  * Options (attn_params) and scalars
  * ================================================================================================ */
 
-/* A Python int (not bool) in [lo, hi]; anything else is a fallback. */
+/* A Python int (not bool) in [lo, hi]; anything else is EXT_NOVIEW (the Python normalizer takes it). */
 static int ext_int(PyObject *o, long long lo, long long hi, long long *out) {
     if (!PyLong_CheckExact(o))
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     int overflow = 0;
     const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (overflow || (v == -1 && PyErr_Occurred())) {
         PyErr_Clear();
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     }
     if (v < lo || v > hi)
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     *out = v;
     return 0;
 }
 
 /* causal as ops._causal_value (flash = 0: None/bool/0/1/2) or flash._flash_causal (flash = 1: None/bool/0/1;
- * True = bottom-right). Strings and NumPy scalars: fallback. */
+ * True = bottom-right). Strings and NumPy scalars: EXT_NOVIEW. */
 static int ext_causal(PyObject *o, int flash, int32_t *out) {
     if (o == Py_None || o == Py_False) {
         *out = ATTN_CAUSAL_NONE;
@@ -509,7 +458,7 @@ static int ext_causal(PyObject *o, int flash, int32_t *out) {
     }
     long long v;
     if (ext_int(o, 0, flash ? 1 : 2, &v) != 0)
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     *out = (int32_t)v;
     return 0;
 }
@@ -522,22 +471,22 @@ static int ext_window(PyObject *o, int32_t *left, int32_t *right) {
         return 0;
     }
     if (!(PyTuple_CheckExact(o) || PyList_CheckExact(o)) || PySequence_Fast_GET_SIZE(o) != 2)
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     int32_t *dst[2] = {left, right};
     for (int i = 0; i < 2; i++) {
         PyObject *w = PySequence_Fast_GET_ITEM(o, i);
         if (!PyLong_CheckExact(w))
-            return EXT_FALLBACK;
+            return EXT_NOVIEW;
         int overflow = 0;
         const long long v = PyLong_AsLongLongAndOverflow(w, &overflow);
         if (overflow < 0 || (v == -1 && PyErr_Occurred())) {
             PyErr_Clear();
-            return EXT_FALLBACK;
+            return EXT_NOVIEW;
         }
         if (overflow > 0 || v > INT32_MAX) {
             *dst[i] = -1;
         } else if (v < -1) {
-            return EXT_FALLBACK;
+            return EXT_NOVIEW;
         } else {
             *dst[i] = (int32_t)v;
         }
@@ -546,16 +495,16 @@ static int ext_window(PyObject *o, int32_t *left, int32_t *right) {
 }
 
 /* Per-head float32 vector (alibi_slopes, sinks): None, or a contiguous 1-D float32 array of num_heads
- * entries (num_heads < 0: unknown, fallback as the Python check needs it). */
+ * entries (num_heads < 0: unknown: EXT_NOVIEW, the Python check needs it). */
 static int ext_per_head(PyObject *o, int64_t num_heads, ext_arg *a, const float **out) {
     if (o == Py_None) {
         *out = NULL;
         return 0;
     }
     if (num_heads < 0 || ext_tensor(o, 0, ATTN_DTYPE_F32, a) != 0)
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     if (a->t.ndim != 1 || a->t.shape[0] != num_heads || (num_heads > 1 && a->t.strides[0] != 1))
-        return EXT_FALLBACK;
+        return EXT_NOVIEW;
     *out = (const float *)a->t.data;
     return 0;
 }
@@ -567,7 +516,7 @@ static int ext_per_head(PyObject *o, int64_t num_heads, ext_arg *a, const float 
 /* Sets the AttnError subclass of a non-OK status with this thread's attn_last_error() (the exception
  * object comes from attn._capi.make_error). Returns NULL. */
 static PyObject *ext_raise(attn_status status, const char *function) {
-    const char *msg = g_lib.last_error();
+    const char *msg = attn_last_error();
     if (msg == NULL)
         msg = "";
     PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
@@ -585,7 +534,7 @@ static PyObject *ext_raise(attn_status status, const char *function) {
 #define EXT_CALL(status, expr)                                                                                         \
     do {                                                                                                               \
         Py_BEGIN_ALLOW_THREADS;                                                                                        \
-        g_lib.clear_error();                                                                                           \
+        attn_clear_error();                                                                                            \
         (status) = (expr);                                                                                             \
         Py_END_ALLOW_THREADS;                                                                                          \
     } while (0)
@@ -611,118 +560,11 @@ static PyObject *ext_result(PyObject *out, PyObject *lse, int want_lse) {
     return r;
 }
 
-static PyObject *ext_not_implemented(ext_arg *args, int n) {
-    ext_release_all(args, n);
-    Py_RETURN_NOTIMPLEMENTED;
-}
-
 #define EXT_NARGS(name, want)                                                                                          \
     if (nargs != (want)) {                                                                                             \
         PyErr_Format(PyExc_TypeError, "attn._ext." name " takes %d arguments (%zd given)", (int)(want), nargs);        \
         return NULL;                                                                                                   \
     }
-
-/* The [2, ...] view of two cache halves k (first) and v as python/attn/flash._kv_view builds it: same dtype,
- * shape and strides, v a whole number of elements after k and no later than k's extent. 0 if possible. */
-static int ext_kv_view(const attn_tensor *k, const attn_tensor *v, attn_tensor *kv) {
-    if (k->dtype != v->dtype || k->ndim != v->ndim || k->ndim + 1 > ATTN_MAX_DIMS)
-        return EXT_FALLBACK;
-    const int64_t item = (int64_t)(k->dtype == ATTN_DTYPE_F32                                    ? 4
-                                   : k->dtype == ATTN_DTYPE_I64                                  ? 8
-                                   : (k->dtype == ATTN_DTYPE_F16 || k->dtype == ATTN_DTYPE_BF16) ? 2
-                                                                                                 : 1);
-    int64_t extent = 1;
-    for (int i = 0; i < k->ndim; i++) {
-        if (k->shape[i] != v->shape[i])
-            return EXT_FALLBACK;
-        if (k->shape[i] > 1 && k->strides[i] != v->strides[i])
-            return EXT_FALLBACK;
-        if (k->shape[i] == 0)
-            return EXT_FALLBACK; /* (empty: the general path decides) */
-        extent += (k->shape[i] - 1) * k->strides[i];
-    }
-    const intptr_t delta = (const char *)v->data - (const char *)k->data;
-    if (delta < 0 || delta % item || delta / item > extent)
-        return EXT_FALLBACK;
-    kv->data = k->data;
-    kv->dtype = k->dtype;
-    kv->ndim = k->ndim + 1;
-    kv->shape[0] = 2;
-    kv->strides[0] = (int64_t)(delta / item);
-    for (int i = 0; i < k->ndim; i++) {
-        kv->shape[i + 1] = k->shape[i];
-        kv->strides[i + 1] = k->strides[i];
-    }
-    return 0;
-}
-
-static PyObject *ext_cache_write(PyObject *const *args, const attn_tensor *kv_view);
-static int ext_kv_dtype(PyObject *name, PyObject *const *objs, const char *const *names, attn_tensor **ts, int n);
-
-/* vllm_reshape_and_cache(ctx, key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
- * key_cache/value_cache [num_blocks, block_size, num_kv_heads, head_size] that are the halves of one
- * [2, ...] tensor (vLLM's allocation): the write of reshape_and_cache on that tensor. Two separately
- * allocated caches (or ones C cannot view): NotImplemented, before anything is converted or written. */
-static PyObject *ext_vllm_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("vllm_reshape_and_cache", 9);
-    ext_arg a[2];
-    memset(a, 0, sizeof a);
-    attn_tensor kv;
-    if (ext_tensor(args[3], 1, -1, &a[0]) || ext_tensor(args[4], 1, -1, &a[1]) || ext_kv_view(&a[0].t, &a[1].t, &kv)) {
-        ext_release_all(a, 2);
-        PyErr_Clear();
-        Py_RETURN_NOTIMPLEMENTED;
-    }
-    /* the named fp8 format of a uint8 cache (the error names kv_cache, as the write on the [2, ...] tensor) */
-    static const char *cache_name[1] = {"kv_cache"};
-    attn_tensor *ts[1] = {&kv};
-    if (ext_kv_dtype(args[6], &args[3], cache_name, ts, 1)) {
-        ext_release_all(a, 2);
-        return NULL;
-    }
-    /* the hot write on the [2, ...] view (the halves stay held in a[] until it returns) */
-    PyObject *const call[8] = {args[0], args[1], args[2], args[3], args[5], Py_None, args[7], args[8]};
-    PyObject *res = ext_cache_write(call, &kv);
-    ext_release_all(a, 2);
-    return res;
-}
-
-/* Element size of the float/int dtypes the fast paths write (tails, transposes). */
-static size_t ext_item(attn_dtype d) {
-    switch (d) {
-    case ATTN_DTYPE_F32:
-    case ATTN_DTYPE_I32:
-        return 4;
-    case ATTN_DTYPE_F16:
-    case ATTN_DTYPE_BF16:
-        return 2;
-    case ATTN_DTYPE_I64:
-        return 8;
-    default:
-        return 1;
-    }
-}
-
-/* Rows [end, shape[0]) of a freshly allocated out (zero bits = +0.0 in f32/f16/bf16) and of lse [H, T]
- * (-inf), as flash._zero_tail does. */
-static void ext_zero_tail(const attn_tensor *out, const attn_tensor *lse, int64_t end) {
-    if (end < 0)
-        end = 0;
-    const size_t item = ext_item(out->dtype);
-    for (int64_t t = end; t < out->shape[0]; t++) {
-        for (int64_t h = 0; h < out->shape[1]; h++) {
-            char *row = (char *)out->data + (size_t)(t * out->strides[0] + h * out->strides[1]) * item;
-            memset(row, 0, (size_t)out->shape[2] * item);
-        }
-    }
-    if (lse == NULL)
-        return;
-    for (int64_t h = 0; h < lse->shape[0]; h++) {
-        for (int64_t t = end; t < lse->shape[1]; t++) {
-            ((float *)lse->data)[h * lse->strides[0] + t * lse->strides[1]] = -INFINITY;
-        }
-    }
-}
 
 /* (defined with the generic entries below) */
 static PyObject *g_as_view, *g_refuse;
@@ -793,7 +635,7 @@ static PyObject *ext_normalize(const char *module, const char *fn, PyObject *arg
  * through the Python normalizers of attn.ops / attn.flash, which also raise their errors. keep[0..1] hold the
  * per-head arrays. 0, or -1 with an exception set. */
 static int ext_options(PyObject *const *o, int flash, int64_t num_heads, ext_arg keep[2], attn_params *p) {
-    *p = g_lib.params_default;
+    *p = g_params_default;
     if (o[0] != Py_None) {
         const double d = PyFloat_AsDouble(o[0]);
         if (d == -1.0 && PyErr_Occurred())
@@ -975,6 +817,174 @@ static PyObject *ext_finish(attn_status st, const char *fn, ext_arg *args, int n
     return ext_result(out, lse, want_lse);
 }
 
+/* Row stride of dims d and d+1 of `t` merged into one without a copy (NumPy reshape rules), or -1. */
+static int64_t ext_merge_stride(const attn_tensor *t, int d) {
+    if (t->shape[d + 1] == 1)
+        return t->strides[d];
+    if (t->shape[d] == 1 || t->strides[d] == t->shape[d + 1] * t->strides[d + 1])
+        return t->strides[d + 1];
+    return -1;
+}
+
+/* `t` [d0, d1, d2, d3] viewed as [d0*d1, d2, d3]; -1 with a ValueError naming `name` when that needs a copy. */
+static int ext_view3(const attn_tensor *t, const char *name, attn_tensor *o) {
+    const int64_t s = ext_merge_stride(t, 0);
+    if (s < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: strides [%lld, %lld] do not merge the first two dimensions without a copy",
+                     name, (long long)t->strides[0], (long long)t->strides[1]);
+        return -1;
+    }
+    *o = *t;
+    o->ndim = 3;
+    o->shape[0] = t->shape[0] * t->shape[1];
+    o->strides[0] = s;
+    for (int i = 1; i < 3; i++) {
+        o->shape[i] = t->shape[i + 1];
+        o->strides[i] = t->strides[i + 1];
+    }
+    return 0;
+}
+
+/* The shape of `t` as a Python list (for messages). */
+static PyObject *ext_shape(const attn_tensor *t) {
+    PyObject *l = PyList_New(t->ndim);
+    for (int i = 0; l != NULL && i < t->ndim; i++)
+        PyList_SET_ITEM(l, i, PyLong_FromLongLong(t->shape[i]));
+    return l;
+}
+
+/* ValueError "`name`: shape [...], expected `what`"; -1. */
+static int ext_bad_shape(const char *name, const attn_tensor *t, const char *what) {
+    PyObject *s = ext_shape(t);
+    if (s != NULL)
+        PyErr_Format(PyExc_ValueError, "%s: shape %R, expected %s", name, s, what);
+    Py_XDECREF(s);
+    return -1;
+}
+
+/* 0 if `t` has `ndim` dims of sizes want[] (-1: any), else -1 with ValueError "name: shape [..], expected [..]". */
+static int ext_expect(const char *name, const attn_tensor *t, int ndim, const int64_t *want) {
+    int ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++)
+        ok = want[i] < 0 || t->shape[i] == want[i];
+    if (ok)
+        return 0;
+    char buf[160];
+    size_t n = 0;
+    for (int i = 0; i < ndim && n < sizeof buf - 24; i++)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, want[i] < 0 ? "%s*" : "%s%lld", i ? ", " : "",
+                              (long long)want[i]);
+    buf[n] = '\0';
+    PyObject *s = ext_shape(t);
+    if (s != NULL)
+        PyErr_Format(PyExc_ValueError, "%s: shape %R, expected [%s]", name, s, buf);
+    Py_XDECREF(s);
+    return -1;
+}
+
+/* The NumPy name of an attn dtype (its attn name without NumPy's dtype), new reference. */
+static PyObject *ext_dtype_str(attn_dtype d) {
+    PyObject *np_dt = (unsigned)d < 16 ? g_py.np_dtype[d] : NULL;
+    return np_dt ? PyObject_Str(np_dt) : PyUnicode_FromString(attn_dtype_name(d));
+}
+
+/* Copies the 4-D view `t` element by element to (into_buf) or from a contiguous buffer. */
+static void ext_copy4(const attn_tensor *t, char *buf, int into_buf) {
+    const size_t item = attn_dtype_size(t->dtype);
+    for (int64_t i = 0; i < t->shape[0]; i++)
+        for (int64_t j = 0; j < t->shape[1]; j++)
+            for (int64_t h = 0; h < t->shape[2]; h++)
+                for (int64_t d = 0; d < t->shape[3]; d++, buf += item) {
+                    char *p =
+                        (char *)t->data +
+                        (size_t)(i * t->strides[0] + j * t->strides[1] + h * t->strides[2] + d * t->strides[3]) * item;
+                    memcpy(into_buf ? buf : p, into_buf ? p : buf, item);
+                }
+}
+
+/* `t` [d0, ...] as a [2, d0, ...] view whose two halves are `t` itself (stride 0). */
+static void ext_doubled(const attn_tensor *t, attn_tensor *kv) {
+    *kv = *t;
+    kv->ndim = t->ndim + 1;
+    kv->shape[0] = 2;
+    kv->strides[0] = 0;
+    for (int i = 0; i < t->ndim && i + 1 < ATTN_MAX_DIMS; i++) {
+        kv->shape[i + 1] = t->shape[i];
+        kv->strides[i + 1] = t->strides[i];
+    }
+}
+
+/* k / v caches [num_blocks, block_size, num_kv_heads, head_size] (named kn / vn) as the [2, ...] kv_cache libattn
+ * takes, in *kv: the halves of one tensor (same strides, v a whole number of elements after k) are viewed in
+ * place. Otherwise (two separate allocations; with `flat`, also a cache whose rows do not run evenly across
+ * blocks) 1 when copy is NULL (the caller writes each cache on its own), else both are copied into one
+ * contiguous buffer, *copy (PyMem). 0 for a view or a copy, -1 with an exception naming the argument. */
+static int ext_join(const attn_tensor *k, const attn_tensor *v, const char *kn, const char *vn, int flat,
+                    attn_tensor *kv, void **copy) {
+    if (copy != NULL)
+        *copy = NULL;
+    if (k->ndim != 4)
+        return ext_bad_shape(kn, k, "4-D [num_blocks, block_size, nheads_k, headdim]");
+    int same = k->dtype == v->dtype && v->ndim == 4;
+    for (int i = 0; same && i < (copy ? 4 : 2); i++) /* (writes: each cache takes its own heads) */
+        same = k->shape[i] == v->shape[i];
+    if (!same) {
+        PyObject *ks = ext_shape(k), *vs = ext_shape(v), *kd = ext_dtype_str(k->dtype), *vd = ext_dtype_str(v->dtype);
+        if (ks && vs && kd && vd)
+            PyErr_Format(PyExc_ValueError, "%s: shape %R does not match %s: shape %R (or %s: dtype %S differs from %S)",
+                         vn, vs, kn, ks, vn, vd, kd);
+        Py_XDECREF(ks);
+        Py_XDECREF(vs);
+        Py_XDECREF(kd);
+        Py_XDECREF(vd);
+        return -1;
+    }
+    const int64_t item = (int64_t)attn_dtype_size(k->dtype);
+    const intptr_t delta = (const char *)v->data - (const char *)k->data;
+    int64_t extent = 1, n = 1;
+    for (int i = 0; i < 4; i++) {
+        same &= k->shape[i] == v->shape[i] && (k->shape[i] <= 1 || k->strides[i] == v->strides[i]);
+        extent += k->shape[i] > 0 ? (k->shape[i] - 1) * k->strides[i] : 0;
+        n *= k->shape[i];
+    }
+    ext_doubled(k, kv);
+    kv->strides[0] = n == 0 ? 0 : (int64_t)(delta / item);
+    if (n == 0 ||
+        (same && delta >= 0 && delta % item == 0 && delta / item <= extent && (!flat || ext_merge_stride(kv, 1) >= 0)))
+        return 0;
+    if (copy == NULL)
+        return 1;
+    size_t bytes = 0;
+    if (n > (int64_t)(PY_SSIZE_T_MAX / 2 / item) || (*copy = PyMem_Malloc(bytes = (size_t)(2 * n * item))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    ext_copy4(k, (char *)*copy, 1);
+    ext_copy4(v, (char *)*copy + bytes / 2, 1);
+    kv->data = *copy;
+    for (int64_t i = 4, s = 1; i >= 0; s *= kv->shape[i--])
+        kv->strides[i] = s;
+    return 0;
+}
+
+/* Element [i] of a 1-D int32 view / [r][c] of a 2-D one. */
+#define EXT_I32_1(t, i)    (((const int32_t *)(t)->data)[(i) * (t)->strides[0]])
+#define EXT_I32_2(t, r, c) (((const int32_t *)(t)->data)[(r) * (t)->strides[0] + (c) * (t)->strides[1]])
+
+/* A contiguous int32 [n] (n0 = n, ndim 1) or [n0, n / n0] (ndim 2) view of `data`. */
+static attn_tensor ext_i32(void *data, int ndim, int64_t n0, int64_t n) {
+    attn_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = ATTN_DTYPE_I32;
+    t.ndim = ndim;
+    t.shape[0] = n0;
+    t.strides[0] = ndim == 2 && n0 > 0 ? n / n0 : 1;
+    t.shape[1] = t.strides[0];
+    t.strides[1] = 1;
+    return t;
+}
+
 /* ================================================================================================
  * Hot entries (METH_FASTCALL; argument order fixed by python/attn/ops.py, flash.py, vllm_ops.py)
  * ================================================================================================ */
@@ -1021,8 +1031,8 @@ static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_s
     if (reference)
         EXT_CALL(st, attn_ref_paged_attention(q, &a[KV].t, &a[QSL].t, &a[SL].t, &a[BT].t, &p, &a[OUT].t, lse_t));
     else
-        EXT_CALL(st, g_lib.paged_attention((attn_ctx *)ctx, q, &a[KV].t, &a[QSL].t, &a[SL].t, &a[BT].t, &p, &a[OUT].t,
-                                           lse_t));
+        EXT_CALL(st, attn_paged_attention((attn_ctx *)ctx, q, &a[KV].t, &a[QSL].t, &a[SL].t, &a[BT].t, &p, &a[OUT].t,
+                                          lse_t));
     return ext_finish(st, reference ? "attn_ref_paged_attention" : "attn_paged_attention", a, N, out, lse, want_lse);
 }
 
@@ -1074,8 +1084,8 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     if (heads_differ)
         p.alibi_slopes = p.sinks = NULL;
     attn_status st;
-    EXT_CALL(st, g_lib.forward_paged((attn_ctx *)ctx, (const attn_plan *)plan, q, tk, tv, &a[KV].t, &p, &a[OUT].t,
-                                     lse_t, ws, (size_t)ws_size));
+    EXT_CALL(st, attn_forward_paged((attn_ctx *)ctx, (const attn_plan *)plan, q, tk, tv, &a[KV].t, &p, &a[OUT].t, lse_t,
+                                    ws, (size_t)ws_size));
     if (st == ATTN_STATUS_OK && heads_differ) {
         PyErr_Format(PyExc_ValueError, "num_heads=%lld is not q's %lld heads (alibi_slopes / sinks not applied)",
                      num_heads, (long long)q->shape[1]);
@@ -1087,44 +1097,98 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
 /* reshape_and_cache(ctx, key, value, kv_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
  * key/value [num_tokens, num_kv_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads,
  * head_size] (written in place); slot_mapping int64 [num_tokens]. An fp8 cache stores fp8(x / scale),
- * per tensor (attn_reshape_and_cache_scaled) or per KV head (attn_reshape_and_cache_ex). Returns None. */
+ * per tensor or per KV head (attn_reshape_and_cache_ex). Returns None. */
+static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches);
+
 static PyObject *ext_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     EXT_NARGS("reshape_and_cache", 8);
     return ext_cache_write(args, NULL);
 }
 
-/* reshape_and_cache's work; kv_view: the cache already viewed (vllm_reshape_and_cache), else args[3]'s. */
-static PyObject *ext_cache_write(PyObject *const *args, const attn_tensor *kv_view) {
-    enum { K, V, KV, SM, KS, VS, N };
+/* vllm_reshape_and_cache(ctx, key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
+ * vLLM's write into key_cache / value_cache [num_blocks, block_size, num_kv_heads, head_size]: the halves of one
+ * [2, ...] tensor are written as that tensor (one call); two separate allocations each through a [2, ...] view
+ * whose halves alias, after a call without slots has let libattn check the values (nothing is written unless
+ * both writes are valid). */
+static PyObject *ext_vllm_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("vllm_reshape_and_cache", 9);
+    PyObject *const call[8] = {args[0], args[1], args[2], Py_None, args[5], args[6], args[7], args[8]};
+    return ext_cache_write(call, &args[3]);
+}
+
+/* reshape_and_cache's work; caches: key_cache and value_cache (vllm_reshape_and_cache), else args[3]. */
+static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches) {
+    enum { K, V, KV, VKV, SM, KS, VS, N };
     ext_arg a[N];
     memset(a, 0, sizeof a);
     void *ctx;
     attn_cache_write_options o;
     attn_cache_write_options_init_sized(&o, sizeof o);
-    attn_tensor *cache[1];
+    attn_tensor kv, vkv, *ts[2] = {&kv, NULL};
     static const char *cache_name[1] = {"kv_cache"};
+    int separate = 0;
     if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[4], 0, ATTN_DTYPE_I64, "slot_mapping", &a[SM]) ||
-        ext_tensor_n(args[1], 0, -1, "key", &a[K]) || ext_tensor_n(args[2], 0, -1, "value", &a[V]) ||
-        (kv_view ? (a[KV].t = *kv_view, 0) : ext_tensor_n(args[3], 1, -1, "kv_cache", &a[KV])) ||
-        (cache[0] = &a[KV].t, ext_kv_dtype(args[5], &args[3], cache_name, cache, 1)) ||
-        ext_scale(args[6], "k_scale", &a[KV].t, &a[KS], &o.k_scale, &o.k_scales) ||
-        ext_scale(args[7], "v_scale", &a[KV].t, &a[VS], &o.v_scale, &o.v_scales))
+        ext_tensor_n(args[1], 0, -1, "key", &a[K]) || ext_tensor_n(args[2], 0, -1, "value", &a[V]))
         return ext_fail(a, N, NULL, NULL);
-    const int fp8 = a[KV].t.dtype == ATTN_DTYPE_FP8_E4M3 || a[KV].t.dtype == ATTN_DTYPE_FP8_E5M2;
-    attn_status st;
-    const char *fn = "attn_reshape_and_cache";
-    if (o.k_scales || o.v_scales) {
-        fn = "attn_reshape_and_cache_ex";
-        EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[K].t, &a[V].t, &a[KV].t, &a[SM].t, &o));
-    } else if (fp8) {
-        fn = "attn_reshape_and_cache_scaled";
-        EXT_CALL(st, g_lib.reshape_and_cache_scaled((attn_ctx *)ctx, &a[K].t, &a[V].t, &a[KV].t, &a[SM].t, o.k_scale,
-                                                    o.v_scale));
+    if (caches == NULL) {
+        if (ext_tensor_n(args[3], 1, -1, "kv_cache", &a[KV]))
+            return ext_fail(a, N, NULL, NULL);
+        kv = a[KV].t;
     } else {
-        EXT_CALL(st, g_lib.reshape_and_cache((attn_ctx *)ctx, &a[K].t, &a[V].t, &a[KV].t, &a[SM].t));
+        if (ext_tensor_n(caches[0], 1, -1, "key_cache", &a[KV]) ||
+            ext_tensor_n(caches[1], 1, -1, "value_cache", &a[VKV]) ||
+            (separate = ext_join(&a[KV].t, &a[VKV].t, "key_cache", "value_cache", 0, &kv, NULL)) < 0)
+            return ext_fail(a, N, NULL, NULL);
+        if (separate) { /* key against value (the calls below see them apart): as one write would */
+            ext_doubled(&a[KV].t, &kv);
+            ext_doubled(&a[VKV].t, &vkv);
+            ts[1] = &vkv;
+            const attn_tensor *kt = &a[K].t, *vt = &a[V].t;
+            for (int i = 0; i < 2; i++) {
+                const attn_tensor *t = i ? vt : kt, *c = i ? &vkv : &kv;
+                if (t->ndim != 3 || t->shape[1] != c->shape[3] || t->shape[2] != c->shape[4]) {
+                    PyObject *sh = ext_shape(t);
+                    if (sh)
+                        PyErr_Format(PyExc_ValueError, "%s: shape %R, expected [num_tokens, %lld, %lld]",
+                                     i ? "value" : "key", sh, (long long)c->shape[3], (long long)c->shape[4]);
+                    Py_XDECREF(sh);
+                    return ext_fail(a, N, NULL, NULL);
+                }
+            }
+            if (vt->shape[0] != kt->shape[0] || vt->dtype != kt->dtype) {
+                PyObject *vd = ext_dtype_str(vt->dtype), *kd = ext_dtype_str(kt->dtype);
+                if (vd && kd && vt->shape[0] != kt->shape[0])
+                    PyErr_Format(PyExc_ValueError, "value: %lld tokens, key: %lld tokens", (long long)vt->shape[0],
+                                 (long long)kt->shape[0]);
+                else if (vd && kd)
+                    PyErr_Format(PyExc_TypeError, "value: dtype %S differs from key: dtype %S", vd, kd);
+                Py_XDECREF(vd);
+                Py_XDECREF(kd);
+                return ext_fail(a, N, NULL, NULL);
+            }
+        }
+    }
+    static const char *cache_names[2] = {"key_cache", "value_cache"};
+    if (ext_kv_dtype(args[5], caches ? caches : &args[3], separate ? cache_names : cache_name, ts, 1 + separate) ||
+        ext_scale(args[6], "k_scale", &kv, &a[KS], &o.k_scale, &o.k_scales) ||
+        ext_scale(args[7], "v_scale", &kv, &a[VS], &o.v_scale, &o.v_scales))
+        return ext_fail(a, N, NULL, NULL);
+    attn_status st;
+    if (!separate) {
+        EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[K].t, &a[V].t, &kv, &a[SM].t, &o));
+    } else { /* the values checked against their cache (no slot), then keys and values, each with its own scale */
+        attn_cache_write_options ok = o, ov = o;
+        ok.v_scale = o.k_scale, ok.v_scales = o.k_scales, ov.k_scale = o.v_scale, ov.k_scales = o.v_scales;
+        attn_tensor none = a[SM].t;
+        none.shape[0] = 0;
+        EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[K].t, &a[V].t, &vkv, &none, &ov));
+        if (st == ATTN_STATUS_OK)
+            EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[K].t, &a[K].t, &kv, &a[SM].t, &ok));
+        if (st == ATTN_STATUS_OK)
+            EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[V].t, &a[V].t, &vkv, &a[SM].t, &ov));
     }
     ext_release_all(a, N);
-    return ext_status(st, fn);
+    return ext_status(st, "attn_reshape_and_cache_ex");
 }
 
 /* merge_attn_states(ctx, out_a, lse_a, out_b, lse_b, out, lse_out, want_lse)
@@ -1150,7 +1214,7 @@ static PyObject *ext_merge_attn_states(PyObject *self, PyObject *const *args, Py
                     &a[LSE], &out, &lse, &lse_t))
         return ext_fail(a, N, out, lse);
     attn_status st;
-    EXT_CALL(st, g_lib.merge_attn_states((attn_ctx *)ctx, oa, la, &a[OB].t, &a[LB].t, &a[OUT].t, lse_t));
+    EXT_CALL(st, attn_merge_attn_states((attn_ctx *)ctx, oa, la, &a[OB].t, &a[LB].t, &a[OUT].t, lse_t));
     return ext_finish(st, "attn_merge_attn_states", a, N, out, lse, want_lse);
 }
 
@@ -1212,18 +1276,18 @@ static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (reference)
         EXT_CALL(st, attn_ref_forward((attn_layout)layout, q, &a[K].t, v, &p, &a[OUT].t, lse_t));
     else
-        EXT_CALL(st, g_lib.forward((attn_ctx *)ctx, (attn_layout)layout, q, &a[K].t, v, &p, &a[OUT].t, lse_t));
+        EXT_CALL(st, attn_forward((attn_ctx *)ctx, (attn_layout)layout, q, &a[K].t, v, &p, &a[OUT].t, lse_t));
     return ext_finish(st, reference ? "attn_ref_forward" : "attn_forward", a, N, out, lse, want_lse);
 }
 
 /* varlen(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, flash, softmax_scale, causal, window_size, softcap,
- *        alibi_slopes, sinks, out, lse, want_lse, zero_tail, reference)
+ *        alibi_slopes, sinks, out, lse, want_lse, reference)
  * Packed attention (attn_forward_varlen, or the oracle): q [total_q, num_heads, head_size], k/v [total_k,
  * num_kv_heads, head_size(_v)], cu_seqlens int32 [batch + 1]. out [total_q, num_heads, head_size_v]
- * (allocated if None; with zero_tail, rows past cu_seqlens_q[-1] of an allocated out are 0 and of the lse
- * -inf); lse float32 [num_heads, total_q]. */
+ * (allocated if None: zero, and an allocated lse -inf, in rows past cu_seqlens_q[-1]); lse float32
+ * [num_heads, total_q]. */
 static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("varlen", 18);
+    EXT_NARGS("varlen", 17);
     enum { Q, K, V, CQ, CK, OUT, LSE, AL, SI, N };
     ext_arg a[N];
     memset(a, 0, sizeof a);
@@ -1234,7 +1298,7 @@ static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t na
     const int want_lse = PyObject_IsTrue(args[15]);
     if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    const int reference = PyObject_IsTrue(args[17]);
+    const int reference = PyObject_IsTrue(args[16]);
     if (reference < 0)
         return NULL;
     if ((!reference && ext_handle_of(args[0], "Context", &ctx)) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
@@ -1244,7 +1308,6 @@ static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t na
         ext_options(&args[7], args[6] == Py_True, a[Q].t.ndim == 3 ? a[Q].t.shape[1] : -1, &a[AL], &p))
         return ext_fail(a, N, NULL, NULL);
     const attn_tensor *q = &a[Q].t, *v = &a[V].t, *cq = &a[CQ].t;
-    const int zero_tail = args[16] == Py_True && args[13] == Py_None && cq->ndim == 1 && cq->shape[0] >= 1;
     int64_t out_shape[ATTN_MAX_DIMS];
     memcpy(out_shape, q->shape, sizeof out_shape);
     if (q->ndim == 3 && v->ndim >= 1)
@@ -1257,457 +1320,378 @@ static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (reference)
         EXT_CALL(st, attn_ref_forward_varlen(q, &a[K].t, v, cq, &a[CK].t, &p, &a[OUT].t, lse_t));
     else
-        EXT_CALL(st, g_lib.forward_varlen((attn_ctx *)ctx, q, &a[K].t, v, cq, &a[CK].t, &p, &a[OUT].t, lse_t));
-    if (st == ATTN_STATUS_OK && zero_tail && a[OUT].t.ndim == 3)
-        ext_zero_tail(&a[OUT].t, lse_t, ((const int32_t *)cq->data)[(cq->shape[0] - 1) * cq->strides[0]]);
+        EXT_CALL(st, attn_forward_varlen((attn_ctx *)ctx, q, &a[K].t, v, cq, &a[CK].t, &p, &a[OUT].t, lse_t));
     return ext_finish(st, reference ? "attn_ref_forward_varlen" : "attn_forward_varlen", a, N, out, lse, want_lse);
 }
 
-/* Scratch memory of one call: a stack buffer for small batches, PyMem for larger ones. */
-typedef struct ext_scratch {
-    _Alignas(16) unsigned char stack[4096];
-    void *heap;
-    size_t used, cap;
-    unsigned char *base;
-} ext_scratch;
-
-/* `bytes` (16-aligned) from the scratch; NULL with MemoryError set if it cannot grow. Call ext_scratch_size
- * first with the total so the buffer is chosen once. */
-static int ext_scratch_init(ext_scratch *s, size_t total) {
-    s->heap = NULL;
-    s->used = 0;
-    s->cap = total;
-    if (total <= sizeof s->stack) {
-        s->base = s->stack;
-        return 0;
+/* attn_paged_attention on the whole batch, or with per-batch ALiBi `slopes` [batch, nheads] once per sequence b:
+ * q / out rows [b*seqlen_q, (b+1)*seqlen_q) (none when q has none), lse [nheads, *] columns likewise,
+ * query_start_loc's first two entries, seq_lens[b] and block table row b. */
+static attn_status ext_paged_calls(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *kv, const attn_tensor *qsl,
+                                   const attn_tensor *sl, const attn_tensor *bt, attn_params *p, const attn_tensor *out,
+                                   const attn_tensor *lse, const attn_tensor *slopes, int64_t seqlen_q) {
+    attn_status st = ATTN_STATUS_OK;
+    for (int64_t b = 0; b < (slopes ? slopes->shape[0] : 1) && st == ATTN_STATUS_OK; b++) {
+        attn_tensor qb = *q, ob = *out, lb, sb = *sl, btb = *bt, qslb = *qsl;
+        if (lse != NULL)
+            lb = *lse;
+        if (slopes) {
+            const int64_t r0 = q->shape[0] ? b * seqlen_q : 0;
+            p->alibi_slopes = (const float *)slopes->data + b * slopes->strides[0];
+            qb.data = (char *)q->data + (size_t)(r0 * q->strides[0]) * attn_dtype_size(q->dtype);
+            ob.data = (char *)out->data + (size_t)(r0 * out->strides[0]) * attn_dtype_size(out->dtype);
+            qb.shape[0] = ob.shape[0] = q->shape[0] ? seqlen_q : 0;
+            if (lse != NULL)
+                lb.data = (float *)lse->data + r0, lb.shape[1] = seqlen_q;
+            sb.data = (int32_t *)sl->data + b, sb.shape[0] = 1, qslb.shape[0] = 2;
+            btb.data = (int32_t *)bt->data + b * bt->strides[0], btb.shape[0] = 1;
+        }
+        EXT_CALL(st, attn_paged_attention(ctx, &qb, kv, &qslb, &sb, &btb, p, &ob, lse ? &lb : NULL));
     }
-    s->heap = PyMem_Malloc(total);
-    if (s->heap == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    s->base = (unsigned char *)s->heap;
-    return 0;
-}
-static void *ext_scratch_take(ext_scratch *s, size_t bytes) {
-    void *p = s->base + s->used;
-    s->used += (bytes + 15) & ~(size_t)15;
-    return p;
-}
-static void ext_scratch_free(ext_scratch *s) {
-    PyMem_Free(s->heap);
-    s->heap = NULL;
+    return st;
 }
 
-/* Row stride of [d0, d1, ...] merged into [d0*d1, ...] without a copy (NumPy reshape rules), or -1. */
-static int64_t ext_merge01(const attn_tensor *t) {
-    if (t->shape[1] == 1)
-        return t->strides[0];
-    if (t->shape[0] == 1 || t->strides[0] == t->shape[1] * t->strides[1])
-        return t->strides[1];
-    return -1;
-}
-
-/* `t` viewed as 3-D [d0*d1, d2, d3] (4-D in), 0 if possible without a copy. */
-static int ext_view3(const attn_tensor *t, attn_tensor *o) {
-    const int64_t s = ext_merge01(t);
-    if (t->ndim != 4 || s < 0)
-        return EXT_FALLBACK;
-    *o = *t;
-    o->ndim = 3;
-    o->shape[0] = t->shape[0] * t->shape[1];
-    o->strides[0] = s;
-    o->shape[1] = t->shape[2];
-    o->strides[1] = t->strides[2];
-    o->shape[2] = t->shape[3];
-    o->strides[2] = t->strides[3];
-    return 0;
-}
-
-/* Element [i] of a 1-D int32 view / [r][c] of a 2-D one. */
-#define EXT_I32_1(t, i)    (((const int32_t *)(t)->data)[(i) * (t)->strides[0]])
-#define EXT_I32_2(t, r, c) (((const int32_t *)(t)->data)[(r) * (t)->strides[0] + (c) * (t)->strides[1]])
-
-/* kvcache(ctx, q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table, softmax_scale,
- *         causal, window_size, softcap, alibi_slopes, sinks, out, want_lse)
- * flash_attn_with_kvcache for caches that are the halves of one tensor:
- *   q [batch, seqlen_q, nheads, headdim]; k_cache/v_cache [batch_cache, seqlen_cache, nheads_k, headdim]
- *   or paged [num_blocks, block_size, nheads_k, headdim] with block_table int32 [batch, max_blocks];
- *   k/v [batch, seqlen_new, nheads_k, headdim] appended at cache_seqlens[b] (int or int32 [batch]);
- *   cache_batch_idx int32 [batch] (non-paged). Every check of python/attn/flash.flash_attn_with_kvcache
- *   runs first; any failure (or separate caches) is NotImplemented, so the Python path raises its error
- *   before anything is written. Then one attn_reshape_and_cache and one attn_paged_attention.
+/* kvcache(ctx, q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table, softmax_scale, causal,
+ *         window_size, softcap, alibi_slopes, sinks, out, want_lse, cache_leftpad, k_descale, v_descale)
+ * flash_attn_with_kvcache (python/attn/flash.py; rotary embedding arrives applied to q and k):
+ *   q [batch, seqlen_q, nheads, headdim]; k_cache/v_cache [batch_cache, seqlen_cache, nheads_k, headdim], or paged
+ *   [num_blocks, block_size, nheads_k, headdim] with block_table int32 [batch, max_blocks]; k/v [batch,
+ *   seqlen_new, nheads_k, headdim] written at cache_seqlens[b] (int or int32 [batch]) ...; cache_batch_idx int32
+ *   [batch] (not paged); cache_leftpad int32 [batch]: the keys of sequence b start at cache_leftpad[b] (read
+ *   through a block table of single rows); alibi_slopes [nheads] or [batch, nheads] (one call per sequence);
+ *   k_descale / v_descale as ext_scale.
+ * What only this function derives (the slots, lengths and the row tables) is checked here; everything else by
+ * libattn: by calls without query rows before the cache write, so nothing is written unless all is valid.
  * Returns out [batch, seqlen_q, nheads, headdim_v] or (out, lse float32 [batch, nheads, seqlen_q]). */
 static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("kvcache", 17);
-    enum { Q, KC, VC, KN, VN, CS, BI, BT, OUT, AL, SI, N };
+    EXT_NARGS("kvcache", 20);
+    enum { Q, KC, VC, KN, VN, CS, BI, BT, LP, OUT, AL, SI, KS, VS, AB, LS, N };
     ext_arg a[N];
     memset(a, 0, sizeof a);
-    void *ctx;
+    void *ctx, *copy = NULL;
+    char *scratch = NULL;
     attn_params p;
-    ext_scratch sc;
-    sc.heap = NULL;
-    PyObject *out = NULL, *lse = NULL;
+    attn_status st = ATTN_STATUS_OK;
+    const char *fn = "attn_paged_attention";
+    PyObject *out = NULL, *lse = NULL, *ret = NULL;
     const int want_lse = PyObject_IsTrue(args[16]);
     if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    PyObject *o_k = args[4], *o_v = args[5], *o_cs = args[6], *o_bi = args[7], *o_bt = args[8];
-    if (ext_handle_of(args[0], "Context", &ctx))
+    const int append = args[4] != Py_None || args[5] != Py_None;
+    if (append && (args[4] == Py_None || args[5] == Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "k and v must be given together");
         return NULL;
-    if (ext_tensor(args[1], 0, -1, &a[Q]) || ext_tensor(args[2], 1, -1, &a[KC]) || ext_tensor(args[3], 1, -1, &a[VC]))
-        goto fallback;
-    const attn_tensor *q = &a[Q].t, *kc = &a[KC].t, *vc = &a[VC].t;
-    if (q->ndim != 4 || kc->ndim != 4 || vc->ndim != 4 || kc->dtype != vc->dtype)
-        goto fallback;
-    for (int i = 0; i < 3; i++) {
-        if (kc->shape[i] != vc->shape[i])
-            goto fallback;
+    }
+    attn_tensor kv, q3, o3, k3, v3, *bi, *lp;
+    const attn_tensor *ab;
+    if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
+        ext_tensor_n(args[2], append, -1, "k_cache", &a[KC]) || ext_tensor_n(args[3], append, -1, "v_cache", &a[VC]) ||
+        (append && (ext_tensor_n(args[4], 0, -1, "k", &a[KN]) || ext_tensor_n(args[5], 0, -1, "v", &a[VN]))) ||
+        ext_opt_tensor_n(args[7], 0, ATTN_DTYPE_I32, "cache_batch_idx", &a[BI], &bi) ||
+        ext_opt_tensor_n(args[17], 0, ATTN_DTYPE_I32, "cache_leftpad", &a[LP], &lp))
+        goto done;
+    ab = args[13] != Py_None && ext_tensor(args[13], 0, ATTN_DTYPE_F32, &a[AB]) == 0 && a[AB].t.ndim == 2 ? &a[AB].t
+                                                                                                          : NULL;
+    PyErr_Clear(); /* (anything else is ext_options' to convert or refuse) */
+    const attn_tensor *q = &a[Q].t;
+    if (q->ndim != 4) {
+        ext_bad_shape("q", q, "[batch, seqlen_q, nheads, headdim]");
+        goto done;
     }
     const int64_t batch = q->shape[0], seqlen_q = q->shape[1], nheads = q->shape[2];
-    const int64_t block_size = kc->shape[1], num_blocks = kc->shape[0];
-    if (block_size <= 0)
-        goto fallback;
-    const attn_tensor *bt_in = NULL, *bi = NULL;
-    int64_t capacity;
-    if (o_bt != Py_None) {
-        if (o_bi != Py_None || ext_tensor(o_bt, 0, ATTN_DTYPE_I32, &a[BT]))
-            goto fallback;
-        bt_in = &a[BT].t;
-        if (bt_in->ndim != 2 || bt_in->shape[0] != batch)
-            goto fallback;
-        capacity = bt_in->shape[1] * block_size;
-    } else {
-        if (o_bi == Py_None) {
-            if (num_blocks < batch)
-                goto fallback;
-        } else {
-            if (ext_tensor(o_bi, 0, ATTN_DTYPE_I32, &a[BI]))
-                goto fallback;
-            bi = &a[BI].t;
-            if (bi->ndim != 1 || bi->shape[0] != batch)
-                goto fallback;
-            for (int64_t b = 0; b < batch; b++) {
-                const int32_t r = EXT_I32_1(bi, b);
-                if (r < 0 || r >= num_blocks)
-                    goto fallback;
-            }
-        }
-        capacity = block_size;
+    if (ext_join(&a[KC].t, &a[VC].t, "k_cache", "v_cache", lp != NULL, &kv, &copy))
+        goto done;
+    const int64_t num_blocks = kv.shape[1], block_size = kv.shape[2];
+    if (block_size < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "k_cache: shape[1]=%lld (the block size, or the cache's sequence length "
+                     "without a block_table), expected >= 1",
+                     (long long)block_size);
+        goto done;
     }
-    long long cs_scalar = -1;
+    /* the block table: the caller's, or one block (= cache row) per sequence */
+    const attn_tensor *bt_in = NULL;
+    int64_t capacity = block_size;
+    if (args[8] != Py_None) {
+        if (bi != NULL) {
+            PyErr_SetString(PyExc_ValueError, "cache_batch_idx cannot be used with block_table");
+            goto done;
+        }
+        if (ext_tensor_n(args[8], 0, ATTN_DTYPE_I32, "block_table", &a[BT]))
+            goto done;
+        bt_in = &a[BT].t;
+        const int64_t want[2] = {batch, -1};
+        if (ext_expect("block_table", bt_in, 2, want))
+            goto done;
+        capacity = bt_in->shape[1] * block_size;
+    } else if (bi == NULL && num_blocks < batch) {
+        PyErr_Format(PyExc_ValueError,
+                     "k_cache: batch_cache=%lld < batch=%lld; pass cache_batch_idx to map batch "
+                     "rows to cache rows",
+                     (long long)num_blocks, (long long)batch);
+        goto done;
+    }
+    int64_t cs_all = capacity;
     const attn_tensor *cs = NULL;
-    if (o_cs == Py_None) {
-        cs_scalar = capacity;
-    } else if (PyLong_CheckExact(o_cs)) {
-        if (ext_int(o_cs, 0, INT32_MAX, &cs_scalar))
-            goto fallback;
-    } else {
-        if (ext_tensor(o_cs, 0, ATTN_DTYPE_I32, &a[CS]))
-            goto fallback;
+    if (PyLong_Check(args[6])) {
+        int over = 0;
+        cs_all = PyLong_AsLongLongAndOverflow(args[6], &over);
+        if (over || cs_all < INT32_MIN || cs_all > INT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "cache_seqlens=%R does not fit int32", args[6]);
+            goto done;
+        }
+    } else if (args[6] != Py_None) {
+        if (ext_tensor_n(args[6], 0, ATTN_DTYPE_I32, "cache_seqlens", &a[CS]))
+            goto done;
         cs = &a[CS].t;
-        if (cs->ndim != 1 || cs->shape[0] != batch)
-            goto fallback;
+        if (cs->ndim == 0) { /* one length for every sequence */
+            cs_all = *(const int32_t *)cs->data;
+            cs = NULL;
+        }
+    }
+    static const char *const per_batch[4] = {"cache_seqlens", "cache_batch_idx", "cache_leftpad", "alibi_slopes"};
+    const attn_tensor *pb[4] = {cs, bi, lp, ab}, *slopes = ab;
+    const int64_t want_pb[2] = {batch, nheads};
+    for (int i = 0; i < 4; i++) {
+        if (pb[i] && ext_expect(per_batch[i], pb[i], 1 + (i == 3), want_pb))
+            goto done;
     }
     int64_t seqlen_new = 0;
-    if (o_k != Py_None || o_v != Py_None) {
-        if (o_k == Py_None || o_v == Py_None || ext_tensor(o_k, 0, -1, &a[KN]) || ext_tensor(o_v, 0, -1, &a[VN]))
-            goto fallback;
-        const attn_tensor *kn = &a[KN].t, *vn = &a[VN].t;
-        if (kn->ndim != 4 || vn->ndim != 4 || kn->dtype != vn->dtype)
-            goto fallback;
-        seqlen_new = kn->shape[1];
-        const int64_t want_k[4] = {batch, seqlen_new, kc->shape[2], kc->shape[3]};
-        const int64_t want_v[4] = {batch, seqlen_new, vc->shape[2], vc->shape[3]};
-        for (int i = 0; i < 4; i++) {
-            if (kn->shape[i] != want_k[i] || vn->shape[i] != want_v[i])
-                goto fallback;
-        }
+    if (append) {
+        const int64_t sn = a[KN].t.ndim == 4 ? a[KN].t.shape[1] : -1;
+        const int64_t want_k[4] = {batch, sn, kv.shape[3], kv.shape[4]};
+        if (ext_expect("k", &a[KN].t, 4, want_k) || ext_expect("v", &a[VN].t, 4, want_k) ||
+            ext_view3(&a[KN].t, "k", &k3) || ext_view3(&a[VN].t, "v", &v3))
+            goto done;
+        seqlen_new = sn;
     }
-    /* per-sequence lengths, the block table of the non-paged layout, slots and query_start_loc */
-    const size_t nslots = (size_t)(batch * seqlen_new);
-    const int64_t lse_rows = want_lse ? nheads * batch * seqlen_q : 0;
-    if (batch * seqlen_q > INT32_MAX || capacity > (int64_t)INT32_MAX + 1 ||
-        ext_scratch_init(&sc, 16 * 5 + (size_t)batch * 4 * 3 + 4 + nslots * 8 + (size_t)lse_rows * 4) != 0) {
-        if (PyErr_Occurred())
-            goto error;
-        goto fallback;
-    }
-    int32_t *seq_lens = ext_scratch_take(&sc, (size_t)batch * 4);
-    int32_t *rows = ext_scratch_take(&sc, (size_t)batch * 4);
-    int32_t *qsl = ext_scratch_take(&sc, (size_t)(batch + 1) * 4);
-    int64_t *slots = ext_scratch_take(&sc, nslots * 8);
-    float *lse3 = ext_scratch_take(&sc, (size_t)lse_rows * 4);
+    PyObject *opt[6] = {args[9], args[10], args[11], args[12], slopes ? Py_None : args[13], args[14]};
+    if (ext_options(opt, 1, nheads, &a[AL], &p) ||
+        ext_scale(args[18], "k_descale", &kv, &a[KS], &p.k_scale, &p.k_scales) ||
+        ext_scale(args[19], "v_descale", &kv, &a[VS], &p.v_scale, &p.v_scales) || ext_view3(q, "q", &q3))
+        goto done;
+    /* scratch: slots (int64), lse, then int32: lengths, query_start_loc, zeros, cache rows, leftpad lengths, table */
+    const int64_t nrows = batch * seqlen_q, nslots = batch * seqlen_new;
+    int64_t maxlen = 1;
     for (int64_t b = 0; b < batch; b++) {
-        const int64_t have = cs ? EXT_I32_1(cs, b) : cs_scalar;
-        if (have < 0 || have + seqlen_new > capacity || have + seqlen_new > INT32_MAX)
-            goto fallback;
-        seq_lens[b] = (int32_t)(have + seqlen_new);
-        rows[b] = bi ? EXT_I32_1(bi, b) : (int32_t)b;
+        const int64_t have = cs ? EXT_I32_1(cs, b) : cs_all;
+        const int64_t pad = lp ? EXT_I32_1(lp, b) : 0;
+        const int64_t row = bi ? EXT_I32_1(bi, b) : b;
+        if (have < 0 || have + seqlen_new > capacity) {
+            if (have < 0)
+                PyErr_Format(PyExc_ValueError, "cache_seqlens: entry %lld = %lld is negative", (long long)b,
+                             (long long)have);
+            else
+                PyErr_Format(PyExc_ValueError,
+                             "cache_seqlens: entry %lld = %lld + seqlen_new=%lld exceeds the cache "
+                             "capacity %lld",
+                             (long long)b, (long long)have, (long long)seqlen_new, (long long)capacity);
+            goto done;
+        }
+        if (pad < 0 || pad > have) {
+            PyErr_Format(PyExc_ValueError,
+                         "cache_leftpad: entry %lld = %lld is outside [0, cache_seqlens[%lld] = %lld]", (long long)b,
+                         (long long)pad, (long long)b, (long long)have);
+            goto done;
+        }
+        if (bi && (row < 0 || row >= num_blocks)) {
+            PyErr_Format(PyExc_ValueError,
+                         "cache_batch_idx: entry %lld = %lld is not a row of k_cache (batch_cache=%lld)", (long long)b,
+                         (long long)row, (long long)num_blocks);
+            goto done;
+        }
+        maxlen = have + seqlen_new - pad > maxlen ? have + seqlen_new - pad : maxlen;
+    }
+    if (nrows > INT32_MAX || (lp && num_blocks * block_size > INT32_MAX)) {
+        PyErr_SetString(PyExc_OverflowError, "q / k_cache: more rows than int32 indices address");
+        goto done;
+    }
+    const size_t n32 = (size_t)(5 * batch + 2 + (lp ? batch * maxlen : 0)),
+                 lse_n = want_lse ? (size_t)(nheads * nrows) : 0;
+    scratch = PyMem_Malloc(n32 * 4 + (size_t)nslots * 8 + lse_n * 4 + 16);
+    if (scratch == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *slots = (int64_t *)scratch;
+    float *lse3 = (float *)(slots + nslots);
+    int32_t *sl = (int32_t *)(lse3 + lse_n), *qsl = sl + batch, *zq = qsl + batch + 1, *rows = zq + batch + 1;
+    int32_t *rsl = rows + batch, *tab = rsl + batch;
+    for (int64_t b = 0; b <= batch; b++) {
+        zq[b] = 0;
         qsl[b] = (int32_t)(b * seqlen_q);
-    }
-    qsl[batch] = (int32_t)(batch * seqlen_q);
-    attn_tensor bt;
-    if (bt_in != NULL) {
-        bt = *bt_in;
-        for (int64_t b = 0; b < batch; b++) {
-            const int64_t nblk = (seq_lens[b] + block_size - 1) / block_size;
-            for (int64_t j = 0; j < nblk; j++) {
-                const int32_t id = EXT_I32_2(bt_in, b, j);
-                if (id < 0 || id >= num_blocks)
-                    goto fallback;
-            }
-        }
-    } else {
-        const int64_t shp[2] = {batch, 1};
-        bt.data = rows;
-        bt.dtype = ATTN_DTYPE_I32;
-        bt.ndim = 2;
-        memcpy(bt.shape, shp, sizeof shp);
-        bt.strides[0] = 1;
-        bt.strides[1] = 1;
-    }
-    /* outputs, options and views: still nothing written */
-    const int64_t out_shape[4] = {batch, seqlen_q, nheads, vc->shape[3]};
-    attn_tensor q3, o3, k3, v3, kv;
-    if (args[15] != Py_None) {
-        if (ext_tensor(args[15], 1, -1, &a[OUT]))
-            goto fallback;
-        for (int i = 0; i < 4; i++) {
-            if (a[OUT].t.ndim != 4 || a[OUT].t.shape[i] != out_shape[i])
-                goto fallback;
+        if (b < batch) {
+            sl[b] = (int32_t)((cs ? EXT_I32_1(cs, b) : cs_all) + seqlen_new);
+            rows[b] = bi ? EXT_I32_1(bi, b) : (int32_t)b;
         }
     }
-    if ((args[15] == Py_None && g_py.np_dtype[q->dtype < 16 ? q->dtype : 0] == NULL) ||
-        (want_lse && g_py.np_dtype[ATTN_DTYPE_F32] == NULL) || q->dtype >= 16)
-        goto fallback;
-    ext_arg keep[2];
-    memset(keep, 0, sizeof keep);
-    if (ext_options(&args[9], 1, nheads, keep, &p)) {
-        ext_release_all(keep, 2);
-        goto error;
-    }
-    a[AL] = keep[0];
-    a[SI] = keep[1];
-    if (ext_kv_view(kc, vc, &kv) || ext_view3(q, &q3))
-        goto fallback;
+    attn_tensor tsl = ext_i32(sl, 1, batch, batch), tqsl = ext_i32(qsl, 1, batch + 1, batch + 1);
+    attn_tensor tzq = ext_i32(zq, 1, batch + 1, batch + 1), bt = bt_in ? *bt_in : ext_i32(rows, 2, batch, batch);
+    /* out: the caller's (its shape checked: it is reshaped here) or allocated */
+    const int64_t out_shape[4] = {batch, seqlen_q, nheads, kv.shape[4]};
     if (args[15] != Py_None) {
-        if (ext_view3(&a[OUT].t, &o3))
-            goto fallback;
+        if (ext_tensor_n(args[15], 1, -1, "out", &a[OUT]))
+            goto done;
+        if (ext_expect("out", &a[OUT].t, 4, out_shape))
+            goto done;
+        out = Py_NewRef(args[15]);
+    } else if ((out = ext_alloc(args[1], 4, out_shape, q->dtype, &a[OUT])) == NULL) {
+        goto done;
     }
-    if (seqlen_new && (ext_view3(&a[KN].t, &k3) || ext_view3(&a[VN].t, &v3)))
-        goto fallback;
-    /* everything checked: write the new keys, then attend */
-    attn_status st = ATTN_STATUS_OK;
-    if (seqlen_new) {
+    if (ext_view3(&a[OUT].t, "out", &o3))
+        goto done;
+    /* libattn's checks of the attention step, with no query row, before anything is written */
+    if (append || lp || slopes) {
+        attn_tensor q0 = q3, o0 = o3;
+        q0.shape[0] = o0.shape[0] = 0;
+        st = ext_paged_calls((attn_ctx *)ctx, &q0, &kv, &tzq, &tsl, &bt, &p, &o0, NULL, slopes, seqlen_q);
+    }
+    if (st == ATTN_STATUS_OK && append) {
         for (int64_t b = 0; b < batch; b++) {
-            const int64_t have = seq_lens[b] - seqlen_new;
             for (int64_t s = 0; s < seqlen_new; s++) {
-                const int64_t pos = have + s;
+                const int64_t pos = sl[b] - seqlen_new + s;
                 const int64_t blk = bt_in ? EXT_I32_2(bt_in, b, pos / block_size) : rows[b];
                 slots[b * seqlen_new + s] = blk * block_size + pos % block_size;
             }
         }
-        attn_tensor sm;
-        const int64_t n = (int64_t)nslots;
-        sm.data = slots;
+        attn_tensor sm = ext_i32(slots, 1, nslots, nslots);
         sm.dtype = ATTN_DTYPE_I64;
-        sm.ndim = 1;
-        sm.shape[0] = n;
-        sm.strides[0] = 1;
-        EXT_CALL(st, g_lib.reshape_and_cache((attn_ctx *)ctx, &k3, &v3, &kv, &sm));
-        if (st != ATTN_STATUS_OK) {
-            ext_raise(st, "attn_reshape_and_cache");
-            goto error;
+        attn_cache_write_options w;
+        attn_cache_write_options_init_sized(&w, sizeof w);
+        w.k_scale = p.k_scale, w.v_scale = p.v_scale, w.k_scales = p.k_scales, w.v_scales = p.v_scales;
+        fn = "attn_reshape_and_cache_ex";
+        EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &k3, &v3, &kv, &sm, &w));
+        if (st == ATTN_STATUS_OK && copy) {
+            ext_copy4(&a[KC].t, (char *)copy, 0);
+            ext_copy4(&a[VC].t, (char *)copy + attn_dtype_size(kv.dtype) * (size_t)(kv.strides[0]), 0);
         }
+        fn = "attn_paged_attention";
     }
-    if (args[15] == Py_None) {
-        out = ext_alloc(args[1], 4, out_shape, q->dtype, &a[OUT]);
-        if (out == NULL)
-            goto error;
-        if (ext_view3(&a[OUT].t, &o3)) {
-            PyErr_SetString(PyExc_RuntimeError, "attn._ext: allocated output is not contiguous");
-            goto error;
-        }
-    } else {
-        out = args[15];
-        Py_INCREF(out);
-    }
-    attn_tensor tqsl, tsl, tlse;
-    tqsl.data = qsl;
-    tqsl.dtype = ATTN_DTYPE_I32;
-    tqsl.ndim = 1;
-    tqsl.shape[0] = batch + 1;
-    tqsl.strides[0] = 1;
-    tsl = tqsl;
-    tsl.data = seq_lens;
-    tsl.shape[0] = batch;
-    tlse.data = lse3;
+    attn_tensor rkv = kv, tlse = ext_i32(lse3, 2, nheads, nheads * nrows);
     tlse.dtype = ATTN_DTYPE_F32;
-    tlse.ndim = 2;
-    tlse.shape[0] = nheads;
-    tlse.shape[1] = batch * seqlen_q;
-    tlse.strides[0] = batch * seqlen_q;
-    tlse.strides[1] = 1;
-    EXT_CALL(st, g_lib.paged_attention((attn_ctx *)ctx, &q3, &kv, &tqsl, &tsl, &bt, &p, &o3, want_lse ? &tlse : NULL));
-    if (st != ATTN_STATUS_OK) {
-        ext_raise(st, "attn_paged_attention");
-        goto error;
+    if (lp) { /* keys cache_leftpad[b] ... through a table of single rows: kv_cache [2, num_blocks*block_size, 1, ...]
+               */
+        rkv.shape[1] = num_blocks * block_size;
+        rkv.strides[1] = rkv.strides[2] = ext_merge_stride(&kv, 1);
+        rkv.shape[2] = 1;
+        for (int64_t b = 0; b < batch; b++) {
+            const int32_t pad = EXT_I32_1(lp, b);
+            rsl[b] = sl[b] - pad;
+            for (int64_t j = 0; j < rsl[b]; j++) {
+                const int64_t pos = pad + j;
+                const int64_t blk = bt_in ? EXT_I32_2(bt_in, b, pos / block_size) : rows[b];
+                tab[b * maxlen + j] = (int32_t)(blk * block_size + pos % block_size);
+            }
+        }
+        tsl.data = rsl;
+        bt = ext_i32(tab, 2, batch, batch * maxlen);
     }
-    if (want_lse) {
+    if (st == ATTN_STATUS_OK)
+        st = ext_paged_calls((attn_ctx *)ctx, &q3, &rkv, &tqsl, &tsl, &bt, &p, &o3, want_lse ? &tlse : NULL, slopes,
+                             seqlen_q);
+    if (st != ATTN_STATUS_OK) {
+        ext_raise(st, fn);
+        goto done;
+    }
+    if (want_lse) { /* [nheads, batch * seqlen_q] -> [batch, nheads, seqlen_q] */
         const int64_t lshape[3] = {batch, nheads, seqlen_q};
-        ext_arg al;
-        memset(&al, 0, sizeof al);
-        lse = ext_alloc(args[1], 3, lshape, ATTN_DTYPE_F32, &al);
-        if (lse == NULL)
-            goto error;
-        const attn_tensor *l = &al.t;
+        if ((lse = ext_alloc(args[1], 3, lshape, ATTN_DTYPE_F32, &a[LS])) == NULL)
+            goto done;
+        float *l = (float *)a[LS].t.data;
         for (int64_t b = 0; b < batch; b++)
             for (int64_t h = 0; h < nheads; h++)
                 for (int64_t s = 0; s < seqlen_q; s++)
-                    ((float *)l->data)[b * l->strides[0] + h * l->strides[1] + s * l->strides[2]] =
-                        lse3[h * batch * seqlen_q + b * seqlen_q + s];
-        ext_arg_release(&al);
+                    l[(b * nheads + h) * seqlen_q + s] = lse3[h * nrows + b * seqlen_q + s];
     }
-    ext_scratch_free(&sc);
-    ext_release_all(a, N);
-    return ext_result(out, lse, want_lse);
-fallback:
-    ext_scratch_free(&sc);
-    return ext_not_implemented(a, N);
-error:
-    ext_scratch_free(&sc);
+    ret = ext_result(Py_NewRef(out), lse, want_lse);
+    lse = NULL;
+done:
+    PyMem_Free(scratch);
+    PyMem_Free(copy);
     ext_release_all(a, N);
     Py_XDECREF(out);
     Py_XDECREF(lse);
-    return NULL;
+    return ret;
 }
 
 /* varlen_paged(ctx, q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, block_table, seqused_k, softmax_scale,
  *              causal, window_size, softcap, alibi_slopes, sinks, out, want_lse)
- * flash_attn_varlen_func(block_table=...) for caches that are the halves of one tensor: q [total_q, nheads,
- * headdim]; k_cache/v_cache [num_blocks, block_size, nheads_k, headdim]; cu_seqlens_q/k int32 [batch + 1];
- * block_table int32 [batch, max_blocks]; seqused_k int32 [batch] or None (then cu_seqlens_k differences).
- * The checks of python/attn/flash.flash_attn_varlen_func run first (any failure: NotImplemented), then one
- * attn_paged_attention. An allocated out has rows past cu_seqlens_q[-1] zeroed (lse -inf).
- * Returns out or (out, lse float32 [nheads, total_q]). */
+ * flash_attn_varlen_func(block_table=...): q [total_q, nheads, headdim]; k_cache/v_cache [num_blocks, block_size,
+ * nheads_k, headdim] (as ext_join); cu_seqlens_q/k int32 [batch + 1]; block_table int32 [batch, max_blocks];
+ * seqused_k int32 [batch] or None (then the differences of cu_seqlens_k). One attn_paged_attention; an
+ * allocated out is zero (lse -inf) past cu_seqlens_q[-1]. Returns out or (out, lse float32 [nheads, total_q]). */
 static PyObject *ext_varlen_paged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     EXT_NARGS("varlen_paged", 16);
     enum { Q, KC, VC, CQ, CK, BT, SU, OUT, LSE, AL, SI, N };
     ext_arg a[N];
     memset(a, 0, sizeof a);
-    void *ctx;
+    void *ctx, *copy = NULL;
+    int32_t *lens = NULL;
     attn_params p;
-    ext_scratch sc;
-    sc.heap = NULL;
-    PyObject *out = NULL, *lse = NULL;
-    attn_tensor *lse_t = NULL;
+    PyObject *out = NULL, *lse = NULL, *ret = NULL;
+    attn_tensor kv, *su, *lse_t, tsl;
     const int want_lse = PyObject_IsTrue(args[15]);
     if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    const int allocated = args[14] == Py_None;
-    if (ext_handle_of(args[0], "Context", &ctx))
-        return NULL;
-    if (ext_tensor(args[4], 0, ATTN_DTYPE_I32, &a[CQ]) || ext_tensor(args[1], 0, -1, &a[Q]) ||
-        ext_tensor(args[2], 0, -1, &a[KC]) || ext_tensor(args[3], 0, -1, &a[VC]))
-        goto fallback;
-    const attn_tensor *cq = &a[CQ].t, *q = &a[Q].t, *kc = &a[KC].t, *vc = &a[VC].t;
-    if (cq->ndim != 1 || cq->shape[0] < 1 || q->ndim != 3 || kc->ndim != 4 || vc->ndim != 4 || kc->dtype != vc->dtype)
-        goto fallback;
-    for (int i = 0; i < 3; i++) {
-        if (kc->shape[i] != vc->shape[i])
-            goto fallback;
+    if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
+        ext_tensor_n(args[2], 0, -1, "k", &a[KC]) || ext_tensor_n(args[3], 0, -1, "v", &a[VC]) ||
+        ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "cu_seqlens_q", &a[CQ]) ||
+        ext_tensor_n(args[5], 0, ATTN_DTYPE_I32, "cu_seqlens_k", &a[CK]) ||
+        ext_tensor_n(args[6], 0, ATTN_DTYPE_I32, "block_table", &a[BT]) ||
+        ext_opt_tensor_n(args[7], 0, ATTN_DTYPE_I32, "seqused_k", &a[SU], &su) ||
+        ext_join(&a[KC].t, &a[VC].t, "k", "v", 0, &kv, &copy))
+        goto done;
+    const attn_tensor *q = &a[Q].t, *cq = &a[CQ].t, *ck = &a[CK].t;
+    if (q->ndim != 3 || cq->ndim != 1 || cq->shape[0] < 1) {
+        ext_bad_shape(q->ndim != 3 ? "q" : "cu_seqlens_q", q->ndim != 3 ? q : cq,
+                      q->ndim != 3 ? "[total_q, nheads, headdim]" : "[batch + 1]");
+        goto done;
     }
-    const int64_t batch = cq->shape[0] - 1, block_size = kc->shape[1];
-    if (block_size <= 0 || ext_tensor(args[5], 0, ATTN_DTYPE_I32, &a[CK]) || a[CK].t.ndim != 1 ||
-        a[CK].t.shape[0] != batch + 1 || ext_tensor(args[6], 0, ATTN_DTYPE_I32, &a[BT]) || a[BT].t.ndim != 2 ||
-        a[BT].t.shape[0] != batch)
-        goto fallback;
-    const attn_tensor *ck = &a[CK].t, *bt = &a[BT].t;
-    if (ext_scratch_init(&sc, (size_t)batch * 4 + 16) != 0)
-        goto error;
-    int32_t *lens = ext_scratch_take(&sc, (size_t)batch * 4);
-    attn_tensor tsl;
-    if (args[7] == Py_None) {
+    const int64_t batch = cq->shape[0] - 1, want[3] = {batch + 1, -1, -1}, want_bt[2] = {batch, -1};
+    const int64_t out_shape[3] = {q->shape[0], q->shape[1], kv.shape[4]}, lse_shape[2] = {q->shape[1], q->shape[0]};
+    if (ext_expect("cu_seqlens_k", ck, 1, want) || ext_expect("block_table", &a[BT].t, 2, want_bt) ||
+        (su && ext_expect("seqused_k", su, 1, want_bt)) ||
+        (args[14] != Py_None &&
+         (ext_tensor_n(args[14], 1, -1, "out", &a[OUT]) || ext_expect("out", &a[OUT].t, 3, out_shape))))
+        goto done;
+    ext_arg_release(&a[OUT]);
+    if (su != NULL) {
+        tsl = *su;
+    } else { /* the lengths from cu_seqlens_k, read here */
+        if ((lens = PyMem_Malloc((size_t)batch * 4 + 4)) == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
         for (int64_t b = 0; b < batch; b++) {
             const int64_t n = (int64_t)EXT_I32_1(ck, b + 1) - EXT_I32_1(ck, b);
-            if (n < 0 || n > INT32_MAX)
-                goto fallback;
+            if (n < 0) {
+                PyErr_Format(PyExc_ValueError, "cu_seqlens_k: entry %lld = %d < entry %lld = %d", (long long)b + 1,
+                             EXT_I32_1(ck, b + 1), (long long)b, EXT_I32_1(ck, b));
+                goto done;
+            }
             lens[b] = (int32_t)n;
         }
-    } else {
-        if (ext_tensor(args[7], 0, ATTN_DTYPE_I32, &a[SU]) || a[SU].t.ndim != 1 || a[SU].t.shape[0] != batch)
-            goto fallback;
-        for (int64_t b = 0; b < batch; b++) {
-            lens[b] = EXT_I32_1(&a[SU].t, b);
-            if (lens[b] < 0)
-                goto fallback;
-        }
+        tsl = ext_i32(lens, 1, batch, batch);
     }
-    tsl.data = lens;
-    tsl.dtype = ATTN_DTYPE_I32;
-    tsl.ndim = 1;
-    tsl.shape[0] = batch;
-    tsl.strides[0] = 1;
-    /* the block table's width and ids are libattn's check (attn_paged_attention), raised with its message */
-    const int64_t out_shape[3] = {q->shape[0], q->shape[1], vc->shape[3]};
-    if (!allocated) {
-        if (ext_tensor(args[14], 1, -1, &a[OUT]) || a[OUT].t.ndim != 3)
-            goto fallback;
-        for (int i = 0; i < 3; i++) {
-            if (a[OUT].t.shape[i] != out_shape[i])
-                goto fallback;
-        }
-    } else if (q->dtype >= 16 || g_py.np_dtype[q->dtype] == NULL) {
-        goto fallback;
-    }
-    if (want_lse && g_py.np_dtype[ATTN_DTYPE_F32] == NULL)
-        goto fallback;
-    ext_arg keep[2];
-    memset(keep, 0, sizeof keep);
-    if (ext_options(&args[8], 1, q->shape[1], keep, &p)) {
-        ext_release_all(keep, 2);
-        goto error;
-    }
-    a[AL] = keep[0];
-    a[SI] = keep[1];
-    attn_tensor kv;
-    if (ext_kv_view(kc, vc, &kv))
-        goto fallback;
-    if (allocated) {
-        out = ext_alloc(args[1], 3, out_shape, q->dtype, &a[OUT]);
-        if (out == NULL)
-            goto error;
-    } else {
-        out = args[14];
-        Py_INCREF(out);
-    }
-    if (want_lse) {
-        const int64_t lshape[2] = {q->shape[1], q->shape[0]};
-        lse = ext_alloc(args[1], 2, lshape, ATTN_DTYPE_F32, &a[LSE]);
-        if (lse == NULL)
-            goto error;
-        lse_t = &a[LSE].t;
-    }
+    if (ext_options(&args[8], 1, q->shape[1], &a[AL], &p) ||
+        ext_outputs(args[1], args[14], 3, out_shape, q->dtype, Py_None, want_lse, 2, lse_shape, &a[OUT], &a[LSE], &out,
+                    &lse, &lse_t))
+        goto done;
     attn_status st;
-    EXT_CALL(st, g_lib.paged_attention((attn_ctx *)ctx, q, &kv, cq, &tsl, bt, &p, &a[OUT].t, lse_t));
+    EXT_CALL(st, attn_paged_attention((attn_ctx *)ctx, q, &kv, cq, &tsl, &a[BT].t, &p, &a[OUT].t, lse_t));
     if (st != ATTN_STATUS_OK) {
         ext_raise(st, "attn_paged_attention");
-        goto error;
+        goto done;
     }
-    if (allocated)
-        ext_zero_tail(&a[OUT].t, lse_t, EXT_I32_1(cq, cq->shape[0] - 1));
-    ext_scratch_free(&sc);
-    ext_release_all(a, N);
-    return ext_result(out, lse, want_lse);
-fallback:
-    ext_scratch_free(&sc);
-    return ext_not_implemented(a, N);
-error:
-    ext_scratch_free(&sc);
+    ret = ext_result(out, lse, want_lse);
+    out = lse = NULL;
+done:
+    PyMem_Free(lens);
+    PyMem_Free(copy);
     ext_release_all(a, N);
     Py_XDECREF(out);
     Py_XDECREF(lse);
-    return NULL;
+    return ret;
 }
 
 /* ================================================================================================
@@ -1834,7 +1818,7 @@ static int ext_handle_of(PyObject *obj, const char *what, void **out) {
  * sinks, mask, key_padding_mask, additive_mask, k_scale, v_scale, k_scales, v_scales); arrays are
  * contiguous float32 (per-head vectors) or any tensor (masks). */
 static int ext_conv_params(PyObject *obj, ext_call *c) {
-    c->params = g_lib.params_default;
+    c->params = g_params_default;
     if (obj == Py_None)
         return 0;
     if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 14) {
@@ -2143,43 +2127,26 @@ static PyObject *py_attn_plan_free(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* (bytes,) -> size: attn_forward_padded_workspace_size(batch, seq_len) */
-static PyObject *py_attn_forward_padded_workspace_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    ext_call c;
-    size_t n = 0;
-    if (ext_parse("attn_forward_padded_workspace_size", "ii", "batch seq_len", args, nargs, &c) != 0)
-        return NULL;
-    attn_clear_error();
-    const attn_status st = attn_forward_padded_workspace_size(C_I(0), C_I(1), &n);
-    return st ? ext_raise(st, "attn_forward_padded_workspace_size") : PyLong_FromSize_t(n);
-}
-
-static PyObject *py_attn_forward_prescaled_workspace_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    ext_call c;
-    size_t n = 0;
-    attn_status st = ATTN_STATUS_OK;
-    if (ext_parse("attn_forward_prescaled_workspace_size", "TTT", "q k v", args, nargs, &c) != 0) {
-        ext_call_release(&c);
-        return NULL;
+/* Workspace-size entries: parse by kinds, `expr` writes size_t n; the size, or the status raised. */
+#define EXT_SIZE(fn, kinds, names, expr)                                                                               \
+    static PyObject *py_##fn(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {                                \
+        ext_call c;                                                                                                    \
+        size_t n = 0;                                                                                                  \
+        if (ext_parse(#fn, kinds, names, args, nargs, &c) != 0) {                                                      \
+            ext_call_release(&c);                                                                                      \
+            return NULL;                                                                                               \
+        }                                                                                                              \
+        attn_clear_error();                                                                                            \
+        const attn_status st = (expr);                                                                                 \
+        ext_call_release(&c);                                                                                          \
+        return st ? ext_raise(st, #fn) : PyLong_FromSize_t(n);                                                         \
     }
-    attn_clear_error();
-    st = attn_forward_prescaled_workspace_size(C_T(0), C_T(1), C_T(2), &n);
-    ext_call_release(&c);
-    return st ? ext_raise(st, "attn_forward_prescaled_workspace_size") : PyLong_FromSize_t(n);
-}
-
-static PyObject *py_attn_forward_quant_workspace_size(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    ext_call c;
-    size_t n = 0;
-    if (ext_parse("attn_forward_quant_workspace_size", "iTTT", "format q k v", args, nargs, &c) != 0) {
-        ext_call_release(&c);
-        return NULL;
-    }
-    attn_clear_error();
-    const attn_status st = attn_forward_quant_workspace_size((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), &n);
-    ext_call_release(&c);
-    return st ? ext_raise(st, "attn_forward_quant_workspace_size") : PyLong_FromSize_t(n);
-}
+EXT_SIZE(attn_forward_padded_workspace_size, "ii", "batch seq_len",
+         attn_forward_padded_workspace_size(C_I(0), C_I(1), &n))
+EXT_SIZE(attn_forward_prescaled_workspace_size, "TTT", "q k v",
+         attn_forward_prescaled_workspace_size(C_T(0), C_T(1), C_T(2), &n))
+EXT_SIZE(attn_forward_quant_workspace_size, "iTTT", "layout q k v",
+         attn_forward_quant_workspace_size((attn_layout)C_I(0), C_T(1), C_T(2), C_T(3), &n))
 
 /* attn_capabilities_get -> tuple of its 13 fields in declaration order */
 static PyObject *py_attn_capabilities_get(PyObject *self, PyObject *unused) {
@@ -2427,16 +2394,7 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
                      ATTN_VERSION_NUMBER, attn_version_number());
         return NULL;
     }
-    g_lib.paged_attention = attn_paged_attention;
-    g_lib.forward_paged = attn_forward_paged;
-    g_lib.reshape_and_cache = attn_reshape_and_cache;
-    g_lib.reshape_and_cache_scaled = attn_reshape_and_cache_scaled;
-    g_lib.forward = attn_forward;
-    g_lib.forward_varlen = attn_forward_varlen;
-    g_lib.merge_attn_states = attn_merge_attn_states;
-    g_lib.last_error = attn_last_error;
-    g_lib.clear_error = attn_clear_error;
-    attn_params_init_sized(&g_lib.params_default, sizeof g_lib.params_default);
+    attn_params_init_sized(&g_params_default, sizeof g_params_default);
 
     PyObject **slots[6] = {&g_py.ndarray_type, &g_py.np_empty, &g_py.alloc_like,
                            &g_py.make_error,   &g_as_view,     &g_refuse};
@@ -2475,7 +2433,6 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
         g_py.special[g_py.num_special] = key;
         g_py.special_attn[g_py.num_special++] = (int)d;
     }
-    g_lib.ready = 1;
     Py_RETURN_NONE;
 }
 

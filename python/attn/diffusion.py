@@ -23,7 +23,6 @@ import numpy as np
 from . import _arrays, _capi
 from .ops import Array, Context, _aligned_workspace, _ctx, _DenseCall, _opts, _out_like, _lse_out, _result
 from ._arrays import tensor
-from .ops import opt_tensor
 
 _QUANT_FORMATS = {"fp8_e4m3": _capi.QUANT_FP8_E4M3, "fp8_e5m2": _capi.QUANT_FP8_E5M2,
                   "mxfp8": _capi.QUANT_MXFP8, "mxfp4": _capi.QUANT_MXFP4}
@@ -87,12 +86,9 @@ def forward_packed(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens
     if want_lse and lse is None and qa.ndim == 4:
         lse = _lse_out(q, (qa.shape[2], qa.shape[1]))
     params = _opts(num_heads, _options(options))
-    cq = tensor(_arrays.index_array(cu_seqlens_q, "cu_seqlens_q"), "cu_seqlens_q")
-    ck = tensor(_arrays.index_array(cu_seqlens_k, "cu_seqlens_k"), "cu_seqlens_k")
-    tq, tk, tv = tensor(qa, "q"), tensor(k, "k"), tensor(v, "v")
-    to, tl = tensor(out, "out", True), opt_tensor(lse if want_lse else None, "lse", True)
-    _capi.call("attn_forward_packed", _ctx(ctx), tq, tk, tv, cq, ck, params.ptr,
-               to, tl)
+    cq = _arrays.index_array(cu_seqlens_q, "cu_seqlens_q")
+    ck = _arrays.index_array(cu_seqlens_k, "cu_seqlens_k")
+    _capi.call("attn_forward_packed", _ctx(ctx), qa, k, v, cq, ck, params.ptr, out, lse if want_lse else None)
     return _result(out, lse, want_lse)
 
 
@@ -189,20 +185,16 @@ def forward_paged_piecewise(q: Array, kv_cache: Array, seq_lens: Array, block_ta
         lse = _lse_out(q, (rows, num_heads, qlen))
     params = _opts(num_heads, _options(options))
     sla = _arrays.index_array(seq_lens, "seq_lens")
-    sl = tensor(sla, "seq_lens")
-    bt = tensor(_arrays.index_array(block_table, "block_table"), "block_table")
-    tc = tensor(kv_cache, "kv_cache")
+    bt = _arrays.index_array(block_table, "block_table")
     sp = _int64_rows(_pairs(spans, "spans"), 2)
 
     def run(qv: Any, ov: Any, lv: Any, ranges: Optional[Sequence[Tuple[int, int, int]]]) -> None:
         qr, nqr = (None, 0) if ranges is None else (_int64_rows(ranges, 3), len(ranges))
-        tq, to, tl = tensor(qv, "q"), tensor(ov, "out", True), opt_tensor(lv, "lse", True)
+        args = (qv, kv_cache, sla, bt, sp, len(spans), qr, nqr, params.ptr, ov, lv)
         if reference:
-            _capi.call("attn_ref_forward_paged_piecewise", tq, tc, sl, bt, sp, len(spans), qr,
-                       nqr, params.ptr, to, tl)
+            _capi.call("attn_ref_forward_paged_piecewise", *args)
         else:
-            _capi.call("attn_forward_paged_piecewise", _ctx(ctx), tq, tc, sl, bt, sp,
-                       len(spans), qr, nqr, params.ptr, to, tl)
+            _capi.call("attn_forward_paged_piecewise", _ctx(ctx), *args)
 
     if not per_piece:
         run(qa, out, lse if want_lse else None, query_ranges)

@@ -17,7 +17,6 @@ import numpy as np
 
 from . import _arrays
 from .ops import Array, Context, cache_write_scales, kv_cache_tensor, reshape_and_cache_ex
-from ._arrays import tensor
 
 
 class KVStored:
@@ -65,11 +64,10 @@ def reshape_and_cache_notify(key: Array, value: Array, kv_cache: Array, slot_map
     if not 0 <= layer < 2 ** 31:
         raise _arrays._invalid(f"layer_idx={layer}: expected 0 <= layer_idx < 2**31")
     fp8, ks, vs = cache_write_scales(kv_cache, kv_cache_dtype, k_scale, v_scale)
-    sm = tensor(_arrays.index_array(slot_mapping, "slot_mapping", np.int64), "slot_mapping")
-    tk, tv = tensor(key, "key"), tensor(value, "value")
+    sm = _arrays.index_array(slot_mapping, "slot_mapping", np.int64)
     tc = kv_cache_tensor(kv_cache, "kv_cache", True, kv_cache_dtype)
 
     def on_event(*event: Any) -> None:  # called by attn._ext with the GIL, after the write
         on_stored(_event_of(*event))
 
-    reshape_and_cache_ex(ctx, tk, tv, tc, sm, ks, vs, (on_event, layer))
+    reshape_and_cache_ex(ctx, key, value, tc, sm, ks, vs, (on_event, layer))

@@ -21,9 +21,6 @@ from . import _arrays, _binding, _capi
 from ._arrays import tensor
 
 
-def opt_tensor(x: Any, name: str, writable: bool = False) -> Any:
-    return None if x is None else tensor(x, name, writable)
-
 # The compiled extension (python/attn/_ext.c): the one path to libattn.
 _ext = _binding.ext
 
@@ -243,7 +240,7 @@ class Params:
         for i, (name, x) in enumerate((("k_scale", k_scale), ("v_scale", v_scale))):
             if x is None:
                 continue
-            s = kv_scale(x, name) if num_kv_heads is None else kv_scales(x, name, num_kv_heads)
+            s = kv_scales(x, name, num_kv_heads)
             scales[i + 2 * isinstance(s, np.ndarray)] = s
         scale = 0.0 if softmax_scale is None else float(softmax_scale)
         if softmax_scale is not None and scale == 0.0:
@@ -284,17 +281,6 @@ def kv_cache_dtype_code(kv_cache_dtype: Optional[str]) -> Optional[int]:
     except (KeyError, TypeError):
         raise NotImplementedError(f"kv_cache_dtype={kv_cache_dtype!r}: attn supports "
                                   f"{[k for k in KV_CACHE_DTYPES if k]}") from None
-
-
-def kv_scale(x: Any, name: str) -> float:
-    """A per-tensor fp8 scale as a float: a Python/NumPy number or a one-element array/tensor (vLLM's
-    layer._k_scale). Range checks (finite, > 0) are the C library's, for fp8 caches only."""
-    if isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool):
-        return float(x)
-    a = _arrays.as_numpy(x, name) if not isinstance(x, np.ndarray) else x
-    if a.size != 1:
-        raise ValueError(f"{name}: {a.size} values, expected one per-tensor scale")
-    return float(a.reshape(-1)[0])
 
 
 def kv_scales(x: Any, name: str, num_kv_heads: Optional[int]) -> Union[float, np.ndarray]:
@@ -439,9 +425,8 @@ class _DenseCall:
             lse = _lse_out(q, (qa.shape[0], qa.shape[nd], qa.shape[sd]))
         self.out, self.lse = out, lse
         self.params = _opts(num_heads, options)
-        self.tq, self.tk, self.tv = tensor(qa, "q"), tensor(k, "k"), tensor(v, "v")
-        self.to = tensor(out, "out", True)
-        self.tl = opt_tensor(lse if self.want_lse else None, "lse", True)
+        # (attn._ext views them and names the argument of an error)
+        self.tq, self.tk, self.tv, self.to, self.tl = qa, k, v, out, lse if self.want_lse else None
 
     @property
     def qkv(self) -> tuple:
@@ -468,7 +453,7 @@ def attention_varlen(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqle
     lse float32 [num_heads, total_q]. Causal is bottom-right within each sequence."""
     return _ext.varlen(_ctx_ptr(ctx, reference), q, k, v, cu_seqlens_q, cu_seqlens_k, False, softmax_scale, causal,
                        window_size, softcap, alibi_slopes, sinks, out, lse, bool(return_lse or lse is not None),
-                       False, reference)
+                       reference)
 
 
 def merge_attn_states(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array, *,
@@ -528,20 +513,16 @@ def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: A
 def copy_blocks(kv_cache: Array, block_mapping: Array, *, ctx: Optional[Context] = None) -> None:
     """kv_cache[:, dst] = kv_cache[:, src] for each (src, dst) row of block_mapping int64 [num_pairs, 2],
     in order (attn_copy_blocks)."""
-    bm = tensor(_arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2),
-                "block_mapping")
-    tc = tensor(kv_cache, "kv_cache", True)
-    _capi.call("attn_copy_blocks", _ctx(ctx), tc, bm)
+    bm = _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2)
+    _capi.call("attn_copy_blocks", _ctx(ctx), kv_cache, bm)
 
 
 def swap_blocks(src_cache: Array, dst_cache: Array, block_mapping: Array, *,
                 ctx: Optional[Context] = None) -> None:
     """dst_cache[:, dst] = src_cache[:, src] for each (src, dst) row of block_mapping int64 [num_pairs, 2]
     (attn_swap_blocks). Caches share dtype, block_size, num_kv_heads, head_size."""
-    bm = tensor(_arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2),
-                "block_mapping")
-    ts, td = tensor(src_cache, "src_cache"), tensor(dst_cache, "dst_cache", True)
-    _capi.call("attn_swap_blocks", _ctx(ctx), ts, td, bm)
+    bm = _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2)
+    _capi.call("attn_swap_blocks", _ctx(ctx), src_cache, dst_cache, bm)
 
 
 def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens: Array,

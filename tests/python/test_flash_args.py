@@ -550,3 +550,36 @@ def test_kvcache_negative_block_id_message(separate):
     bt = np.array([[0, -1]], np.int32)
     with pytest.raises(ValueError, match=r"block_table: entry \[0\]\[1\] = -1 < 0, expected in \[0, num_blocks=4\)"):
         attn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.array([12], np.int32), block_table=bt)
+
+
+def test_kvcache_paged_more_sequences_than_blocks(rng, ctx1):
+    """Sequences may share blocks: a paged cache with fewer blocks than sequences is valid (the row check of
+    cache_batch_idx is for the non-paged layout only), and gives attn.paged_attention's bits."""
+    kv = rng.standard_normal((2, 2, 4, 1, 8)).astype(np.float32)
+    q = rng.standard_normal((3, 1, 2, 8)).astype(np.float32)
+    bt = np.array([[0, 1], [1, 0], [0, 0]], np.int32)
+    sl = np.array([5, 3, 2], np.int32)
+    got = attn.flash_attn_with_kvcache(q, kv[0], kv[1], cache_seqlens=sl, block_table=bt, ctx=ctx1)
+    want = attn.paged_attention(q.reshape(3, 2, 8), kv, np.arange(4, dtype=np.int32), sl, bt, causal=False,
+                                ctx=ctx1)
+    np.testing.assert_array_equal(got.reshape(3, 2, 8), want)
+
+
+def test_kvcache_separate_caches_equal_joined_with_leftpad_and_batch_slopes(rng, ctx1):
+    """Eight sequences with cache_leftpad, per-batch ALiBi and new keys: two separately allocated caches (read
+    through a joined copy, written back) give the bits and the cache contents of the two halves of one tensor.
+    (Under AddressSanitizer with PYTHONMALLOC=malloc this also covers the extension's scratch sizing.)"""
+    b, sc, hk, d = 8, 16, 2, 8
+    both = rng.standard_normal((2, b, sc, hk, d)).astype(np.float32)
+    kc, vc = both[0].copy(), both[1].copy()
+    q = rng.standard_normal((b, 2, 4, d)).astype(np.float32)
+    kn = rng.standard_normal((b, 2, hk, d)).astype(np.float32)
+    cs = rng.integers(3, 12, b).astype(np.int32)
+    kw = dict(cache_seqlens=cs, cache_leftpad=cs // 3, alibi_slopes=rng.random((b, 4)).astype(np.float32) * 0.1,
+              causal=True, return_softmax_lse=True, ctx=ctx1)
+    o1, l1 = attn.flash_attn_with_kvcache(q, both[0], both[1], kn, 2 * kn, **kw)
+    o2, l2 = attn.flash_attn_with_kvcache(q, kc, vc, kn, 2 * kn, **kw)
+    np.testing.assert_array_equal(o1, o2)
+    np.testing.assert_array_equal(l1, l2)
+    np.testing.assert_array_equal(kc, both[0])
+    np.testing.assert_array_equal(vc, both[1])

@@ -431,16 +431,22 @@ def test_vllm_plugin_per_head_scales(plugin_backend):
     assert res["error"] and "layer._v_scale has 3 elements" in res["error"], res
 
 
-def test_cache_leftpad_on_fp8_cache_is_refused_before_writing(rng, ctx1):
-    """The left-padded path attends through the dense entry, which reads no fp8 keys: refused by name, and the
-    new keys are not written first."""
-    kv = np.zeros((2, 8, 4, HK, D), ml_dtypes.float8_e4m3fn)
+def test_cache_leftpad_on_fp8_cache(rng, ctx1):
+    """cache_leftpad on an fp8 cache (the left-padded keys are read by the paged entry, which dequantizes them):
+    the new keys are stored with their scales, and the output is that of a float32 cache holding the dequantized
+    values (one scale per KV head for keys, one per tensor for values) with the same padding."""
+    kv = (rng.standard_normal((2, 8, 4, HK, D)) * 0.01).astype(ml_dtypes.float8_e4m3fn)
     bt = np.array([[3, 0, 6, 1], [2, 7, 4, 5]], np.int32)
     q = rng.standard_normal((2, 1, H, D)).astype(np.float32)
-    kn = rng.standard_normal((2, 1, HK, D)).astype(np.float32)
-    for extra in ({}, dict(k_descale=KS, v_descale=0.5)):
-        with pytest.raises(ValueError, match="cache_leftpad"):
-            attn.flash_attn_with_kvcache(q, kv[0], kv[1], k=kn, v=kn, cache_seqlens=np.array([5, 9], np.int32),
-                                         block_table=bt, cache_leftpad=np.array([1, 2], np.int32), ctx=ctx1,
-                                         **extra)
-        assert not kv.view(np.uint8).any()
+    kn = (rng.standard_normal((2, 1, HK, D)) * 0.01).astype(np.float32)
+    seqlens, pad = np.array([5, 9], np.int32), np.array([1, 2], np.int32)
+    out = attn.flash_attn_with_kvcache(q, kv[0], kv[1], k=kn, v=kn, cache_seqlens=seqlens, block_table=bt,
+                                       cache_leftpad=pad, k_descale=KS, v_descale=0.5, causal=True, ctx=ctx1)
+    for b in range(2):  # the new key at position cache_seqlens[b], stored as fp8(k / scale)
+        p = int(seqlens[b])
+        np.testing.assert_array_equal(kv[0, bt[b, p // 4], p % 4].view(np.uint8), _codes(kn[b, 0], KS, "fp8_e4m3"))
+    kf = kv[0].astype(np.float32) * KS[None, None, :, None]
+    vf = kv[1].astype(np.float32) * np.float32(0.5)
+    want = attn.flash_attn_with_kvcache(q, kf, vf, cache_seqlens=seqlens + 1, block_table=bt, cache_leftpad=pad,
+                                        causal=True, ctx=ctx1)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-7)

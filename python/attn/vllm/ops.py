@@ -19,10 +19,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import _arrays, ops
-from ..flash import _kv_view, doubled
+from ..flash import doubled
 from ..ops import Array, Context, _ctx_ptr, _ext
-
-_NI = NotImplemented  # the answer of attn._ext.vllm_reshape_and_cache for two separate caches
 
 
 def _check_cache_dtype(kv_cache_dtype: str, k_scale: Any, v_scale: Any, key_cache: Array) -> Optional[tuple]:
@@ -50,61 +48,19 @@ def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: A
     num_kv_heads, head_size]; slot_mapping: int64 [n] with n <= num_tokens: as in vLLM, key/value rows past
     the n-th (padding of a captured batch) are not written. key and value share a dtype and are converted to
     the caches' dtype (round to nearest even); the caches share [num_blocks, block_size] and a dtype. Every
-    argument and slot is checked before either cache is written (also for two separately allocated
-    caches); errors name the argument.
+    argument and slot is checked by libattn before either cache is written (also for two separately
+    allocated caches, each written through a [2, ...] view whose halves alias); errors name the argument.
     kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2": uint8 caches (or float8 arrays) receive
-    fp8(x / k_scale) and fp8(x / v_scale), saturating (attn_reshape_and_cache_scaled); k_scale / v_scale
+    fp8(x / k_scale) and fp8(x / v_scale), saturating (attn_reshape_and_cache_ex); k_scale / v_scale
     are floats or one-element tensors (vLLM's layer._k_scale), or float tensors [num_kv_heads] (vLLM's
     kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]); attn_reshape_and_cache_ex); other shapes
     raise ValueError naming the argument."""
     fp8 = _check_cache_dtype(kv_cache_dtype, k_scale, v_scale, key_cache)
-    r = (_ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping, None, None,
-                                     None) if fp8 is None else
-         _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping,
-                                     kv_cache_dtype, fp8[1], fp8[2]))
-    if r is not _NI:
-        return None
-    fkw = {} if fp8 is None else dict(kv_cache_dtype=kv_cache_dtype, k_scale=fp8[1], v_scale=fp8[2])
-    kc, vc = _arrays.as_numpy(key_cache, "key_cache"), _arrays.as_numpy(value_cache, "value_cache")
-    sm = _arrays.index_array(slot_mapping, "slot_mapping", np.int64)
-    kv = _kv_view(kc, vc)
-    if kv is not None:  # one C call checks everything before writing
-        ops.reshape_and_cache(key, value, kv, sm, ctx=ctx, **fkw)
-        return
-    # Two separate caches: two C calls, so every argument is checked here before the first write.
-    ka, va = _arrays.as_numpy(key, "key"), _arrays.as_numpy(value, "value")
-    for name, a, c, cname in (("key", ka, kc, "key_cache"), ("value", va, vc, "value_cache")):
-        _arrays.tensor(a, name), ops.kv_cache_tensor(c, cname, True, fkw.get("kv_cache_dtype"))  # dtypes, strides
-        if c.ndim != 4:
-            raise ValueError(f"{cname}: shape {list(c.shape)}, expected [num_blocks, block_size, "
-                             "num_kv_heads, head_size]")
-        if a.ndim != 3 or tuple(a.shape[1:]) != tuple(c.shape[2:]):
-            raise ValueError(f"{name}: shape {list(a.shape)}, expected [num_tokens, {c.shape[2]}, "
-                             f"{c.shape[3]}] ([num_tokens, num_kv_heads, head_size] of {cname})")
-    if ka.shape[0] != va.shape[0]:
-        raise ValueError(f"value: {va.shape[0]} tokens, key: {ka.shape[0]} tokens")
-    if ka.dtype != va.dtype:
-        raise TypeError(f"value: dtype {va.dtype} differs from key: dtype {ka.dtype} (must be equal)")
-    if kc.shape[:2] != vc.shape[:2] or kc.dtype != vc.dtype:
-        raise ValueError(f"value_cache: shape {list(vc.shape)} dtype {vc.dtype} does not match key_cache: "
-                         f"shape {list(kc.shape)} dtype {kc.dtype} in [num_blocks, block_size] and dtype")
-    if sm.ndim != 1 or sm.shape[0] > ka.shape[0]:
-        raise ValueError(f"slot_mapping: shape {list(sm.shape)}, expected [n] with n <= num_tokens="
-                         f"{ka.shape[0]}")
-    num_slots = kc.shape[0] * kc.shape[1]
-    bad = np.nonzero(sm >= num_slots)[0]
-    if bad.size:  # check before the first write, like the C op
-        raise ops._capi.AttnInvalidArgumentError(
-            ops._capi.STATUS_INVALID_ARGUMENT,
-            f"slot_mapping: entry {bad[0]} = {sm[bad[0]]} >= num_blocks·block_size = {num_slots}",
-            "reshape_and_cache")
-    if fp8 is not None:  # each cache gets its own tensor's scale (both halves of the doubled view)
-        for a, c, scale in ((ka, kc, fp8[1]), (va, vc, fp8[2])):
-            ops.reshape_and_cache(a, a, doubled(c), sm, kv_cache_dtype=kv_cache_dtype, k_scale=scale,
-                                  v_scale=scale, ctx=ctx)
-        return
-    ops.reshape_and_cache(ka, ka, doubled(kc), sm, ctx=ctx)
-    ops.reshape_and_cache(va, va, doubled(vc), sm, ctx=ctx)
+    if fp8 is None:
+        _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping, None, None, None)
+    else:
+        _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
+                                    fp8[1], fp8[2])
 
 
 reshape_and_cache_flash = reshape_and_cache
@@ -116,14 +72,9 @@ def copy_blocks(key_caches: Sequence[Array], value_caches: Sequence[Array], bloc
     (src, dst) row of block_mapping int64 [num_pairs, 2], in order."""
     if len(key_caches) != len(value_caches):
         raise ValueError(f"key_caches: {len(key_caches)} layers, value_caches: {len(value_caches)}")
-    for kc, vc in zip(key_caches, value_caches):
-        ka, va = _arrays.as_numpy(kc), _arrays.as_numpy(vc)
-        kv = _kv_view(ka, va)
-        if kv is not None:
-            ops.copy_blocks(kv, block_mapping, ctx=ctx)
-        else:
-            ops.copy_blocks(doubled(ka), block_mapping, ctx=ctx)
-            ops.copy_blocks(doubled(va), block_mapping, ctx=ctx)
+    for kc, vc in zip(key_caches, value_caches):  # each cache through a [2, ...] view whose halves alias
+        ops.copy_blocks(doubled(_arrays.as_numpy(kc, "key_caches")), block_mapping, ctx=ctx)
+        ops.copy_blocks(doubled(_arrays.as_numpy(vc, "value_caches")), block_mapping, ctx=ctx)
 
 
 def _byte_span(a: np.ndarray, name: str) -> int:
