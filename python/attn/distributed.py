@@ -229,7 +229,7 @@ def _config(fn: str, **spec: Any) -> Tuple[list, dict]:
 
 def _float_dtype(dt: Any, name: str) -> np.dtype:
     try:
-        d = _arrays.np_dtype(dt) if isinstance(dt, int) else np.dtype(dt)
+        d = _arrays.ATTN_TO_NP.get(dt) if isinstance(dt, int) else np.dtype(dt)
     except Exception:  # noqa: BLE001 - any non-dtype
         d = None
     if d not in _FLOATS:
