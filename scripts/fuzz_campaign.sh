@@ -56,6 +56,10 @@ run_one() { # target -> $WORK/<target>/{corpus,log.txt,rc}
   [ "$SECS" != 0 ] && args+=(-max_total_time="$SECS")
   if [ "$t" = workload ]; then args+=(-max_len=4096 -dict=tests/fuzz/workload.dict); fi
   local start=$SECONDS rc=0
+  # the SIMD kernel files are built at -O0 (FUZZ_KERNEL_OPT): their always-inline register-blocked variants then
+  # keep every vector in its own ASan-guarded stack slot, a frame of ~8 MiB for the decode Q·Kᵀ dispatcher, which
+  # overflows the default 8 MiB stack on the first input; a larger stack for the targets only
+  ulimit -s unlimited 2>/dev/null || ulimit -s 1048576 2>/dev/null || true
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
     "$B/tests/fuzz_$t" "${args[@]}" "$d/corpus" >"$d/log.txt" 2>&1 || rc=$?
   echo "$rc $((SECONDS - start))" >"$d/rc"

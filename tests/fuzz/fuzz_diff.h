@@ -252,6 +252,8 @@ static int fzd_exact_logits(const fzd_opts *o, double scale, const void *q, attn
     if (qmax == 0.0 || kmax == 0.0)
         return 1;
     const int32_t lq = fzd_lowbit(q, qdt, nq), lk = fzd_lowbit(k, kdt, nk);
+    if (lq == INT32_MAX || lk == INT32_MAX) /* no nonzero finite q or k in the buffers: every product is 0 */
+        return 1;
     return (double)D * qmax * kmax <= ldexp(1.0, 24 + lq + lk);
 }
 
