@@ -106,13 +106,19 @@ class _Group:
 H, HK, D, BS, NB = 2, 1, 16, 4, 48
 
 
-def _run_dcp(world, interleave, reqs, causal=True):
-    """reqs: [(context_len, q_len)]. Returns (outputs per rank [n, H, D], oracle [n, H·world, D])."""
+def _rounded(a, dtype):
+    """a (float32) rounded to dtype and back: the values a run in dtype sees, for the float64 oracle."""
+    return torch.from_numpy(a).to(dtype).float().numpy()
+
+
+def _run_dcp(world, interleave, reqs, causal=True, dtype=torch.float32):
+    """reqs: [(context_len, q_len)]. Returns (outputs per rank [n, H, D] as float32, oracle [n, H·world, D])."""
     rng = np.random.default_rng(11 + world * 10 + interleave)
     n = sum(q for _, q in reqs)
     total_heads = H * world
-    q_full = rng.standard_normal((n, total_heads, D)).astype(np.float32)
-    seqs = [rng.standard_normal((2, c + q, HK, D)).astype(np.float32) for c, q in reqs]  # K and V per request
+    q_full = _rounded(rng.standard_normal((n, total_heads, D)).astype(np.float32), dtype)
+    seqs = [_rounded(rng.standard_normal((2, c + q, HK, D)).astype(np.float32), dtype)
+            for c, q in reqs]  # K and V per request
     width = 6
     bt = rng.permutation(NB)[:len(reqs) * width].reshape(len(reqs), width).astype(np.int32)
     qsl = np.concatenate([[0], np.cumsum([q for _, q in reqs])]).astype(np.int32)
@@ -126,7 +132,7 @@ def _run_dcp(world, interleave, reqs, causal=True):
         try:
             impl = vb.AttnBackendImpl(num_heads=H, head_size=D, scale=0.25, num_kv_heads=HK)
             impl.dcp_world_size, impl.dcp_rank = world, rank
-            kv = torch.zeros((NB, HK, BS, 2 * D))
+            kv = torch.zeros((NB, HK, BS, 2 * D), dtype=dtype)
             # the whole sequences (context and the step's tokens) through the DCP slot mapping of this rank
             positions = np.concatenate([np.arange(len(s[0])) for s in seqs]).astype(np.int64)
             all_qsl = np.concatenate([[0], np.cumsum(seq_lens)]).astype(np.int32)
@@ -134,11 +140,11 @@ def _run_dcp(world, interleave, reqs, causal=True):
             vb._cp_slot_mapping(len(positions), len(positions), torch.from_numpy(all_qsl),
                                 torch.from_numpy(positions), torch.from_numpy(bt), width, sm, BS, world, rank,
                                 interleave)
-            keys = torch.from_numpy(np.concatenate([s[0] for s in seqs]))
-            vals = torch.from_numpy(np.concatenate([s[1] for s in seqs]))
+            keys = torch.from_numpy(np.concatenate([s[0] for s in seqs])).to(dtype)
+            vals = torch.from_numpy(np.concatenate([s[1] for s in seqs])).to(dtype)
             impl.do_kv_cache_update(None, keys, vals, kv, sm)
-            new_k = torch.from_numpy(np.concatenate([s[0][c:] for s, (c, _) in zip(seqs, reqs)]))
-            new_v = torch.from_numpy(np.concatenate([s[1][c:] for s, (c, _) in zip(seqs, reqs)]))
+            new_k = torch.from_numpy(np.concatenate([s[0][c:] for s, (c, _) in zip(seqs, reqs)])).to(dtype)
+            new_v = torch.from_numpy(np.concatenate([s[1][c:] for s, (c, _) in zip(seqs, reqs)])).to(dtype)
             context = seq_lens - np.diff(qsl)
             meta = vb.AttnMetadata(
                 num_actual_tokens=n, max_query_len=int(np.diff(qsl).max()), max_seq_len=int(seq_lens.max()),
@@ -149,11 +155,11 @@ def _run_dcp(world, interleave, reqs, causal=True):
                 dcp_local_context_lens=torch.from_numpy(vb.dcp_local_lens(context, world, rank, interleave)
                                                         .astype(np.int32)),
                 dcp_has_context=bool(context.max() > 0))
-            q = torch.from_numpy(q_full[:, rank * H:(rank + 1) * H].copy())
-            out = torch.full((n, H, D), 7.0)
+            q = torch.from_numpy(q_full[:, rank * H:(rank + 1) * H].copy()).to(dtype)
+            out = torch.full((n, H, D), 7.0, dtype=dtype)
             _local.group = group.rank_view(rank)  # what get_dcp_group() returns in this thread (dcp_group)
             assert impl.forward(None, q, new_k, new_v, kv, meta, out) is out
-            outs[rank] = out.numpy()
+            outs[rank] = out.float().numpy()
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             errors.append(e)
             group.barrier.abort()
@@ -192,6 +198,14 @@ def test_forward_under_dcp_equals_the_unsharded_oracle(dcp_group, world, interle
     for rank, out in enumerate(outs):
         err = float(np.abs(out - ref[:, rank * H:(rank + 1) * H]).max())
         assert err < 2e-5, f"rank {rank}: max |out - oracle| = {err}"
+
+
+def test_forward_under_dcp_bf16(dcp_group):
+    """A 16-bit model: the partial states travel with their float32 LSEs packed behind them as raw bytes."""
+    outs, ref = _run_dcp(2, 1, [(9, 1), (13, 5), (0, 3)], dtype=torch.bfloat16)
+    for rank, out in enumerate(outs):
+        err = float(np.abs(out - ref[:, rank * H:(rank + 1) * H]).max())
+        assert err < 2e-2, f"rank {rank}: max |out - oracle| = {err}"
 
 
 def test_forward_under_dcp_without_context_skips_the_collectives(dcp_group):

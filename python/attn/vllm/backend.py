@@ -724,8 +724,8 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
           1. context: the queries of all N ranks of the DCP group (all-gathered along the heads: rank j's
              heads are j·H .. j·H + H - 1) attend, non-causally, to this rank's shard of every request's cached
              context (plan-less paged attention over dcp_local_context_lens keys) -> out and LSE [N·H, n];
-          2. the shards' partial states of this rank's H heads (all-gathered) are merged by their LSEs in rank
-             order (attn_merge_attn_states), so every rank computes the same merge;
+          2. the shards' partial states (out and LSE packed into one all-gather) of this rank's H heads are merged
+             by their LSEs in rank order (attn_merge_attn_states), so every rank computes the same merge;
           3. the step's own tokens (key / value, which vLLM stored on one rank only) attend to each other
              causally (varlen attention) and are merged last.
         A step without cached context anywhere (all fresh prefills; decided from the global lengths, so all
@@ -750,14 +750,21 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         ops.paged_attention(q_all, self._kv_tensor, qsl, meta.dcp_local_context_lens, meta.block_table,
                             softmax_scale=self.scale, causal=False, softcap=self.logits_soft_cap, out=part,
                             lse=part_lse, kv_cache_dtype=self._cache_dtype, k_scale=ks, v_scale=vs, ctx=ctx)
-        # every rank's partial state of this rank's heads: [N, n, H, D] and [N, H, n]
-        outs = group.all_gather(part, dim=0).view(world, n, world * h, -1)[:, :, rank * h:(rank + 1) * h]
-        lses = group.all_gather(part_lse, dim=0).view(world, world * h, n)[:, rank * h:(rank + 1) * h]
-        acc, acc_lse = outs[0].contiguous(), lses[0].contiguous()
+        # every rank's partial state of this rank's heads, in one all-gather: each head's float32 LSE rides
+        # behind its output row as raw bytes (reinterpreted, not converted: the merge reads the exact LSE)
+        d = part.shape[-1]
+        packed = torch.cat((part, part_lse.t().contiguous().view(part.dtype).view(n, world * h, -1)), dim=-1)
+        states = group.all_gather(packed, dim=0).view(world, n, world * h, -1)[:, :, rank * h:(rank + 1) * h]
+
+        def state(j: int) -> Tuple[torch.Tensor, torch.Tensor]:  # rank j's (out [n, H, D], lse [H, n])
+            lse = states[j, :, :, d:].contiguous().view(torch.float32).view(n, h)
+            return states[j, :, :, :d].contiguous(), lse.t().contiguous()
+
+        acc, acc_lse = state(0)
         for j in range(1, world):
             nxt_lse = torch.empty_like(acc_lse)
-            ops.merge_attn_states(acc, acc_lse, outs[j].contiguous(), lses[j].contiguous(), out=acc,
-                                  lse_out=nxt_lse, ctx=ctx)
+            o_j, lse_j = state(j)
+            ops.merge_attn_states(acc, acc_lse, o_j, lse_j, out=acc, lse_out=nxt_lse, ctx=ctx)
             acc_lse = nxt_lse
         own = torch.empty_like(q)
         own_lse = torch.empty((h, n), dtype=torch.float32)
