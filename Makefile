@@ -15,7 +15,7 @@ VENV ?= .venv
 PYTHON3 := $(abspath $(VENV))/bin/python
 export ATTN_VENV := $(abspath $(VENV))
 
-.PHONY: all deps build run run-synthetic run-vllm test test-c test-python test-sanitize test-vllm test-mpi \
+.PHONY: all deps build run run-synthetic run-vllm run-vllm-cp test test-c test-python test-sanitize test-vllm test-mpi \
   install clean
 
 all: build
@@ -98,6 +98,14 @@ VLLM_ARGS ?= --embed
 run-vllm: build
 	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
 	  $$PY -m attn_demo.vllm_run $(VLLM_ARGS)
+
+# run-vllm-cp: vLLM's decode context parallel with attn (docs/CONTEXT_PARALLEL.md): a small random-weight Llama
+# (attn_demo.tiny_llama) at TP 1, TP 2 and TP 2 + DCP 2 (interleave 1 and 16): token identity, tokens/s, and
+# vLLM's refusals (VLLM_CP_ARGS, default --refusals).
+VLLM_CP_ARGS ?= --refusals
+run-vllm-cp: build
+	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
+	  $$PY -m attn_demo.vllm_run --cp $(VLLM_CP_ARGS)
 
 test-vllm: build
 	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \

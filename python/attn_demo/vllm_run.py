@@ -148,6 +148,11 @@ def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
         kw["disable_log_stats"] = False
     if spec.get("kv_cache_dtype"):  # e.g. "fp8": attn's fp8 KV cache
         kw["kv_cache_dtype"] = spec["kv_cache_dtype"]
+    for key in ("tensor_parallel_size", "decode_context_parallel_size", "cp_kv_cache_interleave_size"):
+        if spec.get(key):  # tensor / decode context parallel (make run-vllm-cp): one worker process per rank
+            kw[key] = spec[key]
+    if spec.get("tensor_parallel_size", 1) > 1:
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", cpu_binding(spec["tensor_parallel_size"]))
     if spec.get("single_process"):  # engine core and worker in this process: one start-up, not three
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         kw["distributed_executor_backend"] = "uni"
@@ -400,6 +405,116 @@ def main_run(args: argparse.Namespace) -> int:
     return rc
 
 
+# ------------------------------------------------------------------------------------------------
+# make run-vllm-cp: vLLM's decode context parallel (DCP) with attn
+# ------------------------------------------------------------------------------------------------
+def cpu_binding(num_ranks: int) -> str:
+    """VLLM_CPU_OMP_THREADS_BIND for num_ranks CPU workers on one machine: this process's CPUs split into
+    num_ranks consecutive groups ("0|1" on two CPUs). vLLM's automatic binding wants one NUMA node per
+    worker and refuses ("Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers") otherwise."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    if len(cpus) < num_ranks:
+        return "|".join(str(cpus[i % len(cpus)]) for i in range(num_ranks))
+    per = len(cpus) // num_ranks
+    groups = [cpus[i * per:(i + 1) * per] for i in range(num_ranks)]
+    return "|".join(",".join(str(c) for c in g) for g in groups)
+
+
+def cp_spec(model: str, jobs: List[Dict[str, Any]], tp: int = 1, dcp: int = 1, interleave: int = 1,
+            **kw: Any) -> Dict[str, Any]:
+    """One engine of the CP comparison: float32, block_size 16 and a 64-token budget (so that a long prompt
+    is prefilled in chunks that read the earlier chunks' sharded keys), prefix caching on (a cached prefix is
+    context too). TP 1 runs in one process; TP > 1 starts one worker process per rank."""
+    spec = dict(model=model, dtype="float32", block_size=16, max_num_batched_tokens=64, max_num_seqs=8,
+                max_model_len=1024, prefix_caching=True, chunked_prefill=True, single_process=tp == 1, jobs=jobs)
+    if tp > 1:
+        spec["tensor_parallel_size"] = tp
+    if dcp > 1:
+        spec.update(decode_context_parallel_size=dcp, cp_kv_cache_interleave_size=interleave)
+    spec.update(kw)
+    return spec
+
+
+def _refusal(err: BaseException) -> str:
+    """The line of a failed engine's output that says why (vLLM's own error text), else the last line."""
+    lines = [x.strip() for x in str(err).splitlines() if x.strip()]
+    for pat in ("AssertionError:", "Value error,", "ValueError:", "NotImplementedError:", "Worker failed with error",
+                "RuntimeError:"):
+        hits = [x for x in lines if pat in x]
+        if hits:
+            line = hits[-1][hits[-1].index(pat):]
+            return line.split(" [type=value_error")[0]  # (pydantic's echo of the arguments)
+    return lines[-1] if lines else repr(err)
+
+
+def main_cp(args: argparse.Namespace) -> int:
+    from .tiny_llama import TINY_DIR, tiny_llama_checkpoint
+
+    log(f"[1/4] model: a random-weight Llama (4 query heads, 1 KV head, 4 layers, float32; attn_demo.tiny_llama "
+        f"-> {TINY_DIR})")
+    model = tiny_llama_checkpoint()
+    long = ("Summarise the following notes in one sentence. " + " ".join(
+        f"Note {i}: the scheduler batched request {i} with its neighbours and paged its cache." for i in range(5)))
+    prompts = [chat(p, SYSTEM) for p in PROMPTS[:3]] + [chat(long, SYSTEM)]
+    bench = [chat(PROMPTS[i % len(PROMPTS)]) for i in range(args.cp_batch)]
+    jobs = [dict(prompts=prompts, max_tokens=args.max_tokens, ignore_eos=True, case="texts"),
+            dict(prompts=bench[:2], max_tokens=4, ignore_eos=True, case="warm-up"),
+            dict(prompts=bench, max_tokens=1 + args.bench_tokens, ignore_eos=True, case="bench")]
+    configs = [("TP 1", dict(tp=1)), ("TP 2", dict(tp=2)), ("TP 2 + DCP 2", dict(tp=2, dcp=2)),
+               ("TP 2 + DCP 2, interleave 16", dict(tp=2, dcp=2, interleave=16))]
+    log(f"[2/4] greedy tokens and throughput with attn, one fresh engine per configuration: "
+        f"{', '.join(c for c, _ in configs)} ({len(prompts)} prompts x {args.max_tokens} tokens, the last one "
+        f"prefilled in chunks; then batch {args.cp_batch} x {args.bench_tokens} decode tokens); CPU binding of "
+        f"the TP 2 workers: {os.environ.get('VLLM_CPU_OMP_THREADS_BIND') or cpu_binding(2)}")
+    res: Dict[str, Dict[str, Any]] = {}
+    for name, c in configs:
+        t = time.time()
+        r = run_engine(cp_spec(model, jobs, c.get("tp", 1), c.get("dcp", 1), c.get("interleave", 1),
+                               log_stats=True), "attn", quiet=not args.verbose)
+        res[name] = r
+        steps = [s for s in r["attn_steps"] if "dcp=" in s]
+        ctx = sorted({s.split("rank=")[1].split()[0] for s in steps if "context=1" in s})
+        log(f"      {name:28s} {time.time() - t:5.1f} s (start-up {r['startup_s']:.0f} s); attn ran: {r['attn_ran']}"
+            + (f"; DCP steps with sharded context on ranks {', '.join(ctx) or 'none'}" if c.get("dcp") else ""))
+    log("[3/4] greedy tokens")
+    ref = res["TP 1"]["jobs"][0]
+    rc = 0
+    for name, _ in configs[1:]:
+        got = res[name]["jobs"][0]
+        same = got["tokens"] == ref["tokens"]
+        log(f"    {name:28s} identical to TP 1: {'yes' if same else 'NO'}"
+            + ("" if same else "  " + "; ".join(f"prompt {i}: {a} vs {b}" for i, (a, b) in
+                                               enumerate(zip(got["tokens"], ref["tokens"])) if a != b)))
+        rc |= 0 if same and res[name]["attn_ran"] else 1
+    log(f"    prompt 3 (chunked prefill), TP 1: {ref['texts'][3].strip()!r}")
+    log(f"[4/4] throughput (float32; batch {args.cp_batch}, decode tok/s = batch x {args.bench_tokens} / (last token - "
+        f"last first token); one engine each, so single runs on a shared machine: not a benchmark)")
+    log(f"    {'configuration':28s}  {'decode tok/s':>12}  {'prefill s':>9}  {'load (1 min)':>12}")
+    for name, _ in configs:
+        f = _case_figures(res[name], "bench", args.bench_tokens)
+        log(f"    {name:28s}  {f['decode_tps']:>12.1f}  {f['prefill_s']:>9.2f}  {f['load']:>12.2f}")
+    log(f"    {os.cpu_count()} CPUs; uptime: {_uptime()}")
+    if args.refusals:
+        log("[refusals] what vLLM 0.32 (CPU) says, each engine started and stopped at once")
+        cases = [("vLLM's CPU backend, TP 2 + DCP 2", model, "vllm", dict(tp=2, dcp=2)),
+                 ("SmolLM2-135M (9 / 3 heads), attn, TP 2 + DCP 2", smollm2_checkpoint(), "attn", dict(tp=2, dcp=2)),
+                 ("SmolLM2-135M, attn, TP 3 + DCP 3", smollm2_checkpoint(), "attn", dict(tp=3, dcp=3))]
+        for what, m, backend, c in cases:
+            try:
+                run_engine(cp_spec(m, [dict(prompts=prompts[:1], max_tokens=2)], c["tp"], c["dcp"]), backend)
+                log(f"    {what}: ran (no refusal)")
+            except RuntimeError as e:
+                log(f"    {what}: {_refusal(e)}")
+    return rc
+
+
+def _uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def minilm_fixture() -> Dict[str, Any]:
     here = os.path.dirname(os.path.abspath(__file__))
     for p in (os.path.join(here, "..", "..", "tests", "python", "fixtures", "minilm_embeddings.json"),
@@ -456,7 +571,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     help="comma-separated cases instead of the defaults, e.g. 'chat b8,8k b1,4k b8'")
     ap.add_argument("--embed", action="store_true", help="also run all-MiniLM-L6-v2 (pooling)")
     ap.add_argument("--verbose", action="store_true", help="show vLLM's own output")
-    return main_run(ap.parse_args(argv))
+    ap.add_argument("--cp", action="store_true",
+                    help="decode context parallel instead (make run-vllm-cp): a small random-weight Llama with attn "
+                         "at TP 1, TP 2 and TP 2 + DCP 2: token identity and tokens/s")
+    ap.add_argument("--cp-batch", type=int, default=4, help="--cp: requests of the throughput run")
+    ap.add_argument("--refusals", action="store_true",
+                    help="--cp: also show vLLM's refusals (its own CPU backend under DCP; SmolLM2-135M at TP 2 / 3)")
+    args = ap.parse_args(argv)
+    return main_cp(args) if args.cp else main_run(args)
 
 
 if __name__ == "__main__":

@@ -177,6 +177,108 @@ def _ctx_ptr() -> int:
 
 
 # ------------------------------------------------------------------------------------------------
+# Decode context parallel (DCP): vLLM's --decode-context-parallel-size N reuses N tensor-parallel ranks that
+# hold the same KV heads and stores each request's token at position p only on rank (p // I) % N
+# (I = cp_kv_cache_interleave_size), at that rank's local index (p // (I·N))·I + p % I, addressed through
+# the request's block table with the physical block_size. So a rank's first L_r local tokens are its share
+# of a request's first L global tokens, and the request's cached context is the union of the N shares.
+# ------------------------------------------------------------------------------------------------
+def _dcp_world_size_and_rank(kv_cache_spec: Any) -> Tuple[int, int]:
+    """(world size, rank) of this process's DCP group for a cache group vLLM shards (spec.dcp_sharded),
+    else (1, 0); (1, 0) also for a vLLM without DCP."""
+    try:
+        from vllm.distributed.parallel_state import get_dcp_world_size_and_rank
+    except ImportError:
+        return 1, 0
+    return get_dcp_world_size_and_rank(bool(getattr(kv_cache_spec, "dcp_sharded", False)))
+
+
+def dcp_local_lens(lens: np.ndarray, world_size: int, rank: int, interleave: int) -> np.ndarray:
+    """How many of the first lens[r] tokens of each request DCP rank `rank` stores (vLLM's
+    get_dcp_local_seq_lens): whole rounds of world_size·interleave tokens give it `interleave` each, the
+    remainder fills ranks 0, 1, ... `interleave` tokens at a time."""
+    lens = np.asarray(lens, np.int64)
+    base = lens // interleave // world_size * interleave
+    rem = lens - base * world_size
+    return base + np.clip(rem - rank * interleave, 0, interleave)
+
+
+def _note_dcp_step(world_size: int, rank: int, interleave: int, has_context: bool, num_decodes: int,
+                   num_prefills: int) -> None:
+    """_note_step for a DCP step (no attn plan): one line per new kind of step."""
+    key = (os.environ["ATTN_VLLM_MARKER"], "dcp", rank, has_context, num_decodes > 0, num_prefills > 0)
+    if key not in _steps_seen:
+        _steps_seen.add(key)
+        with open(os.environ["ATTN_VLLM_MARKER"] + ".steps", "a") as f:
+            f.write(f"kind=decoder dcp={world_size} rank={rank} interleave={interleave} context={int(has_context)} "
+                    f"decodes={num_decodes} prefills={num_prefills} pid={os.getpid()}\n")
+
+
+# vLLM's CPU platform replaces its Triton slot-mapping kernel with a C++ one that refuses context parallel
+# ("AssertionError: Context Parallelism is not supported on CPU."). Under DCP the impl registers this
+# implementation of the same kernel in its place (vLLM's own kernel-override registry,
+# vllm.triton_utils.dispatcher.register_kernels); without CP it calls the C++ kernel it replaced.
+_SLOT_MAPPING_KERNEL = "vllm.v1.worker.block_table.ComputeSlotMappingKernel.kernel"
+_slot_mapping_fallback: List[Any] = []  # [the implementation registered before ours] once registered
+
+
+def _cp_slot_mapping(num_tokens: int, max_num_tokens: int, query_start_loc_ptr: torch.Tensor,
+                     positions_ptr: torch.Tensor, block_table_ptr: torch.Tensor, block_table_stride: int,
+                     slot_mapping_ptr: torch.Tensor, KV_CACHE_BLOCK_SIZE: int, TOTAL_CP_WORLD_SIZE: int = 1,
+                     TOTAL_CP_RANK: int = 0, CP_KV_CACHE_INTERLEAVE_SIZE: int = 1, PAD_ID: int = -1,
+                     BLOCK_SIZE: int = 1024) -> None:
+    """vLLM's ComputeSlotMappingKernel (vllm/v1/worker/block_table.py) in torch: slot of the token at position p
+    of request r = block_table[r, p // (block_size·N)]·block_size + local offset on its rank, PAD_ID where the
+    token belongs to another rank, and PAD_ID for the rows num_tokens .. max_num_tokens."""
+    if TOTAL_CP_WORLD_SIZE == 1 and _slot_mapping_fallback:
+        return _slot_mapping_fallback[0](num_tokens, max_num_tokens, query_start_loc_ptr, positions_ptr,
+                                         block_table_ptr, block_table_stride, slot_mapping_ptr, KV_CACHE_BLOCK_SIZE,
+                                         TOTAL_CP_WORLD_SIZE, TOTAL_CP_RANK, CP_KV_CACHE_INTERLEAVE_SIZE, PAD_ID,
+                                         BLOCK_SIZE)
+    qsl = query_start_loc_ptr.to(torch.int64)
+    num_reqs = int(qsl.numel()) - 1
+    if num_reqs > 0:
+        start, end = int(qsl[0]), int(qsl[-1])
+        idx = torch.arange(start, end, dtype=torch.int64)
+        req = torch.searchsorted(qsl[1:].contiguous(), idx, right=True)
+        pos = positions_ptr[start:end].to(torch.int64)
+        n, il = int(TOTAL_CP_WORLD_SIZE), int(CP_KV_CACHE_INTERLEAVE_SIZE)
+        vbs = int(KV_CACHE_BLOCK_SIZE) * n
+        vblk = pos // vbs
+        voff = pos - vblk * vbs
+        local = (voff // il) % n == int(TOTAL_CP_RANK)
+        loff = voff // (n * il) * il + voff % il
+        flat = block_table_ptr.reshape(-1)
+        blk = flat[torch.where(local, req * int(block_table_stride) + vblk, 0)].to(torch.int64)
+        slot_mapping_ptr[start:end] = torch.where(local, blk * int(KV_CACHE_BLOCK_SIZE) + loff,
+                                                  torch.full_like(loff, int(PAD_ID)))
+    if max_num_tokens > num_tokens:
+        slot_mapping_ptr[num_tokens:max_num_tokens] = int(PAD_ID)
+
+
+def _register_cp_slot_mapping() -> bool:
+    """Puts _cp_slot_mapping in place of vLLM's CPU slot-mapping kernel (once per process). Only where vLLM
+    runs that kernel's C++ stand-in (no Triton): a real Triton kernel supports CP itself. Returns whether
+    ours is registered."""
+    if _slot_mapping_fallback:
+        return True
+    try:
+        from vllm.triton_utils import HAS_TRITON
+        from vllm.triton_utils import dispatcher
+    except ImportError:
+        return False
+    if HAS_TRITON:
+        return False
+    prev = dispatcher._registry.get(_SLOT_MAPPING_KERNEL)
+    if prev is None:
+        return False
+    _slot_mapping_fallback.append(prev[1])
+    dispatcher.register_kernels({_SLOT_MAPPING_KERNEL: _cp_slot_mapping})
+    logger.info("attn: DCP slot mapping registered for vLLM's CPU worker (%s)", _SLOT_MAPPING_KERNEL)
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
 # Backend
 # ------------------------------------------------------------------------------------------------
 class AttnBackend(AttentionBackend):
@@ -264,7 +366,7 @@ class AttnMetadata:
     num_decodes: int
     num_decode_tokens: int
     num_prefills: int
-    plan: ops.Plan
+    plan: Optional[ops.Plan]             # None under decode context parallel (the DCP fields below)
     token_src: Optional[torch.Tensor]    # int64 [num_tokens]: plan row t = input row token_src[t]
     workspace: Any                       # void* of the plan's workspace (None when empty)
     workspace_size: int
@@ -273,11 +375,18 @@ class AttnMetadata:
     ctx_ptr: int = 0                     # the process's attn_ctx, plan handle and workspace as ints for
     plan_ptr: int = 0                    # attn._ext
     ws_ptr: int = 0
+    # Decode context parallel (vLLM --decode-context-parallel-size N > 1; AttnBackendImpl._forward_dcp): this
+    # rank's share of each request's cached context (the keys before this step's tokens), int32 [num_reqs],
+    # and whether any request of the step has context at all (from the global lengths, so that every rank of
+    # the DCP group takes the same branch and joins the same collectives).
+    dcp_world_size: int = 1
+    dcp_local_context_lens: Optional[torch.Tensor] = None
+    dcp_has_context: bool = False
 
     def __post_init__(self) -> None:
         self.marker = os.environ.get("ATTN_VLLM_MARKER") or None
         self.ctx_ptr = _ctx_ptr()
-        self.plan_ptr = self.plan._ptr
+        self.plan_ptr = 0 if self.plan is None else self.plan._ptr
         self.ws_ptr = int(self.workspace or 0)
 
 
@@ -313,6 +422,11 @@ class AttnMetadataBuilder(AttentionMetadataBuilder[AttnMetadata]):
         self._num_blocks: Optional[int] = None
         self._columns = np.arange(0)  # 0 .. block table width - 1 (build(), cached)
         self._plan_config: Optional[Tuple[tuple, Any]] = None  # ((num_blocks, block_size, width), config)
+        self.dcp_world_size, self.dcp_rank = _dcp_world_size_and_rank(kv_cache_spec)
+        self.cp_interleave = int(getattr(parallel, "cp_kv_cache_interleave_size", 1) or 1)
+        if self.dcp_world_size > 1 and self.kind == "cross":
+            raise NotImplementedError("attn: cross-attention under decode context parallel "
+                                      f"(decode_context_parallel_size={self.dcp_world_size}) is not supported")
 
     def _kv_num_blocks(self, used_max_block: int) -> int:
         """Blocks of this group's caches (read once from a bound layer cache), or the used maximum + 1."""
@@ -340,6 +454,8 @@ class AttnMetadataBuilder(AttentionMetadataBuilder[AttnMetadata]):
         bt_t = cm.block_table_tensor[:num_reqs]
         bt = bt_t.cpu().numpy()
         kind, bs = self.kind, self.block_size
+        if self.dcp_world_size > 1 and kind == "decoder":
+            return self._build_dcp(cm, num_reqs, num_tokens, seq_lens_t, seq_lens, q_lens, bt_t)
         # The requests as arrays, no Python loop and no PlanRequest per request (this runs every engine step):
         # request r's blocks are bt[r, :ceil(seq_len / block_size)], that Python slice clipped to the width
         width = bt.shape[1] if bt.ndim == 2 else 1
@@ -380,12 +496,44 @@ class AttnMetadataBuilder(AttentionMetadataBuilder[AttnMetadata]):
             workspace=plan._ws_ptr or None, workspace_size=plan._ws_size)  # (the plan took the address once)
 
 
+    def _build_dcp(self, cm: CommonAttentionMetadata, num_reqs: int, num_tokens: int, seq_lens_t: torch.Tensor,
+                   seq_lens: np.ndarray, q_lens: np.ndarray, bt_t: torch.Tensor) -> AttnMetadata:
+        """The step under decode context parallel: no attn plan (the impl runs plan-less paged attention over
+        this rank's shard and varlen attention over the step's own tokens), only the local context lengths."""
+        context = seq_lens - q_lens  # global: the keys cached before this step
+        if num_reqs and context.min() < 0:
+            raise ValueError(f"attn: seq_lens {seq_lens.tolist()} shorter than the query lengths {q_lens.tolist()}")
+        local = dcp_local_lens(context, self.dcp_world_size, self.dcp_rank, self.cp_interleave)
+        thr = self.reorder_batch_threshold
+        num_decodes = int(np.argmax(q_lens > thr)) if (q_lens > thr).any() else num_reqs
+        has_context = bool(num_reqs and context.max() > 0)
+        if os.environ.get("ATTN_VLLM_MARKER"):
+            _note_dcp_step(self.dcp_world_size, self.dcp_rank, self.cp_interleave, has_context, num_decodes,
+                           num_reqs - num_decodes)
+        return AttnMetadata(
+            num_actual_tokens=num_tokens, max_query_len=int(cm.max_query_len), max_seq_len=int(cm.max_seq_len),
+            query_start_loc=cm.query_start_loc_cpu[:num_reqs + 1].to(torch.int32),
+            seq_lens=seq_lens_t, block_table=bt_t.to(torch.int32), slot_mapping=cm.slot_mapping[:num_tokens],
+            causal=bool(cm.causal), kind="decoder", attn_state=-1, num_decodes=num_decodes,
+            num_decode_tokens=int(q_lens[:num_decodes].sum()), num_prefills=num_reqs - num_decodes, plan=None,
+            token_src=None, workspace=None, workspace_size=0, dcp_world_size=self.dcp_world_size,
+            dcp_local_context_lens=torch.from_numpy(local.astype(np.int32)), dcp_has_context=has_context)
+
+
 # ------------------------------------------------------------------------------------------------
 # Impl (one per layer)
 # ------------------------------------------------------------------------------------------------
 class AttnBackendImpl(AttentionImpl[AttnMetadata]):
     """Per-layer attention (vllm-ascend's AscendAttentionBackendImpl): attn_reshape_and_cache +
     attn_forward_paged on the step's plan."""
+
+    # Decode context parallel: each rank attends over its shard of the cache and the shards' partial states
+    # are merged by their LSEs (_forward_dcp), so vLLM's start-up check (need_to_return_lse_for_decode =
+    # dcp_world_size > 1 and can_return_lse_for_decode) accepts the impl. Prefill context parallel is not
+    # supported (supports_pcp stays False: vLLM then refuses PCP with this backend at start-up).
+    can_return_lse_for_decode: bool = True
+    supports_dcp: bool = True
+    supports_pcp: bool = False
 
     def __init__(self, num_heads: int, head_size: int, scale: float, num_kv_heads: Optional[int] = None,
                  alibi_slopes: Optional[List[float]] = None, sliding_window: Optional[int] = None,
@@ -411,6 +559,15 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
         self.sinks = sinks
         self.is_encoder = attn_type in _ENCODER_TYPES
+        self.dcp_world_size = int(getattr(self, "dcp_world_size", 1))  # set by vLLM's AttentionImpl.__new__
+        self.dcp_rank = int(getattr(self, "dcp_rank", 0))
+        if self.dcp_world_size > 1 and not self.is_encoder:
+            unsupported = [name for name, v in (("sliding_window", sliding_window), ("alibi_slopes", alibi_slopes),
+                                                ("sinks", sinks)) if v is not None]
+            if unsupported:  # each depends on global key positions / counts a rank's shard does not have
+                raise NotImplementedError(f"attn: {', '.join(unsupported)} under decode context parallel "
+                                          f"(decode_context_parallel_size={self.dcp_world_size}) is not supported")
+            _register_cp_slot_mapping()
         # fp8 KV cache (kv_cache_dtype "fp8" / "fp8_e4m3" / "fp8_e5m2"): vLLM allocates it as uint8; attn reads
         # it as this fp8 format with the layer's per-tensor _k_scale_float / _v_scale_float, or per KV head with
         # its _k_scale / _v_scale tensors when they hold num_kv_heads values (kv_scale_type "attn_head",
@@ -527,8 +684,12 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         meta = attn_metadata
         n = meta.num_actual_tokens
         if meta.marker is not None and meta.marker != _marker_path:  # the text is formatted once per process
-            _mark_used(f"attn_type={self.attn_type} kind={meta.kind} dtype={query.dtype} "
+            _mark_used(f"attn_type={self.attn_type} kind={meta.kind} "
+                       + (f"dcp={meta.dcp_world_size} rank={self.dcp_rank} " if meta.dcp_world_size > 1 else "")
+                       + f"dtype={query.dtype} "
                        f"kv_cache={list(kv_cache.shape)}/{list(kv_cache.stride())}")
+        if meta.dcp_world_size > 1 and not self.is_encoder:
+            return self._forward_dcp(layer, query, key, value, kv_cache, meta, output)
         causal = meta.causal and not self.is_encoder
         q = query if query.shape[0] == n else query[:n]
         out = output if output.shape[0] == n else output[:n]
@@ -555,6 +716,61 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
                            meta.workspace_size, None if self.is_encoder else self._cache_dtype, ks, vs)
         if src is not None:
             out.index_copy_(0, src, res)
+        return output
+
+    def _forward_dcp(self, layer: AttentionLayer, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                     kv_cache: torch.Tensor, meta: AttnMetadata, output: torch.Tensor) -> torch.Tensor:
+        """One layer under decode context parallel, as vLLM's FlashAttentionImpl._forward_with_dcp:
+          1. context: the queries of all N ranks of the DCP group (all-gathered along the heads: rank j's
+             heads are j·H .. j·H + H - 1) attend, non-causally, to this rank's shard of every request's cached
+             context (plan-less paged attention over dcp_local_context_lens keys) -> out and LSE [N·H, n];
+          2. the shards' partial states (out and LSE packed into one all-gather) of this rank's H heads are merged
+             by their LSEs in rank order (attn_merge_attn_states), so every rank computes the same merge;
+          3. the step's own tokens (key / value, which vLLM stored on one rank only) attend to each other
+             causally (varlen attention) and are merged last.
+        A step without cached context anywhere (all fresh prefills; decided from the global lengths, so all
+        ranks agree) is step 3 alone, without collectives."""
+        from vllm.distributed.parallel_state import get_dcp_group
+
+        n, h = meta.num_actual_tokens, self.num_heads
+        q, k, v, out = query[:n], key[:n], value[:n], output[:n]
+        ctx = _context()
+        qsl = meta.query_start_loc
+        if not meta.dcp_has_context:
+            ops.attention_varlen(q, k, v, qsl, qsl, softmax_scale=self.scale, causal=meta.causal,
+                                 softcap=self.logits_soft_cap, out=out, ctx=ctx)
+            return output
+        group = get_dcp_group()
+        world, rank = self.dcp_world_size, self.dcp_rank
+        q_all = group.all_gather(q.contiguous(), dim=1)  # [n, N·H, head_size]
+        part = torch.empty_like(q_all)
+        part_lse = torch.empty((world * h, n), dtype=torch.float32)
+        self._kv_view(kv_cache)
+        ks, vs = (None, None) if self.fp8_code is None else _layer_kv_scales(layer, self.num_kv_heads)
+        ops.paged_attention(q_all, self._kv_tensor, qsl, meta.dcp_local_context_lens, meta.block_table,
+                            softmax_scale=self.scale, causal=False, softcap=self.logits_soft_cap, out=part,
+                            lse=part_lse, kv_cache_dtype=self._cache_dtype, k_scale=ks, v_scale=vs, ctx=ctx)
+        # every rank's partial state of this rank's heads, in one all-gather: each head's float32 LSE rides
+        # behind its output row as raw bytes (reinterpreted, not converted: the merge reads the exact LSE)
+        d = part.shape[-1]
+        packed = torch.cat((part, part_lse.t().contiguous().view(part.dtype).view(n, world * h, -1)), dim=-1)
+        states = group.all_gather(packed, dim=0).view(world, n, world * h, -1)[:, :, rank * h:(rank + 1) * h]
+
+        def state(j: int) -> Tuple[torch.Tensor, torch.Tensor]:  # rank j's (out [n, H, D], lse [H, n])
+            lse = states[j, :, :, d:].contiguous().view(torch.float32).view(n, h)
+            return states[j, :, :, :d].contiguous(), lse.t().contiguous()
+
+        acc, acc_lse = state(0)
+        for j in range(1, world):
+            nxt_lse = torch.empty_like(acc_lse)
+            o_j, lse_j = state(j)
+            ops.merge_attn_states(acc, acc_lse, o_j, lse_j, out=acc, lse_out=nxt_lse, ctx=ctx)
+            acc_lse = nxt_lse
+        own = torch.empty_like(q)
+        own_lse = torch.empty((h, n), dtype=torch.float32)
+        ops.attention_varlen(q, k, v, qsl, qsl, softmax_scale=self.scale, causal=meta.causal,
+                             softcap=self.logits_soft_cap, out=own, lse=own_lse, ctx=ctx)
+        ops.merge_attn_states(acc, acc_lse, own, own_lse, out=out, ctx=ctx)
         return output
 
     def _encoder_cache(self, key: torch.Tensor) -> Any:
