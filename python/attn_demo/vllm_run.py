@@ -379,8 +379,14 @@ def main_run(args: argparse.Namespace) -> int:
         log(f"\n  prompt {i}: {p}")
         log(f"    attn : {ta.strip()}")
         log("    vLLM : (identical tokens)" if eq else f"    vLLM : {tv.strip()}")
+    # float32 with a float cache: both backends' logits agree to ~1e-6, so greedy tokens must match; 16-bit
+    # activations or an fp8 cache round differently in the two backends and a near-tie may flip a token (the
+    # accuracy of those is tests/vllm's teacher-forced logprob comparison), so there a difference is reported only
+    strict = args.dtype == "float32" and not args.kv_cache_dtype
     log(f"\n  greedy tokens identical to vLLM's CPU backend ({what}, {len(PROMPTS)} prompts): "
-        f"{'yes' if same else 'NO'}")
+        f"{'yes' if same else 'NO'}" + ("" if same or strict else
+                                        " (expected with 16-bit or fp8 rounding: not a failure; tests/vllm "
+                                        "compares teacher-forced logprobs)"))
     log(f"[4/4] throughput ({what}; median of {args.rounds} alternated fresh engines each; all prefills in the "
         f"first step; decode tok/s = batch x {args.bench_tokens} / (last token - last first token); prefill s = first "
         f"scheduled to last first token; CPU ms/step = the worker's CPU time per engine step of the call)")
@@ -399,7 +405,7 @@ def main_run(args: argparse.Namespace) -> int:
             f"{1e3 * ca:>10.1f} / {1e3 * cv:<10.1f}")
     log(f"    load average (1 min) seen by the engines: {min(loads):.1f} to {max(loads):.1f}; "
         f"{os.cpu_count()} CPUs")
-    rc = 0 if same else 1
+    rc = 0 if same or not strict else 1
     if args.embed:
         rc |= main_embed(args)
     return rc
