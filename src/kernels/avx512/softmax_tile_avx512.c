@@ -15,6 +15,7 @@
 #include <math.h>
 
 #include "kernels/avx512/exp2_avx512.h"
+#include "kernels/avx512/softmax_step_avx512.h"
 #include "kernels/kernels.h"
 
 /* Lanes 4g + r of the result = s[k + g][r] for g, r < 4: four keys of up to four rows in one zmm. */
@@ -81,22 +82,14 @@ void attn_k_softmax_tile_avx512(float *s, int64_t num_keys, int64_t num_rows, fl
     }
     const int nv = num_rows > 16 ? 2 : 1;
     const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-    const __m512 one = _mm512_set1_ps(1.0f), log2e = _mm512_set1_ps(ATTN_LOG2E_F);
+    const __m512 log2e = _mm512_set1_ps(ATTN_LOG2E_F);
     __m512 alpha[2];
     int rescale = 0;
     for (int v = 0; v < nv; v++) {
         float *sv = s + 16 * v;
         __m512 tmax = neg_inf;
         for (int64_t k = 0; k < num_keys; k++) tmax = _mm512_max_ps(_mm512_loadu_ps(sv + k * ATTN_QB), tmax);
-        const __m512 m_old = _mm512_loadu_ps(m + 16 * v);
-        const __mmask16 empty = _mm512_cmp_ps_mask(m_old, neg_inf, _CMP_EQ_OQ);
-        const __mmask16 grow =
-            _mm512_cmp_ps_mask(tmax, _mm512_add_ps(m_old, _mm512_set1_ps(ATTN_RESCALE_THRESHOLD)), _CMP_GT_OQ);
-        const __m512 m_new = _mm512_mask_mov_ps(m_old, (__mmask16)(grow | empty), tmax);
-        const __mmask16 keep = (__mmask16)(_mm512_cmp_ps_mask(m_new, m_old, _CMP_EQ_OQ) | empty);
-        alpha[v] = _mm512_mask_mov_ps(k512_exp2(_mm512_mul_ps(_mm512_sub_ps(m_old, m_new), log2e)), keep, one);
-        if (_mm512_cmp_ps_mask(alpha[v], one, _CMP_NEQ_UQ)) rescale = 1;
-        _mm512_storeu_ps(m + 16 * v, m_new);
+        const __m512 m_new = k512_softmax_max_step(tmax, m + 16 * v, &alpha[v], &rescale);
 
         __m512 sum = _mm512_setzero_ps();
         for (int64_t k = 0; k < num_keys; k++) {
@@ -108,11 +101,6 @@ void attn_k_softmax_tile_avx512(float *s, int64_t num_keys, int64_t num_rows, fl
         }
         _mm512_storeu_ps(l + 16 * v, _mm512_fmadd_ps(alpha[v], _mm512_loadu_ps(l + 16 * v), sum));
     }
-    if (rescale) {
-        for (int64_t d = 0; d < head_size_v; d++)
-            for (int v = 0; v < nv; v++) {
-                float *o = o_t + d * ATTN_QB + 16 * v;
-                _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_loadu_ps(o), alpha[v]));
-            }
-    }
+    if (rescale)
+        k512_rescale_o(o_t, head_size_v, alpha, nv);
 }

@@ -20,7 +20,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/avx512/exp2_avx512.h"
+#include "kernels/avx512/softmax_step_avx512.h"
 #include "kernels/avx512bf16/bf16_pairs_avx512.h"
 #include "kernels/avx512bf16/quant_decode_avx512.h"
 #include "kernels/kernels.h"
@@ -214,7 +214,7 @@ static inline __attribute__((always_inline)) void kq_pv_cols(const uint32_t *pp,
 static inline __attribute__((always_inline)) void kq_softmax_pairs(const float *s, int64_t num_keys, const float *vs,
                                                                    float *m, float *l, float *o_t, int64_t dv,
                                                                    uint32_t *pp, const int L) {
-    const __m512 neg_inf = _mm512_set1_ps(-INFINITY), one = _mm512_set1_ps(1.0f), log2e = _mm512_set1_ps(ATTN_LOG2E_F);
+    const __m512 neg_inf = _mm512_set1_ps(-INFINITY), log2e = _mm512_set1_ps(ATTN_LOG2E_F);
     __m512 alpha[2];
     int rescale = 0;
     for (int h = 0; h < L; h++) {
@@ -227,16 +227,7 @@ static inline __attribute__((always_inline)) void kq_softmax_pairs(const float *
         for (; k < num_keys; k++)
             t[0] = _mm512_max_ps(_mm512_loadu_ps(sv + k * ATTN_QB), t[0]);
         const __m512 tmax = _mm512_max_ps(_mm512_max_ps(t[3], t[2]), _mm512_max_ps(t[1], t[0]));
-        const __m512 m_old = _mm512_loadu_ps(m + 16 * h);
-        const __mmask16 empty = _mm512_cmp_ps_mask(m_old, neg_inf, _CMP_EQ_OQ);
-        const __mmask16 grow =
-            _mm512_cmp_ps_mask(tmax, _mm512_add_ps(m_old, _mm512_set1_ps(ATTN_RESCALE_THRESHOLD)), _CMP_GT_OQ);
-        const __m512 m_new = _mm512_mask_mov_ps(m_old, (__mmask16)(grow | empty), tmax);
-        const __mmask16 keep = (__mmask16)(_mm512_cmp_ps_mask(m_new, m_old, _CMP_EQ_OQ) | empty);
-        alpha[h] = _mm512_mask_mov_ps(k512_exp2(_mm512_mul_ps(_mm512_sub_ps(m_old, m_new), log2e)), keep, one);
-        if (_mm512_cmp_ps_mask(alpha[h], one, _CMP_NEQ_UQ))
-            rescale = 1;
-        _mm512_storeu_ps(m + 16 * h, m_new);
+        const __m512 m_new = k512_softmax_max_step(tmax, m + 16 * h, &alpha[h], &rescale);
         __m512 sum = _mm512_setzero_ps();
         for (int64_t j = 0; 2 * j < num_keys; j++) {
             /* s = −inf gives exactly +0 even when m_new = −inf too (t would be NaN there) */
@@ -261,11 +252,7 @@ static inline __attribute__((always_inline)) void kq_softmax_pairs(const float *
         _mm512_storeu_ps(l + 16 * h, _mm512_fmadd_ps(alpha[h], _mm512_loadu_ps(l + 16 * h), sum));
     }
     if (rescale)
-        for (int64_t d = 0; d < dv; d++)
-            for (int h = 0; h < L; h++) {
-                float *o = o_t + d * ATTN_QB + 16 * h;
-                _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_loadu_ps(o), alpha[h]));
-            }
+        k512_rescale_o(o_t, dv, alpha, L);
 }
 
 void attn_k_softmax_pairs_bf16_avx512bf16(const float *s, int64_t num_keys, int64_t num_rows, const float *vs,
