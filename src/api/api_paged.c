@@ -285,7 +285,8 @@ attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, const attn_
                                 .num_split_blocks = plan->num_split_blocks,
                                 .query_start_loc = plan->query_start_loc,
                                 .kinds = plan->kinds,
-                                .num_decodes = plan->num_decodes};
+                                .num_decodes = plan->num_decodes,
+                                .max_query_len = plan->max_query_len};
     const attn_problem *const prob[2] = {&p[0], &p[1]};
 
     ATTN_TRY(attn_ctx_claim(ctx));

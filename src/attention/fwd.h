@@ -232,6 +232,8 @@ typedef struct attn_fwd_work {
     const int32_t *query_start_loc;     /* [num_reqs + 1]                                                   */
     const int32_t *kinds;               /* [num_reqs] attn_request_kind: DECODER → prob[0], else prob[1]    */
     int64_t num_decodes;                /* decode requests (the plan's class), for the spreading rule       */
+    int64_t max_query_len;              /* the longest request's query tokens (prefill items only above      */
+                                        /* ATTN_FWD_DECODE_Q: the executor skips their count otherwise)      */
 } attn_fwd_work;
 
 /* Runs a validated paged call from its work list: with one thread every block as a direct item (partitions

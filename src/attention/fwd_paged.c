@@ -192,9 +192,10 @@ void attn_fwd_run_work(const attn_problem *const prob[2], const attn_fwd_work *w
         const int64_t per_req = prob[0]->num_kv_heads * job.sh.head_chunks;
         job.decode_run_max = attn_fwd_units_per_item(per_req, work->num_decodes, per_req, ex->num_threads);
     }
-    /* prefill super-blocks as large as the threads allow (dense rule); no prefill: any size, never used */
+    /* prefill super-blocks as large as the threads allow (dense rule); a step without a prefill-shaped request
+     * (every decode step) skips the count: the size is then never used */
     job.super_size = ATTN_FWD_SUPER_MIN;
-    if (attn_fp_prefill_items(&job, ATTN_FWD_SUPER_MIN) > 0)
+    if (work->max_query_len > ATTN_FWD_DECODE_Q && attn_fp_prefill_items(&job, ATTN_FWD_SUPER_MIN) > 0)
         job.super_size = attn_fwd_super_size(attn_fwd_multi_capacity(prob[0]), ex->num_threads, attn_fp_prefill_items,
                                              &job);
     if (ex->num_threads == 1) {
