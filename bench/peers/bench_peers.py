@@ -163,7 +163,7 @@ def quant_ceiling(system: str) -> str:
     attention, which run on FMAs."""
     if system not in QUANT or attn.diffusion.quant_kernels() != "avx512bf16":
         return "fma"
-    if system == "attn-quant-mxfp4" and attn.isa_available("avx512bf16") and "avx512_vnni" in CPU_FLAGS:
+    if system == "attn-quant-mxfp4" and "avx512_vnni" in CPU_FLAGS:
         return "mx4"
     return "dpbf16"
 
@@ -845,9 +845,7 @@ def main() -> int:
                 break
     except OSError:
         pass
-    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-    isa_flags = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile")
-                 if f" {f}" in flags]
+    isa_flags = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile") if f in CPU_FLAGS]
     ncpu = os.cpu_count()
     cpu_desc = f"{cpu}, {ncpu} vCPUs ({' '.join(isa_flags)})"
 
