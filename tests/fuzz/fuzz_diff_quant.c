@@ -61,8 +61,9 @@ static int fzd_quant_run(const uint8_t *data, size_t size) {
             if (strcmp(attn_forward_quant_kernels(fzd_tables[t].ctx), "avx512bf16") == 0) {
                 /* the bf16 kernels, which any table's context runs where the CPU has AVX512-BF16 (the kernels are
                  * chosen by CPU features, not by the table): P·v_scale rounded to bf16 (docs/DIFFUSION.md §5;
-                 * the conformance tests' th_tol_for_quant_bf16) */
-                tol.atol += 4e-3, tol.rtol += 4e-3, tol.lse_sum += 2e-4;
+                 * what th_tol_for_quant_bf16 adds to the dtype's tolerance in the conformance tests) */
+                const th_tol f = th_tol_for(c.qdt), q = th_tol_for_quant_bf16(c.qdt);
+                tol.atol += q.atol - f.atol, tol.rtol += q.rtol - f.rtol, tol.lse_sum += q.lse_atol - f.lse_atol;
             }
             fzd_check_out("attn_forward_quant out", isa, fo, ro, c.qdt, c.nout, &tol);
             fzd_check_lse("attn_forward_quant", isa, fl, rl, c.nlse, &tol);
