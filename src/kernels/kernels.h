@@ -50,7 +50,7 @@ struct attn_kernels {
      * registers: bitwise equal to the kernels on the rows converted by cvt_to_f32 (the f32 path), so decode
      * over an fp8 cache reads one byte per element and makes no conversion pass. 0 (the default of a table
      * that omits it): the driver widens fp8 rows into a scratch tile first and passes F32. */
-    int fp8_kv; /* avx2, avx512 */
+    int fp8_kv; /* avx2, avx512, neon */
 };
 
 /* The quantized-attention kernels (attn_forward_quant, src/attention/fwd_quant.c, docs/DIFFUSION.md §5): Q, K and

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "attn/attn.h"
+#include "core/dtype.h"
 
 #define KN_ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -42,10 +43,37 @@ static KN_ALWAYS_INLINE float32x4_t kn_exp2(float32x4_t t) {
     return vbslq_f32(vcgeq_f32(t, lo), r, below);
 }
 
-/* Four consecutive elements of a row of `dt` (F32/F16/BF16, a compile-time constant after inlining) as
+static KN_ALWAYS_INLINE int kn_is_fp8(attn_dtype dt) {
+    return dt == ATTN_DTYPE_FP8_E4M3 || dt == ATTN_DTYPE_FP8_E5M2;
+}
+
+/* Four fp8 codes (zero-extended to 16 bits) widened exactly to float32, with the bits of cvt_to_f32
+ * (attn_fp8_to_float) for every code. E5M2 is the high byte of the binary16 of the same value (same exponent
+ * width and bias). E4M3's 7 magnitude bits placed in binary16 position read as the value times 2^-8 (its
+ * subnormals m·2^-9 become binary16 subnormals), so the widened float times 2^8 is the value, exactly. NaN
+ * codes become the binary16 quiet NaN sign | 0x7E00 first, which FCVTL widens (and the multiply keeps) as
+ * sign | 0x7fc00000, the scalar widening's NaN. */
+static KN_ALWAYS_INLINE float32x4_t kn_fp8x4(uint16x4_t w, attn_dtype dt) {
+    const uint16x4_t sign = vshl_n_u16(vand_u16(w, vdup_n_u16(0x80)), 8);
+    const uint16x4_t mag = vand_u16(w, vdup_n_u16(0x7F));
+    const uint16x4_t qnan = vorr_u16(sign, vdup_n_u16(0x7E00));
+    if (dt == ATTN_DTYPE_FP8_E5M2) {
+        const uint16x4_t h = vbsl_u16(vcgt_u16(mag, vdup_n_u16(0x7C)), qnan, vshl_n_u16(w, 8));
+        return vcvt_f32_f16(vreinterpret_f16_u16(h));
+    }
+    const uint16x4_t h = vbsl_u16(vceq_u16(mag, vdup_n_u16(0x7F)), qnan, vorr_u16(vshl_n_u16(mag, 7), sign));
+    return vmulq_n_f32(vcvt_f32_f16(vreinterpret_f16_u16(h)), 256.0f);
+}
+
+/* Four consecutive elements of a row of `dt` (F32/F16/BF16/FP8, a compile-time constant after inlining) as
  * float32: the exact widening (FCVTL for f16 — a signalling NaN comes back quiet, the only difference from
- * cvt_to_f32, and any arithmetic on it gives the same quiet NaN). */
+ * cvt_to_f32, and any arithmetic on it gives the same quiet NaN; fp8 by kn_fp8x4). */
 static KN_ALWAYS_INLINE float32x4_t kn_load4(const void *row, int64_t i, attn_dtype dt) {
+    if (kn_is_fp8(dt)) {
+        uint32_t c;
+        __builtin_memcpy(&c, (const uint8_t *)row + i, 4);
+        return kn_fp8x4(vget_low_u16(vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(c)))), dt);
+    }
     if (dt == ATTN_DTYPE_BF16)
         return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)row + i), 16));
     if (dt == ATTN_DTYPE_F16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)row + i)));
@@ -54,6 +82,8 @@ static KN_ALWAYS_INLINE float32x4_t kn_load4(const void *row, int64_t i, attn_dt
 
 /* One element of such a row as float32 (the scalar conversions of core/dtype.h). */
 static KN_ALWAYS_INLINE float kn_load1(const void *row, int64_t i, attn_dtype dt) {
+    if (dt == ATTN_DTYPE_FP8_E4M3) return attn_fp8_e4m3_to_f32(((const uint8_t *)row)[i]);
+    if (dt == ATTN_DTYPE_FP8_E5M2) return attn_fp8_e5m2_to_f32(((const uint8_t *)row)[i]);
     if (dt == ATTN_DTYPE_BF16) {
         const uint32_t u = (uint32_t)((const uint16_t *)row)[i] << 16;
         return vgetq_lane_f32(vreinterpretq_f32_u32(vdupq_n_u32(u)), 0);

@@ -20,23 +20,34 @@
 #include "kernels/kernels.h"
 #include "kernels/neon/neon_qk.h"
 
+/* kn_qk_keys for 1..4 rows (the row count a compile-time constant for each). */
+static KN_ALWAYS_INLINE void kn_qk_kv_few(const float *q_t, int64_t num_rows, int64_t head_size,
+                                          const void *const *k_rows, attn_dtype dt, int64_t num_keys, float *s) {
+    switch (num_rows) {
+    case 1: kn_qk_keys(q_t, head_size, k_rows, dt, num_keys, s, 1); return;
+    case 2: kn_qk_keys(q_t, head_size, k_rows, dt, num_keys, s, 2); return;
+    case 3: kn_qk_keys(q_t, head_size, k_rows, dt, num_keys, s, 3); return;
+    default: kn_qk_keys(q_t, head_size, k_rows, dt, num_keys, s, 4); return;
+    }
+}
+
 void attn_k_qk_tile_kv_neon(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
                             attn_dtype kv_dtype, int64_t num_keys, float *s) {
     if (kv_dtype == ATTN_DTYPE_F32) {
         attn_k_qk_tile_neon(q_t, num_rows, head_size, (const float *const *)k_rows, num_keys, s);
         return;
     }
-    if (num_rows <= 4 && (kv_dtype == ATTN_DTYPE_BF16 || kv_dtype == ATTN_DTYPE_F16)) {
-        const int bf = kv_dtype == ATTN_DTYPE_BF16;
-        switch (num_rows) {
-        case 1: bf ? kn_qk_keys(q_t, head_size, k_rows, ATTN_DTYPE_BF16, num_keys, s, 1)
-                   : kn_qk_keys(q_t, head_size, k_rows, ATTN_DTYPE_F16, num_keys, s, 1); return;
-        case 2: bf ? kn_qk_keys(q_t, head_size, k_rows, ATTN_DTYPE_BF16, num_keys, s, 2)
-                   : kn_qk_keys(q_t, head_size, k_rows, ATTN_DTYPE_F16, num_keys, s, 2); return;
-        case 3: bf ? kn_qk_keys(q_t, head_size, k_rows, ATTN_DTYPE_BF16, num_keys, s, 3)
-                   : kn_qk_keys(q_t, head_size, k_rows, ATTN_DTYPE_F16, num_keys, s, 3); return;
-        default: bf ? kn_qk_keys(q_t, head_size, k_rows, ATTN_DTYPE_BF16, num_keys, s, 4)
-                    : kn_qk_keys(q_t, head_size, k_rows, ATTN_DTYPE_F16, num_keys, s, 4); return;
+    if (num_rows <= 4) {
+        switch (kv_dtype) {
+        case ATTN_DTYPE_BF16: kn_qk_kv_few(q_t, num_rows, head_size, k_rows, ATTN_DTYPE_BF16, num_keys, s); return;
+        case ATTN_DTYPE_F16: kn_qk_kv_few(q_t, num_rows, head_size, k_rows, ATTN_DTYPE_F16, num_keys, s); return;
+        case ATTN_DTYPE_FP8_E4M3:
+            kn_qk_kv_few(q_t, num_rows, head_size, k_rows, ATTN_DTYPE_FP8_E4M3, num_keys, s);
+            return;
+        case ATTN_DTYPE_FP8_E5M2:
+            kn_qk_kv_few(q_t, num_rows, head_size, k_rows, ATTN_DTYPE_FP8_E5M2, num_keys, s);
+            return;
+        default: break;
         }
     }
     k_qk_tile_kv_chunked(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, attn_k_qk_tile_neon,
@@ -56,6 +67,13 @@ static KN_ALWAYS_INLINE void kn_v16(const void *row, int64_t d0, attn_dtype dt, 
         x[1] = vreinterpretq_f32_u32(vshlq_n_u32(u1, 16));
         x[2] = vreinterpretq_f32_u32(vandq_u32(u0, hi));
         x[3] = vreinterpretq_f32_u32(vandq_u32(u1, hi));
+    } else if (kn_is_fp8(dt)) { /* 16 codes, in place */
+        const uint8x16_t c = vld1q_u8((const uint8_t *)row + d0);
+        const uint16x8_t lo = vmovl_u8(vget_low_u8(c)), hi = vmovl_u8(vget_high_u8(c));
+        x[0] = kn_fp8x4(vget_low_u16(lo), dt);
+        x[1] = kn_fp8x4(vget_high_u16(lo), dt);
+        x[2] = kn_fp8x4(vget_low_u16(hi), dt);
+        x[3] = kn_fp8x4(vget_high_u16(hi), dt);
     } else {
         _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) x[j] = kn_load4(row, d0 + 4 * j, dt);
     }
@@ -120,6 +138,12 @@ void attn_k_pv_rows_kv_neon(const float *p, int64_t num_keys, int64_t num_rows, 
     case ATTN_DTYPE_F32: kn_pv_rows_kv(p, num_keys, num_rows, v_rows, ATTN_DTYPE_F32, head_size_v, o_d); return;
     case ATTN_DTYPE_F16: kn_pv_rows_kv(p, num_keys, num_rows, v_rows, ATTN_DTYPE_F16, head_size_v, o_d); return;
     case ATTN_DTYPE_BF16: kn_pv_rows_kv(p, num_keys, num_rows, v_rows, ATTN_DTYPE_BF16, head_size_v, o_d); return;
+    case ATTN_DTYPE_FP8_E4M3:
+        kn_pv_rows_kv(p, num_keys, num_rows, v_rows, ATTN_DTYPE_FP8_E4M3, head_size_v, o_d);
+        return;
+    case ATTN_DTYPE_FP8_E5M2:
+        kn_pv_rows_kv(p, num_keys, num_rows, v_rows, ATTN_DTYPE_FP8_E5M2, head_size_v, o_d);
+        return;
     default: k_pv_rows_kv(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, attn_k_cvt_to_f32_neon); return;
     }
 }
