@@ -1,6 +1,6 @@
 /*
- * cvt_avx512.c — row conversions float32 ↔ F32/F16/BF16 with zmm vectors and masked tails (and FP8 E4M3/E5M2
- * → float32, exact, for fp8 KV caches).
+ * cvt_avx512.c — row conversions float32 ↔ F32/F16/BF16 with zmm vectors and masked tails, FP8 E4M3/E5M2
+ * → float32 (exact, for fp8 KV caches) and F32/F16/BF16 → FP8 (the fp8 cache write and quantized attention).
  * F16 uses vcvtph2ps / vcvtps2ph (round to nearest even; bit-identical to attn_f16_to_f32 /
  * attn_f32_to_f16 for every input, signalling NaNs included). BF16 widens by a 16-bit shift and narrows with the
  * integer round-to-nearest-even of attn_f32_to_bf16 (quiet NaN kept), not vcvtneps2bf16, which flushes
@@ -12,7 +12,6 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels/avx2/fp8_avx2.h"
 #include "kernels/kernels.h"
 
 static inline __mmask16 k512_tail_mask(int64_t n) { return (__mmask16)((1u << n) - 1u); }
@@ -130,61 +129,69 @@ void attn_k_cvt_from_f32_avx512(const float *src, attn_dtype dtype, void *dst, i
     }
 }
 
-/* k256_f32_to_fp8 (avx2/fp8_avx2.h) on 16 lanes: the same integer steps of attn_f32_to_fp8_bits, the selects as
- * mask moves. Codes in the low byte of each lane. */
+/* float32 → FP8 (man_bits M, bias B: E4M3 3/7, E5M2 2/15) on 16 lanes, codes in the low byte of each lane: the
+ * result of attn_f32_to_fp8_bits, by float rounding instead of its integer steps. Round to nearest even onto the
+ * format's grid is one float addition: for |x| in binade E the grid spacing is 2^(max(E, 1 − B) − M) (the
+ * subnormals share the smallest normal binade's spacing), which is the float spacing at T = 2^(max(E, 1 − B) −
+ * M + 23), so (|x| + T) − T rounds |x| there with ties to even (a carry into the next binade gives its first
+ * grid value, exactly). E is clamped from above so T stays finite: a larger |x| (±inf included) stays above the
+ * largest finite value, and min(·, max) saturates it. The rounded r is then a format value: ≥ 2^(1 − B) its
+ * code is its float bits shifted (exponent rebiased), below it r·2^(B − 1 + M) is the subnormal code, an exact
+ * small integer. NaN gives 0x7F; the sign bit is ORed in (−0 → 0x80, a negative that rounds to 0 → 0x80). */
 static inline __m512i k512_f32_to_fp8(__m512 x, const int man_bits, const int bias) {
     const __m512i u = _mm512_castps_si512(x);
     const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-    const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
-    const int sh = 23 - man_bits;
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, sh), _mm512_set1_epi32(1));
-    const __m512i normal = _mm512_sub_epi32(
-        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32((1 << (sh - 1)) - 1)), lsb), sh),
-        _mm512_set1_epi32((127 - bias) << man_bits));
-    const __m512i e = _mm512_srli_epi32(a, 23);
-    __m512i s = _mm512_sub_epi32(_mm512_set1_epi32(151 - bias - man_bits), e);
-    s = _mm512_min_epi32(_mm512_max_epi32(s, _mm512_set1_epi32(21)), _mm512_set1_epi32(25));
-    const __m512i m = _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0x7fffff)), _mm512_set1_epi32(0x800000));
-    const __m512i half_m1 = _mm512_sub_epi32(
-        _mm512_sllv_epi32(_mm512_set1_epi32(1), _mm512_sub_epi32(s, _mm512_set1_epi32(1))), _mm512_set1_epi32(1));
-    const __m512i slsb = _mm512_and_si512(_mm512_srlv_epi32(m, s), _mm512_set1_epi32(1));
-    const __m512i sub = _mm512_srlv_epi32(_mm512_add_epi32(_mm512_add_epi32(m, half_m1), slsb), s);
-    const __mmask16 is_sub = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32((128 - bias) << 23), a);
-    __m512i r = _mm512_mask_mov_epi32(normal, is_sub, sub);
-    const __m512i max_bits = _mm512_set1_epi32(man_bits == 3 ? 0x43e00000 : 0x47600000);
-    r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epi32_mask(a, _mm512_sub_epi32(max_bits, _mm512_set1_epi32(1))),
-                              _mm512_set1_epi32(man_bits == 3 ? 0x7e : 0x7b));
-    r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000)), _mm512_set1_epi32(0x7f));
-    return _mm512_or_si512(r, sign);
+    const __m512i e = _mm512_min_epi32(_mm512_max_epi32(_mm512_srli_epi32(a, 23), _mm512_set1_epi32(128 - bias)),
+                                       _mm512_set1_epi32(127 + bias + 2));
+    const __m512 t = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(23 - man_bits)), 23));
+    const float fmax = man_bits == 3 ? 448.0f : 57344.0f;
+    const __m512 r = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), t), t), _mm512_set1_ps(fmax));
+    const __m512i normal = _mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(r), 23 - man_bits),
+                                            _mm512_set1_epi32((127 - bias) << man_bits));
+    const __m512i sub = _mm512_cvttps_epi32(
+        _mm512_mul_ps(r, _mm512_castsi512_ps(_mm512_set1_epi32((127 + bias - 1 + man_bits) << 23))));
+    const __mmask16 is_sub = _mm512_cmplt_epi32_mask(_mm512_castps_si512(r), _mm512_set1_epi32((128 - bias) << 23));
+    __m512i c = _mm512_mask_mov_epi32(normal, is_sub, sub);
+    c = _mm512_mask_mov_epi32(c, _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000)), _mm512_set1_epi32(0x7f));
+    return _mm512_or_si512(c, _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80)));
 }
 
-static inline void k512_cvt_to_fp8_f32(const float *src, float scale, uint8_t *dst, int64_t n, const int man_bits,
-                                       const int bias) {
+/* 16 elements (masked by k) of a F32/F16/BF16 row from element i, widened exactly to f32. */
+static inline __m512 k512_load_f32(const void *src, attn_dtype dt, int64_t i, __mmask16 k) {
+    if (dt == ATTN_DTYPE_F32)
+        return _mm512_maskz_loadu_ps(k, (const float *)src + i);
+    const __m256i h = _mm256_maskz_loadu_epi16(k, (const uint16_t *)src + i);
+    if (dt == ATTN_DTYPE_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+static inline void k512_cvt_to_fp8_m(const void *src, attn_dtype dt, float scale, uint8_t *dst, int64_t n,
+                                     const int man_bits, const int bias) {
     const __m512 vs = _mm512_set1_ps(scale);
     int64_t i = 0;
+    if (scale == 1.0f) /* x / 1 is x (a NaN stays a NaN, which is all the encoder looks at) */
+        for (; i + 16 <= n; i += 16)
+            _mm_storeu_si128((__m128i *)(void *)(dst + i),
+                             _mm512_cvtepi32_epi8(k512_f32_to_fp8(k512_load_f32(src, dt, i, 0xFFFF), man_bits, bias)));
     for (; i + 16 <= n; i += 16) {
-        const __m512i c = k512_f32_to_fp8(_mm512_div_ps(_mm512_loadu_ps(src + i), vs), man_bits, bias);
+        const __m512i c = k512_f32_to_fp8(_mm512_div_ps(k512_load_f32(src, dt, i, 0xFFFF), vs), man_bits, bias);
         _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm512_cvtepi32_epi8(c));
     }
     if (i < n) {
         const __mmask16 k = k512_tail_mask(n - i);
-        const __m512 x = _mm512_div_ps(_mm512_maskz_loadu_ps(k, src + i), vs);
+        const __m512 x = _mm512_div_ps(k512_load_f32(src, dt, i, k), vs);
         _mm_mask_storeu_epi8(dst + i, k, _mm512_cvtepi32_epi8(k512_f32_to_fp8(x, man_bits, bias)));
     }
 }
 
-/* F32/F16/BF16 → FP8 E4M3 / E5M2 of x / scale: f32 rows (the quantized-attention codes, fp8 cache writes from
- * f32) on 16 lanes (k512_f32_to_fp8), f16/bf16 rows by the 8-lane integer encoder of avx2/fp8_avx2.h, compiled
- * here with this folder's flags (static inline: this object's own copy). Both are the steps of
- * attn_f32_to_fp8_bits on the correctly rounded quotient (vdivps), so every code is the scalar encoder's. */
+/* F32/F16/BF16 → FP8 E4M3 / E5M2 of x / scale (the quantized-attention codes, fp8 cache writes) on 16 lanes:
+ * rows widened exactly to f32, the correctly rounded quotient (vdivps; skipped for scale 1), then
+ * k512_f32_to_fp8, so every code is the scalar encoder's (attn_f32_to_fp8_bits). */
 void attn_k_cvt_to_fp8_avx512(const void *src, attn_dtype src_dtype, float scale, attn_dtype fp8_dtype, uint8_t *dst,
                               int64_t n) {
-    if (src_dtype == ATTN_DTYPE_F32) {
-        if (fp8_dtype == ATTN_DTYPE_FP8_E5M2)
-            k512_cvt_to_fp8_f32((const float *)src, scale, dst, n, 2, 15);
-        else
-            k512_cvt_to_fp8_f32((const float *)src, scale, dst, n, 3, 7);
-        return;
-    }
-    k256_cvt_to_fp8(src, src_dtype, scale, fp8_dtype, dst, n);
+    if (fp8_dtype == ATTN_DTYPE_FP8_E5M2)
+        k512_cvt_to_fp8_m(src, src_dtype, scale, dst, n, 2, 15);
+    else
+        k512_cvt_to_fp8_m(src, src_dtype, scale, dst, n, 3, 7);
 }
