@@ -61,14 +61,25 @@ attn_status attn_kv_layout_of_bytes(const attn_tensor *c, const char *name, attn
     return attn_kv_layout_check(c, name, 1, l);
 }
 
-/* One head row of head_size elements: copy when dtypes match, else convert through float (RNE). */
+/* One head row of head_size (<= ATTN_HEAD_SIZE_MAX) elements: copy when dtypes match, else convert through
+ * float32 by the table's row conversions (exact widening, round to nearest even on narrowing). */
 static void attn_kv_put_row(char *dst, attn_dtype dst_dtype, const char *src, attn_dtype src_dtype, int64_t n,
-                            int64_t dst_es) {
+                            int64_t dst_es, const struct attn_kernels *kern) {
     if (dst_dtype == src_dtype) {
         memcpy(dst, src, (size_t)(n * dst_es));
         return;
     }
-    for (int64_t d = 0; d < n; d++) attn_store_f(dst, dst_dtype, d, attn_load_f(src, src_dtype, d));
+    if (src_dtype == ATTN_DTYPE_F32) {
+        kern->cvt_from_f32((const float *)(const void *)src, dst_dtype, dst, n);
+        return;
+    }
+    if (dst_dtype == ATTN_DTYPE_F32) {
+        kern->cvt_to_f32(src, src_dtype, (float *)(void *)dst, n);
+        return;
+    }
+    float row[ATTN_HEAD_SIZE_MAX];
+    kern->cvt_to_f32(src, src_dtype, row, n);
+    kern->cvt_from_f32(row, dst_dtype, dst, n);
 }
 
 void attn_kv_scatter(const attn_kv_layout *c, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
@@ -83,16 +94,16 @@ void attn_kv_scatter(const attn_kv_layout *c, const attn_kv_rows *rows, const at
         for (int64_t g = 0; g < c->num_kv_heads; g++) {
             attn_kv_put_row(attn_kv_slot(c, 0, slot, g), c->dtype,
                             rows->key + t * rows->key_row_stride + g * rows->key_head_stride, rows->dtype,
-                            c->head_size, c->elem_size);
+                            c->head_size, c->elem_size, kern);
             attn_kv_put_row(attn_kv_slot(c, 1, slot, g), c->dtype,
                             rows->value + t * rows->value_row_stride + g * rows->value_head_stride, rows->dtype,
-                            c->head_size, c->elem_size);
+                            c->head_size, c->elem_size, kern);
         }
     }
 }
 
 /* Each head row into an fp8 cache: dst[d] = encode(x / scale), x / scale in float32, saturating RNE (vLLM's
- * scaled_convert), by the table's cvt_to_fp8 (the integer encoder, bitwise attn_fp8_from_float). The scale of
+ * scaled_convert), by the table's cvt_to_fp8 (bitwise attn_fp8_from_float). The scale of
  * kv head g is the per-head entry when the rows carry an array, else the scalar. */
 void attn_kv_scatter_fp8(const attn_kv_layout *c, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
                          int64_t num_tokens, const struct attn_kernels *kern) {

@@ -1,13 +1,15 @@
 /*
  * test_cache.c — the paged KV cache ops: reshape_and_cache writes exactly the target slots
  * (canary bytes everywhere else unchanged, compared with the literal reference), slot −1 writes nothing,
- * f32 → bf16/f16 conversion, int32 slot mappings, strided cache views; copy_blocks / swap_blocks move whole
+ * f32 → bf16/f16 conversion, every pair of f32 / bf16 / f16 row and cache dtypes element by element (specials
+ * included), int32 slot mappings, strided cache views; copy_blocks / swap_blocks move whole
  * blocks; every bad slot / block id / geometry is rejected with the argument named and nothing written.
  * attn_kv_cache_alloc: the view's shape and strides, zero contents, 2 MiB alignment (and, on Linux where THP
  * advice works, the "hg" flag of the mapping in /proc/self/smaps) for caches >= 2 MiB, 64-byte alignment
  * below, a write through it; bad arguments name themselves and leave *cache untouched.
  */
 #define _DEFAULT_SOURCE /* madvise in <sys/mman.h> */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -72,6 +74,61 @@ static void test_reshape_and_cache_canary(void **state) {
         assert_memory_equal(cache, expect, CACHE_N * es);
         free(key), free(value), free(cache), free(expect);
     }
+    attn_ctx_destroy(ctx);
+}
+
+/* key/value rows of one dtype into a cache of another (f32, bf16, f16 each way), head_size 40 (full vectors and a
+ * tail): every element is the scalar conversion of core/dtype.h (exact widening, round to nearest even, NaN
+ * kept quiet), specials included (NaN, ±inf, −0, an f32 subnormal, bf16 and f16 ties, f16 overflow). */
+static void test_reshape_and_cache_convert(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    enum { T = 3, DC = 40 };
+    const attn_dtype dts[3] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
+    const float specials[8] = {NAN, INFINITY, -INFINITY, -0.0f, 1e-40f, 1.00390625f, 1.00048828125f, 65520.0f};
+    th_rng rng;
+    th_rng_seed(&rng, 5);
+    int combos = 0;
+    for (int si = 0; si < 3; si++)
+        for (int ci = 0; ci < 3; ci++) {
+            if (si == ci)
+                continue;
+            const attn_dtype sdt = dts[si], cdt = dts[ci];
+            const size_t ses = attn_dtype_size(sdt), ces = attn_dtype_size(cdt), n = (size_t)(T * HK * DC);
+            const size_t cn = (size_t)(2 * NB * BS * HK * DC);
+            char *key = malloc(n * ses), *value = malloc(n * ses), *cache = malloc(cn * ces),
+                 *expect = malloc(cn * ces);
+            for (size_t i = 0; i < n; i++) {
+                const float x = i % 11 < 8 && i % 3 == 0 ? specials[i % 8] : (float)th_rng_range(&rng, -70000, 70000);
+                th_set(key, sdt, i, x);
+                th_set(value, sdt, i, -x);
+            }
+            memset(cache, 0x5A, cn * ces);
+            memset(expect, 0x5A, cn * ces);
+            int64_t slots[T] = {7, 0, 22};
+            for (int t = 0; t < T; t++)
+                for (int kv = 0; kv < 2; kv++)
+                    for (int64_t e = 0; e < HK * DC; e++) { /* row-major [2][NB·BS][HK][DC] */
+                        const size_t src_i = (size_t)(t * HK * DC + e);
+                        const float x = th_get(kv ? value : key, sdt, src_i);
+                        th_set(expect, cdt, (size_t)((kv * NB * BS + slots[t]) * HK * DC + e), x);
+                    }
+            int64_t cs[5] = {2, NB, BS, HK, DC}, ks[3] = {T, HK, DC}, ss[1] = {T};
+            attn_tensor tc = attn_tensor_make(cache, cdt, 5, cs), ts = attn_tensor_make(slots, ATTN_DTYPE_I64, 1, ss);
+            attn_tensor tk = attn_tensor_make(key, sdt, 3, ks), tv = attn_tensor_make(value, sdt, 3, ks);
+            assert_int_equal(attn_reshape_and_cache(ctx, &tk, &tv, &tc, &ts), ATTN_STATUS_OK);
+            if (memcmp(cache, expect, cn * ces) != 0)
+                for (size_t i = 0; i < cn; i++)
+                    if (memcmp(cache + i * ces, expect + i * ces, ces) != 0) {
+                        fprintf(stderr, "REPRO test_cache convert: %d -> %d element %zu: %.9g vs %.9g\n", (int)sdt,
+                                (int)cdt, i, (double)th_get(cache, cdt, i), (double)th_get(expect, cdt, i));
+                        fail();
+                    }
+            free(key), free(value), free(cache), free(expect);
+            combos++;
+        }
+    assert_int_equal(combos, 6);
     attn_ctx_destroy(ctx);
 }
 
@@ -274,6 +331,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_cache_alloc),
         cmocka_unit_test(test_reshape_and_cache_canary),
+        cmocka_unit_test(test_reshape_and_cache_convert),
         cmocka_unit_test(test_reshape_int32_strided),
         cmocka_unit_test(test_copy_and_swap_blocks),
     };
