@@ -3,7 +3,7 @@
  * helpers of core/dtype.h). F16 by vcvtph2ps / vcvtps2ph (round to nearest even) with signalling NaNs
  * rebuilt by bits so every input converts exactly as attn_f16_to_f32 does; BF16 by a 16-bit shift and the
  * integer round-to-nearest-even of attn_f32_to_bf16 (quiet NaN kept). F32/F16/BF16 → FP8 (the fp8 KV cache
- * write) by the 8-lane integer encoder of fp8_avx2.h.
+ * write) by the 8-lane encoder of fp8_avx2.h.
  */
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
 #error "cvt_avx2.c must be compiled with -mavx2 -mfma -mf16c"
@@ -88,7 +88,7 @@ void attn_k_cvt_from_f32_avx2(const float *src, attn_dtype dtype, void *dst, int
     }
 }
 
-/* F32/F16/BF16 → FP8 E4M3 / E5M2 of x / scale: fp8_avx2.h (8-lane integer encoder, bitwise the scalar one). */
+/* F32/F16/BF16 → FP8 E4M3 / E5M2 of x / scale: fp8_avx2.h (8-lane encoder, bitwise the scalar one). */
 void attn_k_cvt_to_fp8_avx2(const void *src, attn_dtype src_dtype, float scale, attn_dtype fp8_dtype, uint8_t *dst,
                             int64_t n) {
     k256_cvt_to_fp8(src, src_dtype, scale, fp8_dtype, dst, n);

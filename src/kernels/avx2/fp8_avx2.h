@@ -1,9 +1,7 @@
 /*
- * fp8_avx2.h — float32 → FP8 E4M3 / E5M2 on 8 lanes of 32-bit integers, the steps of attn_f32_to_fp8_bits
- * (core/dtype.h) lane by lane, and the row loop behind the tables' cvt_to_fp8 entry. Only `static inline`
- * functions: cvt_avx2.c includes it for the avx2 table, and avx512/cvt_avx512.c includes it for the avx512
- * tables, each compiling its own copy with its own flags (AVX-512F implies AVX2, F16C is in both flag sets),
- * so no code of one ISA folder runs from another's object file.
+ * fp8_avx2.h — float32 → FP8 E4M3 / E5M2 on 8 lanes, bitwise attn_f32_to_fp8_bits (core/dtype.h) lane by lane,
+ * and the row loop behind the avx2 table's cvt_to_fp8 entry. Only `static inline` functions (cvt_avx2.c
+ * includes it), so no code of this ISA folder runs from another's object file.
  */
 #ifndef ATTN_KERNELS_AVX2_FP8_AVX2_H
 #define ATTN_KERNELS_AVX2_FP8_AVX2_H
@@ -14,36 +12,29 @@
 #include "core/dtype.h"
 
 /* Codes (0..255, in the low byte of each lane) of the 8 floats x, man_bits M and bias B as in
- * attn_f32_to_fp8_bits. Every comparison is signed: the magnitudes are <= 0x7fffffff. */
+ * attn_f32_to_fp8_bits, by float rounding: for |x| in binade E the format's grid spacing is 2^(max(E, 1 − B) − M)
+ * (subnormals share the smallest normal binade's), the float spacing at T = 2^(max(E, 1 − B) − M + 23), so
+ * (|x| + T) − T rounds |x| onto the grid with ties to even (a carry gives the next binade's first value). E is
+ * clamped from above so T stays finite; larger magnitudes (±inf included) stay above the largest finite value
+ * and min(·, max) saturates them. A rounded r >= 2^(1 − B) is coded by its float bits shifted and rebiased, a
+ * smaller one by the exact integer r·2^(B − 1 + M). NaN → 0x7F; the sign bit ORed in. Integer comparisons are
+ * signed: the magnitudes are <= 0x7fffffff. */
 static inline __m256i k256_f32_to_fp8(__m256 x, const int man_bits, const int bias) {
     const __m256i u = _mm256_castps_si256(x);
     const __m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-    const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 24), _mm256_set1_epi32(0x80));
-    const int sh = 23 - man_bits;
-    /* normal: round at bit sh (ties to even), rebias */
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, sh), _mm256_set1_epi32(1));
-    const __m256i normal = _mm256_sub_epi32(
-        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(a, _mm256_set1_epi32((1 << (sh - 1)) - 1)), lsb), sh),
-        _mm256_set1_epi32((127 - bias) << man_bits));
-    /* subnormal: significand shifted right by s = 151 − B − M − e, clamped to [21, 25], ties to even */
-    const __m256i e = _mm256_srli_epi32(a, 23);
-    __m256i s = _mm256_sub_epi32(_mm256_set1_epi32(151 - bias - man_bits), e);
-    s = _mm256_min_epi32(_mm256_max_epi32(s, _mm256_set1_epi32(21)), _mm256_set1_epi32(25));
-    const __m256i m = _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi32(0x7fffff)), _mm256_set1_epi32(0x800000));
-    const __m256i half_m1 = _mm256_sub_epi32(
-        _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_sub_epi32(s, _mm256_set1_epi32(1))), _mm256_set1_epi32(1));
-    const __m256i slsb = _mm256_and_si256(_mm256_srlv_epi32(m, s), _mm256_set1_epi32(1));
-    const __m256i sub = _mm256_srlv_epi32(_mm256_add_epi32(_mm256_add_epi32(m, half_m1), slsb), s);
-    /* select: subnormal below 2^(1−B), saturation at and above the largest finite value, NaN */
-    const __m256i min_normal = _mm256_set1_epi32((128 - bias) << 23);
-    const __m256i is_sub = _mm256_cmpgt_epi32(min_normal, a);
-    __m256i r = _mm256_blendv_epi8(normal, sub, is_sub);
-    const __m256i max_bits = _mm256_set1_epi32(man_bits == 3 ? 0x43e00000 : 0x47600000);
-    const __m256i sat = _mm256_cmpgt_epi32(a, _mm256_sub_epi32(max_bits, _mm256_set1_epi32(1)));
-    r = _mm256_blendv_epi8(r, _mm256_set1_epi32(man_bits == 3 ? 0x7e : 0x7b), sat);
-    const __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000));
-    r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7f), nan);
-    return _mm256_or_si256(r, sign);
+    const __m256i e = _mm256_min_epi32(_mm256_max_epi32(_mm256_srli_epi32(a, 23), _mm256_set1_epi32(128 - bias)),
+                                       _mm256_set1_epi32(127 + bias + 2));
+    const __m256 t = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(23 - man_bits)), 23));
+    const __m256 r = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(_mm256_castsi256_ps(a), t), t),
+                                   _mm256_set1_ps(man_bits == 3 ? 448.0f : 57344.0f));
+    const __m256i rb = _mm256_castps_si256(r);
+    const __m256i normal = _mm256_sub_epi32(_mm256_srli_epi32(rb, 23 - man_bits),
+                                            _mm256_set1_epi32((127 - bias) << man_bits));
+    const __m256i sub = _mm256_cvttps_epi32(
+        _mm256_mul_ps(r, _mm256_castsi256_ps(_mm256_set1_epi32((127 + bias - 1 + man_bits) << 23))));
+    __m256i c = _mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32((128 - bias) << 23), rb));
+    c = _mm256_blendv_epi8(c, _mm256_set1_epi32(0x7f), _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000)));
+    return _mm256_or_si256(c, _mm256_and_si256(_mm256_srli_epi32(u, 24), _mm256_set1_epi32(0x80)));
 }
 
 /* 8 source elements at p (F32, F16 or BF16) as float32. F16 by vcvtph2ps, which quiets a signalling NaN where
@@ -63,6 +54,12 @@ static inline __m256i k256_pack_bytes(__m256i r0, __m256i r1, __m256i r2, __m256
     return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* 8 source elements at p as float32, divided by the scale unless it is 1 (x / 1 is x; a NaN stays a NaN). */
+static inline __m256 k256_load_scaled(const void *p, attn_dtype dtype, __m256 vs, int unit) {
+    const __m256 x = k256_load_as_f32(p, dtype);
+    return unit ? x : _mm256_div_ps(x, vs);
+}
+
 /* dst[0..n) = code of float(src[i]) / scale: 32 elements a step, then 8, then the scalar encoder. The quotient
  * is vdivps, correctly rounded like the scalar division, so every code is attn_fp8_from_float's. */
 static inline void k256_cvt_to_fp8_m(const void *src, attn_dtype src_dtype, float scale, uint8_t *dst, int64_t n,
@@ -70,19 +67,16 @@ static inline void k256_cvt_to_fp8_m(const void *src, attn_dtype src_dtype, floa
     const char *s = (const char *)src;
     const int64_t es = src_dtype == ATTN_DTYPE_F32 ? 4 : 2;
     const __m256 vs = _mm256_set1_ps(scale);
+    const int unit = scale == 1.0f;
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        const __m256i r0 = k256_f32_to_fp8(_mm256_div_ps(k256_load_as_f32(s + i * es, src_dtype), vs), man_bits, bias);
-        const __m256i r1 =
-            k256_f32_to_fp8(_mm256_div_ps(k256_load_as_f32(s + (i + 8) * es, src_dtype), vs), man_bits, bias);
-        const __m256i r2 =
-            k256_f32_to_fp8(_mm256_div_ps(k256_load_as_f32(s + (i + 16) * es, src_dtype), vs), man_bits, bias);
-        const __m256i r3 =
-            k256_f32_to_fp8(_mm256_div_ps(k256_load_as_f32(s + (i + 24) * es, src_dtype), vs), man_bits, bias);
-        _mm256_storeu_si256((__m256i *)(void *)(dst + i), k256_pack_bytes(r0, r1, r2, r3));
+        __m256i r[4];
+        for (int j = 0; j < 4; j++)
+            r[j] = k256_f32_to_fp8(k256_load_scaled(s + (i + 8 * j) * es, src_dtype, vs, unit), man_bits, bias);
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i), k256_pack_bytes(r[0], r[1], r[2], r[3]));
     }
     for (; i + 8 <= n; i += 8) {
-        const __m256i r = k256_f32_to_fp8(_mm256_div_ps(k256_load_as_f32(s + i * es, src_dtype), vs), man_bits, bias);
+        const __m256i r = k256_f32_to_fp8(k256_load_scaled(s + i * es, src_dtype, vs, unit), man_bits, bias);
         _mm_storel_epi64((__m128i *)(void *)(dst + i), _mm256_castsi256_si128(k256_pack_bytes(r, r, r, r)));
     }
     for (; i < n; i++)
