@@ -303,13 +303,18 @@ static void test_quant_helpers(void **state) {
             qk->hadamard_row(y + 40, signs, hs, tmp, rot, 1.0 / sqrt((double)hs));
             assert_memory_equal(rot, ref, (size_t)hs * sizeof(float));
         }
-        for (int64_t n = 1; n <= 300; n += 37) /* the MX row scaling: bitwise the portable body */
+        /* the MX row scaling: bitwise the portable body; lengths with a partial block, and whole blocks (1..8,
+         * the head sizes), with and without the NaN/inf/subnormal inputs, and all-subnormal / all-zero blocks */
+        static const int64_t mx_lens[] = {1, 38, 75, 112, 149, 186, 223, 260, 297, 32, 64, 96, 128, 160, 192, 224, 256};
+        for (size_t li = 0; li < sizeof mx_lens / sizeof mx_lens[0]; li++)
             for (int32_t emax = 2; emax <= 8; emax += 6)
-                for (int64_t off = 0; off <= 40; off += 40) { /* with and without the NaN/inf/subnormal inputs */
+                for (int64_t off = 0; off <= 80; off += 40) {
+                    const int64_t n = mx_lens[li];
                     float xa[300], xb[300];
                     uint8_t ea[10], eb[10];
-                    for (int64_t i = 0; i < n; i++)
-                        xa[i] = xb[i] = y[off + i] * (i % 7 == 3 ? 1e-30f : 1.0f);
+                    for (int64_t i = 0; i < n; i++) /* off 80: block 1 all zero, the others all subnormal */
+                        xa[i] = xb[i] = off == 80 ? ((i / 32) % 4 == 1 ? 0.0f : y[40 + i % 200] * 1e-39f)
+                                                  : y[off + i] * (i % 7 == 3 ? 1e-30f : 1.0f);
                     qk->mx_scale_row(xa, n, emax, ea);
                     kqp_mx_scale_row(xb, n, emax, eb);
                     assert_memory_equal(xa, xb, (size_t)n * sizeof(float));

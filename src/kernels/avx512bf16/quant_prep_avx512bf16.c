@@ -97,9 +97,60 @@ uint32_t attn_k_absmax_bits_avx512bf16(const float *x, int64_t n, uint32_t *nonf
     return (uint32_t)_mm512_reduce_max_epu32(m);
 }
 
-/* kqp_mx_scale_row with a block of 32 in two zmm: the maximum as in attn_k_absmax_bits_avx512bf16, the shared
- * exponent of the scalar code, one multiply by the exact power of two per element. */
+/* Up to four whole MX blocks (nb of them, 32 floats each) of x scaled in place, their E8M0 bytes in e8: the
+ * blocks' maxima of |x| as bits reduced side by side (one lane group of 4 per block), then the shared exponent of
+ * attn_mx_shared_exp_bits lane-wise — floor(log2 amax) − emax from the exponent field, clamped to [−127, 127];
+ * a zero or subnormal amax (floor(log2 amax) <= −127) gives −127 for every format's emax >= 0 — and the exact
+ * power of two 2^-se of attn_pow2_f32. A block holding inf or NaN has amax bits >= 0x7F800000: byte 0xFF, factor 0 (as the scalar
+ * code, which takes the maximum over finite values only when it is used). The same values, so bitwise
+ * kqp_mx_scale_row. */
+static inline __attribute__((always_inline)) void kqp_mx_blocks4(float *x, int nb, int32_t emax, uint8_t *e8) {
+    /* emax >= 0 (8 / 15 / 2) is what makes every zero or subnormal block −127 below */
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    __m512 v[8];
+    __m512i m[4];
+    _Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
+        v[2 * b] = b < nb ? _mm512_loadu_ps(x + 32 * b) : _mm512_setzero_ps();
+        v[2 * b + 1] = b < nb ? _mm512_loadu_ps(x + 32 * b + 16) : _mm512_setzero_ps();
+        m[b] = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(v[2 * b]), abs_mask),
+                                _mm512_and_si512(_mm512_castps_si512(v[2 * b + 1]), abs_mask));
+    }
+    /* 128-bit lane b of c holds four partial maxima of block b; then every element of lane b its maximum */
+    const __m512i a01 = _mm512_max_epu32(_mm512_shuffle_i32x4(m[0], m[1], 0x44), _mm512_shuffle_i32x4(m[0], m[1], 0xEE));
+    const __m512i a23 = _mm512_max_epu32(_mm512_shuffle_i32x4(m[2], m[3], 0x44), _mm512_shuffle_i32x4(m[2], m[3], 0xEE));
+    __m512i c = _mm512_max_epu32(_mm512_shuffle_i32x4(a01, a23, 0x88), _mm512_shuffle_i32x4(a01, a23, 0xDD));
+    c = _mm512_max_epu32(c, _mm512_shuffle_epi32(c, (_MM_PERM_ENUM)0x4E));
+    c = _mm512_max_epu32(c, _mm512_shuffle_epi32(c, (_MM_PERM_ENUM)0xB1));
+    const __m512i e = _mm512_srli_epi32(c, 23);
+    __m512i se = _mm512_min_epi32(
+        _mm512_max_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(127 + emax)), _mm512_set1_epi32(-127)),
+        _mm512_set1_epi32(127));
+    se = _mm512_mask_mov_epi32(se, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), _mm512_set1_epi32(-127));
+    const __mmask16 bad = _mm512_cmpge_epu32_mask(c, _mm512_set1_epi32(0x7F800000));
+    const __m512i k = _mm512_sub_epi32(_mm512_setzero_si512(), se); /* 2^k, k = -se in [-127, 127] */
+    __m512i inv = _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23),
+                                        _mm512_cmplt_epi32_mask(k, _mm512_set1_epi32(-126)), _mm512_set1_epi32(0x00400000));
+    inv = _mm512_maskz_mov_epi32((__mmask16)~bad, inv);
+    const __m512i code = _mm512_mask_mov_epi32(_mm512_add_epi32(se, _mm512_set1_epi32(127)), bad, _mm512_set1_epi32(0xFF));
+    const __m128i bytes = _mm_shuffle_epi8(_mm512_cvtepi32_epi8(code), _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1,
+                                                                                       -1, -1, -1, -1, -1, -1, -1));
+    _mm_mask_storeu_epi8(e8, (__mmask16)((1u << nb) - 1u), bytes);
+    _Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) if (b < nb) {
+        const __m512 f = _mm512_castsi512_ps(_mm512_permutexvar_epi32(_mm512_set1_epi32(4 * b), inv));
+        _mm512_storeu_ps(x + 32 * b, _mm512_mul_ps(v[2 * b], f));
+        _mm512_storeu_ps(x + 32 * b + 16, _mm512_mul_ps(v[2 * b + 1], f));
+    }
+}
+
+/* kqp_mx_scale_row: rows of whole 32-element blocks four blocks at a time (kqp_mx_blocks4); otherwise a block of
+ * 32 in two zmm: the maximum as in attn_k_absmax_bits_avx512bf16, the shared exponent of the scalar code, one
+ * multiply by the exact power of two per element. */
 void attn_k_mx_scale_row_avx512bf16(float *x, int64_t n, int32_t emax, uint8_t *e8) {
+    if (n % 32 == 0) {
+        for (int64_t c0 = 0; c0 < n; c0 += 128)
+            kqp_mx_blocks4(x + c0, n - c0 >= 128 ? 4 : (int)((n - c0) / 32), emax, e8 + c0 / 32);
+        return;
+    }
     const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
     for (int64_t c0 = 0; c0 < n; c0 += 32) {
         const int64_t m = n - c0 < 32 ? n - c0 : 32;
