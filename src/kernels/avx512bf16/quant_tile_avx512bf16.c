@@ -247,7 +247,7 @@ static inline __attribute__((always_inline)) void kq_softmax_pairs(const float *
             if (vs)
                 p0 = _mm512_mul_ps(p0, _mm512_set1_ps(vs[2 * j]));
             _mm512_storeu_si512(pp + j * ATTN_QB + 16 * h,
-                                _mm512_or_si512(kbf_round_lo(p0), _mm512_slli_epi32(kbf_round_lo(p1), 16)));
+                                kbf_pair(p0, p1));
         }
         _mm512_storeu_ps(l + 16 * h, _mm512_fmadd_ps(alpha[h], _mm512_loadu_ps(l + 16 * h), sum));
     }
