@@ -99,6 +99,12 @@ struct attn_quant_kernels {
     /* the MX scaling of a row in place (generic/quant_prep.h kqp_mx_scale_row): per 32 elements the E8M0 byte of
      * the shared exponent (emax of the element format) into e8, x·2^-shared_exp into x */
     void (*mx_scale_row)(float *x, int64_t n, int32_t emax, uint8_t *e8);
+    /* optional (NULL: not offered): one Q/K row of src_dtype (F32/F16/BF16) widened, rotated (hadamard_row with
+     * signs and norm), MX-scaled (mx_scale_row) and encoded into codes of elem, E8M0 bytes into e8 — bitwise those
+     * steps in sequence; returns 0 without touching anything for a row it does not take (the caller then runs
+     * the steps) */
+    int (*mx_rot_row)(const void *src, attn_dtype src_dtype, const int8_t *signs, int64_t n, double norm, int32_t emax,
+                      attn_dtype elem, uint8_t *codes, uint8_t *e8);
     /* MXFP4 Q·Kᵀ on VPDPBUSD (NULL where the CPU lacks AVX512-VNNI; then qk_bf16 runs): s[k][r] = Σ_b
      * fma-chained (float(qcorr[b][r] + Σ_{j in block b} dot4(k8[k][4j..4j+3] as u8, qi[j][r] as s8))·qsc[b][r])
      * ·ksc[k][b], blocks b < ceil(head_size / 32) ascending from 0; qi [ceil(head_size/4)][ATTN_QB] byte quads
@@ -139,6 +145,8 @@ uint32_t attn_k_absmax_bits_avx512bf16(const float *x, int64_t n, uint32_t *nonf
 void attn_k_absmax_cols_avx512bf16(const float *x, int64_t rows, int64_t width, uint32_t *amax, uint32_t *nonfinite);
 void attn_k_encode_e2m1_avx512bf16(const float *y, int64_t n, uint8_t *dst);
 void attn_k_mx_scale_row_avx512bf16(float *x, int64_t n, int32_t emax, uint8_t *e8);
+int attn_k_mx_rot_row_avx512bf16(const void *src, attn_dtype src_dtype, const int8_t *signs, int64_t n, double norm,
+                                 int32_t emax, attn_dtype elem, uint8_t *codes, uint8_t *e8);
 void attn_k_qk_e2m1_i8_avx512bf16(const uint32_t *qi, const int32_t *qcorr, const float *qsc, int64_t num_rows,
                                   int64_t head_size, const uint8_t *k8, int64_t k_stride, const float *ksc,
                                   int64_t num_keys, float *s);

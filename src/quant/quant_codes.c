@@ -43,14 +43,20 @@ static void attn_qc_encode(const attn_qc_job *j, const float *y, int64_t n, floa
         j->qk->encode_e2m1(y, n, dst);
 }
 
-/* Row r of matrix (b, h) as float32 in x, rotated if the job rotates. */
-static void attn_qc_row(const attn_qc_job *j, int64_t b, int64_t h, int64_t r, double *tmp, float *x) {
+/* Row r of matrix (b, h) in the caller's layout, with the row two ahead prefetched (rows sit a head stride
+ * apart; no effect on results). */
+static const char *attn_qc_src(const attn_qc_job *j, int64_t b, int64_t h, int64_t r) {
     const char *row = j->src->data + b * j->src->batch_stride + h * j->src->head_stride + r * j->src->seq_stride;
     const int64_t bytes = j->width * (int64_t)attn_dtype_size(j->src->dtype);
-    if (r + 2 < j->seq) /* rows sit a head stride apart: fetch the one two ahead (no effect on results) */
+    if (r + 2 < j->seq)
         for (int64_t off = 0; off < bytes; off += 64)
             __builtin_prefetch(row + 2 * j->src->seq_stride + off, 0, 3);
-    j->kern->cvt_to_f32(row, j->src->dtype, x, j->width);
+    return row;
+}
+
+/* Row r of matrix (b, h) as float32 in x, rotated if the job rotates. */
+static void attn_qc_row(const attn_qc_job *j, int64_t b, int64_t h, int64_t r, double *tmp, float *x) {
+    j->kern->cvt_to_f32(attn_qc_src(j, b, h, r), j->src->dtype, x, j->width);
     if (j->qp->rotate && j->role != ATTN_QROLE_V)
         j->qk->hadamard_row(x, j->signs, j->width, tmp, x, j->norm);
 }
@@ -90,7 +96,11 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
         }
     } else if (j->role != ATTN_QROLE_V) { /* MX along head_size */
         const int64_t nb = (W + 31) / 32;
+        const int fused = j->qp->rotate && j->qk->mx_rot_row; /* the steps below in one kernel, where it takes them */
         for (int64_t r = 0; r < S; r++) {
+            if (fused && j->qk->mx_rot_row(attn_qc_src(j, b, h, r), j->src->dtype, j->signs, W, j->norm, j->f->emax,
+                                           j->elem, codes + r * o->row_bytes, o->escale + (mat * S + r) * nb))
+                continue;
             attn_qc_row(j, b, h, r, tmp, row);
             j->qk->mx_scale_row(row, W, j->f->emax, o->escale + (mat * S + r) * nb);
             attn_qc_encode(j, row, W, 1.0f, codes + r * o->row_bytes);

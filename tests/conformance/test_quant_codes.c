@@ -227,7 +227,8 @@ static void test_bf16_vs_oracle(void **state) {
 }
 
 /* The rotation, the E2M1 encoder and the maxima of every usable quant table equal the scalar reference bit for bit (the
- * encoder on ties, signed zeros, saturation, NaN/inf, subnormals and random values; odd lengths). */
+ * encoder on ties, signed zeros, saturation, NaN/inf, subnormals and random values; odd lengths); a table's fused
+ * row quantization equals its steps run one after the other. */
 static void test_quant_helpers(void **state) {
     (void)state;
     const struct attn_kernels *tabs[2] = {attn_dispatch_by_name("avx2"), attn_dispatch_by_name("avx512")};
@@ -320,6 +321,48 @@ static void test_quant_helpers(void **state) {
                     assert_memory_equal(xa, xb, (size_t)n * sizeof(float));
                     assert_memory_equal(ea, eb, (size_t)(n + 31) / 32);
                 }
+        if (qk->mx_rot_row) { /* the fused row (widen, rotate, MX-scale, encode): bitwise the steps in sequence */
+            const attn_dtype sdts[3] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+            int fused = 0;
+            for (int di = 0; di < 3; di++)
+                for (int64_t n = 32; n <= 128; n *= 2)
+                    for (int64_t off = 0; off <= 400; off += 200) { /* off 0: the NaN/inf/subnormal inputs */
+                        int8_t signs[128];
+                        double tmp[256];
+                        float xf[128];
+                        uint16_t x16[128];
+                        uint8_t ca[64], cb[64], ea[4], eb[4];
+                        memset(ca, 0xEE, sizeof ca), memset(ea, 0xEE, sizeof ea);
+                        assert_int_equal(attn_hadamard_signs(n, ATTN_HADAMARD_SEED, signs), ATTN_STATUS_OK);
+                        for (int64_t i = 0; i < n; i++) { /* the source row and its exact float32 values */
+                            const float v = y[off + i] * (i % 5 == 2 ? 1e-3f : 1.0f);
+                            if (sdts[di] == ATTN_DTYPE_F32)
+                                xf[i] = v;
+                            else {
+                                th_set(x16, sdts[di], (size_t)i, v);
+                                xf[i] = th_get(x16, sdts[di], (size_t)i);
+                            }
+                        }
+                        const void *src = sdts[di] == ATTN_DTYPE_F32 ? (const void *)xf : (const void *)x16;
+                        const double norm = 1.0 / sqrt((double)n);
+                        assert_int_equal(qk->mx_rot_row(src, sdts[di], signs, n, norm, 2, ATTN_DTYPE_FP4_E2M1, ca, ea),
+                                         1);
+                        float rot[128];
+                        qk->hadamard_row(xf, signs, n, tmp, rot, norm);
+                        qk->mx_scale_row(rot, n, 2, eb);
+                        qk->encode_e2m1(rot, n, cb);
+                        assert_memory_equal(ca, cb, (size_t)n / 2);
+                        assert_memory_equal(ea, eb, (size_t)n / 32);
+                        if (n < 128)
+                            assert_int_equal(ca[n / 2], 0xEE); /* nothing written past the row's codes */
+                        fused++;
+                    }
+            uint8_t c1[64], e1[4];
+            int8_t s1[96] = {0};
+            assert_int_equal(qk->mx_rot_row(y, ATTN_DTYPE_F32, s1, 96, 0.1, 2, ATTN_DTYPE_FP4_E2M1, c1, e1), 0);
+            assert_int_equal(qk->mx_rot_row(y, ATTN_DTYPE_F32, s1, 64, 0.125, 8, ATTN_DTYPE_FP8_E4M3, c1, e1), 0);
+            assert_int_equal(fused, 27);
+        }
         uint32_t nf = 0;
         const uint32_t m = qk->absmax_bits(y + 12, 10, &nf); /* -0.25 .. -6, 0.2499, 0.2501 */
         float mf;

@@ -28,17 +28,23 @@ static inline __attribute__((always_inline)) __m512d kqp_signed8(const float *sr
     return _mm512_mul_pd(sg, _mm512_cvtps_pd(_mm256_loadu_ps(src + i)));
 }
 
-/* A row of NV·8 elements (NV <= 16) held in registers through every stage. */
-static inline __attribute__((always_inline)) void kqp_hadamard_regs(const float *src, const int8_t *signs, float *dst,
-                                                                    double norm, const int NV) {
-    __m512d x[16];
-    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) x[v] = kqp_bfly8(kqp_signed8(src, signs, 8 * v));
+/* The transform of NV·8 doubles (NV <= 16) held in registers: the butterflies of distance 1, 2 and 4 inside each
+ * register (kqp_bfly8, applied by the caller's load), then those between registers. */
+static inline __attribute__((always_inline)) void kqp_fwht_regs(__m512d *x, const int NV) {
     _Pragma("GCC unroll 4") for (int lv = 1; lv < NV; lv *= 2) /* distance 8·lv */
         _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) if ((v & lv) == 0) {
             const __m512d a = x[v], b = x[v + lv];
             x[v] = _mm512_add_pd(a, b);
             x[v + lv] = _mm512_sub_pd(a, b);
         }
+}
+
+/* A row of NV·8 elements (NV <= 16) held in registers through every stage. */
+static inline __attribute__((always_inline)) void kqp_hadamard_regs(const float *src, const int8_t *signs, float *dst,
+                                                                    double norm, const int NV) {
+    __m512d x[16];
+    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) x[v] = kqp_bfly8(kqp_signed8(src, signs, 8 * v));
+    kqp_fwht_regs(x, NV);
     const __m512d nm = _mm512_set1_pd(norm);
     _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)
         _mm256_storeu_ps(dst + 8 * v, _mm512_cvtpd_ps(_mm512_mul_pd(x[v], nm)));
@@ -97,49 +103,59 @@ uint32_t attn_k_absmax_bits_avx512bf16(const float *x, int64_t n, uint32_t *nonf
     return (uint32_t)_mm512_reduce_max_epu32(m);
 }
 
-/* Up to four whole MX blocks (nb of them, 32 floats each) of x scaled in place, their E8M0 bytes in e8: the
- * blocks' maxima of |x| as bits reduced side by side (one lane group of 4 per block), then the shared exponent of
- * attn_mx_shared_exp_bits lane-wise — floor(log2 amax) − emax from the exponent field, clamped to [−127, 127];
- * a zero or subnormal amax (floor(log2 amax) <= −127) gives −127 for every format's emax >= 0 — and the exact
- * power of two 2^-se of attn_pow2_f32. A block holding inf or NaN has amax bits >= 0x7F800000: byte 0xFF, factor 0 (as the scalar
- * code, which takes the maximum over finite values only when it is used). The same values, so bitwise
- * kqp_mx_scale_row. */
-static inline __attribute__((always_inline)) void kqp_mx_blocks4(float *x, int nb, int32_t emax, uint8_t *e8) {
+/* Up to four whole MX blocks (nb of them, 32 floats each, two vectors per block in v) scaled in place, their E8M0
+ * bytes in e8: the blocks' maxima of |x| as bits reduced side by side (one lane group of 4 per block), then the
+ * shared exponent of attn_mx_shared_exp_bits lane-wise — floor(log2 amax) − emax from the exponent field, clamped
+ * to [−127, 127]; a zero or subnormal amax (floor(log2 amax) <= −127) gives −127 for every format's emax >= 0 —
+ * and the exact power of two 2^-se of attn_pow2_f32. A block holding inf or NaN has amax bits >= 0x7F800000: byte
+ * 0xFF, factor 0 (as the scalar code, which takes the maximum over finite values only when it is used). The same
+ * values, so bitwise kqp_mx_scale_row. */
+static inline __attribute__((always_inline)) void kqp_mx_regs4(__m512 *v, int nb, int32_t emax, uint8_t *e8) {
     /* emax >= 0 (8 / 15 / 2) is what makes every zero or subnormal block −127 below */
     const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
-    __m512 v[8];
     __m512i m[4];
     _Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
-        v[2 * b] = b < nb ? _mm512_loadu_ps(x + 32 * b) : _mm512_setzero_ps();
-        v[2 * b + 1] = b < nb ? _mm512_loadu_ps(x + 32 * b + 16) : _mm512_setzero_ps();
         m[b] = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(v[2 * b]), abs_mask),
                                 _mm512_and_si512(_mm512_castps_si512(v[2 * b + 1]), abs_mask));
     }
     /* 128-bit lane b of c holds four partial maxima of block b; then every element of lane b its maximum */
-    const __m512i a01 = _mm512_max_epu32(_mm512_shuffle_i32x4(m[0], m[1], 0x44), _mm512_shuffle_i32x4(m[0], m[1], 0xEE));
-    const __m512i a23 = _mm512_max_epu32(_mm512_shuffle_i32x4(m[2], m[3], 0x44), _mm512_shuffle_i32x4(m[2], m[3], 0xEE));
+    const __m512i a01 =
+        _mm512_max_epu32(_mm512_shuffle_i32x4(m[0], m[1], 0x44), _mm512_shuffle_i32x4(m[0], m[1], 0xEE));
+    const __m512i a23 =
+        _mm512_max_epu32(_mm512_shuffle_i32x4(m[2], m[3], 0x44), _mm512_shuffle_i32x4(m[2], m[3], 0xEE));
     __m512i c = _mm512_max_epu32(_mm512_shuffle_i32x4(a01, a23, 0x88), _mm512_shuffle_i32x4(a01, a23, 0xDD));
     c = _mm512_max_epu32(c, _mm512_shuffle_epi32(c, (_MM_PERM_ENUM)0x4E));
     c = _mm512_max_epu32(c, _mm512_shuffle_epi32(c, (_MM_PERM_ENUM)0xB1));
     const __m512i e = _mm512_srli_epi32(c, 23);
-    __m512i se = _mm512_min_epi32(
-        _mm512_max_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(127 + emax)), _mm512_set1_epi32(-127)),
-        _mm512_set1_epi32(127));
+    __m512i se =
+        _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(127 + emax)), _mm512_set1_epi32(-127)),
+                         _mm512_set1_epi32(127));
     se = _mm512_mask_mov_epi32(se, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), _mm512_set1_epi32(-127));
     const __mmask16 bad = _mm512_cmpge_epu32_mask(c, _mm512_set1_epi32(0x7F800000));
     const __m512i k = _mm512_sub_epi32(_mm512_setzero_si512(), se); /* 2^k, k = -se in [-127, 127] */
-    __m512i inv = _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23),
-                                        _mm512_cmplt_epi32_mask(k, _mm512_set1_epi32(-126)), _mm512_set1_epi32(0x00400000));
+    __m512i inv =
+        _mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23),
+                              _mm512_cmplt_epi32_mask(k, _mm512_set1_epi32(-126)), _mm512_set1_epi32(0x00400000));
     inv = _mm512_maskz_mov_epi32((__mmask16)~bad, inv);
-    const __m512i code = _mm512_mask_mov_epi32(_mm512_add_epi32(se, _mm512_set1_epi32(127)), bad, _mm512_set1_epi32(0xFF));
-    const __m128i bytes = _mm_shuffle_epi8(_mm512_cvtepi32_epi8(code), _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1,
-                                                                                       -1, -1, -1, -1, -1, -1, -1));
+    const __m512i code =
+        _mm512_mask_mov_epi32(_mm512_add_epi32(se, _mm512_set1_epi32(127)), bad, _mm512_set1_epi32(0xFF));
+    const __m128i bytes = _mm_shuffle_epi8(_mm512_cvtepi32_epi8(code),
+                                           _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
     _mm_mask_storeu_epi8(e8, (__mmask16)((1u << nb) - 1u), bytes);
     _Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) if (b < nb) {
         const __m512 f = _mm512_castsi512_ps(_mm512_permutexvar_epi32(_mm512_set1_epi32(4 * b), inv));
-        _mm512_storeu_ps(x + 32 * b, _mm512_mul_ps(v[2 * b], f));
-        _mm512_storeu_ps(x + 32 * b + 16, _mm512_mul_ps(v[2 * b + 1], f));
+        v[2 * b] = _mm512_mul_ps(v[2 * b], f);
+        v[2 * b + 1] = _mm512_mul_ps(v[2 * b + 1], f);
     }
+}
+
+/* kqp_mx_regs4 on x in memory (blocks past nb are neither read nor written). */
+static inline __attribute__((always_inline)) void kqp_mx_blocks4(float *x, int nb, int32_t emax, uint8_t *e8) {
+    __m512 v[8];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) v[i] =
+        i < 2 * nb ? _mm512_loadu_ps(x + 16 * i) : _mm512_setzero_ps();
+    kqp_mx_regs4(v, nb, emax, e8);
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) if (i < 2 * nb) _mm512_storeu_ps(x + 16 * i, v[i]);
 }
 
 /* kqp_mx_scale_row: rows of whole 32-element blocks four blocks at a time (kqp_mx_blocks4); otherwise a block of
@@ -181,23 +197,107 @@ void attn_k_absmax_cols_avx512bf16(const float *x, int64_t rows, int64_t width, 
  * addition (the float spacing at M is that grid spacing), min(·, 6) saturates (inf included; the exponent is
  * clamped so M stays finite), and 2r ∈ {0, 1, 2, 3, 4, 6, 8, 12} indexes the code. Sign bit as there, NaN → 0.
  * Bitwise kqp_e2m1 (tests/conformance/test_quant_codes.c sweeps the float bit patterns). */
+static inline __attribute__((always_inline)) __m128i kqp_e2m1_16(__m512 y) {
+    const __m512i lut = _mm512_setr_epi32(0, 1, 2, 3, 4, 0, 5, 0, 6, 0, 0, 0, 7, 0, 0, 0);
+    const __m512i u = _mm512_castps_si512(y);
+    const __m512i ab = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
+    const __m512i e =
+        _mm512_min_epi32(_mm512_max_epi32(_mm512_srli_epi32(ab, 23), _mm512_set1_epi32(127)), _mm512_set1_epi32(140));
+    const __m512 big = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(22)), 23));
+    const __m512 r =
+        _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(ab), big), big), _mm512_set1_ps(6.0f));
+    __m512i c = _mm512_permutexvar_epi32(_mm512_cvtps_epi32(_mm512_add_ps(r, r)), lut);
+    c = _mm512_or_si512(c, _mm512_and_si512(_mm512_srli_epi32(u, 28), _mm512_set1_epi32(8)));
+    c = _mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(ab, _mm512_set1_epi32(0x7F800000)), c);
+    const __m512i pairs = _mm512_or_si512(c, _mm512_srli_epi64(c, 28));
+    return _mm512_cvtepi64_epi8(pairs); /* 8 bytes: elements 2i (low nibble) and 2i + 1 */
+}
+
 void attn_k_encode_e2m1_avx512bf16(const float *y, int64_t n, uint8_t *dst) {
     int64_t i = 0;
-    const __m512i lut = _mm512_setr_epi32(0, 1, 2, 3, 4, 0, 5, 0, 6, 0, 0, 0, 7, 0, 0, 0);
-    for (; i + 16 <= n; i += 16) {
-        const __m512i u = _mm512_loadu_si512(y + i);
-        const __m512i ab = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
-        const __m512i e = _mm512_min_epi32(_mm512_max_epi32(_mm512_srli_epi32(ab, 23), _mm512_set1_epi32(127)),
-                                           _mm512_set1_epi32(140));
-        const __m512 big = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(22)), 23));
-        const __m512 r = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(ab), big), big),
-                                       _mm512_set1_ps(6.0f));
-        __m512i c = _mm512_permutexvar_epi32(_mm512_cvtps_epi32(_mm512_add_ps(r, r)), lut);
-        c = _mm512_or_si512(c, _mm512_and_si512(_mm512_srli_epi32(u, 28), _mm512_set1_epi32(8)));
-        c = _mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(ab, _mm512_set1_epi32(0x7F800000)), c);
-        const __m512i pairs = _mm512_or_si512(c, _mm512_srli_epi64(c, 28));
-        _mm_storel_epi64((__m128i *)(void *)(dst + i / 2), _mm512_cvtepi64_epi8(pairs));
-    }
+    for (; i + 16 <= n; i += 16)
+        _mm_storel_epi64((__m128i *)(void *)(dst + i / 2), kqp_e2m1_16(_mm512_loadu_ps(y + i)));
     if (i < n)
         kqp_encode_e2m1(y + i, n - i, dst + i / 2);
+}
+
+/* 16 elements of a F32/F16/BF16 row from i (DT a constant after inlining), widened exactly, with the sign bit
+ * flipped where the sign is −1 (sgn: 0x80000000 there, else 0): as doubles, the values s·x of kqp_signed8 (a NaN
+ * may differ in sign, which no later step looks at). */
+static inline __attribute__((always_inline)) void kqp_signed16_dt(const void *src, const uint32_t *sgn, int64_t i,
+                                                                  __m512d *lo, __m512d *hi, const int DT) {
+    __m512 f;
+    if (DT == ATTN_DTYPE_BF16)
+        f = _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)src + i))), 16));
+    else if (DT == ATTN_DTYPE_F16)
+        f = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)src + i)));
+    else
+        f = _mm512_loadu_ps((const float *)src + i);
+    f = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(f), _mm512_loadu_si512(sgn + i)));
+    *lo = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
+    *hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1));
+}
+
+static inline __attribute__((always_inline)) void kqp_mx_rot_e2m1(const void *src, const uint32_t *sgn, double norm,
+                                                                  int32_t emax, uint8_t *codes, uint8_t *e8,
+                                                                  const int NV, const int DT) {
+    __m512d x[16];
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; v += 2) {
+        kqp_signed16_dt(src, sgn, 8 * v, &x[v], &x[v + 1], DT);
+        x[v] = kqp_bfly8(x[v]);
+        x[v + 1] = kqp_bfly8(x[v + 1]);
+    }
+    kqp_fwht_regs(x, NV);
+    const __m512d nm = _mm512_set1_pd(norm);
+    __m512 y[8];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) y[i] =
+        2 * i < NV ? _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_mul_pd(x[2 * i], nm))),
+                                        _mm512_cvtpd_ps(_mm512_mul_pd(x[2 * i + 1], nm)), 1)
+                   : _mm512_setzero_ps();
+    kqp_mx_regs4(y, NV / 4, emax, e8);
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) if (2 * i < NV)
+        _mm_storel_epi64((__m128i *)(void *)(codes + 8 * i), kqp_e2m1_16(y[i]));
+}
+
+static inline __attribute__((always_inline)) int kqp_mx_rot_n(const void *src, const uint32_t *sgn, int64_t n,
+                                                              double norm, int32_t emax, uint8_t *codes, uint8_t *e8,
+                                                              const int DT) {
+    switch (n) {
+    case 32:
+        kqp_mx_rot_e2m1(src, sgn, norm, emax, codes, e8, 4, DT);
+        return 1;
+    case 64:
+        kqp_mx_rot_e2m1(src, sgn, norm, emax, codes, e8, 8, DT);
+        return 1;
+    case 128:
+        kqp_mx_rot_e2m1(src, sgn, norm, emax, codes, e8, 16, DT);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* hadamard_row, mx_scale_row and encode_e2m1 of one row in registers, for n of 32, 64 or 128 and E2M1 elements
+ * (MXFP4 Q and K): the same operations on the same values, so the same codes and E8M0 bytes. The signs enter as
+ * sign-bit masks, 16 per step, built once per call. */
+int attn_k_mx_rot_row_avx512bf16(const void *src, attn_dtype src_dtype, const int8_t *signs, int64_t n, double norm,
+                                 int32_t emax, attn_dtype elem, uint8_t *codes, uint8_t *e8) {
+    if (elem != ATTN_DTYPE_FP4_E2M1 || (n != 32 && n != 64 && n != 128))
+        return 0;
+    uint32_t sgn[128];
+    for (int64_t i = 0; i < n; i += 16)
+        _mm512_storeu_si512(
+            sgn + i, _mm512_and_si512(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(signs + i))),
+                                      _mm512_set1_epi32((int)0x80000000u)));
+    switch (src_dtype) {
+    case ATTN_DTYPE_F32:
+        return kqp_mx_rot_n(src, sgn, n, norm, emax, codes, e8, ATTN_DTYPE_F32);
+    case ATTN_DTYPE_F16:
+        return kqp_mx_rot_n(src, sgn, n, norm, emax, codes, e8, ATTN_DTYPE_F16);
+    case ATTN_DTYPE_BF16:
+        return kqp_mx_rot_n(src, sgn, n, norm, emax, codes, e8, ATTN_DTYPE_BF16);
+    default:
+        return 0;
+    }
 }
