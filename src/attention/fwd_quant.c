@@ -13,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "parallel/parallel.h"
 
 /* Query blocks per work item: each K/V tile is widened once for them, so more blocks means less widening per
@@ -26,6 +27,7 @@ typedef struct attn_fq_block {
     float row_scale[ATTN_QB];                /* FP8 Q scale per lane (bf16 tables)                   */
     int32_t qcorr[ATTN_HEAD_SIZE_MAX / 32 * ATTN_QB]; /* MXFP4 on qk_e2m1_i8: [nb][QB] −12·Σ 2q per block */
     float qsc[ATTN_HEAD_SIZE_MAX / 32 * ATTN_QB];     /* and [nb][QB] E8M0 factor · softmax_scale / 4     */
+    int32_t qe_lo, qe_hi; /* the exponent fields of those factors (rows < num_rows): smallest and largest */
     float m_acc[ATTN_QB], l_acc[ATTN_QB], m[ATTN_QB], l[ATTN_QB];
     float o_acc[ATTN_HEAD_SIZE_MAX * ATTN_QB], o[ATTN_HEAD_SIZE_MAX * ATTN_QB];
 } attn_fq_block;
@@ -67,6 +69,7 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
     }
     for (int r = 0; r < ATTN_QB; r++)
         fb->row_scale[r] = p->opts.softmax_scale; /* bf16: (dot·(scale_q·softmax_scale))·scale_k */
+    fb->qe_lo = 255, fb->qe_hi = 0;
     for (int32_t r = 0; r < fb->blk.num_rows; r++) {
         const int64_t mat = b * p->num_heads + fb->blk.row_head[r], t = fb->blk.row_token[r];
         const uint8_t *codes = qa->q.codes + (mat * qa->seq_q + t) * qa->q.row_bytes;
@@ -100,6 +103,9 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
                     sum += sb[i];
                 fb->qcorr[c * ATTN_QB + r] = -12 * sum;
                 fb->qsc[c * ATTN_QB + r] = fac[c] * 0.25f * p->opts.softmax_scale;
+                const int32_t e = (int32_t)(attn_f32_bits(fb->qsc[c * ATTN_QB + r]) >> 23) & 0xFF;
+                fb->qe_lo = e < fb->qe_lo ? e : fb->qe_lo;
+                fb->qe_hi = e > fb->qe_hi ? e : fb->qe_hi;
             }
         } else if (bf16) {
             uint16_t *tmp = (uint16_t *)(void *)sc->row_tmp;
@@ -126,7 +132,7 @@ static int64_t attn_fq_tile_row(int64_t width) {
 
 /* Stages keys [a, b) of kv matrix `mat`: K (and V) codes widened into the scratch tiles. */
 static void attn_fq_stage(const attn_fq_job *j, int64_t mat, int64_t a, int64_t b, attn_fwd_scratch *sc, float *k_scale,
-                          float *v_scale, int64_t *vt_stride, float *k_fac) {
+                          float *v_scale, int64_t *vt_stride, float *k_fac, int32_t ke[2]) {
     const attn_problem *p = j->p;
     const attn_qattn *qa = j->qa;
     const int64_t D = p->head_size, Dv = p->head_size_v, nb = (D + 31) / 32;
@@ -139,12 +145,18 @@ static void attn_fq_stage(const attn_fq_job *j, int64_t mat, int64_t a, int64_t 
     int64_t vfac_blk = -1;
     const int64_t tk = attn_fq_tile_row(D), tv = attn_fq_tile_row(Dv);
     *vt_stride = tv;
+    ke[0] = 255, ke[1] = 0;
     for (int64_t key = a; key < b && j->i8; key++) { /* MXFP4 on qk_e2m1_i8: bytes 2k + 12 (pad: 12) and factors */
         const uint8_t *kc = qa->k.codes + (mat * qa->seq_k + key) * qa->k.row_bytes;
         uint8_t *dst = (uint8_t *)(void *)sc->k_tile + (key - a) * tk;
+        const uint8_t *e8 = qa->k.escale + (mat * qa->seq_k + key) * nb;
         memset(dst + D, 12, (size_t)(((D + 3) & ~(int64_t)3) - D));
         j->qk->e2m1_bytes(kc, D, 12, dst);
-        attn_fq_row_factors(qa->k.escale + (mat * qa->seq_k + key) * nb, nb, k_fac + (key - a) * nb);
+        attn_fq_row_factors(e8, nb, k_fac + (key - a) * nb);
+        for (int64_t c = 0; c < nb; c++) { /* factor 2^(E − 127): exponent field E (0: subnormal, 255: NaN) */
+            ke[0] = e8[c] < ke[0] ? e8[c] : ke[0];
+            ke[1] = e8[c] > ke[1] ? e8[c] : ke[1];
+        }
     }
     for (int64_t key = a; key < b && !j->i8; key++) {
         const uint8_t *kc = qa->k.codes + (mat * qa->seq_k + key) * qa->k.row_bytes;
@@ -225,6 +237,7 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
     attn_problem p1 = *p; /* bf16 tables: softmax_scale is already in row_scale; soft-cap and ALiBi remain */
     p1.opts.softmax_scale = 1.0f;
     float k_scale[ATTN_KV_TILE], v_scale[ATTN_KV_TILE], k_fac[ATTN_KV_TILE * (ATTN_HEAD_SIZE_MAX / 32)];
+    int32_t ke[2];
     const int64_t Sk = qa->seq_k;
     for (int64_t part = 0; part * ATTN_KV_PARTITION < Sk; part++) {
         const int64_t lo = part * ATTN_KV_PARTITION;
@@ -235,14 +248,17 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
         for (int64_t a = lo; a < hi; a += ATTN_KV_TILE) {
             const int64_t e = a + ATTN_KV_TILE < hi ? a + ATTN_KV_TILE : hi, nk = e - a;
             int64_t vts = 0;
-            attn_fq_stage(j, mat, a, e, &sc, k_scale, v_scale, &vts, k_fac);
+            attn_fq_stage(j, mat, a, e, &sc, k_scale, v_scale, &vts, k_fac, ke);
             for (int64_t i = 0; i < nblocks; i++) {
                 attn_fq_block *fb = &fbs[i];
                 const int64_t nr = fb->blk.num_rows;
-                if (j->i8)
+                if (j->i8) { /* every factor product a normal float: formed by adding exponents */
+                    const int exp_add = fb->qe_lo >= 1 && fb->qe_hi <= 254 && ke[0] >= 1 && ke[1] <= 254 &&
+                                        fb->qe_lo + ke[0] - 127 >= 1 && fb->qe_hi + ke[1] - 127 <= 254;
                     j->qk->qk_e2m1_i8((const uint32_t *)(const void *)fb->q_t, fb->qcorr, fb->qsc, nr, p->head_size,
-                                      (const uint8_t *)(const void *)sc.k_tile, attn_fq_tile_row(p->head_size),
-                                      k_fac, nk, sc.s);
+                                      (const uint8_t *)(const void *)sc.k_tile, attn_fq_tile_row(p->head_size), k_fac,
+                                      nk, exp_add, sc.s);
+                }
                 if (bf16) {
                     if (!j->i8)
                         j->qk->qk_bf16((const uint32_t *)(const void *)fb->q_t, nr, p->head_size,

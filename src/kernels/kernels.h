@@ -106,13 +106,16 @@ struct attn_quant_kernels {
     int (*mx_rot_row)(const void *src, attn_dtype src_dtype, const int8_t *signs, int64_t n, double norm, int32_t emax,
                       attn_dtype elem, uint8_t *codes, uint8_t *e8);
     /* MXFP4 Q·Kᵀ on VPDPBUSD (NULL where the CPU lacks AVX512-VNNI; then qk_bf16 runs): s[k][r] = Σ_b
-     * fma-chained (float(qcorr[b][r] + Σ_{j in block b} dot4(k8[k][4j..4j+3] as u8, qi[j][r] as s8))·qsc[b][r])
-     * ·ksc[k][b], blocks b < ceil(head_size / 32) ascending from 0; qi [ceil(head_size/4)][ATTN_QB] byte quads
-     * (2·E2M1, zero past head_size), qcorr / qsc [nb][ATTN_QB], k8 rows k_stride bytes apart (2·E2M1 + 12), ksc
-     * [num_keys][nb] */
+     * fma-chained float(qcorr[b][r] + Σ_{j in block b} dot4(k8[k][4j..4j+3] as u8, qi[j][r] as s8))
+     * ·fl(qsc[b][r]·ksc[k][b]), blocks b < ceil(head_size / 32) ascending from 0; qi [ceil(head_size/4)][ATTN_QB]
+     * byte quads (2·E2M1, zero past head_size), qcorr / qsc [nb][ATTN_QB], k8 rows k_stride bytes apart (2·E2M1 +
+     * 12), ksc [num_keys][nb] powers of two. exp_add = 1 promises that every product qsc[b][r]·ksc[k][b] (r <
+     * num_rows) is a normal float (both factors normal, exponents summing in range): the kernel then forms it by
+     * adding exponent fields, the same value as the float multiply it does otherwise; lanes r >= num_rows are 0
+     * either way */
     void (*qk_e2m1_i8)(const uint32_t *qi, const int32_t *qcorr, const float *qsc, int64_t num_rows,
                        int64_t head_size, const uint8_t *k8, int64_t k_stride, const float *ksc, int64_t num_keys,
-                       float *s);
+                       int exp_add, float *s);
     /* dst[i] = 2·e2m1(code i) + bias as a byte, i < n (with qk_e2m1_i8) */
     void (*e2m1_bytes)(const uint8_t *codes, int64_t n, int bias, uint8_t *dst);
 };
@@ -149,7 +152,7 @@ int attn_k_mx_rot_row_avx512bf16(const void *src, attn_dtype src_dtype, const in
                                  int32_t emax, attn_dtype elem, uint8_t *codes, uint8_t *e8);
 void attn_k_qk_e2m1_i8_avx512bf16(const uint32_t *qi, const int32_t *qcorr, const float *qsc, int64_t num_rows,
                                   int64_t head_size, const uint8_t *k8, int64_t k_stride, const float *ksc,
-                                  int64_t num_keys, float *s);
+                                  int64_t num_keys, int exp_add, float *s);
 void attn_k_e2m1_bytes_avx512bf16(const uint8_t *codes, int64_t n, int bias, uint8_t *dst);
 /* with the AVX512-VNNI entries (qk_e2m1_i8) and without them, for a CPU that has AVX512-BF16 but not VNNI */
 extern const struct attn_quant_kernels attn_quant_kernels_avx512bf16;

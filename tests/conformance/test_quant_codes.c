@@ -383,8 +383,9 @@ static void test_quant_helpers(void **state) {
 
 /* The MXFP4 Q·Kᵀ on VPDPBUSD (qk_e2m1_i8, where the CPU has AVX512-VNNI) bit for bit against a scalar model of its
  * contract (kernels.h): exact int32 block dots from the bias correction, then per block
- * fmaf(float(acc)·qsc, ksc, s) in ascending block order; and e2m1_bytes against the scalar E2M1 decode. Odd head
- * sizes (a partial last block, a partial last quad), 1..32 rows, key tails. */
+ * fmaf(float(acc), qsc·ksc, s) in ascending block order, by exponent addition where every factor product is normal
+ * and by the multiply always (products out of range included), lanes past the rows 0; and e2m1_bytes against the
+ * scalar E2M1 decode. Odd head sizes (a partial last block, a partial last quad), 1..32 rows, key tails. */
 static void test_e2m1_i8_model(void **state) {
     (void)state;
     const struct attn_kernels *f = attn_dispatch_by_name("avx512");
@@ -403,6 +404,7 @@ static void test_e2m1_i8_model(void **state) {
     static int32_t qcorr[HS / 32 * ATTN_QB];
     static float qsc[HS / 32 * ATTN_QB], ksc[NK * (HS / 32)], s[NK * ATTN_QB];
     static const int64_t hss[6] = {7, 33, 64, 100, 128, 256};
+    int paths[2] = {0, 0};
     for (int it = 0; it < 24; it++) {
         const int64_t D = hss[it % 6], nb = (D + 31) / 32, nq = (D + 3) / 4;
         const int64_t nr = th_rng_int(&rng, 1, ATTN_QB), nk = th_rng_int(&rng, 1, NK);
@@ -417,8 +419,9 @@ static void test_e2m1_i8_model(void **state) {
                 const float v = attn_qfmt_decode(fmt, (uint8_t)((codes[k][i / 2] >> (4 * (i & 1))) & 0xF));
                 assert_int_equal(k8[k * KS + i], (int)(2.0f * v) + 12);
             }
-            for (int64_t b = 0; b < nb; b++)
-                ksc[k * nb + b] = ldexpf(1.0f, (int)th_rng_int(&rng, -20, 20));
+            for (int64_t b = 0; b < nb; b++) /* every 4th case: factors whose products leave the normal range */
+                ksc[k * nb + b] =
+                    ldexpf(1.0f, it % 4 == 3 ? (int)th_rng_int(&rng, -127, 127) : (int)th_rng_int(&rng, -20, 20));
         }
         memset(qi, 0, sizeof qi);
         for (int64_t r = 0; r < nr; r++) {
@@ -432,25 +435,42 @@ static void test_e2m1_i8_model(void **state) {
                 for (int64_t i = 32 * b; i < D && i < 32 * b + 32; i++)
                     sum += (int8_t)qb[r][i];
                 qcorr[b * ATTN_QB + r] = -12 * sum;
-                qsc[b * ATTN_QB + r] = ldexpf(0.0883883f, (int)th_rng_int(&rng, -20, 20));
+                qsc[b * ATTN_QB + r] =
+                    ldexpf(0.0883883f, it % 4 == 3 ? (int)th_rng_int(&rng, -120, 120) : (int)th_rng_int(&rng, -20, 20));
             }
         }
-        qk->qk_e2m1_i8(qi, qcorr, qsc, nr, D, k8, KS, ksc, nk, s);
+        /* exp_add may be promised when every factor product is a normal float (the driver's check) */
+        int exp_ok = 1;
         for (int64_t k = 0; k < nk; k++)
-            for (int64_t r = 0; r < nr; r++) {
-                float want = 0.0f;
-                for (int64_t b = 0; b < nb; b++) {
-                    int32_t acc = qcorr[b * ATTN_QB + r];
-                    for (int64_t i = 32 * b; i < 32 * b + 32 && i < 4 * nq; i++)
-                        acc += (int32_t)k8[k * KS + i] * (int32_t)(int8_t)qb[r][i];
-                    want = fmaf((float)acc * qsc[b * ATTN_QB + r], ksc[k * nb + b], want);
+            for (int64_t b = 0; b < nb; b++)
+                for (int64_t r = 0; r < nr; r++) {
+                    const float pr = qsc[b * ATTN_QB + r] * ksc[k * nb + b];
+                    exp_ok &= isnormal(qsc[b * ATTN_QB + r]) && isnormal(ksc[k * nb + b]) && isnormal(pr);
                 }
-                if (memcmp(&want, &s[k * ATTN_QB + r], 4) != 0)
-                    print_error("D=%lld rows=%lld key %lld row %lld: %a, model %a\n", (long long)D, (long long)nr,
-                                (long long)k, (long long)r, (double)s[k * ATTN_QB + r], (double)want);
-                assert_memory_equal(&want, &s[k * ATTN_QB + r], 4);
-            }
+        for (int exp_add = 0; exp_add <= exp_ok; exp_add++) {
+            for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+                s[i] = 1.0f;
+            qk->qk_e2m1_i8(qi, qcorr, qsc, nr, D, k8, KS, ksc, nk, exp_add, s);
+            for (int64_t k = 0; k < nk; k++)
+                for (int64_t r = 0; r < (nr <= 16 ? 16 : ATTN_QB); r++) {
+                    float want = 0.0f; /* lanes past the rows (of the vectors written): 0 */
+                    for (int64_t b = 0; b < nb && r < nr; b++) {
+                        int32_t acc = qcorr[b * ATTN_QB + r];
+                        for (int64_t i = 32 * b; i < 32 * b + 32 && i < 4 * nq; i++)
+                            acc += (int32_t)k8[k * KS + i] * (int32_t)(int8_t)qb[r][i];
+                        want = fmaf((float)acc, qsc[b * ATTN_QB + r] * ksc[k * nb + b], want);
+                    }
+                    if (memcmp(&want, &s[k * ATTN_QB + r], 4) != 0)
+                        print_error("D=%lld rows=%lld exp_add=%d key %lld row %lld: %a, model %a\n", (long long)D,
+                                    (long long)nr, exp_add, (long long)k, (long long)r, (double)s[k * ATTN_QB + r],
+                                    (double)want);
+                    assert_memory_equal(&want, &s[k * ATTN_QB + r], 4);
+                }
+            paths[exp_add]++;
+        }
     }
+    print_message("qk_e2m1_i8: %d cases with exponent addition, %d with the multiply\n", paths[1], paths[0]);
+    assert_true(paths[1] > 0 && paths[0] > paths[1]);
 }
 
 /* dequant_row_bf16 of the bf16 quant table on E4M3 rows equals the truncation to bf16 of decode(code)·factor (the
