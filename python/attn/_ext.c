@@ -719,9 +719,11 @@ static int ext_scale(PyObject *o, const char *name, const attn_tensor *cache, ex
 }
 
 /* kv_cache_dtype (None, "auto", "fp8", "fp8_e4m3", "fp8_e5m2": vLLM's names) of `n` cache tensors: a uint8
- * one is read as the named fp8 format (vLLM's allocation); another dtype that is not that format raises
- * attn.ops.kv_cache_tensor's error. */
-static int ext_kv_dtype(PyObject *name, PyObject *const *objs, const char *const *names, attn_tensor **ts, int n) {
+ * one is read as the named fp8 format (vLLM's allocation); another dtype that is not that format raises a
+ * TypeError naming the cache. */
+static PyObject *ext_dtype_str(attn_dtype d);
+
+static int ext_kv_dtype(PyObject *name, const char *const *names, attn_tensor **ts, int n) {
     if (name == Py_None)
         return 0;
     const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
@@ -746,12 +748,11 @@ static int ext_kv_dtype(PyObject *name, PyObject *const *objs, const char *const
             ts[i]->dtype = (attn_dtype)code;
             continue;
         }
-        PyObject *f = ext_pyfn("attn.ops", "kv_cache_tensor");
-        PyObject *r = f ? PyObject_CallFunction(f, "OsOO", objs[i], names[i], Py_False, name) : NULL;
-        Py_XDECREF(f);
-        Py_XDECREF(r);
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_TypeError, "%s: dtype does not hold kv_cache_dtype=%R", names[i], name);
+        PyObject *have = ext_dtype_str(ts[i]->dtype);
+        if (have != NULL)
+            PyErr_Format(PyExc_TypeError, "%s: dtype %S does not hold kv_cache_dtype=%R (expected uint8 or that float8)",
+                         names[i], have, name);
+        Py_XDECREF(have);
         return -1;
     }
     return 0;
@@ -1018,7 +1019,7 @@ static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_s
         ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "seq_lens", &a[SL]) ||
         ext_tensor_n(args[5], 0, ATTN_DTYPE_I32, "block_table", &a[BT]) ||
         ext_options(&args[6], 0, a[Q].t.ndim == 3 ? a[Q].t.shape[1] : -1, &a[AL], &p) ||
-        (cache[0] = &a[KV].t, ext_kv_dtype(args[15], &args[2], cache_name, cache, 1)) ||
+        (cache[0] = &a[KV].t, ext_kv_dtype(args[15], cache_name, cache, 1)) ||
         ext_scale(args[16], "k_scale", &a[KV].t, &a[KS], &p.k_scale, &p.k_scales) ||
         ext_scale(args[17], "v_scale", &a[KV].t, &a[VS], &p.v_scale, &p.v_scales))
         return ext_fail(a, N, NULL, NULL);
@@ -1057,7 +1058,6 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
     static const char *names[3] = {"kv_cache", "key", "value"};
-    PyObject *const objs[3] = {args[4], args[5], args[6]};
     if (ext_handle_of(args[0], "Context", &ctx) || ext_handle_of(args[1], "Plan", &plan) ||
         ext_int(args[2], 0, INT32_MAX, &num_heads) || ext_int(args[17], 0, LLONG_MAX, &ws_size) ||
         (ws_size > 0 && ext_handle_of(args[16], "workspace", &ws))) {
@@ -1068,7 +1068,7 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     if (ext_tensor_n(args[3], 0, -1, "q", &a[Q]) || ext_tensor_n(args[4], 0, -1, "kv_cache", &a[KV]) ||
         ext_opt_tensor_n(args[5], 0, -1, "key", &a[K], &tk) || ext_opt_tensor_n(args[6], 0, -1, "value", &a[V], &tv) ||
         ext_options(&args[7], 0, num_heads, &a[AL], &p) ||
-        (ts[0] = &a[KV].t, ts[1] = tk, ts[2] = tv, ext_kv_dtype(args[18], objs, names, ts, 3)) ||
+        (ts[0] = &a[KV].t, ts[1] = tk, ts[2] = tv, ext_kv_dtype(args[18], names, ts, 3)) ||
         ext_scale(args[19], "k_scale", &a[KV].t, &a[KS], &p.k_scale, &p.k_scales) ||
         ext_scale(args[20], "v_scale", &a[KV].t, &a[VS], &p.v_scale, &p.v_scales))
         return ext_fail(a, N, NULL, NULL);
@@ -1094,15 +1094,54 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     return ext_finish(st, "attn_forward_paged", a, N, out, lse, want_lse);
 }
 
-/* reshape_and_cache(ctx, key, value, kv_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
+/* The KV-stored callback: on_stored(layer_idx, runs bytes (int64 [num_runs, 4]), num_tokens, num_written,
+ * block_size) with the GIL held; its first exception is kept and raised after the C call returns. */
+typedef struct ext_notify_user {
+    PyObject *callback;
+    PyObject *error[3]; /* (type, value, traceback) of the first failure, or NULLs */
+} ext_notify_user;
+
+static void ext_on_stored(void *user, const attn_kv_stored *ev) {
+    ext_notify_user *u = (ext_notify_user *)user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int64_t cap = ev->num_runs > 0 ? ev->num_runs : 0, n = 0, cursor = 0;
+    PyObject *runs = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 4 * 8));
+    if (runs != NULL) {
+        int64_t *d = (int64_t *)PyByteArray_AS_STRING(runs);
+        attn_kv_block_rows r;
+        while (n < cap && attn_kv_stored_next(ev, &cursor, &r)) {
+            d[4 * n] = r.block_idx;
+            d[4 * n + 1] = r.row_start;
+            d[4 * n + 2] = r.row_end;
+            d[4 * n + 3] = r.token_start;
+            n++;
+        }
+        PyObject *res =
+            PyObject_CallFunction(u->callback, "iOLLLL", ev->layer_idx, runs, (long long)n, (long long)ev->num_tokens,
+                                  (long long)ev->num_written, (long long)ev->block_size);
+        Py_XDECREF(res);
+        Py_DECREF(runs);
+    }
+    if (PyErr_Occurred() && u->error[0] == NULL)
+        PyErr_Fetch(&u->error[0], &u->error[1], &u->error[2]);
+    PyErr_Clear();
+    PyGILState_Release(g);
+}
+
+/* reshape_and_cache(ctx, key, value, kv_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale[, on_stored,
+ *                   layer_idx])
  * key/value [num_tokens, num_kv_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads,
  * head_size] (written in place); slot_mapping int64 [num_tokens]. An fp8 cache stores fp8(x / scale),
- * per tensor or per KV head (attn_reshape_and_cache_ex). Returns None. */
-static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches);
+ * per tensor or per KV head (attn_reshape_and_cache_ex). on_stored None or the callable of ext_on_stored,
+ * called once after the write with layer_idx (attn.kv_events). Returns None. */
+static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches, PyObject *const *notify);
 
 static PyObject *ext_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("reshape_and_cache", 8);
-    return ext_cache_write(args, NULL);
+    if (nargs != 8 && nargs != 10) {
+        PyErr_Format(PyExc_TypeError, "attn._ext.reshape_and_cache takes 8 or 10 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    return ext_cache_write(args, NULL, nargs == 10 && args[8] != Py_None ? &args[8] : NULL);
 }
 
 /* vllm_reshape_and_cache(ctx, key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
@@ -1113,11 +1152,12 @@ static PyObject *ext_reshape_and_cache(PyObject *self, PyObject *const *args, Py
 static PyObject *ext_vllm_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     EXT_NARGS("vllm_reshape_and_cache", 9);
     PyObject *const call[8] = {args[0], args[1], args[2], Py_None, args[5], args[6], args[7], args[8]};
-    return ext_cache_write(call, &args[3]);
+    return ext_cache_write(call, &args[3], NULL);
 }
 
-/* reshape_and_cache's work; caches: key_cache and value_cache (vllm_reshape_and_cache), else args[3]. */
-static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches) {
+/* reshape_and_cache's work; caches: key_cache and value_cache (vllm_reshape_and_cache), else args[3];
+ * notify: (on_stored, layer_idx) or NULL. */
+static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches, PyObject *const *notify) {
     enum { K, V, KV, VKV, SM, KS, VS, N };
     ext_arg a[N];
     memset(a, 0, sizeof a);
@@ -1127,6 +1167,15 @@ static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches)
     attn_tensor kv, vkv, *ts[2] = {&kv, NULL};
     static const char *cache_name[1] = {"kv_cache"};
     int separate = 0;
+    int64_t layer = 0;
+    ext_notify_user u = {notify ? notify[0] : NULL, {NULL, NULL, NULL}};
+    attn_kv_notify nt = {ext_on_stored, &u, 0};
+    if (notify != NULL) {
+        if (ext_conv_int(notify[1], "reshape_and_cache", "layer_idx", INT32_MIN, INT32_MAX, &layer))
+            return NULL;
+        nt.layer_idx = (int32_t)layer;
+        o.notify = &nt;
+    }
     if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[4], 0, ATTN_DTYPE_I64, "slot_mapping", &a[SM]) ||
         ext_tensor_n(args[1], 0, -1, "key", &a[K]) || ext_tensor_n(args[2], 0, -1, "value", &a[V]))
         return ext_fail(a, N, NULL, NULL);
@@ -1169,7 +1218,7 @@ static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches)
         }
     }
     static const char *cache_names[2] = {"key_cache", "value_cache"};
-    if (ext_kv_dtype(args[5], caches ? caches : &args[3], separate ? cache_names : cache_name, ts, 1 + separate) ||
+    if (ext_kv_dtype(args[5], separate ? cache_names : cache_name, ts, 1 + separate) ||
         ext_scale(args[6], "k_scale", &kv, &a[KS], &o.k_scale, &o.k_scales) ||
         ext_scale(args[7], "v_scale", &kv, &a[VS], &o.v_scale, &o.v_scales))
         return ext_fail(a, N, NULL, NULL);
@@ -1188,6 +1237,12 @@ static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches)
             EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[V].t, &a[V].t, &vkv, &a[SM].t, &ov));
     }
     ext_release_all(a, N);
+    if (st == ATTN_STATUS_OK && u.error[0] != NULL) { /* the callback's exception, after the write */
+        PyErr_Restore(u.error[0], u.error[1], u.error[2]);
+        return NULL;
+    }
+    for (int i = 0; i < 3; i++)
+        Py_XDECREF(u.error[i]);
     return ext_status(st, "attn_reshape_and_cache_ex");
 }
 
@@ -1756,18 +1811,10 @@ static void ext_call_release(ext_call *c) {
     }
 }
 
-/* Any array argument -> view in s->a, or the family's exception naming it. (x, dtype_code) retags a
- * same-width view (a uint8 cache read as fp8). Returns 0 or -1. */
+/* Any array argument -> view in s->a, or the family's exception naming it. Returns 0 or -1. */
 static int ext_conv_tensor(PyObject *obj, int writable, const char *name, ext_slot *s) {
-    long retag = -1;
-    if (PyTuple_CheckExact(obj) && PyTuple_GET_SIZE(obj) == 2 && PyLong_CheckExact(PyTuple_GET_ITEM(obj, 1))) {
-        retag = PyLong_AsLong(PyTuple_GET_ITEM(obj, 1));
-        obj = PyTuple_GET_ITEM(obj, 0);
-    }
     if (ext_tensor_n(obj, writable, -1, name, &s->a) != 0)
         return -1;
-    if (retag >= 0)
-        s->a.t.dtype = (attn_dtype)retag;
     s->t = &s->a.t;
     return 0;
 }
@@ -2242,82 +2289,6 @@ static PyObject *py_attn_plan_get_info(PyObject *self, PyObject *arg) {
 #undef EXT_BYTES
 }
 
-/* The KV-stored callback: on_stored(layer_idx, runs bytes (int64 [num_runs, 4]), num_tokens, num_written,
- * block_size) with the GIL held; its first exception is kept and raised after the C call returns. */
-typedef struct ext_notify_user {
-    PyObject *callback;
-    PyObject *error[3]; /* (type, value, traceback) of the first failure, or NULLs */
-} ext_notify_user;
-
-static void ext_on_stored(void *user, const attn_kv_stored *ev) {
-    ext_notify_user *u = (ext_notify_user *)user;
-    PyGILState_STATE g = PyGILState_Ensure();
-    int64_t cap = ev->num_runs > 0 ? ev->num_runs : 0, n = 0, cursor = 0;
-    PyObject *runs = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 4 * 8));
-    if (runs != NULL) {
-        int64_t *d = (int64_t *)PyByteArray_AS_STRING(runs);
-        attn_kv_block_rows r;
-        while (n < cap && attn_kv_stored_next(ev, &cursor, &r)) {
-            d[4 * n] = r.block_idx;
-            d[4 * n + 1] = r.row_start;
-            d[4 * n + 2] = r.row_end;
-            d[4 * n + 3] = r.token_start;
-            n++;
-        }
-        PyObject *res =
-            PyObject_CallFunction(u->callback, "iOLLLL", ev->layer_idx, runs, (long long)n, (long long)ev->num_tokens,
-                                  (long long)ev->num_written, (long long)ev->block_size);
-        Py_XDECREF(res);
-        Py_DECREF(runs);
-    }
-    if (PyErr_Occurred() && u->error[0] == NULL)
-        PyErr_Fetch(&u->error[0], &u->error[1], &u->error[2]);
-    PyErr_Clear();
-    PyGILState_Release(g);
-}
-
-/* attn_reshape_and_cache_ex(ctx, key, value, kv_cache, slot_mapping, k_scale, v_scale, k_scales, v_scales,
- * on_stored, layer_idx): scales per tensor (floats) or per KV head (float32 buffers or None); on_stored None
- * or the callable of ext_on_stored. */
-static PyObject *py_attn_reshape_and_cache_ex(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    ext_call c;
-    if (ext_parse("attn_reshape_and_cache_ex", "cTTWTffbbOi",
-                  "ctx key value kv_cache slot_mapping k_scale v_scale k_scales v_scales on_stored layer_idx", args,
-                  nargs, &c) != 0) {
-        ext_call_release(&c);
-        return NULL;
-    }
-    attn_cache_write_options o;
-    attn_cache_write_options_init_sized(&o, sizeof o);
-    o.k_scale = C_F(5);
-    o.v_scale = C_F(6);
-    o.k_scales = (const float *)C_P(7);
-    o.v_scales = (const float *)C_P(8);
-    ext_notify_user u = {args[9], {NULL, NULL, NULL}};
-    attn_kv_notify nt = {ext_on_stored, &u, (int32_t)C_I(10)};
-    if (args[9] != Py_None) {
-        if (C_I(10) < INT32_MIN || C_I(10) > INT32_MAX) {
-            ext_call_release(&c);
-            PyErr_SetString(PyExc_OverflowError, "layer_idx does not fit int32");
-            return NULL;
-        }
-        o.notify = &nt;
-    }
-    attn_status st;
-    EXT_CALL(st, attn_reshape_and_cache_ex(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), &o));
-    ext_call_release(&c);
-    if (st != ATTN_STATUS_OK) {
-        for (int i = 0; i < 3; i++)
-            Py_XDECREF(u.error[i]);
-        return ext_raise(st, "attn_reshape_and_cache_ex");
-    }
-    if (u.error[0] != NULL) {
-        PyErr_Restore(u.error[0], u.error[1], u.error[2]);
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
 /* dlpack_info(capsule) -> (data, device_type, ndim, code, bits, lanes, shape | None, strides | None,
  * byte_offset) of an unconsumed "dltensor" capsule (attn._arrays builds its NumPy view from it). */
 static PyObject *py_dlpack_info(PyObject *self, PyObject *cap) {
@@ -2373,7 +2344,7 @@ static PyObject *py_dlpack_info(PyObject *self, PyObject *cap) {
         EXT_FAST(attn_ctx_set_isa), EXT_NOARGS(attn_ctx_create), EXT_O(attn_ctx_destroy), EXT_O(attn_plan_free),       \
         EXT_FAST(attn_forward_padded_workspace_size), EXT_FAST(attn_forward_prescaled_workspace_size),                 \
         EXT_FAST(attn_forward_quant_workspace_size), EXT_NOARGS(attn_capabilities_get), EXT_FAST(attn_plan_create),    \
-        EXT_O(attn_plan_get_info), EXT_FAST(attn_reshape_and_cache_ex), EXT_O(dlpack_info)
+        EXT_O(attn_plan_get_info), EXT_O(dlpack_info)
 
 /* ================================================================================================
  * Module

@@ -306,22 +306,6 @@ def _cache_num_kv_heads(kv_cache: Array) -> Optional[int]:
     return int(shape[3]) if len(shape) == 5 else None
 
 
-def kv_cache_tensor(kv_cache: Array, name: str, writable: bool, kv_cache_dtype: Optional[str]
-                    ) -> Any:
-    """The attn_tensor of a cache; a uint8 cache with an fp8 kv_cache_dtype is read as that fp8 format
-    (vLLM's allocation), an ml_dtypes / torch float8 cache must match the name when one is given."""
-    code = kv_cache_dtype_code(kv_cache_dtype)
-    t = tensor(kv_cache, name, writable)
-    if code is not None:
-        have = _arrays.NP_TO_ATTN[t.dtype]
-        if have == _capi.DTYPE_U8:
-            return (t, code)  # attn._ext reads (array, dtype) as the array retagged
-        if have != code:
-            raise _arrays._type_error(f"{name}: dtype {t.dtype} does not hold "
-                                      f"kv_cache_dtype={kv_cache_dtype!r} (expected uint8 or that float8)")
-    return t
-
-
 def is_fp8_cache(kv_cache: Array, kv_cache_dtype: Optional[str]) -> bool:
     """True when the cache holds fp8 codes (by name, or an ml_dtypes / torch float8 array)."""
     if kv_cache_dtype_code(kv_cache_dtype) is not None:
@@ -478,17 +462,6 @@ def cache_write_scales(kv_cache: Array, kv_cache_dtype: Optional[str], k_scale: 
     of per-KV-head scales (see kv_scales)."""
     fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
     return (fp8,) + _read_scales(fp8, kv_cache, k_scale, v_scale)
-
-
-def reshape_and_cache_ex(ctx: Optional[Context], tk: Any, tv: Any, tc: Any, sm: Any, ks: Any, vs: Any,
-                         notify: Any = None) -> None:
-    """attn_reshape_and_cache_ex: scales as cache_write_scales gives them (floats, or float32 [num_kv_heads]
-    arrays); notify None or (on_stored(layer_idx, runs, num_runs, num_tokens, num_written, block_size),
-    layer_idx), called once after the write (attn._ext raises its exception after the call)."""
-    per = [s if isinstance(s, np.ndarray) else None for s in (ks, vs)]
-    flt = [1.0 if p is not None else float(s) for p, s in zip(per, (ks, vs))]
-    cb, layer = notify if notify is not None else (None, 0)
-    _capi.ext.attn_reshape_and_cache_ex(_ctx(ctx), tk, tv, tc, sm, flt[0], flt[1], per[0], per[1], cb, layer)
 
 
 def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: Array, *,
