@@ -290,20 +290,26 @@ def index_array(x: Any, name: str, dtype: Any = np.int32) -> np.ndarray:
     return a.astype(dt)
 
 
+_torch_dtypes: dict = {}  # NumPy dtype -> torch dtype, filled on the first torch output
+
+
 def empty(like: Any, shape: Sequence[int], dtype: np.dtype) -> Any:
     """A new zero-filled array of ``shape`` and NumPy ``dtype`` (an output attn allocates: rows no call writes,
     e.g. q rows past the last sequence, are 0, never leftover memory); a torch tensor when ``like`` is one (so
-    functions return the caller's array type), else a NumPy array."""
-    shape = tuple(int(s) for s in shape)
+    functions return the caller's array type) and torch has the dtype, else a NumPy array. attn._ext allocates
+    its outputs through it."""
     if is_torch(like):
-        import torch
+        if not _torch_dtypes:
+            import torch
 
-        tdt = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16,
-               np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64}.get(np.dtype(dtype))
-        if tdt is None and _mld is not None and np.dtype(dtype) == np.dtype(_mld.bfloat16):
-            tdt = torch.bfloat16
+            _torch_dtypes.update({np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16,
+                                  np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64})
+            if _mld is not None:
+                _torch_dtypes[np.dtype(_mld.bfloat16)] = torch.bfloat16
+            _torch_dtypes["zeros"] = torch.zeros
+        tdt = _torch_dtypes.get(np.dtype(dtype))
         if tdt is not None:
-            return torch.zeros(shape, dtype=tdt, device="cpu")
+            return _torch_dtypes["zeros"](shape, dtype=tdt, device="cpu")
     return np.zeros(shape, dtype=dtype)
 
 
