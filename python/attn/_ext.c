@@ -691,6 +691,29 @@ static int ext_options(PyObject *const *o, int flash, int64_t num_heads, ext_arg
     return 0;
 }
 
+/* o = (mask, key_padding_mask, additive_mask) -> p (views kept in keep[0..2]); a float `mask` is additive, as
+ * torch SDPA's attn_mask. 0, or -1 with an exception set. */
+static int ext_masks(PyObject *const *o, ext_arg keep[3], attn_params *p) {
+    attn_tensor *mask, *kpm, *add;
+    if (ext_opt_tensor_n(o[0], 0, -1, "params.mask", &keep[0], &mask) ||
+        ext_opt_tensor_n(o[1], 0, -1, "params.key_padding_mask", &keep[1], &kpm) ||
+        ext_opt_tensor_n(o[2], 0, -1, "params.additive_mask", &keep[2], &add))
+        return -1;
+    if (mask != NULL &&
+        (mask->dtype == ATTN_DTYPE_F32 || mask->dtype == ATTN_DTYPE_F16 || mask->dtype == ATTN_DTYPE_BF16)) {
+        if (add != NULL) {
+            PyErr_SetString(PyExc_ValueError, "mask: a float mask is additive; pass it or additive_mask=, not both");
+            return -1;
+        }
+        add = mask;
+        mask = NULL;
+    }
+    p->mask = mask;
+    p->key_padding_mask = kpm;
+    p->additive_mask = add;
+    return 0;
+}
+
 /* An fp8 scale: None (1), a number (per tensor) or a float32 [num_kv_heads] array (per KV head: *per), whose
  * length must be the cache's kv heads (`cache` [2, num_blocks, block_size, num_kv_heads, head_size]). */
 static int ext_scale(PyObject *o, const char *name, const attn_tensor *cache, ext_arg *keep, float *f,
@@ -1288,7 +1311,7 @@ static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t n
     int64_t layout;
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
-    attn_tensor *lse_t, *mask, *kpm, *add;
+    attn_tensor *lse_t;
     const int want_lse = PyObject_IsTrue(args[14]);
     if (want_lse < 0)
         return NULL; /* its truth value raised (e.g. a NumPy array): that error */
@@ -1302,22 +1325,8 @@ static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (ext_tensor_n(args[2], 0, -1, "q", &a[Q]) || ext_tensor_n(args[3], 0, -1, "k", &a[K]) ||
         ext_tensor_n(args[4], 0, -1, "v", &a[V]) ||
         ext_options(&args[6], args[5] == Py_True, a[Q].t.ndim == 4 ? a[Q].t.shape[nd] : -1, &a[AL], &p) ||
-        ext_opt_tensor_n(args[15], 0, -1, "params.mask", &a[M], &mask) ||
-        ext_opt_tensor_n(args[16], 0, -1, "params.key_padding_mask", &a[KP], &kpm) ||
-        ext_opt_tensor_n(args[17], 0, -1, "params.additive_mask", &a[AM], &add))
+        ext_masks(&args[15], &a[M], &p))
         return ext_fail(a, N, NULL, NULL);
-    if (mask != NULL &&
-        (mask->dtype == ATTN_DTYPE_F32 || mask->dtype == ATTN_DTYPE_F16 || mask->dtype == ATTN_DTYPE_BF16)) {
-        if (add != NULL) { /* torch SDPA's rule: a floating attn_mask is added to the logits */
-            PyErr_SetString(PyExc_ValueError, "mask: a float mask is additive; pass it or additive_mask=, not both");
-            return ext_fail(a, N, NULL, NULL);
-        }
-        add = mask;
-        mask = NULL;
-    }
-    p.mask = mask;
-    p.key_padding_mask = kpm;
-    p.additive_mask = add;
     const attn_tensor *q = &a[Q].t, *v = &a[V].t;
     int64_t out_shape[ATTN_MAX_DIMS];
     memcpy(out_shape, q->shape, sizeof out_shape);
@@ -1786,9 +1795,7 @@ typedef struct ext_call {
     ext_slot s[EXT_MAX_SLOTS];
     int n;
     attn_params params;
-    ext_slot ps[3];  /* params.mask, key_padding_mask, additive_mask */
-    Py_buffer pb[4]; /* alibi_slopes, sinks, k_scales, v_scales      */
-    int has_pb[4];
+    ext_arg opt[5]; /* alibi_slopes, sinks, mask, key_padding_mask, additive_mask */
     attn_quant_params qp;
 } ext_call;
 
@@ -1802,13 +1809,7 @@ static void ext_slot_release(ext_slot *s) {
 static void ext_call_release(ext_call *c) {
     for (int i = 0; i < c->n; i++)
         ext_slot_release(&c->s[i]);
-    for (int i = 0; i < 3; i++)
-        ext_slot_release(&c->ps[i]);
-    for (int i = 0; i < 4; i++) {
-        if (c->has_pb[i])
-            PyBuffer_Release(&c->pb[i]);
-        c->has_pb[i] = 0;
-    }
+    ext_release_all(c->opt, 5);
 }
 
 /* Any array argument -> view in s->a, or the family's exception naming it. Returns 0 or -1. */
@@ -1861,71 +1862,41 @@ static int ext_handle_of(PyObject *obj, const char *what, void **out) {
     return 0;
 }
 
-/* attn_params of a Params tuple: (softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
- * sinks, mask, key_padding_mask, additive_mask, k_scale, v_scale, k_scales, v_scales); arrays are
- * contiguous float32 (per-head vectors) or any tensor (masks). */
-static int ext_conv_params(PyObject *obj, ext_call *c) {
-    c->params = g_params_default;
-    if (obj == Py_None)
-        return 0;
-    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 14) {
-        PyErr_SetString(PyExc_TypeError, "params: expected the 14-tuple of attn.ops.Params");
+/* q's heads in a generic call parsed up to slot n (the slots named "q" and "layout"): dim 1 (BNSD) or 2 of a
+ * 4-D q, else -1. */
+static int64_t ext_heads(const ext_call *c, const char *names, int n) {
+    int64_t layout = ATTN_LAYOUT_BSND;
+    const attn_tensor *q = NULL;
+    char nb[64];
+    for (int k = 0; k < n; k++) {
+        const char *w = ext_word(names, k, nb, sizeof nb);
+        if (!strcmp(w, "layout"))
+            layout = c->s[k].i;
+        else if (!strcmp(w, "q"))
+            q = c->s[k].t;
+    }
+    return q != NULL && q->ndim == 4 ? q->shape[layout == ATTN_LAYOUT_BNSD ? 1 : 2] : -1;
+}
+
+/* The options of a diffusion entry, (softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, mask,
+ * key_padding_mask, additive_mask), as the dense entry reads them (ext_options, ext_masks) into c->params. */
+static int ext_conv_options(PyObject *obj, ext_call *c, int64_t num_heads) {
+    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 9) {
+        PyErr_SetString(PyExc_TypeError, "options: expected the 9-tuple of attn.diffusion._options");
         return -1;
     }
     PyObject *const *v = &PyTuple_GET_ITEM(obj, 0);
-    attn_params *p = &c->params;
-    int64_t causal, wl, wr;
-    double f;
-    if ((f = PyFloat_AsDouble(v[0])) == -1.0 && PyErr_Occurred())
-        return -1;
-    p->softmax_scale = (float)f;
-    if (ext_conv_int(v[1], "params", "causal", INT32_MIN, INT32_MAX, &causal) ||
-        ext_conv_int(v[2], "params", "window_left", INT32_MIN, INT32_MAX, &wl) ||
-        ext_conv_int(v[3], "params", "window_right", INT32_MIN, INT32_MAX, &wr))
-        return -1;
-    p->causal = (int32_t)causal;
-    p->window_left = (int32_t)wl;
-    p->window_right = (int32_t)wr;
-    if ((f = PyFloat_AsDouble(v[4])) == -1.0 && PyErr_Occurred())
-        return -1;
-    p->softcap = (float)f;
-    const float **vec[4] = {&p->alibi_slopes, &p->sinks, &p->k_scales, &p->v_scales};
-    const int vec_idx[4] = {5, 6, 12, 13};
-    for (int i = 0; i < 4; i++) {
-        PyObject *o = v[vec_idx[i]];
-        if (o == Py_None)
-            continue;
-        if (PyObject_GetBuffer(o, &c->pb[i], PyBUF_C_CONTIGUOUS) != 0)
-            return -1;
-        c->has_pb[i] = 1;
-        *vec[i] = (const float *)c->pb[i].buf;
-    }
-    const attn_tensor **masks[3] = {&p->mask, &p->key_padding_mask, &p->additive_mask};
-    static const char *mask_names[3] = {"params.mask", "params.key_padding_mask", "params.additive_mask"};
-    for (int i = 0; i < 3; i++) {
-        PyObject *o = v[7 + i];
-        if (o == Py_None)
-            continue;
-        if (ext_conv_tensor(o, 0, mask_names[i], &c->ps[i]) != 0)
-            return -1;
-        *masks[i] = c->ps[i].t;
-    }
-    if ((f = PyFloat_AsDouble(v[10])) == -1.0 && PyErr_Occurred())
-        return -1;
-    p->k_scale = (float)f;
-    if ((f = PyFloat_AsDouble(v[11])) == -1.0 && PyErr_Occurred())
-        return -1;
-    p->v_scale = (float)f;
-    return 0;
+    return ext_options(v, 0, num_heads, c->opt, &c->params) || ext_masks(&v[6], &c->opt[2], &c->params) ? -1 : 0;
 }
 
 /* Converts args by `kinds` (one letter per argument; names: their space-separated names for messages):
  *   c ctx handle   h plan handle   i int64   u uint32   f float   T tensor   W writable tensor
- *   t / w optional (None = NULL)   P Params tuple (c->params)   b / B read / writable buffer (None = NULL)
+ *   t / w optional (None = NULL)   P options (ext_conv_options; c->params)   b / B read / writable buffer (None = NULL)
  *   Q quant params (format, rotate, rotation_seed, q_block_rows, kv_block_rows) (c->qp)   O any object */
 static int ext_parse(const char *fn, const char *kinds, const char *names, PyObject *const *args, Py_ssize_t nargs,
                      ext_call *c) {
     memset(c, 0, sizeof *c);
+    c->params = g_params_default;
     const Py_ssize_t want = (Py_ssize_t)strlen(kinds);
     if (nargs != want) {
         PyErr_Format(PyExc_TypeError, "attn._ext.%s takes %zd arguments (%zd given)", fn, want, nargs);
@@ -1964,7 +1935,7 @@ static int ext_parse(const char *fn, const char *kinds, const char *names, PyObj
             r = ext_conv_tensor(o, kinds[k] == 'W' || kinds[k] == 'w', ext_word(names, k, nb, sizeof nb), s);
             break;
         case 'P':
-            r = ext_conv_params(o, c);
+            r = ext_conv_options(o, c, ext_heads(c, names, k));
             break;
         case 'b':
         case 'B':

@@ -331,10 +331,6 @@ def _is_float_mask(mask: Array) -> bool:
     return dt.kind == "f" or dt.name == "bfloat16"
 
 
-def _opts(num_heads: Optional[int], kw: dict) -> Params:
-    return Params(num_heads=num_heads, **kw)
-
-
 _LAYOUTS = {"bsnd": _capi.LAYOUT_BSND, "bshd": _capi.LAYOUT_BSND,
             "bnsd": _capi.LAYOUT_BNSD, "bhsd": _capi.LAYOUT_BNSD}
 
@@ -387,41 +383,6 @@ def attention(q: Array, k: Array, v: Array, *, layout: Union[str, int] = "BSND",
     return _ext.forward(_ctx_ptr(ctx, reference), _layout(layout), q, k, v, False, softmax_scale, causal,
                         window_size, softcap, alibi_slopes, sinks, out, lse, bool(return_lse or lse is not None),
                         mask, key_padding_mask, additive_mask, reference)
-
-
-class _DenseCall:
-    """Arguments of a dense-layout entry (attn_forward and the diffusion variants): tensors, params and
-    the outputs, allocated when not given (out [.., head_size_v] in q's dtype, lse [batch, num_heads,
-    seq_q] float32)."""
-
-    def __init__(self, q: Array, k: Array, v: Array, layout: Union[str, int], out: Optional[Array],
-                 lse: Optional[Array], return_lse: bool, options: dict):
-        self.layout = lay = _layout(layout)
-        qa = _arrays.as_numpy(q, "q")
-        nd = 2 if lay == _capi.LAYOUT_BSND else 1
-        sd = 3 - nd
-        num_heads = qa.shape[nd] if qa.ndim == 4 else None
-        if out is None:
-            out_shape = qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 4 else qa.shape
-            out = _out_like(q, qa, out_shape)
-        self.want_lse = return_lse or lse is not None
-        if self.want_lse and lse is None and qa.ndim == 4:
-            lse = _lse_out(q, (qa.shape[0], qa.shape[nd], qa.shape[sd]))
-        self.out, self.lse = out, lse
-        self.params = _opts(num_heads, options)
-        # (attn._ext views them and names the argument of an error)
-        self.tq, self.tk, self.tv, self.to, self.tl = qa, k, v, out, lse if self.want_lse else None
-
-    @property
-    def qkv(self) -> tuple:
-        return (self.tq, self.tk, self.tv)
-
-    @property
-    def outs(self) -> tuple:
-        return (self.to, self.tl)
-
-    def result(self) -> Any:
-        return _result(self.out, self.lse, self.want_lse)
 
 
 def attention_varlen(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens_k: Array, *,
