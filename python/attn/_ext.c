@@ -714,13 +714,16 @@ static int ext_masks(PyObject *const *o, ext_arg keep[3], attn_params *p) {
     return 0;
 }
 
-/* An fp8 scale: None (1), a number (per tensor) or a float32 [num_kv_heads] array (per KV head: *per), whose
- * length must be the cache's kv heads (`cache` [2, num_blocks, block_size, num_kv_heads, head_size]). */
+static int ext_bad_shape(const char *name, const attn_tensor *t, const char *what);
+
+/* An fp8 scale of `cache` [2, num_blocks, block_size, num_kv_heads, head_size], read only when the cache holds
+ * fp8 codes (a float cache ignores it, as vLLM's "auto" does): None (1), a number (per tensor) or a float32
+ * [num_kv_heads] array (per KV head: *per); another shape raises ValueError naming the argument. */
 static int ext_scale(PyObject *o, const char *name, const attn_tensor *cache, ext_arg *keep, float *f,
                      const float **per) {
     *f = 1.0f;
     *per = NULL;
-    if (o == Py_None)
+    if (o == Py_None || (cache->dtype != ATTN_DTYPE_FP8_E4M3 && cache->dtype != ATTN_DTYPE_FP8_E5M2))
         return 0;
     if (PyFloat_Check(o) || PyLong_Check(o)) {
         const double d = PyFloat_AsDouble(o);
@@ -733,9 +736,10 @@ static int ext_scale(PyObject *o, const char *name, const attn_tensor *cache, ex
         return -1;
     const int64_t heads = cache->ndim == 5 ? cache->shape[3] : -1;
     if (keep->t.ndim != 1 || keep->t.shape[0] != heads || (heads > 1 && keep->t.strides[0] != 1)) {
-        PyErr_Format(PyExc_ValueError, "%s: expected a contiguous float32 [num_kv_heads] = [%lld] array", name,
-                     (long long)heads);
-        return -1;
+        char what[128];
+        snprintf(what, sizeof what, "a scalar (one scale per tensor) or a contiguous [num_kv_heads] = [%lld] (one "
+                 "scale per KV head)", (long long)heads);
+        return ext_bad_shape(name, &keep->t, what);
     }
     *per = (const float *)keep->t.data;
     return 0;

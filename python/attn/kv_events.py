@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import _arrays
-from .ops import Array, Context, _ctx_ptr, _ext, cache_write_scales
+from .ops import Array, Context, _ctx_ptr, _ext, _scale_arg
 
 
 class KVStored:
@@ -63,7 +63,7 @@ def reshape_and_cache_notify(key: Array, value: Array, kv_cache: Array, slot_map
     layer = int(layer_idx)
     if not 0 <= layer < 2 ** 31:
         raise _arrays._invalid(f"layer_idx={layer}: expected 0 <= layer_idx < 2**31")
-    _, ks, vs = cache_write_scales(kv_cache, kv_cache_dtype, k_scale, v_scale)
+    ks, vs = _scale_arg(k_scale, "k_scale"), _scale_arg(v_scale, "v_scale")
 
     def on_event(*event: Any) -> None:  # called by attn._ext with the GIL, after the write
         on_stored(_event_of(*event))

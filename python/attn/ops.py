@@ -299,32 +299,6 @@ def kv_scales(x: Any, name: str, num_kv_heads: Optional[int]) -> Union[float, np
                      f"[num_kv_heads] = [{num_kv_heads}] (one scale per KV head)")
 
 
-def _cache_num_kv_heads(kv_cache: Array) -> Optional[int]:
-    """num_kv_heads of a [2, num_blocks, block_size, num_kv_heads, head_size] cache (None for another rank: the
-    C entry then reports the shape)."""
-    shape = _arrays.shape_of(kv_cache, "kv_cache")
-    return int(shape[3]) if len(shape) == 5 else None
-
-
-def is_fp8_cache(kv_cache: Array, kv_cache_dtype: Optional[str]) -> bool:
-    """True when the cache holds fp8 codes (by name, or an ml_dtypes / torch float8 array)."""
-    if kv_cache_dtype_code(kv_cache_dtype) is not None:
-        return True
-    # NumPy arrays and torch tensors name their dtype without an export (np.from_dlpack on a torch tensor costs
-    # ~10 us, the whole budget of a decode-step call): float8 dtypes are "float8_*" in both (ml_dtypes, torch)
-    dt = getattr(kv_cache, "dtype", None)
-    if isinstance(dt, np.dtype):
-        return NP_FP8.get(dt) is not None
-    if type(dt).__module__ == "torch":
-        return "float8" in str(dt)
-    dt = _arrays.dtype_of(kv_cache, "kv_cache")
-    return NP_FP8.get(dt) is not None
-
-
-NP_FP8 = {dt: code for dt, code in _arrays.NP_TO_ATTN.items()
-          if code in (_capi.DTYPE_FP8_E4M3, _capi.DTYPE_FP8_E5M2)}
-
-
 def _is_float_mask(mask: Array) -> bool:
     """True for a floating-point mask (float32/float16/bfloat16, NumPy or DLPack): the additive path."""
     dt = _arrays.dtype_of(mask, "params.mask")
@@ -416,15 +390,6 @@ def merge_attn_states(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array, *,
 # ------------------------------------------------------------------------------------------------
 # Serving: paged KV cache
 # ------------------------------------------------------------------------------------------------
-def cache_write_scales(kv_cache: Array, kv_cache_dtype: Optional[str], k_scale: Any,
-                       v_scale: Any) -> Tuple[bool, Any, Any]:
-    """(is the cache fp8, k_scale, v_scale) of a cache write: the scales are read only for an fp8 cache (default
-    1; a float cache ignores them, as vLLM does for "auto"). Each is a float, or a float32 [num_kv_heads] array
-    of per-KV-head scales (see kv_scales)."""
-    fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
-    return (fp8,) + _read_scales(fp8, kv_cache, k_scale, v_scale)
-
-
 def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: Array, *,
                       kv_cache_dtype: Optional[str] = None, k_scale: Any = None, v_scale: Any = None,
                       ctx: Optional[Context] = None) -> None:
@@ -440,8 +405,8 @@ def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: A
     [num_kv_heads] (per KV head, vLLM kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]);
     attn_reshape_and_cache_ex); other shapes raise ValueError
     naming the argument. For a float cache the scales are ignored, as vLLM ignores them for "auto"."""
-    _, ks, vs = cache_write_scales(kv_cache, kv_cache_dtype, k_scale, v_scale)
-    _ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping, kv_cache_dtype, ks, vs)
+    _ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping, kv_cache_dtype,
+                           _scale_arg(k_scale, "k_scale"), _scale_arg(v_scale, "v_scale"))
 
 
 def copy_blocks(kv_cache: Array, block_mapping: Array, *, ctx: Optional[Context] = None) -> None:
@@ -475,24 +440,25 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
     (kv_cache_dtype on a uint8 cache, or a float8 array) is dequantized inside the call with k_scale /
     v_scale (default 1; ignored for a float cache): each a number or one-element array (per tensor), or a
     float array [num_kv_heads] (per KV head, attn_params.k_scales / v_scales); other shapes raise ValueError naming the argument."""
-    ks, vs = _read_scales(is_fp8_cache(kv_cache, kv_cache_dtype), kv_cache, k_scale, v_scale)
     return _ext.paged_attention(_ctx_ptr(ctx, reference), q, kv_cache, query_start_loc, seq_lens, block_table,
                                 softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out, lse,
-                                bool(return_lse or lse is not None), kv_cache_dtype, ks, vs, reference)
+                                bool(return_lse or lse is not None), kv_cache_dtype, _scale_arg(k_scale, "k_scale"),
+                                _scale_arg(v_scale, "v_scale"), reference)
 
 
 _FLT_TRUE_MIN = float(np.finfo(np.float32).smallest_subnormal)
 
 
-def _read_scales(fp8: bool, kv_cache: Array, k_scale: Any, v_scale: Any) -> Tuple[Any, Any]:
-    """(k_scale, v_scale) of a paged read or a cache write as floats or float32 [num_kv_heads] arrays
-    (kv_scales; num_kv_heads is the cache's); (1, 1) for a float cache, which ignores them."""
-    if not fp8:
-        return 1.0, 1.0
-    simple = all(s is None or isinstance(s, (int, float)) for s in (k_scale, v_scale))
-    hk = None if simple else _cache_num_kv_heads(kv_cache)
-    return (1.0 if k_scale is None else kv_scales(k_scale, "k_scale", hk),
-            1.0 if v_scale is None else kv_scales(v_scale, "v_scale", hk))
+def _scale_arg(x: Any, name: str) -> Any:
+    """An fp8 scale as attn._ext takes it: None or a number as given, a one-element array or tensor as its number
+    (vLLM's layer._k_scale), any other array as float32 (attn._ext checks it against the cache's num_kv_heads and
+    reads it only for an fp8 cache)."""
+    if x is None or isinstance(x, (int, float)):
+        return x
+    if isinstance(x, (np.floating, np.integer)):
+        return float(x)
+    a = _arrays.as_numpy(x, name)
+    return float(a.reshape(-1)[0]) if a.size == 1 else np.ascontiguousarray(a, dtype=np.float32)
 
 
 def _int64_arg(v: Any, name: str) -> int:
@@ -693,10 +659,10 @@ class Plan:
                  softcap: float, alibi_slopes: Optional[Array], sinks: Optional[Array], out: Optional[Array],
                  lse: Optional[Array], return_lse: bool, kv_cache_dtype: Optional[str], k_scale: Any,
                  v_scale: Any, ctx: Optional[Context]) -> Any:
-        ks, vs = _read_scales(is_fp8_cache(kv_cache, kv_cache_dtype), kv_cache, k_scale, v_scale)
         return _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value, softmax_scale,
                                   causal, window_size, softcap, alibi_slopes, sinks, out, lse,
-                                  bool(return_lse or lse is not None), ws_ptr, ws_size, kv_cache_dtype, ks, vs)
+                                  bool(return_lse or lse is not None), ws_ptr, ws_size, kv_cache_dtype,
+                                  _scale_arg(k_scale, "k_scale"), _scale_arg(v_scale, "v_scale"))
 
     @property
     def handle(self) -> int:
