@@ -23,6 +23,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -2264,35 +2265,90 @@ static PyObject *py_attn_plan_get_info(PyObject *self, PyObject *arg) {
 #undef EXT_BYTES
 }
 
-/* dlpack_info(capsule) -> (data, device_type, ndim, code, bits, lanes, shape | None, strides | None,
- * byte_offset) of an unconsumed "dltensor" capsule (attn._arrays builds its NumPy view from it). */
-static PyObject *py_dlpack_info(PyObject *self, PyObject *cap) {
-    ext_dl_managed *m = (ext_dl_managed *)PyCapsule_GetPointer(cap, "dltensor");
+/* Raises the family's exception with a formatted message: attn._arrays._type_error's AttnTypeError when
+ * `type_error`, else attn._capi.make_error(status). Returns NULL. */
+static PyObject *ext_error(int type_error, attn_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    PyObject *f = type_error && msg ? ext_pyfn("attn._arrays", "_type_error") : NULL;
+    PyObject *exc = !msg            ? NULL
+                    : type_error    ? (f ? PyObject_CallOneArg(f, msg) : NULL)
+                                    : PyObject_CallFunction(g_py.make_error, "iO", (int)status, msg);
+    if (exc != NULL)
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_XDECREF(exc);
+    Py_XDECREF(f);
+    Py_XDECREF(msg);
+    return NULL;
+}
+
+/* dlpack_interface(capsule, name) -> (__array_interface__, dtype): how NumPy views the tensor of an unconsumed
+ * "dltensor" capsule (attn._arrays.as_numpy; the interface gives raw items, `dtype` their NumPy dtype or its
+ * type string). Also dtypes attn does not compute in (float64, int8, int16), which attn._arrays names in its
+ * errors or converts. A tensor that NumPy cannot view raises the family's error naming `name`. */
+static PyObject *py_dlpack_interface(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("dlpack_interface", 2);
+    const char *name = PyUnicode_AsUTF8(args[1]);
+    ext_dl_managed *m = name ? (ext_dl_managed *)PyCapsule_GetPointer(args[0], "dltensor") : NULL;
     if (m == NULL)
         return NULL;
     const ext_dl_tensor *t = &m->dl_tensor;
-    PyObject *shape = Py_None, *strides = Py_None;
-    Py_INCREF(Py_None);
-    Py_INCREF(Py_None);
-    if (t->ndim > 0 && t->ndim <= 64 && t->shape != NULL) {
-        Py_DECREF(shape);
-        shape = PyTuple_New(t->ndim);
-        for (int i = 0; shape && i < t->ndim; i++)
-            PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(t->shape[i]));
+    const ext_dl_dtype d = t->dtype;
+    if (t->device.device_type != EXT_DL_CPU && t->device.device_type != EXT_DL_CUDA_HOST)
+        return ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "%s: attn runs on the CPU; got a DLPack tensor on device "
+                         "type %d", name, (int)t->device.device_type);
+    const int code = ext_dl_attn_dtype(d);
+    const char *other = d.lanes != 1                          ? NULL
+                        : d.code == EXT_DL_FLOAT && d.bits == 64 ? "<f8"
+                        : d.code == EXT_DL_INT && d.bits == 8    ? "|i1"
+                        : d.code == EXT_DL_INT && d.bits == 16   ? "<i2"
+                                                                 : NULL;
+    PyObject *dtype = code >= 0 ? Py_XNewRef(g_py.np_dtype[code]) : other ? PyUnicode_FromString(other) : NULL;
+    if (dtype == NULL)
+        return ext_error(1, ATTN_STATUS_INVALID_ARGUMENT, "%s: DLPack dtype (code=%d, bits=%d, lanes=%d) is not "
+                         "supported%s", name, d.code, d.bits, d.lanes,
+                         code >= 0 ? " (bfloat16/float8 need: pip install ml_dtypes)" : "");
+    const int64_t item = (d.bits + 7) / 8;
+    PyObject *shape = NULL, *strides = NULL, *iface = NULL;
+    if (t->ndim < 0 || t->ndim > 64 || (t->ndim > 0 && t->shape == NULL)) {
+        ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "%s: DLPack tensor with ndim=%d%s", name, (int)t->ndim,
+                  t->ndim > 0 ? " and no shape" : "");
+        goto done;
     }
-    if (t->ndim > 0 && t->ndim <= 64 && t->strides != NULL) {
-        Py_DECREF(strides);
-        strides = PyTuple_New(t->ndim);
-        for (int i = 0; strides && i < t->ndim; i++)
-            PyTuple_SET_ITEM(strides, i, PyLong_FromLongLong(t->strides[i]));
+    shape = PyList_New(t->ndim); /* (a list in the messages, as the NumPy shapes elsewhere) */
+    strides = t->strides && t->ndim ? PyTuple_New(t->ndim) : Py_NewRef(Py_None);
+    int64_t numel = 1, extent = item, negative = 0, overflow = 0;
+    for (int i = 0; shape && strides && i < t->ndim; i++) {
+        int64_t s;
+        negative |= t->shape[i] < 0;
+        overflow |= !ext_mul(numel, t->shape[i] > 0 ? t->shape[i] : 0, &numel) ||
+                    !ext_mul(extent, t->shape[i] > 1 ? t->shape[i] : 1, &extent) ||
+                    (t->strides && __builtin_mul_overflow(t->strides[i], item, &s));
+        PyList_SET_ITEM(shape, i, PyLong_FromLongLong(t->shape[i]));
+        if (t->strides)
+            PyTuple_SET_ITEM(strides, i, PyLong_FromLongLong(overflow ? 0 : s));
     }
-    if (shape == NULL || strides == NULL) {
-        Py_XDECREF(shape);
-        Py_XDECREF(strides);
-        return NULL;
-    }
-    return Py_BuildValue("(NiiiiiNNK)", PyLong_FromVoidPtr(t->data), t->device.device_type, t->ndim, t->dtype.code,
-                         t->dtype.bits, t->dtype.lanes, shape, strides, (unsigned long long)t->byte_offset);
+    if (shape == NULL || strides == NULL || PyErr_Occurred())
+        goto done;
+    if (negative)
+        ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "%s: DLPack tensor shape %R has a negative size", name, shape);
+    else if (overflow || extent > PY_SSIZE_T_MAX) /* NumPy refuses these views too, without naming the argument */
+        ext_error(0, ATTN_STATUS_OVERFLOW, "%s: DLPack tensor shape %R of %d-byte elements is larger than the "
+                  "address space", name, shape, (int)item);
+    else if (t->data == NULL && numel > 0)
+        ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "%s: DLPack tensor has data=NULL but %lld elements", name,
+                  (long long)numel);
+    else
+        iface = Py_BuildValue("{sNsNs(NO)sOsi}N", "shape", PyList_AsTuple(shape), "typestr", PyUnicode_FromFormat("|V%d", (int)item),
+                              "data", PyLong_FromUnsignedLongLong((uintptr_t)t->data + t->byte_offset), Py_False, "strides",
+                              strides, "version", 3, Py_NewRef(dtype));
+done:
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    Py_DECREF(dtype);
+    return iface;
 }
 
 #define EXT_FAST(fn)                                                                                                   \
@@ -2319,7 +2375,7 @@ static PyObject *py_dlpack_info(PyObject *self, PyObject *cap) {
         EXT_FAST(attn_ctx_set_isa), EXT_NOARGS(attn_ctx_create), EXT_O(attn_ctx_destroy), EXT_O(attn_plan_free),       \
         EXT_FAST(attn_forward_padded_workspace_size), EXT_FAST(attn_forward_prescaled_workspace_size),                 \
         EXT_FAST(attn_forward_quant_workspace_size), EXT_NOARGS(attn_capabilities_get), EXT_FAST(attn_plan_create),    \
-        EXT_O(attn_plan_get_info), EXT_O(dlpack_info)
+        EXT_O(attn_plan_get_info), EXT_FAST(dlpack_interface)
 
 /* ================================================================================================
  * Module
