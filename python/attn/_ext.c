@@ -738,8 +738,10 @@ static int ext_scale(PyObject *o, const char *name, const attn_tensor *cache, ex
     const int64_t heads = cache->ndim == 5 ? cache->shape[3] : -1;
     if (keep->t.ndim != 1 || keep->t.shape[0] != heads || (heads > 1 && keep->t.strides[0] != 1)) {
         char what[128];
-        snprintf(what, sizeof what, "a scalar (one scale per tensor) or a contiguous [num_kv_heads] = [%lld] (one "
-                 "scale per KV head)", (long long)heads);
+        snprintf(what, sizeof what,
+                 "a scalar (one scale per tensor) or a contiguous [num_kv_heads] = [%lld] (one "
+                 "scale per KV head)",
+                 (long long)heads);
         return ext_bad_shape(name, &keep->t, what);
     }
     *per = (const float *)keep->t.data;
@@ -778,8 +780,9 @@ static int ext_kv_dtype(PyObject *name, const char *const *names, attn_tensor **
         }
         PyObject *have = ext_dtype_str(ts[i]->dtype);
         if (have != NULL)
-            PyErr_Format(PyExc_TypeError, "%s: dtype %S does not hold kv_cache_dtype=%R (expected uint8 or that float8)",
-                         names[i], have, name);
+            PyErr_Format(PyExc_TypeError,
+                         "%s: dtype %S does not hold kv_cache_dtype=%R (expected uint8 or that float8)", names[i], have,
+                         name);
         Py_XDECREF(have);
         return -1;
     }
@@ -2273,9 +2276,9 @@ static PyObject *ext_error(int type_error, attn_status status, const char *fmt, 
     PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
     va_end(ap);
     PyObject *f = type_error && msg ? ext_pyfn("attn._arrays", "_type_error") : NULL;
-    PyObject *exc = !msg            ? NULL
-                    : type_error    ? (f ? PyObject_CallOneArg(f, msg) : NULL)
-                                    : PyObject_CallFunction(g_py.make_error, "iO", (int)status, msg);
+    PyObject *exc = !msg         ? NULL
+                    : type_error ? (f ? PyObject_CallOneArg(f, msg) : NULL)
+                                 : PyObject_CallFunction(g_py.make_error, "iO", (int)status, msg);
     if (exc != NULL)
         PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
     Py_XDECREF(exc);
@@ -2297,18 +2300,22 @@ static PyObject *py_dlpack_interface(PyObject *self, PyObject *const *args, Py_s
     const ext_dl_tensor *t = &m->dl_tensor;
     const ext_dl_dtype d = t->dtype;
     if (t->device.device_type != EXT_DL_CPU && t->device.device_type != EXT_DL_CUDA_HOST)
-        return ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "%s: attn runs on the CPU; got a DLPack tensor on device "
-                         "type %d", name, (int)t->device.device_type);
+        return ext_error(0, ATTN_STATUS_INVALID_ARGUMENT,
+                         "%s: attn runs on the CPU; got a DLPack tensor on device "
+                         "type %d",
+                         name, (int)t->device.device_type);
     const int code = ext_dl_attn_dtype(d);
-    const char *other = d.lanes != 1                          ? NULL
+    const char *other = d.lanes != 1                             ? NULL
                         : d.code == EXT_DL_FLOAT && d.bits == 64 ? "<f8"
                         : d.code == EXT_DL_INT && d.bits == 8    ? "|i1"
                         : d.code == EXT_DL_INT && d.bits == 16   ? "<i2"
                                                                  : NULL;
     PyObject *dtype = code >= 0 ? Py_XNewRef(g_py.np_dtype[code]) : other ? PyUnicode_FromString(other) : NULL;
     if (dtype == NULL)
-        return ext_error(1, ATTN_STATUS_INVALID_ARGUMENT, "%s: DLPack dtype (code=%d, bits=%d, lanes=%d) is not "
-                         "supported%s", name, d.code, d.bits, d.lanes,
+        return ext_error(1, ATTN_STATUS_INVALID_ARGUMENT,
+                         "%s: DLPack dtype (code=%d, bits=%d, lanes=%d) is not "
+                         "supported%s",
+                         name, d.code, d.bits, d.lanes,
                          code >= 0 ? " (bfloat16/float8 need: pip install ml_dtypes)" : "");
     const int64_t item = (d.bits + 7) / 8;
     PyObject *shape = NULL, *strides = NULL, *iface = NULL;
@@ -2335,14 +2342,17 @@ static PyObject *py_dlpack_interface(PyObject *self, PyObject *const *args, Py_s
     if (negative)
         ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "%s: DLPack tensor shape %R has a negative size", name, shape);
     else if (overflow || extent > PY_SSIZE_T_MAX) /* NumPy refuses these views too, without naming the argument */
-        ext_error(0, ATTN_STATUS_OVERFLOW, "%s: DLPack tensor shape %R of %d-byte elements is larger than the "
-                  "address space", name, shape, (int)item);
+        ext_error(0, ATTN_STATUS_OVERFLOW,
+                  "%s: DLPack tensor shape %R of %d-byte elements is larger than the "
+                  "address space",
+                  name, shape, (int)item);
     else if (t->data == NULL && numel > 0)
         ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "%s: DLPack tensor has data=NULL but %lld elements", name,
                   (long long)numel);
     else
-        iface = Py_BuildValue("{sNsNs(NO)sOsi}N", "shape", PyList_AsTuple(shape), "typestr", PyUnicode_FromFormat("|V%d", (int)item),
-                              "data", PyLong_FromUnsignedLongLong((uintptr_t)t->data + t->byte_offset), Py_False, "strides",
+        iface = Py_BuildValue("{sNsNs(NO)sOsi}N", "shape", PyList_AsTuple(shape), "typestr",
+                              PyUnicode_FromFormat("|V%d", (int)item), "data",
+                              PyLong_FromUnsignedLongLong((uintptr_t)t->data + t->byte_offset), Py_False, "strides",
                               strides, "version", 3, Py_NewRef(dtype));
 done:
     Py_XDECREF(shape);
