@@ -573,6 +573,17 @@ static int ext_handle_of(PyObject *obj, const char *what, void **out);
 static int ext_conv_int(PyObject *obj, const char *fn, const char *name, int64_t lo, int64_t hi, int64_t *out);
 static PyObject *ext_status(attn_status st, const char *fn);
 
+/* The start of a hot entry: the truth values of want_lse (args[lse_i]) and, with ref_i >= 0, of reference, then the
+ * context handle args[0] (the oracle needs none). 0, or -1 with the first error (a failing truth value's own,
+ * e.g. a NumPy array's: the second flag is then not read). */
+static int ext_begin(PyObject *const *args, int lse_i, int ref_i, int *want_lse, int *reference, void **ctx) {
+    *reference = 0;
+    if ((*want_lse = PyObject_IsTrue(args[lse_i])) < 0 ||
+        (ref_i >= 0 && (*reference = PyObject_IsTrue(args[ref_i])) < 0))
+        return -1;
+    return *reference ? 0 : ext_handle_of(args[0], "Context", ctx);
+}
+
 /* A function of an attn module (the slow paths: conversions C leaves to Python). New reference. */
 static PyObject *ext_pyfn(const char *module, const char *name) {
     PyObject *m = PyImport_ImportModule(module);
@@ -1037,15 +1048,11 @@ static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_s
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t, *cache[1];
-    const int want_lse = PyObject_IsTrue(args[14]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    const int reference = PyObject_IsTrue(args[18]);
-    if (reference < 0)
+    int want_lse, reference;
+    if (ext_begin(args, 14, 18, &want_lse, &reference, &ctx))
         return NULL;
     static const char *cache_name[1] = {"kv_cache"};
-    if ((!reference && ext_handle_of(args[0], "Context", &ctx)) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
-        ext_tensor_n(args[2], 0, -1, "kv_cache", &a[KV]) ||
+    if (ext_tensor_n(args[1], 0, -1, "q", &a[Q]) || ext_tensor_n(args[2], 0, -1, "kv_cache", &a[KV]) ||
         ext_tensor_n(args[3], 0, ATTN_DTYPE_I32, "query_start_loc", &a[QSL]) ||
         ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "seq_lens", &a[SL]) ||
         ext_tensor_n(args[5], 0, ATTN_DTYPE_I32, "block_table", &a[BT]) ||
@@ -1085,11 +1092,9 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     long long num_heads = 0, ws_size = 0;
-    const int want_lse = PyObject_IsTrue(args[15]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    int want_lse, reference;
     static const char *names[3] = {"kv_cache", "key", "value"};
-    if (ext_handle_of(args[0], "Context", &ctx) || ext_handle_of(args[1], "Plan", &plan) ||
+    if (ext_begin(args, 15, -1, &want_lse, &reference, &ctx) || ext_handle_of(args[1], "Plan", &plan) ||
         ext_int(args[2], 0, INT32_MAX, &num_heads) || ext_int(args[17], 0, LLONG_MAX, &ws_size) ||
         (ws_size > 0 && ext_handle_of(args[16], "workspace", &ws))) {
         if (!PyErr_Occurred())
@@ -1288,10 +1293,8 @@ static PyObject *ext_merge_attn_states(PyObject *self, PyObject *const *args, Py
     void *ctx;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[7]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[1], 0, -1, "out_a", &a[OA]) ||
+    int want_lse, reference;
+    if (ext_begin(args, 7, -1, &want_lse, &reference, &ctx) || ext_tensor_n(args[1], 0, -1, "out_a", &a[OA]) ||
         ext_tensor_n(args[2], 0, -1, "lse_a", &a[LA]) || ext_tensor_n(args[3], 0, -1, "out_b", &a[OB]) ||
         ext_tensor_n(args[4], 0, -1, "lse_b", &a[LB]))
         return ext_fail(a, N, NULL, NULL);
@@ -1320,13 +1323,8 @@ static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t n
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[14]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    const int reference = PyObject_IsTrue(args[18]);
-    if (reference < 0)
-        return NULL;
-    if ((!reference && ext_handle_of(args[0], "Context", &ctx)) ||
+    int want_lse, reference;
+    if (ext_begin(args, 14, 18, &want_lse, &reference, &ctx) ||
         ext_conv_int(args[1], "forward", "layout", INT32_MIN, INT32_MAX, &layout))
         return NULL;
     const int nd = layout == ATTN_LAYOUT_BSND ? 2 : 1, sd = 3 - nd;
@@ -1367,15 +1365,11 @@ static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t na
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[15]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    const int reference = PyObject_IsTrue(args[16]);
-    if (reference < 0)
+    int want_lse, reference;
+    if (ext_begin(args, 15, 16, &want_lse, &reference, &ctx))
         return NULL;
-    if ((!reference && ext_handle_of(args[0], "Context", &ctx)) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
-        ext_tensor_n(args[2], 0, -1, "k", &a[K]) || ext_tensor_n(args[3], 0, -1, "v", &a[V]) ||
-        ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "cu_seqlens_q", &a[CQ]) ||
+    if (ext_tensor_n(args[1], 0, -1, "q", &a[Q]) || ext_tensor_n(args[2], 0, -1, "k", &a[K]) ||
+        ext_tensor_n(args[3], 0, -1, "v", &a[V]) || ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "cu_seqlens_q", &a[CQ]) ||
         ext_tensor_n(args[5], 0, ATTN_DTYPE_I32, "cu_seqlens_k", &a[CK]) ||
         ext_options(&args[7], args[6] == Py_True, a[Q].t.ndim == 3 ? a[Q].t.shape[1] : -1, &a[AL], &p))
         return ext_fail(a, N, NULL, NULL);
@@ -1446,9 +1440,9 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
     attn_status st = ATTN_STATUS_OK;
     const char *fn = "attn_paged_attention";
     PyObject *out = NULL, *lse = NULL, *ret = NULL;
-    const int want_lse = PyObject_IsTrue(args[16]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    int want_lse, reference;
+    if (ext_begin(args, 16, -1, &want_lse, &reference, &ctx))
+        return NULL;
     const int append = args[4] != Py_None || args[5] != Py_None;
     if (append && (args[4] == Py_None || args[5] == Py_None)) {
         PyErr_SetString(PyExc_ValueError, "k and v must be given together");
@@ -1456,8 +1450,8 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     attn_tensor kv, q3, o3, k3, v3, *bi, *lp;
     const attn_tensor *ab;
-    if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
-        ext_tensor_n(args[2], append, -1, "k_cache", &a[KC]) || ext_tensor_n(args[3], append, -1, "v_cache", &a[VC]) ||
+    if (ext_tensor_n(args[1], 0, -1, "q", &a[Q]) || ext_tensor_n(args[2], append, -1, "k_cache", &a[KC]) ||
+        ext_tensor_n(args[3], append, -1, "v_cache", &a[VC]) ||
         (append && (ext_tensor_n(args[4], 0, -1, "k", &a[KN]) || ext_tensor_n(args[5], 0, -1, "v", &a[VN]))) ||
         ext_opt_tensor_n(args[7], 0, ATTN_DTYPE_I32, "cache_batch_idx", &a[BI], &bi) ||
         ext_opt_tensor_n(args[17], 0, ATTN_DTYPE_I32, "cache_leftpad", &a[LP], &lp))
@@ -1702,12 +1696,11 @@ static PyObject *ext_varlen_paged(PyObject *self, PyObject *const *args, Py_ssiz
     attn_params p;
     PyObject *out = NULL, *lse = NULL, *ret = NULL;
     attn_tensor kv, *su, *lse_t, tsl;
-    const int want_lse = PyObject_IsTrue(args[15]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
-        ext_tensor_n(args[2], 0, -1, "k", &a[KC]) || ext_tensor_n(args[3], 0, -1, "v", &a[VC]) ||
-        ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "cu_seqlens_q", &a[CQ]) ||
+    int want_lse, reference;
+    if (ext_begin(args, 15, -1, &want_lse, &reference, &ctx))
+        return NULL;
+    if (ext_tensor_n(args[1], 0, -1, "q", &a[Q]) || ext_tensor_n(args[2], 0, -1, "k", &a[KC]) ||
+        ext_tensor_n(args[3], 0, -1, "v", &a[VC]) || ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "cu_seqlens_q", &a[CQ]) ||
         ext_tensor_n(args[5], 0, ATTN_DTYPE_I32, "cu_seqlens_k", &a[CK]) ||
         ext_tensor_n(args[6], 0, ATTN_DTYPE_I32, "block_table", &a[BT]) ||
         ext_opt_tensor_n(args[7], 0, ATTN_DTYPE_I32, "seqused_k", &a[SU], &su) ||
