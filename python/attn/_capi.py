@@ -188,10 +188,6 @@ def make_error(status: int, message: str, function: str = "") -> AttnError:
     return _ERROR_CLASSES.get(status, AttnError)(status, message, function)
 
 
-def dtype_name(dtype: int) -> str:
-    return ext.attn_dtype_name(dtype) or ""
-
-
 def version() -> str:
     """Run-time version string of the loaded libattn, e.g. "0.1.0"."""
     return ext.attn_version_string()
@@ -220,9 +216,7 @@ def cpu_features() -> str:
     return ext.attn_cpu_features()
 
 
-_DTYPE_NAMES = {DTYPE_F32: "f32", DTYPE_F16: "f16", DTYPE_BF16: "bf16", DTYPE_I32: "i32", DTYPE_I64: "i64",
-                DTYPE_BOOL: "bool", DTYPE_FP8_E4M3: "fp8_e4m3", DTYPE_FP8_E5M2: "fp8_e5m2",
-                DTYPE_FP4_E2M1: "fp4_e2m1", DTYPE_E8M0: "e8m0", DTYPE_U8: "u8"}
+_DTYPE_NAMES = {d: ext.attn_dtype_name(d) for d in range(DTYPE_U8 + 1)}  # attn_dtype_name: "f32", "bf16", ...
 _KIND_NAMES = {REQUEST_DECODER: "decoder", REQUEST_ENCODER_ONLY: "encoder_only", REQUEST_CROSS: "cross"}
 
 

@@ -2384,6 +2384,21 @@ done:
  * Module
  * ================================================================================================ */
 
+/* {attn dtype: object} -> table[16] (new strong references). 0, or -1 with an exception set (before any object
+ * is released with it set). */
+static int ext_table(PyObject *dict, PyObject **table) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        const long d = PyLong_AsLong(key);
+        if (d == -1 && PyErr_Occurred())
+            return -1;
+        if (d >= 0 && d < 16)
+            Py_XSETREF(table[d], Py_NewRef(value));
+    }
+    return 0;
+}
+
 /* _init(ndarray, np_zeros, alloc_like, make_error, np_dtypes, view_dtypes, special_dtypes, as_view, refuse)
  *   np_dtypes: {attn dtype: numpy dtype}; view_dtypes: {attn dtype: same-width uint dtype} for bf16/fp8;
  *   special_dtypes: {numpy dtype: attn dtype} of dtypes without a buffer format; as_view / refuse: the
@@ -2408,28 +2423,10 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
         Py_INCREF(args[from[i]]);
         Py_XSETREF(*slots[i], args[from[i]]);
     }
+    if (ext_table(args[4], g_py.np_dtype) || ext_table(args[5], g_py.view_dtype))
+        return NULL;
     PyObject *key, *value;
     Py_ssize_t pos = 0;
-    while (PyDict_Next(args[4], &pos, &key, &value)) {
-        const long d = PyLong_AsLong(key);
-        if (d == -1 && PyErr_Occurred())
-            return NULL; /* (before any object is released with an exception set) */
-        if (d >= 0 && d < 16) {
-            Py_INCREF(value);
-            Py_XSETREF(g_py.np_dtype[d], value);
-        }
-    }
-    pos = 0;
-    while (PyDict_Next(args[5], &pos, &key, &value)) {
-        const long d = PyLong_AsLong(key);
-        if (d == -1 && PyErr_Occurred())
-            return NULL;
-        if (d >= 0 && d < 16) {
-            Py_INCREF(value);
-            Py_XSETREF(g_py.view_dtype[d], value);
-        }
-    }
-    pos = 0;
     while (PyDict_Next(args[6], &pos, &key, &value) && g_py.num_special < 16) {
         const long d = PyLong_AsLong(value);
         if (d == -1 && PyErr_Occurred())
