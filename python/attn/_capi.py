@@ -151,8 +151,8 @@ library_path: str = os.path.normpath(ext.library_path())
 # attn_ref_forward through ext.forward, ...)
 ENTRIES = tuple(sorted({n for n in dir(ext) if n.startswith("attn_")} | {
     "attn_forward", "attn_ref_forward", "attn_forward_varlen", "attn_ref_forward_varlen", "attn_merge_attn_states",
-    "attn_reshape_and_cache", "attn_reshape_and_cache_scaled", "attn_forward_paged", "attn_paged_attention",
-    "attn_ref_paged_attention"}))
+    "attn_reshape_and_cache", "attn_reshape_and_cache_scaled", "attn_reshape_and_cache_ex", "attn_forward_paged",
+    "attn_paged_attention", "attn_ref_paged_attention"}))
 
 
 def has(name: str) -> bool:
