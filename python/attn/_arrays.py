@@ -67,15 +67,6 @@ NP_TO_ATTN = _np_to_attn()
 ATTN_TO_NP = {v: k for k, v in NP_TO_ATTN.items()}
 
 
-def attn_dtype(dtype: Any) -> int:
-    """attn dtype of a NumPy dtype (or anything np.dtype accepts)."""
-    d = np.dtype(dtype)
-    if d not in NP_TO_ATTN:
-        raise _type_error(f"dtype {d} is not supported by attn (supported: "
-                        + ", ".join(sorted(str(k) for k in NP_TO_ATTN)) + ")")
-    return NP_TO_ATTN[d]
-
-
 class _DLPackView:
     """Owns an unconsumed DLPack capsule (its destructor calls the producer's deleter) and shows its memory to
     NumPy without a copy: attn._ext.dlpack_interface reads the DLTensor and names ``name`` in its errors."""

@@ -176,12 +176,6 @@ def last_error() -> str:
     return ext.attn_last_error() or ""
 
 
-def check(status: int, function: str = "") -> None:
-    """Raises the AttnError subclass for a non-OK status, with the C message."""
-    if status != STATUS_OK:
-        raise make_error(status, last_error(), function)
-
-
 def make_error(status: int, message: str, function: str = "") -> AttnError:
     """The exception a failing C call raises for ``status`` with the C ``message`` (attn._ext builds every
     error through it)."""
