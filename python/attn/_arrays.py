@@ -4,7 +4,8 @@ Any input is first turned into a NumPy view of the same memory:
   - ``numpy.ndarray`` as is (bfloat16 / float8 through ``ml_dtypes`` dtypes);
   - any DLPack producer (``__dlpack__``: torch CPU tensors, JAX, CuPy-on-host, ...) through the DLTensor of
     its capsule, read by attn._ext (dlpack_interface), so bfloat16 / float8 tensors (which
-    ``numpy.from_dlpack`` rejects) work too. The capsule stays referenced by the view, so the producer's memory lives as long as it.
+    ``numpy.from_dlpack`` rejects) work too. The capsule stays referenced by the view, so the producer's
+    memory lives as long as it.
 Then :func:`tensor` describes the view as an attn_tensor: shape, strides in ELEMENTS (NumPy strides are
 bytes), dtype. Negative or non-element-multiple strides are rejected here with a clear message; all
 other checks (ranks, matching dims, contiguous last dimension, ...) are libattn's, with its messages.
