@@ -21,7 +21,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _arrays, _capi
-from .ops import Array, Context, _aligned_workspace, _ctx, _layout, _lse_out, _out_like, _result
+from .ops import Array, Context, _aligned_workspace, _ctx_ptr, _layout, _lse_out, _result
 from ._arrays import tensor
 
 _QUANT_FORMATS = {"fp8_e4m3": _capi.QUANT_FP8_E4M3, "fp8_e5m2": _capi.QUANT_FP8_E5M2,
@@ -64,7 +64,8 @@ class _DenseCall:
         qa = _arrays.as_numpy(q, "q")
         nd = 2 if lay == _capi.LAYOUT_BSND else 1
         if out is None:
-            out = _out_like(q, qa, qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 4 else qa.shape)
+            out_shape = qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 4 else qa.shape
+            out = _arrays.empty(q, out_shape, qa.dtype)
         self.want_lse = return_lse or lse is not None
         if self.want_lse and lse is None and qa.ndim == 4:
             lse = _lse_out(q, (qa.shape[0], qa.shape[nd], qa.shape[3 - nd]))
@@ -93,7 +94,7 @@ def forward_padded(q: Array, k: Array, v: Array, key_padding_mask: Array, *,
     if reference:
         _capi.call("attn_ref_forward_padded", d.layout, *d.qkv, m, d.opts, *d.outs, ws, nbytes)
     else:
-        _capi.call("attn_forward_padded", _ctx(ctx), d.layout, *d.qkv, m, d.opts, *d.outs, ws,
+        _capi.call("attn_forward_padded", _ctx_ptr(ctx), d.layout, *d.qkv, m, d.opts, *d.outs, ws,
                    nbytes)
     return d.result()
 
@@ -106,13 +107,15 @@ def forward_packed(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens
     [num_heads, total_q]."""
     qa = _arrays.as_numpy(q)
     if out is None:
-        out = _out_like(q, qa, qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 4 else qa.shape)
+        out_shape = qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 4 else qa.shape
+        out = _arrays.empty(q, out_shape, qa.dtype)
     want_lse = return_lse or lse is not None
     if want_lse and lse is None and qa.ndim == 4:
         lse = _lse_out(q, (qa.shape[2], qa.shape[1]))
     cq = _arrays.index_array(cu_seqlens_q, "cu_seqlens_q")
     ck = _arrays.index_array(cu_seqlens_k, "cu_seqlens_k")
-    _capi.call("attn_forward_packed", _ctx(ctx), qa, k, v, cq, ck, _options(options), out, lse if want_lse else None)
+    _capi.call("attn_forward_packed", _ctx_ptr(ctx), qa, k, v, cq, ck, _options(options), out,
+               lse if want_lse else None)
     return _result(out, lse, want_lse)
 
 
@@ -132,7 +135,7 @@ def forward_piecewise(q: Array, k: Array, v: Array, spans: Sequence[Tuple[int, i
         _capi.call("attn_ref_forward_piecewise", d.layout, *d.qkv, sp, len(spans), qr, nqr,
                    d.opts, *d.outs)
     else:
-        _capi.call("attn_forward_piecewise", _ctx(ctx), d.layout, *d.qkv, sp, len(spans), qr, nqr,
+        _capi.call("attn_forward_piecewise", _ctx_ptr(ctx), d.layout, *d.qkv, sp, len(spans), qr, nqr,
                    d.opts, *d.outs)
     return d.result()
 
@@ -204,7 +207,7 @@ def forward_paged_piecewise(q: Array, kv_cache: Array, seq_lens: Array, block_ta
     rows, qlen, num_heads = qa.shape[0], qa.shape[1], qa.shape[2]
     want_lse = return_lse or lse is not None
     if out is None:
-        out = _out_like(q, qa, qa.shape)
+        out = _arrays.empty(q, qa.shape, qa.dtype)
     if want_lse and lse is None:
         lse = _lse_out(q, (rows, num_heads, qlen))
     opts = _options(options)
@@ -218,7 +221,7 @@ def forward_paged_piecewise(q: Array, kv_cache: Array, seq_lens: Array, block_ta
         if reference:
             _capi.call("attn_ref_forward_paged_piecewise", *args)
         else:
-            _capi.call("attn_forward_paged_piecewise", _ctx(ctx), *args)
+            _capi.call("attn_forward_paged_piecewise", _ctx_ptr(ctx), *args)
 
     if not per_piece:
         run(qa, out, lse if want_lse else None, query_ranges)
@@ -243,7 +246,7 @@ def forward_kv_prefix(q: Array, k: Array, v: Array, valid_kv_length: int, *,
     """Attention over k[:, :valid_kv_length], v[:, :valid_kv_length] (zero-copy; attn_forward_kv_prefix).
     Non-causal only."""
     d = _DenseCall(q, k, v, layout, out, lse, return_lse, options)
-    _capi.call("attn_forward_kv_prefix", _ctx(ctx), d.layout, *d.qkv, int(valid_kv_length), d.opts,
+    _capi.call("attn_forward_kv_prefix", _ctx_ptr(ctx), d.layout, *d.qkv, int(valid_kv_length), d.opts,
                *d.outs)
     return d.result()
 
@@ -256,7 +259,7 @@ def forward_prescaled(q: Array, k: Array, v: Array, input_scale_log2: int, *,
     (attn_forward_prescaled): exact for float32 inputs in the normal range."""
     d = _DenseCall(q, k, v, layout, out, lse, return_lse, options)
     ws, nbytes, _keep = _workspace(_size("attn_forward_prescaled_workspace_size", *d.qkv))
-    _capi.call("attn_forward_prescaled", _ctx(ctx), d.layout, *d.qkv, int(input_scale_log2),
+    _capi.call("attn_forward_prescaled", _ctx_ptr(ctx), d.layout, *d.qkv, int(input_scale_log2),
                d.opts, *d.outs, ws, nbytes)
     return d.result()
 
@@ -290,7 +293,7 @@ def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
         _capi.call("attn_ref_forward_quant", d.layout, *d.qkv, qp, d.opts, *d.outs)
         return d.result()
     ws, nbytes, _keep = _workspace(_size("attn_forward_quant_workspace_size", d.layout, *d.qkv))
-    _capi.call("attn_forward_quant", _ctx(ctx), d.layout, *d.qkv, qp, d.opts,
+    _capi.call("attn_forward_quant", _ctx_ptr(ctx), d.layout, *d.qkv, qp, d.opts,
                *d.outs, ws, nbytes)
     return d.result()
 
@@ -298,7 +301,7 @@ def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
 def quant_kernels(ctx: Optional[Context] = None) -> str:
     """The kernels :func:`forward_quant` runs on ``ctx`` (attn_forward_quant_kernels): "avx512bf16" (bf16
     products, P rounded to bf16), "avx2" (bitwise the fake quantization) or "fake" (docs/DIFFUSION.md §5)."""
-    return _capi.ext.attn_forward_quant_kernels(_ctx(ctx))
+    return _capi.ext.attn_forward_quant_kernels(_ctx_ptr(ctx))
 
 
 # ------------------------------------------------------------------------------------------------

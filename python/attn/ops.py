@@ -140,25 +140,14 @@ def set_num_threads(num_threads: int) -> None:
     default_context().num_threads = num_threads
 
 
-def _check_ctx(ctx: Any) -> None:
-    if not isinstance(ctx, Context):
-        raise _arrays._type_error(f"ctx: expected an attn.Context or None, got {type(ctx).__name__}")
-
-
-def _ctx(ctx: Optional[Context]) -> int:
-    if ctx is not None:
-        _check_ctx(ctx)
-    return (ctx or default_context()).handle
-
-
 def _ctx_ptr(ctx: Optional[Context], reference: bool = False) -> int:
     """The context handle as an int for attn._ext (0 when closed: attn._ext raises; the oracle needs none)."""
     if reference:
         return 0
     if ctx is None:
         ctx = getattr(_local, "ctx", None) or default_context()
-    elif type(ctx) is not Context:
-        _check_ctx(ctx)
+    elif not isinstance(ctx, Context):
+        raise _arrays._type_error(f"ctx: expected an attn.Context or None, got {type(ctx).__name__}")
     return ctx._ptr
 
 
@@ -317,10 +306,6 @@ def _layout(layout: Union[str, int]) -> int:
     return int(layout)
 
 
-def _out_like(q: Array, qa: np.ndarray, shape: Sequence[int]) -> Any:
-    return _arrays.empty(q, shape, qa.dtype)
-
-
 def _lse_out(q: Array, shape: Sequence[int]) -> Any:
     """An LSE output attn allocates: -inf (the LSE of a row that sees no key) where no call writes."""
     lse = _arrays.empty(q, shape, np.float32)
@@ -413,7 +398,7 @@ def copy_blocks(kv_cache: Array, block_mapping: Array, *, ctx: Optional[Context]
     """kv_cache[:, dst] = kv_cache[:, src] for each (src, dst) row of block_mapping int64 [num_pairs, 2],
     in order (attn_copy_blocks)."""
     bm = _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2)
-    _capi.call("attn_copy_blocks", _ctx(ctx), kv_cache, bm)
+    _capi.call("attn_copy_blocks", _ctx_ptr(ctx), kv_cache, bm)
 
 
 def swap_blocks(src_cache: Array, dst_cache: Array, block_mapping: Array, *,
@@ -421,7 +406,7 @@ def swap_blocks(src_cache: Array, dst_cache: Array, block_mapping: Array, *,
     """dst_cache[:, dst] = src_cache[:, src] for each (src, dst) row of block_mapping int64 [num_pairs, 2]
     (attn_swap_blocks). Caches share dtype, block_size, num_kv_heads, head_size."""
     bm = _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2)
-    _capi.call("attn_swap_blocks", _ctx(ctx), src_cache, dst_cache, bm)
+    _capi.call("attn_swap_blocks", _ctx_ptr(ctx), src_cache, dst_cache, bm)
 
 
 def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens: Array,
