@@ -594,6 +594,25 @@ static PyObject *ext_pyfn(const char *module, const char *name) {
     return f;
 }
 
+/* Raises the family's exception with a formatted message: attn._arrays._type_error's AttnTypeError when
+ * `type_error`, else attn._capi.make_error(status). Returns NULL. */
+static PyObject *ext_error(int type_error, attn_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    PyObject *f = type_error && msg ? ext_pyfn("attn._arrays", "_type_error") : NULL;
+    PyObject *exc = !msg         ? NULL
+                    : type_error ? (f ? PyObject_CallOneArg(f, msg) : NULL)
+                                 : PyObject_CallFunction(g_py.make_error, "iO", (int)status, msg);
+    if (exc != NULL)
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_XDECREF(exc);
+    Py_XDECREF(f);
+    Py_XDECREF(msg);
+    return NULL;
+}
+
 /* ext_tensor, else what attn._arrays makes of `obj` (index arrays: index_array to `want`'s width, others:
  * as_view), else the family's error naming the argument. 0, or -1 with an exception set. */
 static int ext_tensor_n(PyObject *obj, int writable, int want, const char *name, ext_arg *a) {
@@ -761,7 +780,7 @@ static int ext_scale(PyObject *o, const char *name, const attn_tensor *cache, ex
 
 /* kv_cache_dtype (None, "auto", "fp8", "fp8_e4m3", "fp8_e5m2": vLLM's names) of `n` cache tensors: a uint8
  * one is read as the named fp8 format (vLLM's allocation); another dtype that is not that format raises a
- * TypeError naming the cache. */
+ * TypeError of the family (AttnTypeError) naming the cache. */
 static PyObject *ext_dtype_str(attn_dtype d);
 
 static int ext_kv_dtype(PyObject *name, const char *const *names, attn_tensor **ts, int n) {
@@ -791,9 +810,10 @@ static int ext_kv_dtype(PyObject *name, const char *const *names, attn_tensor **
         }
         PyObject *have = ext_dtype_str(ts[i]->dtype);
         if (have != NULL)
-            PyErr_Format(PyExc_TypeError,
-                         "%s: dtype %S does not hold kv_cache_dtype=%R (expected uint8 or that float8)", names[i], have,
-                         name);
+            ext_error(1, ATTN_STATUS_INVALID_ARGUMENT,
+                      "%s: dtype %S does not hold kv_cache_dtype=%R (expected uint8 "
+                      "or that float8)",
+                      names[i], have, name);
         Py_XDECREF(have);
         return -1;
     }
@@ -2259,25 +2279,6 @@ static PyObject *py_attn_plan_get_info(PyObject *self, PyObject *arg) {
         EXT_BYTES(i.block_table, nr * i.max_blocks_per_req * 4), "kinds", EXT_BYTES(i.kinds, nr * 4), "req_order",
         EXT_BYTES(i.req_order, nr * 4), "token_src", EXT_BYTES(i.token_src, nt * 4));
 #undef EXT_BYTES
-}
-
-/* Raises the family's exception with a formatted message: attn._arrays._type_error's AttnTypeError when
- * `type_error`, else attn._capi.make_error(status). Returns NULL. */
-static PyObject *ext_error(int type_error, attn_status status, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
-    va_end(ap);
-    PyObject *f = type_error && msg ? ext_pyfn("attn._arrays", "_type_error") : NULL;
-    PyObject *exc = !msg         ? NULL
-                    : type_error ? (f ? PyObject_CallOneArg(f, msg) : NULL)
-                                 : PyObject_CallFunction(g_py.make_error, "iO", (int)status, msg);
-    if (exc != NULL)
-        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-    Py_XDECREF(exc);
-    Py_XDECREF(f);
-    Py_XDECREF(msg);
-    return NULL;
 }
 
 /* dlpack_interface(capsule, name) -> (__array_interface__, dtype): how NumPy views the tensor of an unconsumed
