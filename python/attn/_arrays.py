@@ -2,9 +2,10 @@
 
 Any input is first turned into a NumPy view of the same memory:
   - ``numpy.ndarray`` as is (bfloat16 / float8 through ``ml_dtypes`` dtypes);
-  - any DLPack producer (``__dlpack__``: torch CPU tensors, JAX, CuPy-on-host, ...) by reading the
-    DLTensor of its capsule directly, so bfloat16 / float8 tensors (which ``numpy.from_dlpack`` rejects)
-    work too. The capsule stays referenced by the view, so the producer's memory lives as long as it.
+  - any DLPack producer (``__dlpack__``: torch CPU tensors, JAX, CuPy-on-host, ...) through the DLTensor of
+    its capsule, read by attn._ext (dlpack_interface), so bfloat16 / float8 tensors (which
+    ``numpy.from_dlpack`` rejects) work too. The capsule stays referenced by the view, so the producer's
+    memory lives as long as it.
 Then :func:`tensor` describes the view as an attn_tensor: shape, strides in ELEMENTS (NumPy strides are
 bytes), dtype. Negative or non-element-multiple strides are rejected here with a clear message; all
 other checks (ranks, matching dims, contiguous last dimension, ...) are libattn's, with its messages.
@@ -12,7 +13,6 @@ other checks (ranks, matching dims, contiguous last dimension, ...) are libattn'
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import warnings
@@ -68,73 +68,14 @@ NP_TO_ATTN = _np_to_attn()
 ATTN_TO_NP = {v: k for k, v in NP_TO_ATTN.items()}
 
 
-def attn_dtype(dtype: Any) -> int:
-    """attn dtype of a NumPy dtype (or anything np.dtype accepts)."""
-    d = np.dtype(dtype)
-    if d not in NP_TO_ATTN:
-        raise _type_error(f"dtype {d} is not supported by attn (supported: "
-                        + ", ".join(sorted(str(k) for k in NP_TO_ATTN)) + ")")
-    return NP_TO_ATTN[d]
-
-
-# DLPack (code, bits) -> NumPy dtype. Codes: dlpack.h DLDataTypeCode.
-_DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT, _DL_BOOL = 0, 1, 2, 4, 6
-_DL_F8_E4M3FN, _DL_F8_E5M2 = 10, 12
-
-
-def _dl_to_np(code: int, bits: int) -> np.dtype:
-    simple = {(_DL_FLOAT, 32): np.float32, (_DL_FLOAT, 16): np.float16, (_DL_FLOAT, 64): np.float64,
-              (_DL_INT, 32): np.int32, (_DL_INT, 64): np.int64, (_DL_INT, 8): np.int8,
-              (_DL_INT, 16): np.int16, (_DL_UINT, 8): np.uint8, (_DL_BOOL, 8): np.bool_}
-    if (code, bits) in simple:
-        return np.dtype(simple[(code, bits)])
-    if _mld is not None:
-        special = {(_DL_BFLOAT, 16): _mld.bfloat16, (_DL_F8_E4M3FN, 8): _mld.float8_e4m3fn,
-                   (_DL_F8_E5M2, 8): _mld.float8_e5m2}
-        if (code, bits) in special:
-            return np.dtype(special[(code, bits)])
-    raise _type_error(f"DLPack dtype (code={code}, bits={bits}) is not supported"
-                    + ("" if _mld is not None else " (bfloat16/float8 need: pip install ml_dtypes)"))
-
-
-_DL_CPU, _DL_CUDA_HOST = 1, 3
-
-
 class _DLPackView:
-    """Owns an unconsumed DLPack capsule (its destructor calls the producer's deleter) and exposes the
-    memory through __array_interface__ so NumPy can view it without a copy."""
+    """Owns an unconsumed DLPack capsule (its destructor calls the producer's deleter) and shows its memory to
+    NumPy without a copy: attn._ext.dlpack_interface reads the DLTensor and names ``name`` in its errors."""
 
     def __init__(self, capsule: Any, producer: Any, name: str = "tensor"):
         self._capsule = capsule
         self._producer = producer
-        from ._capi import ext
-
-        data, device_type, ndim, code, bits, lanes, t_shape, t_strides, byte_offset = ext.dlpack_info(capsule)
-        if device_type not in (_DL_CPU, _DL_CUDA_HOST):
-            raise _invalid(f"attn runs on the CPU; got a DLPack tensor on device type {device_type}")
-        if lanes != 1:
-            raise _type_error(f"DLPack vector dtypes (lanes={lanes}) are not supported")
-        self.dtype = _dl_to_np(code, bits)
-        if ndim < 0 or ndim > 64 or (ndim and not t_shape):
-            raise _invalid(f"{name}: DLPack tensor with ndim={ndim}" + (" and no shape" if ndim > 0 else ""))
-        shape = tuple(int(n) for n in t_shape) if ndim else ()
-        item = self.dtype.itemsize
-        if any(n < 0 for n in shape):
-            raise _invalid(f"{name}: DLPack tensor shape {list(shape)} has a negative size")
-        # NumPy refuses these views too, but without naming the argument
-        if math.prod(max(n, 1) for n in shape) * item > sys.maxsize:
-            raise _capi.AttnOverflowError(_capi.STATUS_OVERFLOW, f"{name}: DLPack tensor shape {list(shape)} of "
-                                          f"{item}-byte elements is larger than the address space")
-        numel = math.prod(shape)
-        if not data and numel:
-            raise _invalid(f"{name}: DLPack tensor has data=NULL but {numel} elements")
-        if t_strides and ndim:
-            strides = tuple(int(s) * item for s in t_strides)
-        else:
-            strides = tuple(int(s) * item for s in _contiguous_strides(shape))
-        ptr = (data or 0) + int(byte_offset)
-        self.__array_interface__ = {"shape": shape, "typestr": f"|V{item}", "data": (ptr, False),
-                                    "strides": strides, "version": 3}
+        self.__array_interface__, self.dtype = _capi.ext.dlpack_interface(capsule, name)
 
 
 class _RawBytes:
@@ -148,14 +89,6 @@ class _RawBytes:
 def raw_bytes(addr: int, nbytes: int, owner: Any) -> np.ndarray:
     """A writable uint8 [nbytes] view of the memory at ``addr`` (owned by ``owner``, which it keeps alive)."""
     return np.asarray(_RawBytes(addr, nbytes, owner))
-
-
-def _contiguous_strides(shape: Sequence[int]) -> Tuple[int, ...]:
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= max(int(s), 1)
-    return tuple(reversed(out))
 
 
 def is_torch(x: Any) -> bool:
@@ -290,20 +223,26 @@ def index_array(x: Any, name: str, dtype: Any = np.int32) -> np.ndarray:
     return a.astype(dt)
 
 
+_torch_dtypes: dict = {}  # NumPy dtype -> torch dtype, filled on the first torch output
+
+
 def empty(like: Any, shape: Sequence[int], dtype: np.dtype) -> Any:
     """A new zero-filled array of ``shape`` and NumPy ``dtype`` (an output attn allocates: rows no call writes,
     e.g. q rows past the last sequence, are 0, never leftover memory); a torch tensor when ``like`` is one (so
-    functions return the caller's array type), else a NumPy array."""
-    shape = tuple(int(s) for s in shape)
+    functions return the caller's array type) and torch has the dtype, else a NumPy array. attn._ext allocates
+    its outputs through it."""
     if is_torch(like):
-        import torch
+        if not _torch_dtypes:
+            import torch
 
-        tdt = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16,
-               np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64}.get(np.dtype(dtype))
-        if tdt is None and _mld is not None and np.dtype(dtype) == np.dtype(_mld.bfloat16):
-            tdt = torch.bfloat16
+            _torch_dtypes.update({np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16,
+                                  np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64})
+            if _mld is not None:
+                _torch_dtypes[np.dtype(_mld.bfloat16)] = torch.bfloat16
+            _torch_dtypes["zeros"] = torch.zeros
+        tdt = _torch_dtypes.get(np.dtype(dtype))
         if tdt is not None:
-            return torch.zeros(shape, dtype=tdt, device="cpu")
+            return _torch_dtypes["zeros"](shape, dtype=tdt, device="cpu")
     return np.zeros(shape, dtype=dtype)
 
 

@@ -151,8 +151,8 @@ library_path: str = os.path.normpath(ext.library_path())
 # attn_ref_forward through ext.forward, ...)
 ENTRIES = tuple(sorted({n for n in dir(ext) if n.startswith("attn_")} | {
     "attn_forward", "attn_ref_forward", "attn_forward_varlen", "attn_ref_forward_varlen", "attn_merge_attn_states",
-    "attn_reshape_and_cache", "attn_reshape_and_cache_scaled", "attn_forward_paged", "attn_paged_attention",
-    "attn_ref_paged_attention"}))
+    "attn_reshape_and_cache", "attn_reshape_and_cache_scaled", "attn_reshape_and_cache_ex", "attn_forward_paged",
+    "attn_paged_attention", "attn_ref_paged_attention"}))
 
 
 def has(name: str) -> bool:
@@ -176,20 +176,10 @@ def last_error() -> str:
     return ext.attn_last_error() or ""
 
 
-def check(status: int, function: str = "") -> None:
-    """Raises the AttnError subclass for a non-OK status, with the C message."""
-    if status != STATUS_OK:
-        raise make_error(status, last_error(), function)
-
-
 def make_error(status: int, message: str, function: str = "") -> AttnError:
     """The exception a failing C call raises for ``status`` with the C ``message`` (attn._ext builds every
     error through it)."""
     return _ERROR_CLASSES.get(status, AttnError)(status, message, function)
-
-
-def dtype_name(dtype: int) -> str:
-    return ext.attn_dtype_name(dtype) or ""
 
 
 def version() -> str:
@@ -220,9 +210,7 @@ def cpu_features() -> str:
     return ext.attn_cpu_features()
 
 
-_DTYPE_NAMES = {DTYPE_F32: "f32", DTYPE_F16: "f16", DTYPE_BF16: "bf16", DTYPE_I32: "i32", DTYPE_I64: "i64",
-                DTYPE_BOOL: "bool", DTYPE_FP8_E4M3: "fp8_e4m3", DTYPE_FP8_E5M2: "fp8_e5m2",
-                DTYPE_FP4_E2M1: "fp4_e2m1", DTYPE_E8M0: "e8m0", DTYPE_U8: "u8"}
+_DTYPE_NAMES = {d: ext.attn_dtype_name(d) for d in range(DTYPE_U8 + 1)}  # attn_dtype_name: "f32", "bf16", ...
 _KIND_NAMES = {REQUEST_DECODER: "decoder", REQUEST_ENCODER_ONLY: "encoder_only", REQUEST_CROSS: "cross"}
 
 

@@ -23,6 +23,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -572,6 +573,17 @@ static int ext_handle_of(PyObject *obj, const char *what, void **out);
 static int ext_conv_int(PyObject *obj, const char *fn, const char *name, int64_t lo, int64_t hi, int64_t *out);
 static PyObject *ext_status(attn_status st, const char *fn);
 
+/* The start of a hot entry: the truth values of want_lse (args[lse_i]) and, with ref_i >= 0, of reference, then the
+ * context handle args[0] (the oracle needs none). 0, or -1 with the first error (a failing truth value's own,
+ * e.g. a NumPy array's: the second flag is then not read). */
+static int ext_begin(PyObject *const *args, int lse_i, int ref_i, int *want_lse, int *reference, void **ctx) {
+    *reference = 0;
+    if ((*want_lse = PyObject_IsTrue(args[lse_i])) < 0 ||
+        (ref_i >= 0 && (*reference = PyObject_IsTrue(args[ref_i])) < 0))
+        return -1;
+    return *reference ? 0 : ext_handle_of(args[0], "Context", ctx);
+}
+
 /* A function of an attn module (the slow paths: conversions C leaves to Python). New reference. */
 static PyObject *ext_pyfn(const char *module, const char *name) {
     PyObject *m = PyImport_ImportModule(module);
@@ -580,6 +592,25 @@ static PyObject *ext_pyfn(const char *module, const char *name) {
     PyObject *f = PyObject_GetAttrString(m, name);
     Py_DECREF(m);
     return f;
+}
+
+/* Raises the family's exception with a formatted message: attn._arrays._type_error's AttnTypeError when
+ * `type_error`, else attn._capi.make_error(status). Returns NULL. */
+static PyObject *ext_error(int type_error, attn_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    PyObject *f = type_error && msg ? ext_pyfn("attn._arrays", "_type_error") : NULL;
+    PyObject *exc = !msg         ? NULL
+                    : type_error ? (f ? PyObject_CallOneArg(f, msg) : NULL)
+                                 : PyObject_CallFunction(g_py.make_error, "iO", (int)status, msg);
+    if (exc != NULL)
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_XDECREF(exc);
+    Py_XDECREF(f);
+    Py_XDECREF(msg);
+    return NULL;
 }
 
 /* ext_tensor, else what attn._arrays makes of `obj` (index arrays: index_array to `want`'s width, others:
@@ -691,13 +722,39 @@ static int ext_options(PyObject *const *o, int flash, int64_t num_heads, ext_arg
     return 0;
 }
 
-/* An fp8 scale: None (1), a number (per tensor) or a float32 [num_kv_heads] array (per KV head: *per), whose
- * length must be the cache's kv heads (`cache` [2, num_blocks, block_size, num_kv_heads, head_size]). */
+/* o = (mask, key_padding_mask, additive_mask) -> p (views kept in keep[0..2]); a float `mask` is additive, as
+ * torch SDPA's attn_mask. 0, or -1 with an exception set. */
+static int ext_masks(PyObject *const *o, ext_arg keep[3], attn_params *p) {
+    attn_tensor *mask, *kpm, *add;
+    if (ext_opt_tensor_n(o[0], 0, -1, "params.mask", &keep[0], &mask) ||
+        ext_opt_tensor_n(o[1], 0, -1, "params.key_padding_mask", &keep[1], &kpm) ||
+        ext_opt_tensor_n(o[2], 0, -1, "params.additive_mask", &keep[2], &add))
+        return -1;
+    if (mask != NULL &&
+        (mask->dtype == ATTN_DTYPE_F32 || mask->dtype == ATTN_DTYPE_F16 || mask->dtype == ATTN_DTYPE_BF16)) {
+        if (add != NULL) {
+            PyErr_SetString(PyExc_ValueError, "mask: a float mask is additive; pass it or additive_mask=, not both");
+            return -1;
+        }
+        add = mask;
+        mask = NULL;
+    }
+    p->mask = mask;
+    p->key_padding_mask = kpm;
+    p->additive_mask = add;
+    return 0;
+}
+
+static int ext_bad_shape(const char *name, const attn_tensor *t, const char *what);
+
+/* An fp8 scale of `cache` [2, num_blocks, block_size, num_kv_heads, head_size], read only when the cache holds
+ * fp8 codes (a float cache ignores it, as vLLM's "auto" does): None (1), a number (per tensor) or a float32
+ * [num_kv_heads] array (per KV head: *per); another shape raises ValueError naming the argument. */
 static int ext_scale(PyObject *o, const char *name, const attn_tensor *cache, ext_arg *keep, float *f,
                      const float **per) {
     *f = 1.0f;
     *per = NULL;
-    if (o == Py_None)
+    if (o == Py_None || (cache->dtype != ATTN_DTYPE_FP8_E4M3 && cache->dtype != ATTN_DTYPE_FP8_E5M2))
         return 0;
     if (PyFloat_Check(o) || PyLong_Check(o)) {
         const double d = PyFloat_AsDouble(o);
@@ -710,18 +767,23 @@ static int ext_scale(PyObject *o, const char *name, const attn_tensor *cache, ex
         return -1;
     const int64_t heads = cache->ndim == 5 ? cache->shape[3] : -1;
     if (keep->t.ndim != 1 || keep->t.shape[0] != heads || (heads > 1 && keep->t.strides[0] != 1)) {
-        PyErr_Format(PyExc_ValueError, "%s: expected a contiguous float32 [num_kv_heads] = [%lld] array", name,
-                     (long long)heads);
-        return -1;
+        char what[128];
+        snprintf(what, sizeof what,
+                 "a scalar (one scale per tensor) or a contiguous [num_kv_heads] = [%lld] (one "
+                 "scale per KV head)",
+                 (long long)heads);
+        return ext_bad_shape(name, &keep->t, what);
     }
     *per = (const float *)keep->t.data;
     return 0;
 }
 
 /* kv_cache_dtype (None, "auto", "fp8", "fp8_e4m3", "fp8_e5m2": vLLM's names) of `n` cache tensors: a uint8
- * one is read as the named fp8 format (vLLM's allocation); another dtype that is not that format raises
- * attn.ops.kv_cache_tensor's error. */
-static int ext_kv_dtype(PyObject *name, PyObject *const *objs, const char *const *names, attn_tensor **ts, int n) {
+ * one is read as the named fp8 format (vLLM's allocation); another dtype that is not that format raises a
+ * TypeError of the family (AttnTypeError) naming the cache. */
+static PyObject *ext_dtype_str(attn_dtype d);
+
+static int ext_kv_dtype(PyObject *name, const char *const *names, attn_tensor **ts, int n) {
     if (name == Py_None)
         return 0;
     const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
@@ -746,12 +808,13 @@ static int ext_kv_dtype(PyObject *name, PyObject *const *objs, const char *const
             ts[i]->dtype = (attn_dtype)code;
             continue;
         }
-        PyObject *f = ext_pyfn("attn.ops", "kv_cache_tensor");
-        PyObject *r = f ? PyObject_CallFunction(f, "OsOO", objs[i], names[i], Py_False, name) : NULL;
-        Py_XDECREF(f);
-        Py_XDECREF(r);
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_TypeError, "%s: dtype does not hold kv_cache_dtype=%R", names[i], name);
+        PyObject *have = ext_dtype_str(ts[i]->dtype);
+        if (have != NULL)
+            ext_error(1, ATTN_STATUS_INVALID_ARGUMENT,
+                      "%s: dtype %S does not hold kv_cache_dtype=%R (expected uint8 "
+                      "or that float8)",
+                      names[i], have, name);
+        Py_XDECREF(have);
         return -1;
     }
     return 0;
@@ -1005,20 +1068,16 @@ static PyObject *ext_paged_attention(PyObject *self, PyObject *const *args, Py_s
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t, *cache[1];
-    const int want_lse = PyObject_IsTrue(args[14]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    const int reference = PyObject_IsTrue(args[18]);
-    if (reference < 0)
+    int want_lse, reference;
+    if (ext_begin(args, 14, 18, &want_lse, &reference, &ctx))
         return NULL;
     static const char *cache_name[1] = {"kv_cache"};
-    if ((!reference && ext_handle_of(args[0], "Context", &ctx)) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
-        ext_tensor_n(args[2], 0, -1, "kv_cache", &a[KV]) ||
+    if (ext_tensor_n(args[1], 0, -1, "q", &a[Q]) || ext_tensor_n(args[2], 0, -1, "kv_cache", &a[KV]) ||
         ext_tensor_n(args[3], 0, ATTN_DTYPE_I32, "query_start_loc", &a[QSL]) ||
         ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "seq_lens", &a[SL]) ||
         ext_tensor_n(args[5], 0, ATTN_DTYPE_I32, "block_table", &a[BT]) ||
         ext_options(&args[6], 0, a[Q].t.ndim == 3 ? a[Q].t.shape[1] : -1, &a[AL], &p) ||
-        (cache[0] = &a[KV].t, ext_kv_dtype(args[15], &args[2], cache_name, cache, 1)) ||
+        (cache[0] = &a[KV].t, ext_kv_dtype(args[15], cache_name, cache, 1)) ||
         ext_scale(args[16], "k_scale", &a[KV].t, &a[KS], &p.k_scale, &p.k_scales) ||
         ext_scale(args[17], "v_scale", &a[KV].t, &a[VS], &p.v_scale, &p.v_scales))
         return ext_fail(a, N, NULL, NULL);
@@ -1053,12 +1112,9 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     long long num_heads = 0, ws_size = 0;
-    const int want_lse = PyObject_IsTrue(args[15]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    int want_lse, reference;
     static const char *names[3] = {"kv_cache", "key", "value"};
-    PyObject *const objs[3] = {args[4], args[5], args[6]};
-    if (ext_handle_of(args[0], "Context", &ctx) || ext_handle_of(args[1], "Plan", &plan) ||
+    if (ext_begin(args, 15, -1, &want_lse, &reference, &ctx) || ext_handle_of(args[1], "Plan", &plan) ||
         ext_int(args[2], 0, INT32_MAX, &num_heads) || ext_int(args[17], 0, LLONG_MAX, &ws_size) ||
         (ws_size > 0 && ext_handle_of(args[16], "workspace", &ws))) {
         if (!PyErr_Occurred())
@@ -1068,7 +1124,7 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     if (ext_tensor_n(args[3], 0, -1, "q", &a[Q]) || ext_tensor_n(args[4], 0, -1, "kv_cache", &a[KV]) ||
         ext_opt_tensor_n(args[5], 0, -1, "key", &a[K], &tk) || ext_opt_tensor_n(args[6], 0, -1, "value", &a[V], &tv) ||
         ext_options(&args[7], 0, num_heads, &a[AL], &p) ||
-        (ts[0] = &a[KV].t, ts[1] = tk, ts[2] = tv, ext_kv_dtype(args[18], objs, names, ts, 3)) ||
+        (ts[0] = &a[KV].t, ts[1] = tk, ts[2] = tv, ext_kv_dtype(args[18], names, ts, 3)) ||
         ext_scale(args[19], "k_scale", &a[KV].t, &a[KS], &p.k_scale, &p.k_scales) ||
         ext_scale(args[20], "v_scale", &a[KV].t, &a[VS], &p.v_scale, &p.v_scales))
         return ext_fail(a, N, NULL, NULL);
@@ -1094,15 +1150,54 @@ static PyObject *ext_forward_paged(PyObject *self, PyObject *const *args, Py_ssi
     return ext_finish(st, "attn_forward_paged", a, N, out, lse, want_lse);
 }
 
-/* reshape_and_cache(ctx, key, value, kv_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
+/* The KV-stored callback: on_stored(layer_idx, runs bytes (int64 [num_runs, 4]), num_tokens, num_written,
+ * block_size) with the GIL held; its first exception is kept and raised after the C call returns. */
+typedef struct ext_notify_user {
+    PyObject *callback;
+    PyObject *error[3]; /* (type, value, traceback) of the first failure, or NULLs */
+} ext_notify_user;
+
+static void ext_on_stored(void *user, const attn_kv_stored *ev) {
+    ext_notify_user *u = (ext_notify_user *)user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int64_t cap = ev->num_runs > 0 ? ev->num_runs : 0, n = 0, cursor = 0;
+    PyObject *runs = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 4 * 8));
+    if (runs != NULL) {
+        int64_t *d = (int64_t *)PyByteArray_AS_STRING(runs);
+        attn_kv_block_rows r;
+        while (n < cap && attn_kv_stored_next(ev, &cursor, &r)) {
+            d[4 * n] = r.block_idx;
+            d[4 * n + 1] = r.row_start;
+            d[4 * n + 2] = r.row_end;
+            d[4 * n + 3] = r.token_start;
+            n++;
+        }
+        PyObject *res =
+            PyObject_CallFunction(u->callback, "iOLLLL", ev->layer_idx, runs, (long long)n, (long long)ev->num_tokens,
+                                  (long long)ev->num_written, (long long)ev->block_size);
+        Py_XDECREF(res);
+        Py_DECREF(runs);
+    }
+    if (PyErr_Occurred() && u->error[0] == NULL)
+        PyErr_Fetch(&u->error[0], &u->error[1], &u->error[2]);
+    PyErr_Clear();
+    PyGILState_Release(g);
+}
+
+/* reshape_and_cache(ctx, key, value, kv_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale[, on_stored,
+ *                   layer_idx])
  * key/value [num_tokens, num_kv_heads, head_size]; kv_cache [2, num_blocks, block_size, num_kv_heads,
  * head_size] (written in place); slot_mapping int64 [num_tokens]. An fp8 cache stores fp8(x / scale),
- * per tensor or per KV head (attn_reshape_and_cache_ex). Returns None. */
-static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches);
+ * per tensor or per KV head (attn_reshape_and_cache_ex). on_stored None or the callable of ext_on_stored,
+ * called once after the write with layer_idx (attn.kv_events). Returns None. */
+static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches, PyObject *const *notify);
 
 static PyObject *ext_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    EXT_NARGS("reshape_and_cache", 8);
-    return ext_cache_write(args, NULL);
+    if (nargs != 8 && nargs != 10) {
+        PyErr_Format(PyExc_TypeError, "attn._ext.reshape_and_cache takes 8 or 10 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    return ext_cache_write(args, NULL, nargs == 10 && args[8] != Py_None ? &args[8] : NULL);
 }
 
 /* vllm_reshape_and_cache(ctx, key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale)
@@ -1113,11 +1208,12 @@ static PyObject *ext_reshape_and_cache(PyObject *self, PyObject *const *args, Py
 static PyObject *ext_vllm_reshape_and_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     EXT_NARGS("vllm_reshape_and_cache", 9);
     PyObject *const call[8] = {args[0], args[1], args[2], Py_None, args[5], args[6], args[7], args[8]};
-    return ext_cache_write(call, &args[3]);
+    return ext_cache_write(call, &args[3], NULL);
 }
 
-/* reshape_and_cache's work; caches: key_cache and value_cache (vllm_reshape_and_cache), else args[3]. */
-static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches) {
+/* reshape_and_cache's work; caches: key_cache and value_cache (vllm_reshape_and_cache), else args[3];
+ * notify: (on_stored, layer_idx) or NULL. */
+static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches, PyObject *const *notify) {
     enum { K, V, KV, VKV, SM, KS, VS, N };
     ext_arg a[N];
     memset(a, 0, sizeof a);
@@ -1127,6 +1223,15 @@ static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches)
     attn_tensor kv, vkv, *ts[2] = {&kv, NULL};
     static const char *cache_name[1] = {"kv_cache"};
     int separate = 0;
+    int64_t layer = 0;
+    ext_notify_user u = {notify ? notify[0] : NULL, {NULL, NULL, NULL}};
+    attn_kv_notify nt = {ext_on_stored, &u, 0};
+    if (notify != NULL) {
+        if (ext_conv_int(notify[1], "reshape_and_cache", "layer_idx", INT32_MIN, INT32_MAX, &layer))
+            return NULL;
+        nt.layer_idx = (int32_t)layer;
+        o.notify = &nt;
+    }
     if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[4], 0, ATTN_DTYPE_I64, "slot_mapping", &a[SM]) ||
         ext_tensor_n(args[1], 0, -1, "key", &a[K]) || ext_tensor_n(args[2], 0, -1, "value", &a[V]))
         return ext_fail(a, N, NULL, NULL);
@@ -1169,7 +1274,7 @@ static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches)
         }
     }
     static const char *cache_names[2] = {"key_cache", "value_cache"};
-    if (ext_kv_dtype(args[5], caches ? caches : &args[3], separate ? cache_names : cache_name, ts, 1 + separate) ||
+    if (ext_kv_dtype(args[5], separate ? cache_names : cache_name, ts, 1 + separate) ||
         ext_scale(args[6], "k_scale", &kv, &a[KS], &o.k_scale, &o.k_scales) ||
         ext_scale(args[7], "v_scale", &kv, &a[VS], &o.v_scale, &o.v_scales))
         return ext_fail(a, N, NULL, NULL);
@@ -1188,6 +1293,12 @@ static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches)
             EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[V].t, &a[V].t, &vkv, &a[SM].t, &ov));
     }
     ext_release_all(a, N);
+    if (st == ATTN_STATUS_OK && u.error[0] != NULL) { /* the callback's exception, after the write */
+        PyErr_Restore(u.error[0], u.error[1], u.error[2]);
+        return NULL;
+    }
+    for (int i = 0; i < 3; i++)
+        Py_XDECREF(u.error[i]);
     return ext_status(st, "attn_reshape_and_cache_ex");
 }
 
@@ -1202,10 +1313,8 @@ static PyObject *ext_merge_attn_states(PyObject *self, PyObject *const *args, Py
     void *ctx;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[7]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[1], 0, -1, "out_a", &a[OA]) ||
+    int want_lse, reference;
+    if (ext_begin(args, 7, -1, &want_lse, &reference, &ctx) || ext_tensor_n(args[1], 0, -1, "out_a", &a[OA]) ||
         ext_tensor_n(args[2], 0, -1, "lse_a", &a[LA]) || ext_tensor_n(args[3], 0, -1, "out_b", &a[OB]) ||
         ext_tensor_n(args[4], 0, -1, "lse_b", &a[LB]))
         return ext_fail(a, N, NULL, NULL);
@@ -1233,36 +1342,17 @@ static PyObject *ext_forward(PyObject *self, PyObject *const *args, Py_ssize_t n
     int64_t layout;
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
-    attn_tensor *lse_t, *mask, *kpm, *add;
-    const int want_lse = PyObject_IsTrue(args[14]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    const int reference = PyObject_IsTrue(args[18]);
-    if (reference < 0)
-        return NULL;
-    if ((!reference && ext_handle_of(args[0], "Context", &ctx)) ||
+    attn_tensor *lse_t;
+    int want_lse, reference;
+    if (ext_begin(args, 14, 18, &want_lse, &reference, &ctx) ||
         ext_conv_int(args[1], "forward", "layout", INT32_MIN, INT32_MAX, &layout))
         return NULL;
     const int nd = layout == ATTN_LAYOUT_BSND ? 2 : 1, sd = 3 - nd;
     if (ext_tensor_n(args[2], 0, -1, "q", &a[Q]) || ext_tensor_n(args[3], 0, -1, "k", &a[K]) ||
         ext_tensor_n(args[4], 0, -1, "v", &a[V]) ||
         ext_options(&args[6], args[5] == Py_True, a[Q].t.ndim == 4 ? a[Q].t.shape[nd] : -1, &a[AL], &p) ||
-        ext_opt_tensor_n(args[15], 0, -1, "params.mask", &a[M], &mask) ||
-        ext_opt_tensor_n(args[16], 0, -1, "params.key_padding_mask", &a[KP], &kpm) ||
-        ext_opt_tensor_n(args[17], 0, -1, "params.additive_mask", &a[AM], &add))
+        ext_masks(&args[15], &a[M], &p))
         return ext_fail(a, N, NULL, NULL);
-    if (mask != NULL &&
-        (mask->dtype == ATTN_DTYPE_F32 || mask->dtype == ATTN_DTYPE_F16 || mask->dtype == ATTN_DTYPE_BF16)) {
-        if (add != NULL) { /* torch SDPA's rule: a floating attn_mask is added to the logits */
-            PyErr_SetString(PyExc_ValueError, "mask: a float mask is additive; pass it or additive_mask=, not both");
-            return ext_fail(a, N, NULL, NULL);
-        }
-        add = mask;
-        mask = NULL;
-    }
-    p.mask = mask;
-    p.key_padding_mask = kpm;
-    p.additive_mask = add;
     const attn_tensor *q = &a[Q].t, *v = &a[V].t;
     int64_t out_shape[ATTN_MAX_DIMS];
     memcpy(out_shape, q->shape, sizeof out_shape);
@@ -1295,15 +1385,11 @@ static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t na
     attn_params p;
     PyObject *out = NULL, *lse = NULL;
     attn_tensor *lse_t;
-    const int want_lse = PyObject_IsTrue(args[15]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    const int reference = PyObject_IsTrue(args[16]);
-    if (reference < 0)
+    int want_lse, reference;
+    if (ext_begin(args, 15, 16, &want_lse, &reference, &ctx))
         return NULL;
-    if ((!reference && ext_handle_of(args[0], "Context", &ctx)) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
-        ext_tensor_n(args[2], 0, -1, "k", &a[K]) || ext_tensor_n(args[3], 0, -1, "v", &a[V]) ||
-        ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "cu_seqlens_q", &a[CQ]) ||
+    if (ext_tensor_n(args[1], 0, -1, "q", &a[Q]) || ext_tensor_n(args[2], 0, -1, "k", &a[K]) ||
+        ext_tensor_n(args[3], 0, -1, "v", &a[V]) || ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "cu_seqlens_q", &a[CQ]) ||
         ext_tensor_n(args[5], 0, ATTN_DTYPE_I32, "cu_seqlens_k", &a[CK]) ||
         ext_options(&args[7], args[6] == Py_True, a[Q].t.ndim == 3 ? a[Q].t.shape[1] : -1, &a[AL], &p))
         return ext_fail(a, N, NULL, NULL);
@@ -1374,9 +1460,9 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
     attn_status st = ATTN_STATUS_OK;
     const char *fn = "attn_paged_attention";
     PyObject *out = NULL, *lse = NULL, *ret = NULL;
-    const int want_lse = PyObject_IsTrue(args[16]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
+    int want_lse, reference;
+    if (ext_begin(args, 16, -1, &want_lse, &reference, &ctx))
+        return NULL;
     const int append = args[4] != Py_None || args[5] != Py_None;
     if (append && (args[4] == Py_None || args[5] == Py_None)) {
         PyErr_SetString(PyExc_ValueError, "k and v must be given together");
@@ -1384,8 +1470,8 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     attn_tensor kv, q3, o3, k3, v3, *bi, *lp;
     const attn_tensor *ab;
-    if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
-        ext_tensor_n(args[2], append, -1, "k_cache", &a[KC]) || ext_tensor_n(args[3], append, -1, "v_cache", &a[VC]) ||
+    if (ext_tensor_n(args[1], 0, -1, "q", &a[Q]) || ext_tensor_n(args[2], append, -1, "k_cache", &a[KC]) ||
+        ext_tensor_n(args[3], append, -1, "v_cache", &a[VC]) ||
         (append && (ext_tensor_n(args[4], 0, -1, "k", &a[KN]) || ext_tensor_n(args[5], 0, -1, "v", &a[VN]))) ||
         ext_opt_tensor_n(args[7], 0, ATTN_DTYPE_I32, "cache_batch_idx", &a[BI], &bi) ||
         ext_opt_tensor_n(args[17], 0, ATTN_DTYPE_I32, "cache_leftpad", &a[LP], &lp))
@@ -1630,12 +1716,11 @@ static PyObject *ext_varlen_paged(PyObject *self, PyObject *const *args, Py_ssiz
     attn_params p;
     PyObject *out = NULL, *lse = NULL, *ret = NULL;
     attn_tensor kv, *su, *lse_t, tsl;
-    const int want_lse = PyObject_IsTrue(args[15]);
-    if (want_lse < 0)
-        return NULL; /* its truth value raised (e.g. a NumPy array): that error */
-    if (ext_handle_of(args[0], "Context", &ctx) || ext_tensor_n(args[1], 0, -1, "q", &a[Q]) ||
-        ext_tensor_n(args[2], 0, -1, "k", &a[KC]) || ext_tensor_n(args[3], 0, -1, "v", &a[VC]) ||
-        ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "cu_seqlens_q", &a[CQ]) ||
+    int want_lse, reference;
+    if (ext_begin(args, 15, -1, &want_lse, &reference, &ctx))
+        return NULL;
+    if (ext_tensor_n(args[1], 0, -1, "q", &a[Q]) || ext_tensor_n(args[2], 0, -1, "k", &a[KC]) ||
+        ext_tensor_n(args[3], 0, -1, "v", &a[VC]) || ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "cu_seqlens_q", &a[CQ]) ||
         ext_tensor_n(args[5], 0, ATTN_DTYPE_I32, "cu_seqlens_k", &a[CK]) ||
         ext_tensor_n(args[6], 0, ATTN_DTYPE_I32, "block_table", &a[BT]) ||
         ext_opt_tensor_n(args[7], 0, ATTN_DTYPE_I32, "seqused_k", &a[SU], &su) ||
@@ -1731,9 +1816,7 @@ typedef struct ext_call {
     ext_slot s[EXT_MAX_SLOTS];
     int n;
     attn_params params;
-    ext_slot ps[3];  /* params.mask, key_padding_mask, additive_mask */
-    Py_buffer pb[4]; /* alibi_slopes, sinks, k_scales, v_scales      */
-    int has_pb[4];
+    ext_arg opt[5]; /* alibi_slopes, sinks, mask, key_padding_mask, additive_mask */
     attn_quant_params qp;
 } ext_call;
 
@@ -1747,27 +1830,13 @@ static void ext_slot_release(ext_slot *s) {
 static void ext_call_release(ext_call *c) {
     for (int i = 0; i < c->n; i++)
         ext_slot_release(&c->s[i]);
-    for (int i = 0; i < 3; i++)
-        ext_slot_release(&c->ps[i]);
-    for (int i = 0; i < 4; i++) {
-        if (c->has_pb[i])
-            PyBuffer_Release(&c->pb[i]);
-        c->has_pb[i] = 0;
-    }
+    ext_release_all(c->opt, 5);
 }
 
-/* Any array argument -> view in s->a, or the family's exception naming it. (x, dtype_code) retags a
- * same-width view (a uint8 cache read as fp8). Returns 0 or -1. */
+/* Any array argument -> view in s->a, or the family's exception naming it. Returns 0 or -1. */
 static int ext_conv_tensor(PyObject *obj, int writable, const char *name, ext_slot *s) {
-    long retag = -1;
-    if (PyTuple_CheckExact(obj) && PyTuple_GET_SIZE(obj) == 2 && PyLong_CheckExact(PyTuple_GET_ITEM(obj, 1))) {
-        retag = PyLong_AsLong(PyTuple_GET_ITEM(obj, 1));
-        obj = PyTuple_GET_ITEM(obj, 0);
-    }
     if (ext_tensor_n(obj, writable, -1, name, &s->a) != 0)
         return -1;
-    if (retag >= 0)
-        s->a.t.dtype = (attn_dtype)retag;
     s->t = &s->a.t;
     return 0;
 }
@@ -1814,71 +1883,41 @@ static int ext_handle_of(PyObject *obj, const char *what, void **out) {
     return 0;
 }
 
-/* attn_params of a Params tuple: (softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
- * sinks, mask, key_padding_mask, additive_mask, k_scale, v_scale, k_scales, v_scales); arrays are
- * contiguous float32 (per-head vectors) or any tensor (masks). */
-static int ext_conv_params(PyObject *obj, ext_call *c) {
-    c->params = g_params_default;
-    if (obj == Py_None)
-        return 0;
-    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 14) {
-        PyErr_SetString(PyExc_TypeError, "params: expected the 14-tuple of attn.ops.Params");
+/* q's heads in a generic call parsed up to slot n (the slots named "q" and "layout"): dim 1 (BNSD) or 2 of a
+ * 4-D q, else -1. */
+static int64_t ext_heads(const ext_call *c, const char *names, int n) {
+    int64_t layout = ATTN_LAYOUT_BSND;
+    const attn_tensor *q = NULL;
+    char nb[64];
+    for (int k = 0; k < n; k++) {
+        const char *w = ext_word(names, k, nb, sizeof nb);
+        if (!strcmp(w, "layout"))
+            layout = c->s[k].i;
+        else if (!strcmp(w, "q"))
+            q = c->s[k].t;
+    }
+    return q != NULL && q->ndim == 4 ? q->shape[layout == ATTN_LAYOUT_BNSD ? 1 : 2] : -1;
+}
+
+/* The options of a diffusion entry, (softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, mask,
+ * key_padding_mask, additive_mask), as the dense entry reads them (ext_options, ext_masks) into c->params. */
+static int ext_conv_options(PyObject *obj, ext_call *c, int64_t num_heads) {
+    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 9) {
+        PyErr_SetString(PyExc_TypeError, "options: expected the 9-tuple of attn.diffusion._options");
         return -1;
     }
     PyObject *const *v = &PyTuple_GET_ITEM(obj, 0);
-    attn_params *p = &c->params;
-    int64_t causal, wl, wr;
-    double f;
-    if ((f = PyFloat_AsDouble(v[0])) == -1.0 && PyErr_Occurred())
-        return -1;
-    p->softmax_scale = (float)f;
-    if (ext_conv_int(v[1], "params", "causal", INT32_MIN, INT32_MAX, &causal) ||
-        ext_conv_int(v[2], "params", "window_left", INT32_MIN, INT32_MAX, &wl) ||
-        ext_conv_int(v[3], "params", "window_right", INT32_MIN, INT32_MAX, &wr))
-        return -1;
-    p->causal = (int32_t)causal;
-    p->window_left = (int32_t)wl;
-    p->window_right = (int32_t)wr;
-    if ((f = PyFloat_AsDouble(v[4])) == -1.0 && PyErr_Occurred())
-        return -1;
-    p->softcap = (float)f;
-    const float **vec[4] = {&p->alibi_slopes, &p->sinks, &p->k_scales, &p->v_scales};
-    const int vec_idx[4] = {5, 6, 12, 13};
-    for (int i = 0; i < 4; i++) {
-        PyObject *o = v[vec_idx[i]];
-        if (o == Py_None)
-            continue;
-        if (PyObject_GetBuffer(o, &c->pb[i], PyBUF_C_CONTIGUOUS) != 0)
-            return -1;
-        c->has_pb[i] = 1;
-        *vec[i] = (const float *)c->pb[i].buf;
-    }
-    const attn_tensor **masks[3] = {&p->mask, &p->key_padding_mask, &p->additive_mask};
-    static const char *mask_names[3] = {"params.mask", "params.key_padding_mask", "params.additive_mask"};
-    for (int i = 0; i < 3; i++) {
-        PyObject *o = v[7 + i];
-        if (o == Py_None)
-            continue;
-        if (ext_conv_tensor(o, 0, mask_names[i], &c->ps[i]) != 0)
-            return -1;
-        *masks[i] = c->ps[i].t;
-    }
-    if ((f = PyFloat_AsDouble(v[10])) == -1.0 && PyErr_Occurred())
-        return -1;
-    p->k_scale = (float)f;
-    if ((f = PyFloat_AsDouble(v[11])) == -1.0 && PyErr_Occurred())
-        return -1;
-    p->v_scale = (float)f;
-    return 0;
+    return ext_options(v, 0, num_heads, c->opt, &c->params) || ext_masks(&v[6], &c->opt[2], &c->params) ? -1 : 0;
 }
 
 /* Converts args by `kinds` (one letter per argument; names: their space-separated names for messages):
  *   c ctx handle   h plan handle   i int64   u uint32   f float   T tensor   W writable tensor
- *   t / w optional (None = NULL)   P Params tuple (c->params)   b / B read / writable buffer (None = NULL)
+ *   t / w optional (None = NULL)   P options (ext_conv_options; c->params)   b / B read / writable buffer (None = NULL)
  *   Q quant params (format, rotate, rotation_seed, q_block_rows, kv_block_rows) (c->qp)   O any object */
 static int ext_parse(const char *fn, const char *kinds, const char *names, PyObject *const *args, Py_ssize_t nargs,
                      ext_call *c) {
     memset(c, 0, sizeof *c);
+    c->params = g_params_default;
     const Py_ssize_t want = (Py_ssize_t)strlen(kinds);
     if (nargs != want) {
         PyErr_Format(PyExc_TypeError, "attn._ext.%s takes %zd arguments (%zd given)", fn, want, nargs);
@@ -1917,7 +1956,7 @@ static int ext_parse(const char *fn, const char *kinds, const char *names, PyObj
             r = ext_conv_tensor(o, kinds[k] == 'W' || kinds[k] == 'w', ext_word(names, k, nb, sizeof nb), s);
             break;
         case 'P':
-            r = ext_conv_params(o, c);
+            r = ext_conv_options(o, c, ext_heads(c, names, k));
             break;
         case 'b':
         case 'B':
@@ -2242,111 +2281,78 @@ static PyObject *py_attn_plan_get_info(PyObject *self, PyObject *arg) {
 #undef EXT_BYTES
 }
 
-/* The KV-stored callback: on_stored(layer_idx, runs bytes (int64 [num_runs, 4]), num_tokens, num_written,
- * block_size) with the GIL held; its first exception is kept and raised after the C call returns. */
-typedef struct ext_notify_user {
-    PyObject *callback;
-    PyObject *error[3]; /* (type, value, traceback) of the first failure, or NULLs */
-} ext_notify_user;
-
-static void ext_on_stored(void *user, const attn_kv_stored *ev) {
-    ext_notify_user *u = (ext_notify_user *)user;
-    PyGILState_STATE g = PyGILState_Ensure();
-    int64_t cap = ev->num_runs > 0 ? ev->num_runs : 0, n = 0, cursor = 0;
-    PyObject *runs = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 4 * 8));
-    if (runs != NULL) {
-        int64_t *d = (int64_t *)PyByteArray_AS_STRING(runs);
-        attn_kv_block_rows r;
-        while (n < cap && attn_kv_stored_next(ev, &cursor, &r)) {
-            d[4 * n] = r.block_idx;
-            d[4 * n + 1] = r.row_start;
-            d[4 * n + 2] = r.row_end;
-            d[4 * n + 3] = r.token_start;
-            n++;
-        }
-        PyObject *res =
-            PyObject_CallFunction(u->callback, "iOLLLL", ev->layer_idx, runs, (long long)n, (long long)ev->num_tokens,
-                                  (long long)ev->num_written, (long long)ev->block_size);
-        Py_XDECREF(res);
-        Py_DECREF(runs);
-    }
-    if (PyErr_Occurred() && u->error[0] == NULL)
-        PyErr_Fetch(&u->error[0], &u->error[1], &u->error[2]);
-    PyErr_Clear();
-    PyGILState_Release(g);
-}
-
-/* attn_reshape_and_cache_ex(ctx, key, value, kv_cache, slot_mapping, k_scale, v_scale, k_scales, v_scales,
- * on_stored, layer_idx): scales per tensor (floats) or per KV head (float32 buffers or None); on_stored None
- * or the callable of ext_on_stored. */
-static PyObject *py_attn_reshape_and_cache_ex(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    ext_call c;
-    if (ext_parse("attn_reshape_and_cache_ex", "cTTWTffbbOi",
-                  "ctx key value kv_cache slot_mapping k_scale v_scale k_scales v_scales on_stored layer_idx", args,
-                  nargs, &c) != 0) {
-        ext_call_release(&c);
-        return NULL;
-    }
-    attn_cache_write_options o;
-    attn_cache_write_options_init_sized(&o, sizeof o);
-    o.k_scale = C_F(5);
-    o.v_scale = C_F(6);
-    o.k_scales = (const float *)C_P(7);
-    o.v_scales = (const float *)C_P(8);
-    ext_notify_user u = {args[9], {NULL, NULL, NULL}};
-    attn_kv_notify nt = {ext_on_stored, &u, (int32_t)C_I(10)};
-    if (args[9] != Py_None) {
-        if (C_I(10) < INT32_MIN || C_I(10) > INT32_MAX) {
-            ext_call_release(&c);
-            PyErr_SetString(PyExc_OverflowError, "layer_idx does not fit int32");
-            return NULL;
-        }
-        o.notify = &nt;
-    }
-    attn_status st;
-    EXT_CALL(st, attn_reshape_and_cache_ex(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), &o));
-    ext_call_release(&c);
-    if (st != ATTN_STATUS_OK) {
-        for (int i = 0; i < 3; i++)
-            Py_XDECREF(u.error[i]);
-        return ext_raise(st, "attn_reshape_and_cache_ex");
-    }
-    if (u.error[0] != NULL) {
-        PyErr_Restore(u.error[0], u.error[1], u.error[2]);
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-/* dlpack_info(capsule) -> (data, device_type, ndim, code, bits, lanes, shape | None, strides | None,
- * byte_offset) of an unconsumed "dltensor" capsule (attn._arrays builds its NumPy view from it). */
-static PyObject *py_dlpack_info(PyObject *self, PyObject *cap) {
-    ext_dl_managed *m = (ext_dl_managed *)PyCapsule_GetPointer(cap, "dltensor");
+/* dlpack_interface(capsule, name) -> (__array_interface__, dtype): how NumPy views the tensor of an unconsumed
+ * "dltensor" capsule (attn._arrays.as_numpy; the interface gives raw items, `dtype` their NumPy dtype or its
+ * type string). Also dtypes attn does not compute in (float64, int8, int16), which attn._arrays names in its
+ * errors or converts. A tensor that NumPy cannot view raises the family's error naming `name`. */
+static PyObject *py_dlpack_interface(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("dlpack_interface", 2);
+    const char *name = PyUnicode_AsUTF8(args[1]);
+    ext_dl_managed *m = name ? (ext_dl_managed *)PyCapsule_GetPointer(args[0], "dltensor") : NULL;
     if (m == NULL)
         return NULL;
     const ext_dl_tensor *t = &m->dl_tensor;
-    PyObject *shape = Py_None, *strides = Py_None;
-    Py_INCREF(Py_None);
-    Py_INCREF(Py_None);
-    if (t->ndim > 0 && t->ndim <= 64 && t->shape != NULL) {
-        Py_DECREF(shape);
-        shape = PyTuple_New(t->ndim);
-        for (int i = 0; shape && i < t->ndim; i++)
-            PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(t->shape[i]));
+    const ext_dl_dtype d = t->dtype;
+    if (t->device.device_type != EXT_DL_CPU && t->device.device_type != EXT_DL_CUDA_HOST)
+        return ext_error(0, ATTN_STATUS_INVALID_ARGUMENT,
+                         "%s: attn runs on the CPU; got a DLPack tensor on device "
+                         "type %d",
+                         name, (int)t->device.device_type);
+    const int code = ext_dl_attn_dtype(d);
+    const char *other = d.lanes != 1                             ? NULL
+                        : d.code == EXT_DL_FLOAT && d.bits == 64 ? "<f8"
+                        : d.code == EXT_DL_INT && d.bits == 8    ? "|i1"
+                        : d.code == EXT_DL_INT && d.bits == 16   ? "<i2"
+                                                                 : NULL;
+    PyObject *dtype = code >= 0 ? Py_XNewRef(g_py.np_dtype[code]) : other ? PyUnicode_FromString(other) : NULL;
+    if (dtype == NULL)
+        return ext_error(1, ATTN_STATUS_INVALID_ARGUMENT,
+                         "%s: DLPack dtype (code=%d, bits=%d, lanes=%d) is not "
+                         "supported%s",
+                         name, d.code, d.bits, d.lanes,
+                         code >= 0 ? " (bfloat16/float8 need: pip install ml_dtypes)" : "");
+    const int64_t item = (d.bits + 7) / 8;
+    PyObject *shape = NULL, *strides = NULL, *iface = NULL;
+    if (t->ndim < 0 || t->ndim > 64 || (t->ndim > 0 && t->shape == NULL)) {
+        ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "%s: DLPack tensor with ndim=%d%s", name, (int)t->ndim,
+                  t->ndim > 0 ? " and no shape" : "");
+        goto done;
     }
-    if (t->ndim > 0 && t->ndim <= 64 && t->strides != NULL) {
-        Py_DECREF(strides);
-        strides = PyTuple_New(t->ndim);
-        for (int i = 0; strides && i < t->ndim; i++)
-            PyTuple_SET_ITEM(strides, i, PyLong_FromLongLong(t->strides[i]));
+    shape = PyList_New(t->ndim); /* (a list in the messages, as the NumPy shapes elsewhere) */
+    strides = t->strides && t->ndim ? PyTuple_New(t->ndim) : Py_NewRef(Py_None);
+    int64_t numel = 1, extent = item, negative = 0, overflow = 0;
+    for (int i = 0; shape && strides && i < t->ndim; i++) {
+        int64_t s;
+        negative |= t->shape[i] < 0;
+        overflow |= !ext_mul(numel, t->shape[i] > 0 ? t->shape[i] : 0, &numel) ||
+                    !ext_mul(extent, t->shape[i] > 1 ? t->shape[i] : 1, &extent) ||
+                    (t->strides && __builtin_mul_overflow(t->strides[i], item, &s));
+        PyList_SET_ITEM(shape, i, PyLong_FromLongLong(t->shape[i]));
+        if (t->strides)
+            PyTuple_SET_ITEM(strides, i, PyLong_FromLongLong(overflow ? 0 : s));
     }
-    if (shape == NULL || strides == NULL) {
-        Py_XDECREF(shape);
-        Py_XDECREF(strides);
-        return NULL;
-    }
-    return Py_BuildValue("(NiiiiiNNK)", PyLong_FromVoidPtr(t->data), t->device.device_type, t->ndim, t->dtype.code,
-                         t->dtype.bits, t->dtype.lanes, shape, strides, (unsigned long long)t->byte_offset);
+    if (shape == NULL || strides == NULL || PyErr_Occurred())
+        goto done;
+    if (negative)
+        ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "%s: DLPack tensor shape %R has a negative size", name, shape);
+    else if (overflow || extent > PY_SSIZE_T_MAX) /* NumPy refuses these views too, without naming the argument */
+        ext_error(0, ATTN_STATUS_OVERFLOW,
+                  "%s: DLPack tensor shape %R of %d-byte elements is larger than the "
+                  "address space",
+                  name, shape, (int)item);
+    else if (t->data == NULL && numel > 0)
+        ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "%s: DLPack tensor has data=NULL but %lld elements", name,
+                  (long long)numel);
+    else
+        iface = Py_BuildValue("{sNsNs(NO)sOsi}N", "shape", PyList_AsTuple(shape), "typestr",
+                              PyUnicode_FromFormat("|V%d", (int)item), "data",
+                              PyLong_FromUnsignedLongLong((uintptr_t)t->data + t->byte_offset), Py_False, "strides",
+                              strides, "version", 3, Py_NewRef(dtype));
+done:
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    Py_DECREF(dtype);
+    return iface;
 }
 
 #define EXT_FAST(fn)                                                                                                   \
@@ -2373,11 +2379,26 @@ static PyObject *py_dlpack_info(PyObject *self, PyObject *cap) {
         EXT_FAST(attn_ctx_set_isa), EXT_NOARGS(attn_ctx_create), EXT_O(attn_ctx_destroy), EXT_O(attn_plan_free),       \
         EXT_FAST(attn_forward_padded_workspace_size), EXT_FAST(attn_forward_prescaled_workspace_size),                 \
         EXT_FAST(attn_forward_quant_workspace_size), EXT_NOARGS(attn_capabilities_get), EXT_FAST(attn_plan_create),    \
-        EXT_O(attn_plan_get_info), EXT_FAST(attn_reshape_and_cache_ex), EXT_O(dlpack_info)
+        EXT_O(attn_plan_get_info), EXT_FAST(dlpack_interface)
 
 /* ================================================================================================
  * Module
  * ================================================================================================ */
+
+/* {attn dtype: object} -> table[16] (new strong references). 0, or -1 with an exception set (before any object
+ * is released with it set). */
+static int ext_table(PyObject *dict, PyObject **table) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        const long d = PyLong_AsLong(key);
+        if (d == -1 && PyErr_Occurred())
+            return -1;
+        if (d >= 0 && d < 16)
+            Py_XSETREF(table[d], Py_NewRef(value));
+    }
+    return 0;
+}
 
 /* _init(ndarray, np_zeros, alloc_like, make_error, np_dtypes, view_dtypes, special_dtypes, as_view, refuse)
  *   np_dtypes: {attn dtype: numpy dtype}; view_dtypes: {attn dtype: same-width uint dtype} for bf16/fp8;
@@ -2403,28 +2424,10 @@ static PyObject *ext_init(PyObject *self, PyObject *const *args, Py_ssize_t narg
         Py_INCREF(args[from[i]]);
         Py_XSETREF(*slots[i], args[from[i]]);
     }
+    if (ext_table(args[4], g_py.np_dtype) || ext_table(args[5], g_py.view_dtype))
+        return NULL;
     PyObject *key, *value;
     Py_ssize_t pos = 0;
-    while (PyDict_Next(args[4], &pos, &key, &value)) {
-        const long d = PyLong_AsLong(key);
-        if (d == -1 && PyErr_Occurred())
-            return NULL; /* (before any object is released with an exception set) */
-        if (d >= 0 && d < 16) {
-            Py_INCREF(value);
-            Py_XSETREF(g_py.np_dtype[d], value);
-        }
-    }
-    pos = 0;
-    while (PyDict_Next(args[5], &pos, &key, &value)) {
-        const long d = PyLong_AsLong(key);
-        if (d == -1 && PyErr_Occurred())
-            return NULL;
-        if (d >= 0 && d < 16) {
-            Py_INCREF(value);
-            Py_XSETREF(g_py.view_dtype[d], value);
-        }
-    }
-    pos = 0;
     while (PyDict_Next(args[6], &pos, &key, &value) && g_py.num_special < 16) {
         const long d = PyLong_AsLong(value);
         if (d == -1 && PyErr_Occurred())

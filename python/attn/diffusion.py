@@ -21,7 +21,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _arrays, _capi
-from .ops import Array, Context, _aligned_workspace, _ctx, _DenseCall, _opts, _out_like, _lse_out, _result
+from .ops import Array, Context, _aligned_workspace, _ctx_ptr, _layout, _lse_out, _result
 from ._arrays import tensor
 
 _QUANT_FORMATS = {"fp8_e4m3": _capi.QUANT_FP8_E4M3, "fp8_e5m2": _capi.QUANT_FP8_E5M2,
@@ -41,13 +41,40 @@ def _size(name: str, *args: Any) -> int:
     return _capi.call(name, *args)
 
 
-def _options(kw: dict) -> dict:
-    allowed = ("softmax_scale", "causal", "window_size", "softcap", "alibi_slopes", "sinks", "mask",
-               "key_padding_mask", "additive_mask")
-    bad = sorted(set(kw) - set(allowed))
+# The option keywords of the dense entries and their defaults, in the order attn._ext reads them (ext_conv_options)
+_OPTIONS = {"softmax_scale": None, "causal": False, "window_size": None, "softcap": 0.0, "alibi_slopes": None,
+            "sinks": None, "mask": None, "key_padding_mask": None, "additive_mask": None}
+
+
+def _options(kw: dict) -> tuple:
+    """The option keywords as the tuple attn._ext converts (as attn.attention's keywords); TypeError for others."""
+    bad = sorted(set(kw) - set(_OPTIONS))
     if bad:
-        raise TypeError(f"unexpected option(s) {bad}; allowed: {list(allowed)}")
-    return kw
+        raise TypeError(f"unexpected option(s) {bad}; allowed: {list(_OPTIONS)}")
+    return tuple(kw.get(name, default) for name, default in _OPTIONS.items())
+
+
+class _DenseCall:
+    """Arguments of a dense-layout entry: the layout, (q as a NumPy view, k, v), the options tuple and the outputs,
+    allocated when not given (out [.., head_size_v] in q's dtype, lse [batch, num_heads, seq_q] float32)."""
+
+    def __init__(self, q: Array, k: Array, v: Array, layout: Union[str, int], out: Optional[Array],
+                 lse: Optional[Array], return_lse: bool, options: dict):
+        self.layout = lay = _layout(layout)
+        qa = _arrays.as_numpy(q, "q")
+        nd = 2 if lay == _capi.LAYOUT_BSND else 1
+        if out is None:
+            out_shape = qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 4 else qa.shape
+            out = _arrays.empty(q, out_shape, qa.dtype)
+        self.want_lse = return_lse or lse is not None
+        if self.want_lse and lse is None and qa.ndim == 4:
+            lse = _lse_out(q, (qa.shape[0], qa.shape[nd], qa.shape[3 - nd]))
+        self.out, self.lse, self.opts = out, lse, _options(options)
+        self.qkv = (qa, k, v)
+        self.outs = (out, lse if self.want_lse else None)
+
+    def result(self) -> Any:
+        return _result(self.out, self.lse, self.want_lse)
 
 
 def forward_padded(q: Array, k: Array, v: Array, key_padding_mask: Array, *,
@@ -58,16 +85,16 @@ def forward_padded(q: Array, k: Array, v: Array, key_padding_mask: Array, *,
     [batch, seq] (True = valid; holes anywhere). Padded query rows output 0 (LSE -inf). seq_k == seq_q.
     ``mask`` (bool or additive float) / ``additive_mask`` may be combined with it: broadcastable to the
     unpadded [batch, num_heads, seq, seq] and indexed by token (diffusers' attention_mask)."""
-    d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
+    d = _DenseCall(q, k, v, layout, out, lse, return_lse, options)
     m = tensor(key_padding_mask, "key_padding_mask")
-    qa = d.tq
+    qa = d.qkv[0]
     seq_dim = 1 if d.layout == _capi.LAYOUT_BSND else 2
     batch, seq = (qa.shape[0], qa.shape[seq_dim]) if qa.ndim == 4 else (0, 0)
     ws, nbytes, _keep = _workspace(_size("attn_forward_padded_workspace_size", batch, seq))
     if reference:
-        _capi.call("attn_ref_forward_padded", d.layout, *d.qkv, m, d.params.ptr, *d.outs, ws, nbytes)
+        _capi.call("attn_ref_forward_padded", d.layout, *d.qkv, m, d.opts, *d.outs, ws, nbytes)
     else:
-        _capi.call("attn_forward_padded", _ctx(ctx), d.layout, *d.qkv, m, d.params.ptr, *d.outs, ws,
+        _capi.call("attn_forward_padded", _ctx_ptr(ctx), d.layout, *d.qkv, m, d.opts, *d.outs, ws,
                    nbytes)
     return d.result()
 
@@ -79,16 +106,16 @@ def forward_packed(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens
     [1, total_k, num_kv_heads, head_size(_v)], cu_seqlens int32 [num_docs + 1]; lse float32
     [num_heads, total_q]."""
     qa = _arrays.as_numpy(q)
-    num_heads = qa.shape[2] if qa.ndim == 4 else None
     if out is None:
-        out = _out_like(q, qa, qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 4 else qa.shape)
+        out_shape = qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 4 else qa.shape
+        out = _arrays.empty(q, out_shape, qa.dtype)
     want_lse = return_lse or lse is not None
     if want_lse and lse is None and qa.ndim == 4:
         lse = _lse_out(q, (qa.shape[2], qa.shape[1]))
-    params = _opts(num_heads, _options(options))
     cq = _arrays.index_array(cu_seqlens_q, "cu_seqlens_q")
     ck = _arrays.index_array(cu_seqlens_k, "cu_seqlens_k")
-    _capi.call("attn_forward_packed", _ctx(ctx), qa, k, v, cq, ck, params.ptr, out, lse if want_lse else None)
+    _capi.call("attn_forward_packed", _ctx_ptr(ctx), qa, k, v, cq, ck, _options(options), out,
+               lse if want_lse else None)
     return _result(out, lse, want_lse)
 
 
@@ -101,15 +128,15 @@ def forward_piecewise(q: Array, k: Array, v: Array, spans: Sequence[Tuple[int, i
     keys j < e when p lies in a span [a, e), else j <= p. spans: [(start, end), ...] sorted and disjoint;
     query_ranges: [(local_start, local_end, global_start), ...] or None (the last seq_q positions).
     causal must stay False (the spans define causality)."""
-    d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
+    d = _DenseCall(q, k, v, layout, out, lse, return_lse, options)
     sp = _int64_rows(_pairs(spans, "spans"), 2)
     qr, nqr = (None, 0) if query_ranges is None else (_int64_rows(query_ranges, 3), len(query_ranges))
     if reference:
         _capi.call("attn_ref_forward_piecewise", d.layout, *d.qkv, sp, len(spans), qr, nqr,
-                   d.params.ptr, *d.outs)
+                   d.opts, *d.outs)
     else:
-        _capi.call("attn_forward_piecewise", _ctx(ctx), d.layout, *d.qkv, sp, len(spans), qr, nqr,
-                   d.params.ptr, *d.outs)
+        _capi.call("attn_forward_piecewise", _ctx_ptr(ctx), d.layout, *d.qkv, sp, len(spans), qr, nqr,
+                   d.opts, *d.outs)
     return d.result()
 
 
@@ -180,21 +207,21 @@ def forward_paged_piecewise(q: Array, kv_cache: Array, seq_lens: Array, block_ta
     rows, qlen, num_heads = qa.shape[0], qa.shape[1], qa.shape[2]
     want_lse = return_lse or lse is not None
     if out is None:
-        out = _out_like(q, qa, qa.shape)
+        out = _arrays.empty(q, qa.shape, qa.dtype)
     if want_lse and lse is None:
         lse = _lse_out(q, (rows, num_heads, qlen))
-    params = _opts(num_heads, _options(options))
+    opts = _options(options)
     sla = _arrays.index_array(seq_lens, "seq_lens")
     bt = _arrays.index_array(block_table, "block_table")
     sp = _int64_rows(_pairs(spans, "spans"), 2)
 
     def run(qv: Any, ov: Any, lv: Any, ranges: Optional[Sequence[Tuple[int, int, int]]]) -> None:
         qr, nqr = (None, 0) if ranges is None else (_int64_rows(ranges, 3), len(ranges))
-        args = (qv, kv_cache, sla, bt, sp, len(spans), qr, nqr, params.ptr, ov, lv)
+        args = (qv, kv_cache, sla, bt, sp, len(spans), qr, nqr, opts, ov, lv)
         if reference:
             _capi.call("attn_ref_forward_paged_piecewise", *args)
         else:
-            _capi.call("attn_forward_paged_piecewise", _ctx(ctx), *args)
+            _capi.call("attn_forward_paged_piecewise", _ctx_ptr(ctx), *args)
 
     if not per_piece:
         run(qa, out, lse if want_lse else None, query_ranges)
@@ -218,8 +245,8 @@ def forward_kv_prefix(q: Array, k: Array, v: Array, valid_kv_length: int, *,
                       ctx: Optional[Context] = None, **options: Any) -> Any:
     """Attention over k[:, :valid_kv_length], v[:, :valid_kv_length] (zero-copy; attn_forward_kv_prefix).
     Non-causal only."""
-    d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
-    _capi.call("attn_forward_kv_prefix", _ctx(ctx), d.layout, *d.qkv, int(valid_kv_length), d.params.ptr,
+    d = _DenseCall(q, k, v, layout, out, lse, return_lse, options)
+    _capi.call("attn_forward_kv_prefix", _ctx_ptr(ctx), d.layout, *d.qkv, int(valid_kv_length), d.opts,
                *d.outs)
     return d.result()
 
@@ -230,10 +257,10 @@ def forward_prescaled(q: Array, k: Array, v: Array, input_scale_log2: int, *,
                       ctx: Optional[Context] = None, **options: Any) -> Any:
     """Attention with q, k, v divided by c = 2^input_scale_log2 (0..30) and the scale/output corrected
     (attn_forward_prescaled): exact for float32 inputs in the normal range."""
-    d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
+    d = _DenseCall(q, k, v, layout, out, lse, return_lse, options)
     ws, nbytes, _keep = _workspace(_size("attn_forward_prescaled_workspace_size", *d.qkv))
-    _capi.call("attn_forward_prescaled", _ctx(ctx), d.layout, *d.qkv, int(input_scale_log2),
-               d.params.ptr, *d.outs, ws, nbytes)
+    _capi.call("attn_forward_prescaled", _ctx_ptr(ctx), d.layout, *d.qkv, int(input_scale_log2),
+               d.opts, *d.outs, ws, nbytes)
     return d.result()
 
 
@@ -260,13 +287,13 @@ def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
     quantized to ``format``, then attention runs on the quantized values (on CPUs with AVX2 or
     AVX512-BF16 directly on the codes; docs/DIFFUSION.md §5). Non-causal, no window, no masks
     (UNSUPPORTED otherwise)."""
-    d = _DenseCall(q, k, v, layout, out, lse, return_lse, _options(options))
+    d = _DenseCall(q, k, v, layout, out, lse, return_lse, options)
     qp = quant_params(format, rotate, rotation_seed, q_block_rows, kv_block_rows)
     if reference:
-        _capi.call("attn_ref_forward_quant", d.layout, *d.qkv, qp, d.params.ptr, *d.outs)
+        _capi.call("attn_ref_forward_quant", d.layout, *d.qkv, qp, d.opts, *d.outs)
         return d.result()
     ws, nbytes, _keep = _workspace(_size("attn_forward_quant_workspace_size", d.layout, *d.qkv))
-    _capi.call("attn_forward_quant", _ctx(ctx), d.layout, *d.qkv, qp, d.params.ptr,
+    _capi.call("attn_forward_quant", _ctx_ptr(ctx), d.layout, *d.qkv, qp, d.opts,
                *d.outs, ws, nbytes)
     return d.result()
 
@@ -274,7 +301,7 @@ def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
 def quant_kernels(ctx: Optional[Context] = None) -> str:
     """The kernels :func:`forward_quant` runs on ``ctx`` (attn_forward_quant_kernels): "avx512bf16" (bf16
     products, P rounded to bf16), "avx2" (bitwise the fake quantization) or "fake" (docs/DIFFUSION.md §5)."""
-    return _capi.ext.attn_forward_quant_kernels(_ctx(ctx))
+    return _capi.ext.attn_forward_quant_kernels(_ctx_ptr(ctx))
 
 
 # ------------------------------------------------------------------------------------------------

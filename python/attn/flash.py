@@ -95,12 +95,11 @@ def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0,
         return (r + (None,)) if return_attn_probs else r
     kw = dict(softmax_scale=softmax_scale, causal=_flash_causal(causal), window_size=window_size,
               softcap=softcap, sinks=sinks, ctx=ctx)
-    slopes = np.asarray(_arrays.as_numpy(alibi_slopes, "alibi_slopes"), np.float32)
     # Per-batch slopes: one call per batch element on views (no copies of q/k/v).
     qa, ka, va = (_arrays.as_numpy(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     if qa.ndim != 4:
         raise ValueError(f"q: shape {list(qa.shape)}, expected [batch, seqlen_q, nheads, headdim]")
-    _check_shape("alibi_slopes", slopes.shape, (qa.shape[0], qa.shape[2]), "[batch, nheads] or [nheads]")
+    slopes = _batch_slopes(alibi_slopes, qa.shape[0], qa.shape[2])
     if ka.ndim != 4 or va.ndim != 4 or ka.shape[0] != qa.shape[0] or va.shape[0] != qa.shape[0]:
         raise ValueError(f"k: shape {list(ka.shape)}, v: shape {list(va.shape)}: expected 4-D "
                          f"[batch={qa.shape[0]}, seqlen_k, nheads_k, headdim]")

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import _arrays
-from .ops import Array, Context, cache_write_scales, kv_cache_tensor, reshape_and_cache_ex
+from .ops import Array, Context, _ctx_ptr, _ext, _scale_arg
 
 
 class KVStored:
@@ -63,11 +63,9 @@ def reshape_and_cache_notify(key: Array, value: Array, kv_cache: Array, slot_map
     layer = int(layer_idx)
     if not 0 <= layer < 2 ** 31:
         raise _arrays._invalid(f"layer_idx={layer}: expected 0 <= layer_idx < 2**31")
-    fp8, ks, vs = cache_write_scales(kv_cache, kv_cache_dtype, k_scale, v_scale)
-    sm = _arrays.index_array(slot_mapping, "slot_mapping", np.int64)
-    tc = kv_cache_tensor(kv_cache, "kv_cache", True, kv_cache_dtype)
+    ks, vs = _scale_arg(k_scale, "k_scale"), _scale_arg(v_scale, "v_scale")
 
     def on_event(*event: Any) -> None:  # called by attn._ext with the GIL, after the write
         on_stored(_event_of(*event))
 
-    reshape_and_cache_ex(ctx, key, value, tc, sm, ks, vs, (on_event, layer))
+    _ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping, kv_cache_dtype, ks, vs, on_event, layer)

@@ -140,25 +140,14 @@ def set_num_threads(num_threads: int) -> None:
     default_context().num_threads = num_threads
 
 
-def _check_ctx(ctx: Any) -> None:
-    if not isinstance(ctx, Context):
-        raise _arrays._type_error(f"ctx: expected an attn.Context or None, got {type(ctx).__name__}")
-
-
-def _ctx(ctx: Optional[Context]) -> int:
-    if ctx is not None:
-        _check_ctx(ctx)
-    return (ctx or default_context()).handle
-
-
 def _ctx_ptr(ctx: Optional[Context], reference: bool = False) -> int:
     """The context handle as an int for attn._ext (0 when closed: attn._ext raises; the oracle needs none)."""
     if reference:
         return 0
     if ctx is None:
         ctx = getattr(_local, "ctx", None) or default_context()
-    elif type(ctx) is not Context:
-        _check_ctx(ctx)
+    elif not isinstance(ctx, Context):
+        raise _arrays._type_error(f"ctx: expected an attn.Context or None, got {type(ctx).__name__}")
     return ctx._ptr
 
 
@@ -299,56 +288,10 @@ def kv_scales(x: Any, name: str, num_kv_heads: Optional[int]) -> Union[float, np
                      f"[num_kv_heads] = [{num_kv_heads}] (one scale per KV head)")
 
 
-def _cache_num_kv_heads(kv_cache: Array) -> Optional[int]:
-    """num_kv_heads of a [2, num_blocks, block_size, num_kv_heads, head_size] cache (None for another rank: the
-    C entry then reports the shape)."""
-    shape = _arrays.shape_of(kv_cache, "kv_cache")
-    return int(shape[3]) if len(shape) == 5 else None
-
-
-def kv_cache_tensor(kv_cache: Array, name: str, writable: bool, kv_cache_dtype: Optional[str]
-                    ) -> Any:
-    """The attn_tensor of a cache; a uint8 cache with an fp8 kv_cache_dtype is read as that fp8 format
-    (vLLM's allocation), an ml_dtypes / torch float8 cache must match the name when one is given."""
-    code = kv_cache_dtype_code(kv_cache_dtype)
-    t = tensor(kv_cache, name, writable)
-    if code is not None:
-        have = _arrays.NP_TO_ATTN[t.dtype]
-        if have == _capi.DTYPE_U8:
-            return (t, code)  # attn._ext reads (array, dtype) as the array retagged
-        if have != code:
-            raise _arrays._type_error(f"{name}: dtype {t.dtype} does not hold "
-                                      f"kv_cache_dtype={kv_cache_dtype!r} (expected uint8 or that float8)")
-    return t
-
-
-def is_fp8_cache(kv_cache: Array, kv_cache_dtype: Optional[str]) -> bool:
-    """True when the cache holds fp8 codes (by name, or an ml_dtypes / torch float8 array)."""
-    if kv_cache_dtype_code(kv_cache_dtype) is not None:
-        return True
-    # NumPy arrays and torch tensors name their dtype without an export (np.from_dlpack on a torch tensor costs
-    # ~10 us, the whole budget of a decode-step call): float8 dtypes are "float8_*" in both (ml_dtypes, torch)
-    dt = getattr(kv_cache, "dtype", None)
-    if isinstance(dt, np.dtype):
-        return NP_FP8.get(dt) is not None
-    if type(dt).__module__ == "torch":
-        return "float8" in str(dt)
-    dt = _arrays.dtype_of(kv_cache, "kv_cache")
-    return NP_FP8.get(dt) is not None
-
-
-NP_FP8 = {dt: code for dt, code in _arrays.NP_TO_ATTN.items()
-          if code in (_capi.DTYPE_FP8_E4M3, _capi.DTYPE_FP8_E5M2)}
-
-
 def _is_float_mask(mask: Array) -> bool:
     """True for a floating-point mask (float32/float16/bfloat16, NumPy or DLPack): the additive path."""
     dt = _arrays.dtype_of(mask, "params.mask")
     return dt.kind == "f" or dt.name == "bfloat16"
-
-
-def _opts(num_heads: Optional[int], kw: dict) -> Params:
-    return Params(num_heads=num_heads, **kw)
 
 
 _LAYOUTS = {"bsnd": _capi.LAYOUT_BSND, "bshd": _capi.LAYOUT_BSND,
@@ -361,10 +304,6 @@ def _layout(layout: Union[str, int]) -> int:
             raise ValueError(f"layout={layout!r}: expected 'BSND' or 'BNSD'")
         return _LAYOUTS[layout.lower()]
     return int(layout)
-
-
-def _out_like(q: Array, qa: np.ndarray, shape: Sequence[int]) -> Any:
-    return _arrays.empty(q, shape, qa.dtype)
 
 
 def _lse_out(q: Array, shape: Sequence[int]) -> Any:
@@ -405,41 +344,6 @@ def attention(q: Array, k: Array, v: Array, *, layout: Union[str, int] = "BSND",
                         mask, key_padding_mask, additive_mask, reference)
 
 
-class _DenseCall:
-    """Arguments of a dense-layout entry (attn_forward and the diffusion variants): tensors, params and
-    the outputs, allocated when not given (out [.., head_size_v] in q's dtype, lse [batch, num_heads,
-    seq_q] float32)."""
-
-    def __init__(self, q: Array, k: Array, v: Array, layout: Union[str, int], out: Optional[Array],
-                 lse: Optional[Array], return_lse: bool, options: dict):
-        self.layout = lay = _layout(layout)
-        qa = _arrays.as_numpy(q, "q")
-        nd = 2 if lay == _capi.LAYOUT_BSND else 1
-        sd = 3 - nd
-        num_heads = qa.shape[nd] if qa.ndim == 4 else None
-        if out is None:
-            out_shape = qa.shape[:-1] + (_arrays.shape_of(v)[-1],) if qa.ndim == 4 else qa.shape
-            out = _out_like(q, qa, out_shape)
-        self.want_lse = return_lse or lse is not None
-        if self.want_lse and lse is None and qa.ndim == 4:
-            lse = _lse_out(q, (qa.shape[0], qa.shape[nd], qa.shape[sd]))
-        self.out, self.lse = out, lse
-        self.params = _opts(num_heads, options)
-        # (attn._ext views them and names the argument of an error)
-        self.tq, self.tk, self.tv, self.to, self.tl = qa, k, v, out, lse if self.want_lse else None
-
-    @property
-    def qkv(self) -> tuple:
-        return (self.tq, self.tk, self.tv)
-
-    @property
-    def outs(self) -> tuple:
-        return (self.to, self.tl)
-
-    def result(self) -> Any:
-        return _result(self.out, self.lse, self.want_lse)
-
-
 def attention_varlen(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens_k: Array, *,
                      softmax_scale: Optional[float] = None, causal: Causal = False,
                      window_size: Sequence[int] = (-1, -1), softcap: float = 0.0,
@@ -471,26 +375,6 @@ def merge_attn_states(out_a: Array, lse_a: Array, out_b: Array, lse_b: Array, *,
 # ------------------------------------------------------------------------------------------------
 # Serving: paged KV cache
 # ------------------------------------------------------------------------------------------------
-def cache_write_scales(kv_cache: Array, kv_cache_dtype: Optional[str], k_scale: Any,
-                       v_scale: Any) -> Tuple[bool, Any, Any]:
-    """(is the cache fp8, k_scale, v_scale) of a cache write: the scales are read only for an fp8 cache (default
-    1; a float cache ignores them, as vLLM does for "auto"). Each is a float, or a float32 [num_kv_heads] array
-    of per-KV-head scales (see kv_scales)."""
-    fp8 = is_fp8_cache(kv_cache, kv_cache_dtype)
-    return (fp8,) + _read_scales(fp8, kv_cache, k_scale, v_scale)
-
-
-def reshape_and_cache_ex(ctx: Optional[Context], tk: Any, tv: Any, tc: Any, sm: Any, ks: Any, vs: Any,
-                         notify: Any = None) -> None:
-    """attn_reshape_and_cache_ex: scales as cache_write_scales gives them (floats, or float32 [num_kv_heads]
-    arrays); notify None or (on_stored(layer_idx, runs, num_runs, num_tokens, num_written, block_size),
-    layer_idx), called once after the write (attn._ext raises its exception after the call)."""
-    per = [s if isinstance(s, np.ndarray) else None for s in (ks, vs)]
-    flt = [1.0 if p is not None else float(s) for p, s in zip(per, (ks, vs))]
-    cb, layer = notify if notify is not None else (None, 0)
-    _capi.ext.attn_reshape_and_cache_ex(_ctx(ctx), tk, tv, tc, sm, flt[0], flt[1], per[0], per[1], cb, layer)
-
-
 def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: Array, *,
                       kv_cache_dtype: Optional[str] = None, k_scale: Any = None, v_scale: Any = None,
                       ctx: Optional[Context] = None) -> None:
@@ -506,15 +390,15 @@ def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: A
     [num_kv_heads] (per KV head, vLLM kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]);
     attn_reshape_and_cache_ex); other shapes raise ValueError
     naming the argument. For a float cache the scales are ignored, as vLLM ignores them for "auto"."""
-    _, ks, vs = cache_write_scales(kv_cache, kv_cache_dtype, k_scale, v_scale)
-    _ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping, kv_cache_dtype, ks, vs)
+    _ext.reshape_and_cache(_ctx_ptr(ctx), key, value, kv_cache, slot_mapping, kv_cache_dtype,
+                           _scale_arg(k_scale, "k_scale"), _scale_arg(v_scale, "v_scale"))
 
 
 def copy_blocks(kv_cache: Array, block_mapping: Array, *, ctx: Optional[Context] = None) -> None:
     """kv_cache[:, dst] = kv_cache[:, src] for each (src, dst) row of block_mapping int64 [num_pairs, 2],
     in order (attn_copy_blocks)."""
     bm = _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2)
-    _capi.call("attn_copy_blocks", _ctx(ctx), kv_cache, bm)
+    _capi.call("attn_copy_blocks", _ctx_ptr(ctx), kv_cache, bm)
 
 
 def swap_blocks(src_cache: Array, dst_cache: Array, block_mapping: Array, *,
@@ -522,7 +406,7 @@ def swap_blocks(src_cache: Array, dst_cache: Array, block_mapping: Array, *,
     """dst_cache[:, dst] = src_cache[:, src] for each (src, dst) row of block_mapping int64 [num_pairs, 2]
     (attn_swap_blocks). Caches share dtype, block_size, num_kv_heads, head_size."""
     bm = _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2)
-    _capi.call("attn_swap_blocks", _ctx(ctx), src_cache, dst_cache, bm)
+    _capi.call("attn_swap_blocks", _ctx_ptr(ctx), src_cache, dst_cache, bm)
 
 
 def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens: Array,
@@ -541,24 +425,25 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
     (kv_cache_dtype on a uint8 cache, or a float8 array) is dequantized inside the call with k_scale /
     v_scale (default 1; ignored for a float cache): each a number or one-element array (per tensor), or a
     float array [num_kv_heads] (per KV head, attn_params.k_scales / v_scales); other shapes raise ValueError naming the argument."""
-    ks, vs = _read_scales(is_fp8_cache(kv_cache, kv_cache_dtype), kv_cache, k_scale, v_scale)
     return _ext.paged_attention(_ctx_ptr(ctx, reference), q, kv_cache, query_start_loc, seq_lens, block_table,
                                 softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out, lse,
-                                bool(return_lse or lse is not None), kv_cache_dtype, ks, vs, reference)
+                                bool(return_lse or lse is not None), kv_cache_dtype, _scale_arg(k_scale, "k_scale"),
+                                _scale_arg(v_scale, "v_scale"), reference)
 
 
 _FLT_TRUE_MIN = float(np.finfo(np.float32).smallest_subnormal)
 
 
-def _read_scales(fp8: bool, kv_cache: Array, k_scale: Any, v_scale: Any) -> Tuple[Any, Any]:
-    """(k_scale, v_scale) of a paged read or a cache write as floats or float32 [num_kv_heads] arrays
-    (kv_scales; num_kv_heads is the cache's); (1, 1) for a float cache, which ignores them."""
-    if not fp8:
-        return 1.0, 1.0
-    simple = all(s is None or isinstance(s, (int, float)) for s in (k_scale, v_scale))
-    hk = None if simple else _cache_num_kv_heads(kv_cache)
-    return (1.0 if k_scale is None else kv_scales(k_scale, "k_scale", hk),
-            1.0 if v_scale is None else kv_scales(v_scale, "v_scale", hk))
+def _scale_arg(x: Any, name: str) -> Any:
+    """An fp8 scale as attn._ext takes it: None or a number as given, a one-element array or tensor as its number
+    (vLLM's layer._k_scale), any other array as float32 (attn._ext checks it against the cache's num_kv_heads and
+    reads it only for an fp8 cache)."""
+    if x is None or isinstance(x, (int, float)):
+        return x
+    if isinstance(x, (np.floating, np.integer)):
+        return float(x)
+    a = _arrays.as_numpy(x, name)
+    return float(a.reshape(-1)[0]) if a.size == 1 else np.ascontiguousarray(a, dtype=np.float32)
 
 
 def _int64_arg(v: Any, name: str) -> int:
@@ -759,10 +644,10 @@ class Plan:
                  softcap: float, alibi_slopes: Optional[Array], sinks: Optional[Array], out: Optional[Array],
                  lse: Optional[Array], return_lse: bool, kv_cache_dtype: Optional[str], k_scale: Any,
                  v_scale: Any, ctx: Optional[Context]) -> Any:
-        ks, vs = _read_scales(is_fp8_cache(kv_cache, kv_cache_dtype), kv_cache, k_scale, v_scale)
         return _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value, softmax_scale,
                                   causal, window_size, softcap, alibi_slopes, sinks, out, lse,
-                                  bool(return_lse or lse is not None), ws_ptr, ws_size, kv_cache_dtype, ks, vs)
+                                  bool(return_lse or lse is not None), ws_ptr, ws_size, kv_cache_dtype,
+                                  _scale_arg(k_scale, "k_scale"), _scale_arg(v_scale, "v_scale"))
 
     @property
     def handle(self) -> int:

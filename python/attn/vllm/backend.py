@@ -577,7 +577,6 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         self.fp8_code = None if self.is_encoder else ops.KV_CACHE_DTYPES.get(kv_cache_dtype)
         self._cache_dtype = None if self.fp8_code is None else kv_cache_dtype  # the name attn._ext takes
         self._kv_key: Any = None
-        self._kv_desc: Any = None
         self._kv_tensor: Optional[torch.Tensor] = None  # (keeps the cache's storage alive, as vLLM does)
         self._kv_src: Optional[torch.Tensor] = None
         self._dummy_cache: Optional[torch.Tensor] = None
@@ -610,7 +609,7 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
         Rebuilt when vLLM hands over another cache; the same tensor object at the same address (every step)
         is recognised without re-reading its shape and strides (~1 µs a call)."""
         if kv_cache is self._kv_src and kv_cache.data_ptr() == self._kv_key[0]:
-            return self._kv_desc
+            return self._kv_tensor
         key = (kv_cache.data_ptr(), tuple(kv_cache.shape), tuple(kv_cache.stride()), kv_cache.dtype)
         if key != self._kv_key:
             nb, nh, bs, c = kv_cache.shape
@@ -623,15 +622,14 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             if kv_cache.dtype not in _ATTN_DTYPES:
                 raise TypeError(f"attn: tensor dtype {kv_cache.dtype} is not supported")
             # the view as a torch tensor (same storage, no copy) for attn._ext's DLPack path
-            self._kv_tensor = self._kv_desc = kv_cache.as_strided(shape, strides)
+            self._kv_tensor = kv_cache.as_strided(shape, strides)
             if self.fp8_code is not None:  # vLLM's uint8 fp8 cache, read as its fp8 format
                 if kv_cache.dtype != torch.uint8:
                     raise TypeError(f"attn: kv_cache_dtype={self.kv_cache_dtype!r} expects vLLM's uint8 cache, "
                                     f"got {kv_cache.dtype}")
-                self._kv_desc = (self._kv_tensor, self.fp8_code)  # attn._ext reads it retagged
             self._kv_key = key
         self._kv_src = kv_cache
-        return self._kv_desc
+        return self._kv_tensor
 
     # -- per step and layer ---------------------------------------------------------------------------
     def do_kv_cache_update(self, layer: torch.nn.Module, key: torch.Tensor, value: torch.Tensor,
@@ -664,7 +662,7 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             hook(name, kv_events._event_of(*event))
 
         ks, vs = (1.0, 1.0) if getattr(self, "fp8_code", None) is None else _layer_kv_scales(layer, self.num_kv_heads)
-        ops.reshape_and_cache_ex(_context(), key, value, kv, slot_mapping, ks, vs, (on_event, idx))
+        _EXT.reshape_and_cache(_ctx_ptr(), key, value, kv, slot_mapping, self._cache_dtype, ks, vs, on_event, idx)
 
     def forward(self, layer: AttentionLayer, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 kv_cache: torch.Tensor, attn_metadata: Optional[AttnMetadata], output: torch.Tensor,

@@ -23,21 +23,6 @@ from ..flash import doubled
 from ..ops import Array, Context, _ctx_ptr, _ext
 
 
-def _check_cache_dtype(kv_cache_dtype: str, k_scale: Any, v_scale: Any, key_cache: Array) -> Optional[tuple]:
-    """kv_cache_dtype "auto" (the cache has the model's dtype): k_scale / v_scale are accepted and ignored,
-    as vLLM's reshape_and_cache(_flash) does (it reads them only for fp8 caches, and vLLM passes them on
-    every call); returns None. "fp8" / "fp8_e4m3" / "fp8_e5m2" (uint8 caches, vLLM's allocation): returns
-    (attn dtype code, k_scale, v_scale), each a float (None = 1) or a float32 [num_kv_heads] array of per-head
-    scales (ops.kv_scales; num_kv_heads = key_cache.shape[2]); other names raise NotImplementedError."""
-    code = ops.kv_cache_dtype_code(kv_cache_dtype)
-    if code is None:
-        return None  # scales unused for "auto", like vLLM
-    shape = _arrays.shape_of(key_cache, "key_cache")
-    hk = int(shape[2]) if len(shape) == 4 else None
-    return (code, 1.0 if k_scale is None else ops.kv_scales(k_scale, "k_scale", hk),
-            1.0 if v_scale is None else ops.kv_scales(v_scale, "v_scale", hk))
-
-
 def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: Array,
                       slot_mapping: Array, kv_cache_dtype: str = "auto", k_scale: Any = None,
                       v_scale: Any = None, *, ctx: Optional[Context] = None) -> None:
@@ -55,12 +40,8 @@ def reshape_and_cache(key: Array, value: Array, key_cache: Array, value_cache: A
     are floats or one-element tensors (vLLM's layer._k_scale), or float tensors [num_kv_heads] (vLLM's
     kv_scale_type "attn_head": head g stored as fp8(x / k_scale[g]); attn_reshape_and_cache_ex); other shapes
     raise ValueError naming the argument."""
-    fp8 = _check_cache_dtype(kv_cache_dtype, k_scale, v_scale, key_cache)
-    if fp8 is None:
-        _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping, None, None, None)
-    else:
-        _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
-                                    fp8[1], fp8[2])
+    _ext.vllm_reshape_and_cache(_ctx_ptr(ctx), key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype,
+                                ops._scale_arg(k_scale, "k_scale"), ops._scale_arg(v_scale, "v_scale"))
 
 
 reshape_and_cache_flash = reshape_and_cache
