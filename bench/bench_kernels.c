@@ -11,7 +11,8 @@
  *
  * --kv times the decode kernels instead: qk_tile_kv and pv_rows_kv on one 64-key tile, D = 128, 1 / 4 / 8 rows,
  * K/V in each storage dtype the table reads in place (f32, f16, bf16, and fp8 E4M3 / E5M2 where fp8_kv), rows
- * `--kv-stride` elements apart.
+ * `--kv-stride` elements apart; on avx512, f32 and bf16 at 4 and 8 rows, also a free-order variant of qk_tile_kv
+ * (bench_free_order.c) and the ratio of the two times, which is what the fixed summation order costs.
  *
  * Usage: bench_kernels [--isa NAME] [--reps N] [--quick] [--kv-stride FLOATS] [--kv]
  */
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_free_order.h"
 #include "bench_peak.h"
 #include "core/dtype.h"
 #include "dispatch/dispatch.h"
@@ -154,6 +156,42 @@ static void bench_time(const struct attn_kernels *kt, bench_bufs *b, bench_op op
     bench_min_median(t, reps, tmin, tmed);
 }
 
+/* The cost of the fixed order: the free-order Q·Kᵀ of bench_free_order.c on the same rows, checked against
+ * qk_tile_kv's scores (1e-5 of the largest), timed the same way; "ordered ÷ free" is qk_tile_kv's minimum time
+ * over the variant's. */
+static void bench_kv_free_order(bench_bufs *b, const struct attn_kernels *kt, const void *const *kv_rows, attn_dtype dt,
+                                int64_t nr, int64_t D, double ordered_min, int reps, double peak) {
+    if (!bench_free_order_available()) return;
+    const int bf16 = dt == ATTN_DTYPE_BF16;
+    float qp[8 * 256], sf[NK * ATTN_QB];
+    bench_free_order_prep(b->q_t, nr, D, bf16, qp);
+    kt->qk_tile_kv(b->q_t, nr, D, kv_rows, dt, NK, b->s);
+    bench_free_order_qk(qp, nr, D, kv_rows, bf16, NK, sf);
+    float big = 0.0f, err = 0.0f;
+    for (int64_t k = 0; k < NK; k++)
+        for (int64_t r = 0; r < nr; r++) {
+            const float x = b->s[k * ATTN_QB + r], e = fabsf(x - sf[k * ATTN_QB + r]);
+            big = fabsf(x) > big ? fabsf(x) : big, err = e > err ? e : err;
+        }
+    if (!(err <= 1e-5f * big)) {
+        printf("free-order variant disagrees with qk_tile_kv (%g of %g): not timed\n", (double)err, (double)big);
+        return;
+    }
+    double t[64];
+    const int n = reps > 64 ? 64 : reps;
+    for (int r = -1; r < n; r++) {
+        const double t0 = bench_now();
+        for (int it = 0; it < 50; it++) bench_free_order_qk(qp, nr, D, kv_rows, bf16, NK, sf);
+        if (r >= 0) t[r] = (bench_now() - t0) / 50;
+    }
+    double fmin, fmed;
+    bench_min_median(t, n, &fmin, &fmed);
+    const double fl = 2.0 * NK * (double)nr * (double)D;
+    printf("%-8s %-9s %-8s %4lld %4lld %7.1f GF/s %7.1f GF/s %6.1f%%  ordered / free %.2f (the order's cost)\n",
+           "(bench)", "free-ord", attn_dtype_name(dt), (long long)D, (long long)nr, fl / fmin * 1e-9, fl / fmed * 1e-9,
+           100.0 * fl / fmin * 1e-9 / peak, ordered_min / fmin);
+}
+
 /* --kv: the decode kernels on storage-dtype rows (GFLOP/s as for qk/pv: 2·keys·rows·D per call). */
 static void bench_kv(const struct attn_kernels *kt, const char *name, bench_bufs *b, int reps, double peak) {
     static const attn_dtype dts[5] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_FP8_E4M3,
@@ -198,6 +236,8 @@ static void bench_kv(const struct attn_kernels *kt, const char *name, bench_bufs
             printf("%-8s %-9s %-8s %4lld %4lld %7.1f GF/s %7.1f GF/s %6.1f%%  %7.1f GF/s %7.1f GF/s %6.1f%%\n", name,
                    "kv", attn_dtype_name(dt), (long long)D, (long long)nr, fl / qmin * 1e-9, fl / qmed * 1e-9,
                    100.0 * fl / qmin * 1e-9 / peak, fl / pmin * 1e-9, fl / pmed * 1e-9, 100.0 * fl / pmin * 1e-9 / peak);
+            if (!strcmp(name, "avx512") && (dt == ATTN_DTYPE_F32 || dt == ATTN_DTYPE_BF16) && nr >= 4)
+                bench_kv_free_order(b, kt, kv_rows, dt, nr, D, qmin, reps, peak);
         }
     }
 }
