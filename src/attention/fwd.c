@@ -25,7 +25,7 @@
 
 size_t attn_fwd_scratch_bytes(void) {
     size_t floats = ATTN_QT_FLOATS + ATTN_S_FLOATS + 2 * (ATTN_QT_FLOATS + 2 * ATTN_QB) + 2 * ATTN_TILE_FLOATS +
-                    ATTN_HEAD_SIZE_MAX + ATTN_S_FLOATS + ATTN_QT_FLOATS + ATTN_TILE_ROW;
+                    ATTN_HEAD_SIZE_MAX + ATTN_S_FLOATS + ATTN_QT_FLOATS + ATTN_TILE_ROW + ATTN_QT_FLOATS;
     size_t bytes = floats * sizeof(float) + 2 * ATTN_KV_TILE * sizeof(float *) + 3 * ATTN_KV_TILE * sizeof(void *);
     return ((bytes + 63) & ~(size_t)63) + ATTN_FWD_MULTI_BYTES;
 }
@@ -46,6 +46,7 @@ void attn_fwd_scratch_carve(void *base, attn_fwd_scratch *sc) {
     sc->p_tmp = f, f += ATTN_S_FLOATS;
     sc->o_tmp = f, f += ATTN_QT_FLOATS;
     sc->zero_row = f, f += ATTN_TILE_ROW;
+    sc->rows = f, f += ATTN_QT_FLOATS;
     sc->k_rows = (const float **)(void *)f;
     sc->v_rows = sc->k_rows + ATTN_KV_TILE;
     sc->k_raw = (const void **)(void *)(sc->v_rows + ATTN_KV_TILE);
@@ -122,9 +123,9 @@ void attn_fwd_pack_q(const attn_problem *p, const struct attn_kernels *kern, con
         const int64_t row = attn_seq_q_row(&blk->seq, blk->row_token[r]);
         const char *src = blk->seq.q + row * blk->seq.q_row_stride +
                           blk->row_head[r] * blk->seq.q_head_stride;
-        kern->cvt_to_f32(src, p->q_dtype, sc->row_tmp, D);
-        for (int64_t d = 0; d < D; d++) sc->q_t[d * ATTN_QB + r] = sc->row_tmp[d];
+        kern->cvt_to_f32(src, p->q_dtype, sc->rows + r * D, D);
     }
+    kern->transpose(sc->rows, D, blk->num_rows, D, sc->q_t, ATTN_QB);
 }
 
 void attn_fwd_partitions(const attn_fwd_block *blk, int64_t *first, int64_t *last) {
@@ -314,6 +315,7 @@ void attn_fwd_fold(int64_t num_rows, int64_t head_size_v, float *m_acc, float *l
 void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                        attn_fwd_scratch *sc, const float *m, const float *l, const float *o) {
     const int64_t Dv = p->head_size_v;
+    kern->transpose(o, ATTN_QB, Dv, blk->num_rows, sc->rows, Dv); /* rows[r][d] = o[d][r] */
     for (int32_t r = 0; r < blk->num_rows; r++) {
         const int64_t h = blk->row_head[r];
         double mm = m[r], ll = l[r];
@@ -328,10 +330,14 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
          * block's kv head's v scale */
         const double vs = attn_dtype_is_fp8(p->kv_dtype) ? (double)attn_opts_v_scale(&p->opts, blk->kv_head) : 1.0;
         const float inv = ll != 0.0 ? (float)(exp((double)m[r] - mm) / ll * vs) : 0.0f;
-        for (int64_t d = 0; d < Dv; d++) sc->row_tmp[d] = l[r] != 0.0f ? o[d * ATTN_QB + r] * inv : 0.0f;
+        float *x = sc->rows + r * Dv;
+        if (l[r] != 0.0f)
+            for (int64_t d = 0; d < Dv; d++) x[d] *= inv;
+        else
+            memset(x, 0, (size_t)Dv * sizeof(float));
         const int64_t row = attn_seq_q_row(&blk->seq, blk->row_token[r]);
         char *dst = blk->seq.out + row * blk->seq.out_row_stride + h * blk->seq.out_head_stride;
-        kern->cvt_from_f32(sc->row_tmp, p->out_dtype, dst, Dv);
+        kern->cvt_from_f32(x, p->out_dtype, dst, Dv);
         if (blk->seq.lse) {
             const float lse = ll != 0.0 ? (float)(mm + log(ll)) : -INFINITY; /* natural log, no fold of mm */
             blk->seq.lse[row * blk->seq.lse_row_stride + h * blk->seq.lse_head_stride] = lse;

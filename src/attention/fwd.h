@@ -37,6 +37,7 @@ typedef struct attn_fwd_scratch {
     float *p_tmp;         /* [ATTN_KV_TILE][ATTN_QB]  one row's P in lane 0 (attn_fwd_pv_safe)   */
     float *o_tmp;         /* [ATTN_HEAD_SIZE_MAX][ATTN_QB] one row's Oᵀ in lane 0                 */
     float *zero_row;      /* [ATTN_HEAD_SIZE_MAX + 16] zeros (any dtype)                         */
+    float *rows;          /* [ATTN_QB][ATTN_HEAD_SIZE_MAX] a block's rows, row-major (q in, o out)  */
     char *multi;         /* ATTN_FWD_MULTI_BYTES: per-block states of multi-block items (fwd_exec.c) */
 } attn_fwd_scratch;
 

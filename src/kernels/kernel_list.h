@@ -45,6 +45,10 @@
        [num_rows][head_size_v] (d in lanes, no transposes; c = attn_rows_kv_col, kernels.h). Each       \
        element is the same chain as pv_tile's o_t[d][r] on the converted rows, so the bits are equal. */ \
     X(void, pv_rows_kv, (const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,   \
-                         attn_dtype kv_dtype, int64_t head_size_v, float *o_d))
+                         attn_dtype kv_dtype, int64_t head_size_v, float *o_d))                          \
+    /* dst[c·dst_stride + r] = src[r·src_stride + c] for r < rows, c < cols: the copies between row-major \
+       rows and the lane tiles (query rows into q_t, finished o_t rows out); exact */                   \
+    X(void, transpose, (const float *src, int64_t src_stride, int64_t rows, int64_t cols, float *dst,      \
+                        int64_t dst_stride))
 
 #endif

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/avx512/transpose_avx512.h"
 #include "kernels/kernels.h"
 
 static inline __mmask16 k512_tail_mask(int64_t n) { return (__mmask16)((1u << n) - 1u); }
@@ -194,4 +195,24 @@ void attn_k_cvt_to_fp8_avx512(const void *src, attn_dtype src_dtype, float scale
         k512_cvt_to_fp8_m(src, src_dtype, scale, dst, n, 2, 15);
     else
         k512_cvt_to_fp8_m(src, src_dtype, scale, dst, n, 3, 7);
+}
+
+/* kernel_list.h transpose: 16 × 16 blocks through k512_transpose16, partial blocks by masked loads and stores
+ * (a missing source row reads as zeros and its column is not stored). */
+void attn_k_transpose_avx512(const float *src, int64_t src_stride, int64_t rows, int64_t cols, float *dst,
+                             int64_t dst_stride) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        const int nr = rows - r0 < 16 ? (int)(rows - r0) : 16;
+        const __mmask16 rm = k512_tail_mask(nr);
+        for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+            const int nc = cols - c0 < 16 ? (int)(cols - c0) : 16;
+            const __mmask16 cm = k512_tail_mask(nc);
+            __m512 x[16];
+            for (int i = 0; i < 16; i++)
+                x[i] = i < nr ? _mm512_maskz_loadu_ps(cm, src + (r0 + i) * src_stride + c0) : _mm512_setzero_ps();
+            k512_transpose16(x); /* x[c] lane r = src[r0 + r][c0 + c] */
+            for (int i = 0; i < nc; i++)
+                _mm512_mask_storeu_ps(dst + (c0 + i) * dst_stride + r0, rm, x[i]);
+        }
+    }
 }

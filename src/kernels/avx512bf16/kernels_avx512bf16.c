@@ -20,6 +20,7 @@ const struct attn_kernels attn_kernels_avx512bf16 = {
     .pv_tile = attn_k_pv_tile_avx512,
     .qk_tile_kv = attn_k_qk_tile_kv_avx512bf16,
     .pv_rows_kv = attn_k_pv_rows_kv_avx512bf16,
+    .transpose = attn_k_transpose_avx512,
     .qk_prep_kv = attn_k_qk_prep_kv_avx512bf16,
 };
 

@@ -274,6 +274,16 @@ static inline void k_pv_tile(const float *p, int64_t num_keys, int64_t num_rows,
 }
 
 /* Defines the exported kernel functions and the table of one ISA (used once per ISA .c file). */
+/* kernel_list.h transpose: 8 × 8 blocks, so both sides are walked a cache line at a time. */
+static inline void k_transpose(const float *restrict src, int64_t src_stride, int64_t rows, int64_t cols,
+                               float *restrict dst, int64_t dst_stride) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 8)
+        for (int64_t c0 = 0; c0 < cols; c0 += 8)
+            for (int64_t r = r0; r < r0 + 8 && r < rows; r++)
+                for (int64_t c = c0; c < c0 + 8 && c < cols; c++)
+                    dst[c * dst_stride + r] = src[r * src_stride + c];
+}
+
 #define ATTN_DEFINE_KERNEL_TABLE(isa)                                                                    \
     void attn_k_cvt_to_f32_##isa(const void *src, attn_dtype dtype, float *dst, int64_t n) {             \
         k_cvt_to_f32(src, dtype, dst, n);                                                                \
@@ -308,10 +318,14 @@ static inline void k_pv_tile(const float *p, int64_t num_keys, int64_t num_rows,
                                  float *o_d) {                                                           \
         k_pv_rows_kv(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, attn_k_cvt_to_f32_##isa);\
     }                                                                                                    \
+    void attn_k_transpose_##isa(const float *src, int64_t src_stride, int64_t rows, int64_t cols, float *dst, \
+                                int64_t dst_stride) {                                                    \
+        k_transpose(src, src_stride, rows, cols, dst, dst_stride);                                       \
+    }                                                                                                    \
     const struct attn_kernels attn_kernels_##isa = {                                                     \
         #isa,                    attn_k_cvt_to_f32_##isa, attn_k_cvt_from_f32_##isa,                     \
         attn_k_cvt_to_fp8_##isa,                                                                         \
         attn_k_qk_tile_##isa,    attn_k_softmax_tile_##isa, attn_k_pv_tile_##isa,                        \
-        attn_k_qk_tile_kv_##isa, attn_k_pv_rows_kv_##isa, NULL, 0};
+        attn_k_qk_tile_kv_##isa, attn_k_pv_rows_kv_##isa, attn_k_transpose_##isa, NULL, 0};
 
 #endif

@@ -24,6 +24,7 @@ const struct attn_kernels attn_kernels_neon = {
     .pv_tile = attn_k_pv_tile_neon,
     .qk_tile_kv = attn_k_qk_tile_kv_neon,
     .pv_rows_kv = attn_k_pv_rows_kv_neon,
+    .transpose = attn_k_transpose_generic,
     .fp8_kv = 1,
 };
 
@@ -38,6 +39,7 @@ const struct attn_kernels attn_kernels_neon_bf16 = {
     .pv_tile = attn_k_pv_tile_neon,
     .qk_tile_kv = attn_k_qk_tile_kv_neon,
     .pv_rows_kv = attn_k_pv_rows_kv_neon,
+    .transpose = attn_k_transpose_generic,
     .fp8_kv = 1,
 };
 #endif
