@@ -74,6 +74,15 @@ void attn_mask_apply(const attn_problem *p, const attn_fwd_block *blk, int64_t a
     const attn_tensor *kpm = p->opts.key_padding_mask;
     const attn_tensor *em = p->opts.mask;
     const attn_tensor *am = p->opts.additive_mask;
+    if (!kpm && !em && !am) { /* causal / window only: per row, −inf outside its visible range [row_lo, row_hi) */
+        for (int32_t r = 0; r < blk->num_rows; r++) {
+            const int64_t lo = blk->row_lo[r] > a ? (blk->row_lo[r] < b ? blk->row_lo[r] : b) : a;
+            const int64_t hi = blk->row_hi[r] < b ? (blk->row_hi[r] > lo ? blk->row_hi[r] : lo) : b;
+            for (int64_t j = a; j < lo; j++) s[(j - a) * ATTN_QB + r] = -INFINITY;
+            for (int64_t j = hi; j < b; j++) s[(j - a) * ATTN_QB + r] = -INFINITY;
+        }
+        return;
+    }
     int64_t em_base[ATTN_QB], am_base[ATTN_QB], em_step = 0, am_step = 0;
     for (int32_t r = 0; r < blk->num_rows; r++) {
         if (em) attn_mask_row_base(em, blk, r, &em_base[r], &em_step);
