@@ -224,11 +224,9 @@ void attn_fwd_partition(const attn_problem *p, const struct attn_kernels *kern, 
 
 /* The logit scale, soft-cap, ALiBi and the mask on a score tile of keys [a, b) (the steps between Q·Kᵀ and the
  * softmax): s = scale·(q·k) on the block's lanes, then the options. */
-void attn_fwd_tile_logits_mask(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, float *s) {
-    const float scale = attn_fwd_logit_scale(p, blk);
-    const int32_t nr = blk->num_rows;
-    for (int64_t k = 0; k < b - a; k++)
-        for (int32_t r = 0; r < nr; r++) s[k * ATTN_QB + r] *= scale;
+void attn_fwd_tile_logits_mask(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                               int64_t a, int64_t b, float *s) {
+    kern->scale_tile(s, b - a, blk->num_rows, attn_fwd_logit_scale(p, blk));
     if (p->opts.softcap > 0.0f || p->opts.alibi_slopes != NULL) attn_fwd_logits(p, blk, a, b, s);
     if (!attn_mask_tile_is_full(p, blk, a, b)) attn_mask_apply(p, blk, a, b, s);
 }
@@ -284,7 +282,7 @@ void attn_fwd_tile(const attn_problem *p, const struct attn_kernels *kern, const
                    const float *const *v_rows, int64_t a, int64_t b, float *m, float *l, float *o) {
     const int64_t nr = blk->num_rows;
     kern->qk_tile(q_t, nr, p->head_size, k_rows, b - a, s);
-    attn_fwd_tile_logits_mask(p, blk, a, b, s);
+    attn_fwd_tile_logits_mask(p, kern, blk, a, b, s);
     kern->softmax_tile(s, b - a, nr, m, l, o, p->head_size_v);
     if (!attn_mask_tile_is_full(p, blk, a, b) && attn_fwd_float_rows_nonfinite(v_rows, b - a, p->head_size_v))
         attn_fwd_pv_safe(p, kern, blk, sc, s, v_rows, b - a, o);

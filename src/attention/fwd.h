@@ -130,7 +130,8 @@ void attn_fwd_pv_safe(const attn_problem *p, const struct attn_kernels *kern, co
                       attn_fwd_scratch *sc, const float *s, const float *const *v_rows, int64_t nk, float *o);
 
 /* Soft-cap, ALiBi and the mask on the score tile s of keys [a, b) (between Q·Kᵀ and the softmax). */
-void attn_fwd_tile_logits_mask(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, float *s);
+void attn_fwd_tile_logits_mask(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                               int64_t a, int64_t b, float *s);
 
 /* Resets m [ATTN_QB] to −inf and l [ATTN_QB] to 0 (o untouched: callers that overwrite it skip its clear). */
 void attn_fwd_ml_reset(float *m, float *l);

@@ -141,7 +141,7 @@ static void attn_fx_widen_fp8(const attn_problem *p, const struct attn_kernels *
 static void attn_fx_softmax_raw(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                                 const attn_fx_state *st, float *s, int64_t a, int64_t b) {
     const int64_t nr = blk->num_rows, dv = p->head_size_v;
-    attn_fwd_tile_logits_mask(p, blk, a, b, s);
+    attn_fwd_tile_logits_mask(p, kern, blk, a, b, s);
     for (int r = 0; r < ATTN_QB; r++) st->alpha[r] = 1.0f;
     kern->softmax_tile(s, b - a, nr, st->m_part, st->l_part, st->alpha, 1);
     for (int64_t r = 0; r < nr; r++) {

@@ -265,7 +265,7 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
                                    (const uint16_t *)(const void *)sc.k_tile, attn_fq_tile_row(p->head_size), nk,
                                    fb->row_scale, qa->mx ? NULL : k_scale, sc.s);
                     if (p->opts.softcap > 0.0f || p->opts.alibi_slopes)
-                        attn_fwd_tile_logits_mask(&p1, &fb->blk, a, e, sc.s);
+                        attn_fwd_tile_logits_mask(&p1, kern, &fb->blk, a, e, sc.s);
                     /* one online softmax over all keys, straight into the folded state: no partitions to merge;
                      * it hands P·V its operand, bf16(P·v_scale) pairs, instead of P */
                     j->qk->softmax_pairs_bf16(sc.s, nk, nr, qa->mx ? NULL : v_scale, fb->m_acc, fb->l_acc,

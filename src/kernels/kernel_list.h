@@ -49,6 +49,8 @@
     /* dst[c·dst_stride + r] = src[r·src_stride + c] for r < rows, c < cols: the copies between row-major \
        rows and the lane tiles (query rows into q_t, finished o_t rows out); exact */                   \
     X(void, transpose, (const float *src, int64_t src_stride, int64_t rows, int64_t cols, float *dst,      \
-                        int64_t dst_stride))
+                        int64_t dst_stride))                                                             \
+    /* s[k][r] = scale·s[k][r] for k < num_keys, r < num_rows (one multiply each): the logit scale */    \
+    X(void, scale_tile, (float *s, int64_t num_keys, int64_t num_rows, float scale))
 
 #endif

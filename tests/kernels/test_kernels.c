@@ -536,12 +536,42 @@ static void test_transpose(void **state) {
     assert_true(cases > 0);
 }
 
+/* scale_tile: one float multiply per element of the block's rows, other lanes untouched, every usable table. */
+static void test_scale_tile(void **state) {
+    (void)state;
+    const struct attn_kernels *tables[8];
+    const int nt = usable_tables(tables);
+    enum { NK = ATTN_KV_TILE };
+    static float s[NK * QB], ref[NK * QB];
+    th_rng r;
+    th_rng_seed(&r, 17);
+    int cases = 0;
+    for (int ti = 0; ti < nt; ti++)
+        for (int32_t nr = 1; nr <= QB; nr += (nr < 18 ? 1 : 7))
+            for (int64_t nk = 1; nk <= NK; nk += 21) {
+                for (int i = 0; i < NK * QB; i++) s[i] = ref[i] = (float)th_rng_range(&r, -50, 50);
+                s[0] = ref[0] = -INFINITY;
+                s[1] = ref[1] = NAN;
+                const float scale = 0.0883883f;
+                for (int64_t k = 0; k < nk; k++)
+                    for (int32_t rr = 0; rr < nr; rr++) ref[k * QB + rr] = ref[k * QB + rr] * scale;
+                tables[ti]->scale_tile(s, nk, nr, scale);
+                if (memcmp(s, ref, sizeof s) != 0) {
+                    fprintf(stderr, "REPRO test_kernels scale_tile: isa=%s rows=%d keys=%lld\n", tables[ti]->name, (int)nr,
+                            (long long)nk);
+                    fail();
+                }
+                cases++;
+            }
+    assert_true(cases > 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dispatch_registry), cmocka_unit_test(test_qk_tile),
         cmocka_unit_test(test_softmax_tile),      cmocka_unit_test(test_pv_tile),
         cmocka_unit_test(test_conversions),       cmocka_unit_test(test_kv_kernels),
-        cmocka_unit_test(test_transpose),
+        cmocka_unit_test(test_transpose),         cmocka_unit_test(test_scale_tile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,7 @@ const struct attn_kernels attn_kernels_avx2 = {
     .qk_tile_kv = attn_k_qk_tile_kv_avx2,
     .pv_rows_kv = attn_k_pv_rows_kv_avx2,
     .transpose = attn_k_transpose_generic,
+    .scale_tile = attn_k_scale_tile_generic,
     .fp8_kv = 1,
 };
 

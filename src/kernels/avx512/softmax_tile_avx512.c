@@ -104,3 +104,17 @@ void attn_k_softmax_tile_avx512(float *s, int64_t num_keys, int64_t num_rows, fl
     if (rescale)
         k512_rescale_o(o_t, head_size_v, alpha, nv);
 }
+
+/* kernel_list.h scale_tile: 16 rows per vector (the lanes past num_rows of a partial vector keep their values). */
+void attn_k_scale_tile_avx512(float *s, int64_t num_keys, int64_t num_rows, float scale) {
+    const __m512 f = _mm512_set1_ps(scale);
+    const __mmask16 m0 = num_rows >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << num_rows) - 1u);
+    const __mmask16 m1 =
+        num_rows >= 32 ? (__mmask16)0xFFFF : num_rows > 16 ? (__mmask16)((1u << (num_rows - 16)) - 1u) : 0;
+    for (int64_t k = 0; k < num_keys; k++) {
+        float *x = s + k * ATTN_QB;
+        _mm512_mask_storeu_ps(x, m0, _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, x), f));
+        if (m1)
+            _mm512_mask_storeu_ps(x + 16, m1, _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, x + 16), f));
+    }
+}

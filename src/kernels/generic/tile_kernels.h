@@ -284,6 +284,12 @@ static inline void k_transpose(const float *restrict src, int64_t src_stride, in
                     dst[c * dst_stride + r] = src[r * src_stride + c];
 }
 
+/* kernel_list.h scale_tile. */
+static inline void k_scale_tile(float *s, int64_t num_keys, int64_t num_rows, float scale) {
+    for (int64_t k = 0; k < num_keys; k++)
+        for (int64_t r = 0; r < num_rows; r++) s[k * ATTN_QB + r] *= scale;
+}
+
 #define ATTN_DEFINE_KERNEL_TABLE(isa)                                                                    \
     void attn_k_cvt_to_f32_##isa(const void *src, attn_dtype dtype, float *dst, int64_t n) {             \
         k_cvt_to_f32(src, dtype, dst, n);                                                                \
@@ -322,10 +328,14 @@ static inline void k_transpose(const float *restrict src, int64_t src_stride, in
                                 int64_t dst_stride) {                                                    \
         k_transpose(src, src_stride, rows, cols, dst, dst_stride);                                       \
     }                                                                                                    \
+    void attn_k_scale_tile_##isa(float *s, int64_t num_keys, int64_t num_rows, float scale) {            \
+        k_scale_tile(s, num_keys, num_rows, scale);                                                      \
+    }                                                                                                    \
     const struct attn_kernels attn_kernels_##isa = {                                                     \
         #isa,                    attn_k_cvt_to_f32_##isa, attn_k_cvt_from_f32_##isa,                     \
         attn_k_cvt_to_fp8_##isa,                                                                         \
         attn_k_qk_tile_##isa,    attn_k_softmax_tile_##isa, attn_k_pv_tile_##isa,                        \
-        attn_k_qk_tile_kv_##isa, attn_k_pv_rows_kv_##isa, attn_k_transpose_##isa, NULL, 0};
+        attn_k_qk_tile_kv_##isa, attn_k_pv_rows_kv_##isa, attn_k_transpose_##isa,                       \
+        attn_k_scale_tile_##isa, NULL, 0};
 
 #endif

@@ -25,6 +25,7 @@ const struct attn_kernels attn_kernels_neon = {
     .qk_tile_kv = attn_k_qk_tile_kv_neon,
     .pv_rows_kv = attn_k_pv_rows_kv_neon,
     .transpose = attn_k_transpose_generic,
+    .scale_tile = attn_k_scale_tile_generic,
     .fp8_kv = 1,
 };
 
@@ -40,6 +41,7 @@ const struct attn_kernels attn_kernels_neon_bf16 = {
     .qk_tile_kv = attn_k_qk_tile_kv_neon,
     .pv_rows_kv = attn_k_pv_rows_kv_neon,
     .transpose = attn_k_transpose_generic,
+    .scale_tile = attn_k_scale_tile_generic,
     .fp8_kv = 1,
 };
 #endif
