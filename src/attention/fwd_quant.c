@@ -59,9 +59,9 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
     const int bf16 = j->qk->qk_bf16 != NULL;
     float fac[ATTN_HEAD_SIZE_MAX / 32];
     const float one = 1.0f;
+    const int64_t words = j->i8 ? (D + 3) / 4 : bf16 ? (D + 1) / 2 : D; /* q_t rows: byte quads, bf16 pairs, f32 */
     if (fb->blk.num_rows < ATTN_QB) { /* lanes without a row compute on zeros; a full block writes every element */
-        const int64_t q_rows = j->i8 ? (D + 3) / 4 : bf16 ? (D + 1) / 2 : D;
-        memset(fb->q_t, 0, (size_t)(q_rows * ATTN_QB) * sizeof(float));
+        memset(fb->q_t, 0, (size_t)(words * ATTN_QB) * sizeof(float));
         if (j->i8) {
             memset(fb->qcorr, 0, sizeof fb->qcorr);
             memset(fb->qsc, 0, sizeof fb->qsc);
@@ -85,16 +85,12 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
                 qa->q.fscale[mat * ((qa->seq_q + qa->q.block_rows - 1) / qa->q.block_rows) + t / qa->q.block_rows] *
                 p->opts.softmax_scale;
         }
+        /* row r of the block, as 32-bit words, into sc->rows; one transpose into q_t after the loop */
+        uint32_t *row = (uint32_t *)(void *)(sc->rows + r * words);
         if (j->i8) {
-            uint8_t *by = (uint8_t *)(void *)sc->row_tmp;
-            uint32_t *qi = (uint32_t *)(void *)fb->q_t;
-            memset(by, 0, (size_t)((D + 3) & ~(int64_t)3));
+            uint8_t *by = (uint8_t *)(void *)row;
+            row[words - 1] = 0; /* the pad bytes of a partial last quad */
             j->qk->e2m1_bytes(codes, D, 0, by);
-            for (int64_t q4 = 0; q4 < (D + 3) / 4; q4++) {
-                uint32_t w;
-                memcpy(&w, by + 4 * q4, 4);
-                qi[q4 * ATTN_QB + r] = w;
-            }
             for (int64_t c = 0; c < nb; c++) {
                 int32_t sum = 0;
                 const int8_t *sb = (const int8_t *)by + 32 * c;
@@ -108,18 +104,14 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
                 fb->qe_hi = e > fb->qe_hi ? e : fb->qe_hi;
             }
         } else if (bf16) {
-            uint16_t *tmp = (uint16_t *)(void *)sc->row_tmp;
-            uint32_t *qp = (uint32_t *)(void *)fb->q_t;
-            j->qk->dequant_row_bf16(codes, qa->elem, D, s, shift, tmp);
-            const uint32_t *pairs = (const uint32_t *)(const void *)tmp;
-            for (int64_t i = 0; i < (D + 1) / 2; i++)
-                qp[i * ATTN_QB + r] = pairs[i];
+            uint16_t *h = (uint16_t *)(void *)row; /* dequant_row_bf16 pads an odd head_size with a zero */
+            j->qk->dequant_row_bf16(codes, qa->elem, D, s, shift, h);
         } else {
-            j->qk->dequant_row(codes, qa->elem, D, s, shift, sc->row_tmp);
-            for (int64_t d = 0; d < D; d++)
-                fb->q_t[d * ATTN_QB + r] = sc->row_tmp[d];
+            j->qk->dequant_row(codes, qa->elem, D, s, shift, (float *)(void *)row);
         }
     }
+    /* 32-bit words moved as floats: the transpose copies bits, whatever they encode */
+    j->ex->kern->transpose(sc->rows, words, fb->blk.num_rows, words, fb->q_t, ATTN_QB);
 }
 
 /* The padded float/bf16 row stride of a staged tile: never a multiple of 1 KiB (fwd.c attn_fwd_rows). */
