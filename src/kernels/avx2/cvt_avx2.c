@@ -13,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "kernels/avx2/fp8_avx2.h"
+#include "kernels/avx2/transpose_avx2.h"
 #include "kernels/kernels.h"
 
 static inline __m256 k256_f16_to_f32(__m128i h) {
@@ -92,4 +93,22 @@ void attn_k_cvt_from_f32_avx2(const float *src, attn_dtype dtype, void *dst, int
 void attn_k_cvt_to_fp8_avx2(const void *src, attn_dtype src_dtype, float scale, attn_dtype fp8_dtype, uint8_t *dst,
                             int64_t n) {
     k256_cvt_to_fp8(src, src_dtype, scale, fp8_dtype, dst, n);
+}
+
+/* kernel_list.h transpose: whole 8 × 8 blocks through k256_transpose8, the partial ones element by element. */
+void attn_k_transpose_avx2(const float *src, int64_t src_stride, int64_t rows, int64_t cols, float *dst,
+                           int64_t dst_stride) {
+    const int64_t r8 = rows & ~(int64_t)7, c8 = cols & ~(int64_t)7;
+    for (int64_t r0 = 0; r0 < r8; r0 += 8)
+        for (int64_t c0 = 0; c0 < c8; c0 += 8) {
+            __m256 x[8];
+            for (int i = 0; i < 8; i++)
+                x[i] = _mm256_loadu_ps(src + (r0 + i) * src_stride + c0);
+            k256_transpose8(x); /* x[c] lane r = src[r0 + r][c0 + c] */
+            for (int i = 0; i < 8; i++)
+                _mm256_storeu_ps(dst + (c0 + i) * dst_stride + r0, x[i]);
+        }
+    for (int64_t r = 0; r < rows; r++) /* the rows past r8 (all columns) and the columns past c8 */
+        for (int64_t c = r < r8 ? c8 : 0; c < cols; c++)
+            dst[c * dst_stride + r] = src[r * src_stride + c];
 }

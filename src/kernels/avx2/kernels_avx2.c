@@ -19,8 +19,8 @@ const struct attn_kernels attn_kernels_avx2 = {
     .pv_tile = attn_k_pv_tile_avx2,
     .qk_tile_kv = attn_k_qk_tile_kv_avx2,
     .pv_rows_kv = attn_k_pv_rows_kv_avx2,
-    .transpose = attn_k_transpose_generic,
-    .scale_tile = attn_k_scale_tile_generic,
+    .transpose = attn_k_transpose_avx2,
+    .scale_tile = attn_k_scale_tile_avx2,
     .fp8_kv = 1,
 };
 

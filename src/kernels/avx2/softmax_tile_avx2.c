@@ -103,3 +103,19 @@ void attn_k_softmax_tile_avx2(float *s, int64_t num_keys, int64_t num_rows, floa
             }
     }
 }
+
+/* kernel_list.h scale_tile: 8 rows per vector, a partial vector's other lanes left alone (maskload/maskstore). */
+void attn_k_scale_tile_avx2(float *s, int64_t num_keys, int64_t num_rows, float scale) {
+    const __m256 f = _mm256_set1_ps(scale);
+    for (int64_t k = 0; k < num_keys; k++) {
+        float *x = s + k * ATTN_QB;
+        int64_t r = 0;
+        for (; r + 8 <= num_rows; r += 8)
+            _mm256_storeu_ps(x + r, _mm256_mul_ps(_mm256_loadu_ps(x + r), f));
+        if (r < num_rows) {
+            const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(num_rows - r)),
+                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            _mm256_maskstore_ps(x + r, m, _mm256_mul_ps(_mm256_maskload_ps(x + r, m), f));
+        }
+    }
+}
