@@ -96,10 +96,13 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
         }
     } else if (j->role != ATTN_QROLE_V) { /* MX along head_size */
         const int64_t nb = (W + 31) / 32;
-        const int fused = j->qp->rotate && j->qk->mx_rot_row; /* the steps below in one kernel, where it takes them */
+        /* the steps below in one kernel where the table takes them: it takes every row of a job or none (same
+         * width, element format and dtype), so a first refusal ends the attempts */
+        int fused = j->qp->rotate && j->qk->mx_rot_row;
         for (int64_t r = 0; r < S; r++) {
-            if (fused && j->qk->mx_rot_row(attn_qc_src(j, b, h, r), j->src->dtype, j->signs, W, j->norm, j->f->emax,
-                                           j->elem, codes + r * o->row_bytes, o->escale + (mat * S + r) * nb))
+            if (fused &&
+                (fused = j->qk->mx_rot_row(attn_qc_src(j, b, h, r), j->src->dtype, j->signs, W, j->norm, j->f->emax,
+                                           j->elem, codes + r * o->row_bytes, o->escale + (mat * S + r) * nb)))
                 continue;
             attn_qc_row(j, b, h, r, tmp, row);
             j->qk->mx_scale_row(row, W, j->f->emax, o->escale + (mat * S + r) * nb);

@@ -273,7 +273,6 @@ static inline void k_pv_tile(const float *p, int64_t num_keys, int64_t num_rows,
         k_pv_w(p, num_keys, v_rows, head_size_v, o_t, 32);
 }
 
-/* Defines the exported kernel functions and the table of one ISA (used once per ISA .c file). */
 /* kernel_list.h transpose: 8 × 8 blocks, so both sides are walked a cache line at a time. */
 static inline void k_transpose(const float *restrict src, int64_t src_stride, int64_t rows, int64_t cols,
                                float *restrict dst, int64_t dst_stride) {
@@ -290,6 +289,7 @@ static inline void k_scale_tile(float *s, int64_t num_keys, int64_t num_rows, fl
         for (int64_t r = 0; r < num_rows; r++) s[k * ATTN_QB + r] *= scale;
 }
 
+/* Defines the exported kernel functions and the table of one ISA (used once per ISA .c file). */
 #define ATTN_DEFINE_KERNEL_TABLE(isa)                                                                    \
     void attn_k_cvt_to_f32_##isa(const void *src, attn_dtype dtype, float *dst, int64_t n) {             \
         k_cvt_to_f32(src, dtype, dst, n);                                                                \
