@@ -198,9 +198,9 @@ static void attn_fx_tile_raw(const attn_problem *p, const struct attn_kernels *k
     else attn_fx_pv_rows(kern, a, s, b - a, blk->num_rows, v_raw, attn_fx_raw_dtype(p, kern), p->head_size_v, st->o_d);
 }
 
-/* Prefetch of `bytes` from `ptr`, one request per cache line (no effect on results). */
+/* Prefetch of `bytes` from `ptr` into L1, one request per cache line (no effect on results). */
 static void attn_fx_prefetch_span(const char *ptr, int64_t bytes) {
-    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(ptr + off, 0, 2);
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(ptr + off, 0, 3);
 }
 
 #define ATTN_FX_CHUNK 16 /* keys per step of the token-major schedule */
@@ -208,6 +208,11 @@ static void attn_fx_prefetch_span(const char *ptr, int64_t bytes) {
  * the prefetch instructions cost ~0.45 µs of a ~5 µs call whether the cache was hot or cold, while from 512 keys up
  * (b8 × 4k keys, bf16) dropping them makes decode 1.6× slower. */
 #define ATTN_FX_PREFETCH_MIN_KEYS 128
+/* How far ahead the token-major schedule prefetches, in chunks of its consumption order. One chunk into L1 beat
+ * two chunks into L2 (the earlier choice) on a Zen 5 core, one thread, 2 MiB pages: bf16 decode b1 × 16k keys
+ * 3.92 → 3.23 ms, b8 × 4k 9.06 → 7.84 ms, e4m3 b8 × 16k 28.9 → 27.4 ms, f32 b1 × 16k 6.59 → 5.94 ms
+ * (bench_decode, 32/8 heads × 128). Two chunks of f32 rows of eight heads (128 KiB) overrun L1 before use. */
+#define ATTN_FX_PREFETCH_AHEAD 1
 
 /* Token-major schedule of one partition for items whose blocks all have few rows (decode): per kv tile, the
  * K rows of every kv head of the item are read in memory order 16 tokens at a time (a token's rows of all
@@ -215,9 +220,9 @@ static void attn_fx_prefetch_span(const char *ptr, int64_t bytes) {
  * then every block's softmax; then the V rows in the same order into each block's row-major accumulator.
  * Each block sees exactly the per-key Q·Kᵀ chains, the softmax of the same [a, b) and the P·V chain in key
  * order of attn_fwd_tile (chunking keys changes neither: scores are independent, and P·V carries o_d
- * through memory), so the bits are those of every other schedule. The span 2 steps ahead in consumption
- * order (K of this tile, then V, then K of the next tile) is prefetched, spread over the blocks' steps, in
- * partitions of more than ATTN_FX_PREFETCH_MIN_KEYS keys. */
+ * through memory), so the bits are those of every other schedule. The span ATTN_FX_PREFETCH_AHEAD steps ahead in
+ * consumption order (K of this tile, then V, then K of the next tile) is prefetched, spread over the blocks' steps,
+ * in partitions of more than ATTN_FX_PREFETCH_MIN_KEYS keys. */
 static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
                                      int64_t n, int64_t lo_all, int64_t hi_all) {
     attn_fx_slot *sl = attn_fx_slots(sc);
@@ -236,8 +241,8 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                 const int64_t c0 = ci == 0 ? ta : (ta / ATTN_FX_CHUNK + ci) * ATTN_FX_CHUNK;
                 const int64_t c1 = (ta / ATTN_FX_CHUNK + ci + 1) * ATTN_FX_CHUNK < tb
                                        ? (ta / ATTN_FX_CHUNK + ci + 1) * ATTN_FX_CHUNK : tb;
-                /* the chunk two steps ahead: this phase's, the other phase's, or the next tile's K */
-                int64_t pf = ci + 2, pf_phase = phase, pf_base = ta, pf_end = tb;
+                /* the chunk ATTN_FX_PREFETCH_AHEAD steps ahead: this phase's, the other phase's or the next K */
+                int64_t pf = ci + ATTN_FX_PREFETCH_AHEAD, pf_phase = phase, pf_base = ta, pf_end = tb;
                 if (pf >= nchunks) {
                     pf -= nchunks;
                     if (phase == 0) pf_phase = 1;
