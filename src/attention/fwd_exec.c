@@ -198,9 +198,13 @@ static void attn_fx_tile_raw(const attn_problem *p, const struct attn_kernels *k
     else attn_fx_pv_rows(kern, a, s, b - a, blk->num_rows, v_raw, attn_fx_raw_dtype(p, kern), p->head_size_v, st->o_d);
 }
 
-/* Prefetch of `bytes` from `ptr` into L1, one request per cache line (no effect on results). */
+/* Prefetch of `bytes` from `ptr` into L1 / into L2, one request per cache line (no effect on results). */
 static void attn_fx_prefetch_span(const char *ptr, int64_t bytes) {
     for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(ptr + off, 0, 3);
+}
+
+static void attn_fx_prefetch_span_l2(const char *ptr, int64_t bytes) {
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(ptr + off, 0, 2);
 }
 
 #define ATTN_FX_CHUNK 16 /* keys per step of the token-major schedule */
@@ -208,11 +212,34 @@ static void attn_fx_prefetch_span(const char *ptr, int64_t bytes) {
  * the prefetch instructions cost ~0.45 µs of a ~5 µs call whether the cache was hot or cold, while from 512 keys up
  * (b8 × 4k keys, bf16) dropping them makes decode 1.6× slower. */
 #define ATTN_FX_PREFETCH_MIN_KEYS 128
-/* How far ahead the token-major schedule prefetches, in chunks of its consumption order. One chunk into L1 beat
- * two chunks into L2 (the earlier choice) on a Zen 5 core, one thread, 2 MiB pages: bf16 decode b1 × 16k keys
- * 3.92 → 3.23 ms, b8 × 4k 9.06 → 7.84 ms, e4m3 b8 × 16k 28.9 → 27.4 ms, f32 b1 × 16k 6.59 → 5.94 ms
- * (bench_decode, 32/8 heads × 128). Two chunks of f32 rows of eight heads (128 KiB) overrun L1 before use. */
+/* How far ahead the token-major schedule prefetches, in chunks of its consumption order: the next chunk into L1
+ * (two chunks of f32 rows of eight heads, 128 KiB, overran L1 before use), and for 2- and 4-byte K/V also the
+ * chunk ATTN_FX_PREFETCH_FAR steps ahead into L2. On a Zen 5 core, 2 MiB pages (bench_decode, 32/8 heads × 128,
+ * alternated builds), the far prefetch took bf16 b8 × 4k keys (shuffled blocks) from 10.4–10.7 to 8.3 ms on one
+ * thread, bf16 b1 × 32k from 8.0–8.5 to 7.1–7.2 ms, f32 b8 × 4k from 13.2–13.8 to 13.0 ms; fp8 K/V, compute-bound
+ * at ~28 % of the read ceiling, was 3–5 % slower with its extra instructions and takes the near one only. */
 #define ATTN_FX_PREFETCH_AHEAD 1
+#define ATTN_FX_PREFETCH_FAR 3
+
+/* Tokens [*pa, *pb) of the chunk `ahead` steps after chunk ci of `phase` in consumption order (K chunks of a
+ * tile, then its V chunks, then the next tile's), *phase_out its phase; an empty range past hi_all. */
+static void attn_fx_chunk_ahead(int64_t ahead, int phase, int64_t ci, int64_t ta, int64_t tb, int64_t hi_all,
+                                int *phase_out, int64_t *pa, int64_t *pb) {
+    int64_t base = ta, end = tb, pf = ci + ahead;
+    int ph = phase;
+    for (;;) {
+        if (base >= end) { *pa = *pb = 0; *phase_out = ph; return; }
+        const int64_t nc = (end - 1) / ATTN_FX_CHUNK - base / ATTN_FX_CHUNK + 1;
+        if (pf < nc) break;
+        pf -= nc;
+        if (ph == 0) ph = 1;
+        else ph = 0, base = end, end = end + ATTN_KV_TILE < hi_all ? end + ATTN_KV_TILE : hi_all;
+    }
+    *phase_out = ph;
+    *pa = pf == 0 ? base : (base / ATTN_FX_CHUNK + pf) * ATTN_FX_CHUNK;
+    *pb = (base / ATTN_FX_CHUNK + pf + 1) * ATTN_FX_CHUNK;
+    if (*pb > end) *pb = end;
+}
 
 /* Token-major schedule of one partition for items whose blocks all have few rows (decode): per kv tile, the
  * K rows of every kv head of the item are read in memory order 16 tokens at a time (a token's rows of all
@@ -220,9 +247,9 @@ static void attn_fx_prefetch_span(const char *ptr, int64_t bytes) {
  * then every block's softmax; then the V rows in the same order into each block's row-major accumulator.
  * Each block sees exactly the per-key Q·Kᵀ chains, the softmax of the same [a, b) and the P·V chain in key
  * order of attn_fwd_tile (chunking keys changes neither: scores are independent, and P·V carries o_d
- * through memory), so the bits are those of every other schedule. The span ATTN_FX_PREFETCH_AHEAD steps ahead in
- * consumption order (K of this tile, then V, then K of the next tile) is prefetched, spread over the blocks' steps,
- * in partitions of more than ATTN_FX_PREFETCH_MIN_KEYS keys. */
+ * through memory), so the bits are those of every other schedule. The spans ATTN_FX_PREFETCH_AHEAD and
+ * ATTN_FX_PREFETCH_FAR steps ahead in consumption order (K of this tile, then V, then K of the next tile) are
+ * prefetched, spread over the blocks' steps, in partitions of more than ATTN_FX_PREFETCH_MIN_KEYS keys. */
 static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
                                      int64_t n, int64_t lo_all, int64_t hi_all) {
     attn_fx_slot *sl = attn_fx_slots(sc);
@@ -231,36 +258,26 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
     const int64_t g0 = sl[0].blk.kv_head, g1 = sl[n - 1].blk.kv_head;
     const int64_t kspan = (g1 - g0) * seq->k_head_stride + p->head_size * es;
     const int64_t vspan = (g1 - g0) * seq->v_head_stride + p->head_size_v * es;
-    const int prefetch = hi_all - lo_all > ATTN_FX_PREFETCH_MIN_KEYS;
+    const int prefetch = hi_all - lo_all > ATTN_FX_PREFETCH_MIN_KEYS, prefetch_far = prefetch && es > 1;
     for (int64_t t0 = (lo_all / ATTN_KV_TILE) * ATTN_KV_TILE; t0 < hi_all; t0 += ATTN_KV_TILE) {
         const int64_t ta = t0 > lo_all ? t0 : lo_all, tb = t0 + ATTN_KV_TILE < hi_all ? t0 + ATTN_KV_TILE : hi_all;
         const int64_t nchunks = (tb - 1) / ATTN_FX_CHUNK - ta / ATTN_FX_CHUNK + 1;
-        const int64_t next_b = tb + ATTN_KV_TILE < hi_all ? tb + ATTN_KV_TILE : hi_all;
         for (int phase = 0; phase < 2; phase++) { /* 0: K and Q·Kᵀ, then the softmax; 1: V and P·V */
             for (int64_t ci = 0; ci < nchunks; ci++) {
                 const int64_t c0 = ci == 0 ? ta : (ta / ATTN_FX_CHUNK + ci) * ATTN_FX_CHUNK;
                 const int64_t c1 = (ta / ATTN_FX_CHUNK + ci + 1) * ATTN_FX_CHUNK < tb
                                        ? (ta / ATTN_FX_CHUNK + ci + 1) * ATTN_FX_CHUNK : tb;
-                /* the chunk ATTN_FX_PREFETCH_AHEAD steps ahead: this phase's, the other phase's or the next K */
-                int64_t pf = ci + ATTN_FX_PREFETCH_AHEAD, pf_phase = phase, pf_base = ta, pf_end = tb;
-                if (pf >= nchunks) {
-                    pf -= nchunks;
-                    if (phase == 0) pf_phase = 1;
-                    else pf_phase = 0, pf_base = tb, pf_end = next_b;
-                }
-                int64_t pa = pf == 0 ? pf_base : (pf_base / ATTN_FX_CHUNK + pf) * ATTN_FX_CHUNK, pb = pa;
-                if (pa < pf_end) {
-                    pb = (pf_base / ATTN_FX_CHUNK + pf + 1) * ATTN_FX_CHUNK;
-                    if (pb > pf_end) pb = pf_end;
-                } else {
-                    pa = pb = 0;
-                }
+                /* the chunks ATTN_FX_PREFETCH_AHEAD and ATTN_FX_PREFETCH_FAR steps ahead of this one */
+                int pf_phase, pf2_phase;
+                int64_t pa, pb, pa2, pb2;
+                attn_fx_chunk_ahead(ATTN_FX_PREFETCH_AHEAD, phase, ci, ta, tb, hi_all, &pf_phase, &pa, &pb);
+                attn_fx_chunk_ahead(ATTN_FX_PREFETCH_FAR, phase, ci, ta, tb, hi_all, &pf2_phase, &pa2, &pb2);
                 /* rows of kv head g0 for the chunk's tokens; head g is (g − g0) head strides further */
                 const char *base[ATTN_FX_CHUNK];
                 for (int64_t t = c0; t < c1; t++)
                     base[t - c0] = phase == 0 ? attn_seq_k_row(seq, t, g0) : attn_seq_v_row(seq, t, g0);
                 const int64_t head_stride = phase == 0 ? seq->k_head_stride : seq->v_head_stride;
-                int64_t done = 0;
+                int64_t done = 0, done2 = 0;
                 for (int64_t i = 0, j; i < n; i = j) { /* blocks [i, j) share kv head g */
                     const int64_t g = sl[i].blk.kv_head;
                     int64_t ka_all = INT64_MAX, kb_all = 0;
@@ -271,13 +288,19 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                         if (a < b && a < ka_all) ka_all = a;
                         if (a < b && b > kb_all) kb_all = b;
                     }
-                    /* this step's share of the prefetch: tokens [pa + done, pa + upto) */
+                    /* this step's share of the prefetches: tokens [pa + done, pa + upto), [pa2 + done2, ...) */
                     const int64_t upto = prefetch ? (pb - pa) * j / n : 0;
                     for (int64_t t = pa + done; t < pa + upto; t++) {
                         if (pf_phase == 0) attn_fx_prefetch_span(attn_seq_k_row(seq, t, g0), kspan);
                         else attn_fx_prefetch_span(attn_seq_v_row(seq, t, g0), vspan);
                     }
                     done = upto;
+                    const int64_t upto2 = prefetch_far ? (pb2 - pa2) * j / n : 0;
+                    for (int64_t t = pa2 + done2; t < pa2 + upto2; t++) {
+                        if (pf2_phase == 0) attn_fx_prefetch_span_l2(attn_seq_k_row(seq, t, g0), kspan);
+                        else attn_fx_prefetch_span_l2(attn_seq_v_row(seq, t, g0), vspan);
+                    }
+                    done2 = upto2;
                     if (ka_all >= kb_all) continue;
                     const void **raw = phase == 0 ? sc->k_raw : sc->v_raw;
                     for (int64_t t = ka_all; t < kb_all; t++) raw[t - ka_all] = base[t - c0] + (g - g0) * head_stride;
