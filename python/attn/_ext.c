@@ -2285,6 +2285,8 @@ static PyObject *py_attn_plan_get_info(PyObject *self, PyObject *arg) {
  * "dltensor" capsule (attn._arrays.as_numpy; the interface gives raw items, `dtype` their NumPy dtype or its
  * type string). Also dtypes attn does not compute in (float64, int8, int16), which attn._arrays names in its
  * errors or converts. A tensor that NumPy cannot view raises the family's error naming `name`. */
+static _Alignas(64) char g_empty_data[64]; /* the address of an empty view whose producer gave data = NULL */
+
 static PyObject *py_dlpack_interface(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     EXT_NARGS("dlpack_interface", 2);
     const char *name = PyUnicode_AsUTF8(args[1]);
@@ -2343,11 +2345,12 @@ static PyObject *py_dlpack_interface(PyObject *self, PyObject *const *args, Py_s
     else if (t->data == NULL && numel > 0)
         ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "%s: DLPack tensor has data=NULL but %lld elements", name,
                   (long long)numel);
-    else
+    else /* an empty tensor may carry data = NULL (torch.zeros(0, 3)): NumPy reads address 0 as "no buffer" */
         iface = Py_BuildValue("{sNsNs(NO)sOsi}N", "shape", PyList_AsTuple(shape), "typestr",
                               PyUnicode_FromFormat("|V%d", (int)item), "data",
-                              PyLong_FromUnsignedLongLong((uintptr_t)t->data + t->byte_offset), Py_False, "strides",
-                              strides, "version", 3, Py_NewRef(dtype));
+                              PyLong_FromUnsignedLongLong(t->data == NULL ? (uintptr_t)&g_empty_data
+                                                                          : (uintptr_t)t->data + t->byte_offset),
+                              Py_False, "strides", strides, "version", 3, Py_NewRef(dtype));
 done:
     Py_XDECREF(shape);
     Py_XDECREF(strides);

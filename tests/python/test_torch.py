@@ -69,3 +69,15 @@ def test_torch_errors():
     with pytest.raises(TypeError, match="float64"):
         attn.flash_attn_func(torch.zeros(1, 2, 1, 8, dtype=torch.float64), torch.zeros(1, 2, 1, 8),
                              torch.zeros(1, 2, 1, 8))
+
+
+def test_torch_empty_tensor_without_data(ctx1):
+    # torch gives an empty tensor a NULL data pointer; its view is an empty array, and an empty write is a no-op
+    e = torch.zeros(0, 3)
+    assert e.data_ptr() == 0
+    a = attn._arrays.as_numpy(e, "e")
+    assert a.shape == (0, 3) and a.dtype == np.float32
+    kv = torch.full((2, 4, 4, 2, 16), 7.0)
+    attn.vllm.ops.reshape_and_cache(torch.zeros(0, 2, 16), torch.zeros(0, 2, 16), kv[0], kv[1],
+                                    torch.zeros(0, dtype=torch.int64), ctx=ctx1)
+    assert torch.equal(kv, torch.full((2, 4, 4, 2, 16), 7.0))
