@@ -100,9 +100,10 @@ struct attn_quant_kernels {
      * the shared exponent (emax of the element format) into e8, x·2^-shared_exp into x */
     void (*mx_scale_row)(float *x, int64_t n, int32_t emax, uint8_t *e8);
     /* optional (NULL: not offered): one Q/K row of src_dtype (F32/F16/BF16) widened, rotated (hadamard_row with
-     * signs and norm), MX-scaled (mx_scale_row) and encoded into codes of elem, E8M0 bytes into e8 — bitwise those
-     * steps in sequence; returns 0 without touching anything for a row it does not take — which depends on n,
-     * src_dtype and elem only — and the caller then runs the steps */
+     * signs and norm), MX-scaled (mx_scale_row) and encoded into codes of elem (E2M1: encode_e2m1; FP8: the float
+     * table's cvt_to_fp8 with scale 1), E8M0 bytes into e8 — bitwise those steps in sequence; returns 0 without
+     * touching anything for a row it does not take — which depends on n, src_dtype and elem only — and the caller
+     * then runs the steps */
     int (*mx_rot_row)(const void *src, attn_dtype src_dtype, const int8_t *signs, int64_t n, double norm, int32_t emax,
                       attn_dtype elem, uint8_t *codes, uint8_t *e8);
     /* MXFP4 Q·Kᵀ on VPDPBUSD (NULL where the CPU lacks AVX512-VNNI; then qk_bf16 runs): s[k][r] = Σ_b

@@ -323,15 +323,18 @@ static void test_quant_helpers(void **state) {
                 }
         if (qk->mx_rot_row) { /* the fused row (widen, rotate, MX-scale, encode): bitwise the steps in sequence */
             const attn_dtype sdts[3] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+            const attn_dtype els[3] = {ATTN_DTYPE_FP4_E2M1, ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
+            const int32_t emaxs[3] = {2, 8, 15}; /* the element formats' emax (MXFP4, MXFP8 E4M3 / E5M2) */
             int fused = 0;
-            for (int di = 0; di < 3; di++)
+            for (int dei = 0; dei < 9; dei++) /* source dtype di × element format ei */
                 for (int64_t n = 32; n <= 128; n *= 2)
                     for (int64_t off = 0; off <= 400; off += 200) { /* off 0: the NaN/inf/subnormal inputs */
+                        const int di = dei % 3, ei = dei / 3;
                         int8_t signs[128];
                         double tmp[256];
                         float xf[128];
                         uint16_t x16[128];
-                        uint8_t ca[64], cb[64], ea[4], eb[4];
+                        uint8_t ca[129], cb[128], ea[4], eb[4];
                         memset(ca, 0xEE, sizeof ca), memset(ea, 0xEE, sizeof ea);
                         assert_int_equal(attn_hadamard_signs(n, ATTN_HADAMARD_SEED, signs), ATTN_STATUS_OK);
                         for (int64_t i = 0; i < n; i++) { /* the source row and its exact float32 values */
@@ -345,23 +348,27 @@ static void test_quant_helpers(void **state) {
                         }
                         const void *src = sdts[di] == ATTN_DTYPE_F32 ? (const void *)xf : (const void *)x16;
                         const double norm = 1.0 / sqrt((double)n);
-                        assert_int_equal(qk->mx_rot_row(src, sdts[di], signs, n, norm, 2, ATTN_DTYPE_FP4_E2M1, ca, ea),
-                                         1);
+                        assert_int_equal(qk->mx_rot_row(src, sdts[di], signs, n, norm, emaxs[ei], els[ei], ca, ea), 1);
                         float rot[128];
                         qk->hadamard_row(xf, signs, n, tmp, rot, norm);
-                        qk->mx_scale_row(rot, n, 2, eb);
-                        qk->encode_e2m1(rot, n, cb);
-                        assert_memory_equal(ca, cb, (size_t)n / 2);
+                        qk->mx_scale_row(rot, n, emaxs[ei], eb);
+                        const int64_t nbytes = ei == 0 ? n / 2 : n;
+                        if (ei == 0)
+                            qk->encode_e2m1(rot, n, cb);
+                        else /* the scalar encoder every table's cvt_to_fp8 equals (scale 1) */
+                            for (int64_t i = 0; i < n; i++)
+                                cb[i] = ei == 1 ? attn_f32_to_fp8_e4m3(rot[i]) : attn_f32_to_fp8_e5m2(rot[i]);
+                        assert_memory_equal(ca, cb, (size_t)nbytes);
                         assert_memory_equal(ea, eb, (size_t)n / 32);
-                        if (n < 128)
-                            assert_int_equal(ca[n / 2], 0xEE); /* nothing written past the row's codes */
+                        assert_int_equal(ca[nbytes], 0xEE); /* nothing written past the row's codes */
                         fused++;
                     }
             uint8_t c1[64], e1[4];
             int8_t s1[96] = {0};
             assert_int_equal(qk->mx_rot_row(y, ATTN_DTYPE_F32, s1, 96, 0.1, 2, ATTN_DTYPE_FP4_E2M1, c1, e1), 0);
-            assert_int_equal(qk->mx_rot_row(y, ATTN_DTYPE_F32, s1, 64, 0.125, 8, ATTN_DTYPE_FP8_E4M3, c1, e1), 0);
-            assert_int_equal(fused, 27);
+            assert_int_equal(qk->mx_rot_row(y, ATTN_DTYPE_F32, s1, 16, 0.25, 8, ATTN_DTYPE_FP8_E4M3, c1, e1), 0);
+            assert_int_equal(qk->mx_rot_row(y, ATTN_DTYPE_F32, s1, 64, 0.125, 8, ATTN_DTYPE_U8, c1, e1), 0);
+            assert_int_equal(fused, 81);
         }
         uint32_t nf = 0;
         const uint32_t m = qk->absmax_bits(y + 12, 10, &nf); /* -0.25 .. -6, 0.2499, 0.2501 */

@@ -8,6 +8,7 @@
 #endif
 #include <immintrin.h>
 
+#include "kernels/avx512/fp8_encode_avx512.h"
 #include "kernels/generic/quant_prep.h"
 #include "kernels/kernels.h"
 
@@ -239,9 +240,11 @@ static inline __attribute__((always_inline)) void kqp_signed16_dt(const void *sr
     *hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1));
 }
 
-static inline __attribute__((always_inline)) void kqp_mx_rot_e2m1(const void *src, const uint32_t *sgn, double norm,
+/* EL: the element format — 0 E2M1 (two codes per byte), 1 FP8 E4M3, 2 FP8 E5M2 (a byte each; the codes of
+ * cvt_to_fp8 with scale 1, which is how the unfused path encodes MX FP8 elements) — a constant after inlining. */
+static inline __attribute__((always_inline)) void kqp_mx_rot_regs(const void *src, const uint32_t *sgn, double norm,
                                                                   int32_t emax, uint8_t *codes, uint8_t *e8,
-                                                                  const int NV, const int DT) {
+                                                                  const int NV, const int DT, const int EL) {
     __m512d x[16];
     _Pragma("GCC unroll 8") for (int v = 0; v < NV; v += 2) {
         kqp_signed16_dt(src, sgn, 8 * v, &x[v], &x[v + 1], DT);
@@ -256,48 +259,66 @@ static inline __attribute__((always_inline)) void kqp_mx_rot_e2m1(const void *sr
                                         _mm512_cvtpd_ps(_mm512_mul_pd(x[2 * i + 1], nm)), 1)
                    : _mm512_setzero_ps();
     kqp_mx_regs4(y, NV / 4, emax, e8);
-    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) if (2 * i < NV)
-        _mm_storel_epi64((__m128i *)(void *)(codes + 8 * i), kqp_e2m1_16(y[i]));
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) if (2 * i < NV) {
+        if (EL == 0)
+            _mm_storel_epi64((__m128i *)(void *)(codes + 8 * i), kqp_e2m1_16(y[i]));
+        else
+            _mm_storeu_si128((__m128i *)(void *)(codes + 16 * i),
+                             _mm512_cvtepi32_epi8(k512_f32_to_fp8(y[i], EL == 1 ? 3 : 2, EL == 1 ? 7 : 15)));
+    }
 }
 
 static inline __attribute__((always_inline)) int kqp_mx_rot_n(const void *src, const uint32_t *sgn, int64_t n,
                                                               double norm, int32_t emax, uint8_t *codes, uint8_t *e8,
-                                                              const int DT) {
+                                                              const int DT, const int EL) {
     switch (n) {
     case 32:
-        kqp_mx_rot_e2m1(src, sgn, norm, emax, codes, e8, 4, DT);
+        kqp_mx_rot_regs(src, sgn, norm, emax, codes, e8, 4, DT, EL);
         return 1;
     case 64:
-        kqp_mx_rot_e2m1(src, sgn, norm, emax, codes, e8, 8, DT);
+        kqp_mx_rot_regs(src, sgn, norm, emax, codes, e8, 8, DT, EL);
         return 1;
     case 128:
-        kqp_mx_rot_e2m1(src, sgn, norm, emax, codes, e8, 16, DT);
+        kqp_mx_rot_regs(src, sgn, norm, emax, codes, e8, 16, DT, EL);
         return 1;
     default:
         return 0;
     }
 }
 
-/* hadamard_row, mx_scale_row and encode_e2m1 of one row in registers, for n of 32, 64 or 128 and E2M1 elements
- * (MXFP4 Q and K): the same operations on the same values, so the same codes and E8M0 bytes. The signs enter as
- * sign-bit masks, 16 per step, built once per call. */
+static inline __attribute__((always_inline)) int kqp_mx_rot_dt(const void *src, attn_dtype src_dtype,
+                                                               const uint32_t *sgn, int64_t n, double norm,
+                                                               int32_t emax, uint8_t *codes, uint8_t *e8,
+                                                               const int EL) {
+    switch (src_dtype) {
+    case ATTN_DTYPE_F32:
+        return kqp_mx_rot_n(src, sgn, n, norm, emax, codes, e8, ATTN_DTYPE_F32, EL);
+    case ATTN_DTYPE_F16:
+        return kqp_mx_rot_n(src, sgn, n, norm, emax, codes, e8, ATTN_DTYPE_F16, EL);
+    case ATTN_DTYPE_BF16:
+        return kqp_mx_rot_n(src, sgn, n, norm, emax, codes, e8, ATTN_DTYPE_BF16, EL);
+    default:
+        return 0;
+    }
+}
+
+/* hadamard_row, mx_scale_row and the element encoding (encode_e2m1, or cvt_to_fp8 with scale 1 for MXFP8) of one
+ * row in registers, for n of 32, 64 or 128: the same operations on the same values, so the same codes and E8M0
+ * bytes. The signs enter as sign-bit masks, 16 per step, built once per call. */
 int attn_k_mx_rot_row_avx512bf16(const void *src, attn_dtype src_dtype, const int8_t *signs, int64_t n, double norm,
                                  int32_t emax, attn_dtype elem, uint8_t *codes, uint8_t *e8) {
-    if (elem != ATTN_DTYPE_FP4_E2M1 || (n != 32 && n != 64 && n != 128))
+    if ((elem != ATTN_DTYPE_FP4_E2M1 && elem != ATTN_DTYPE_FP8_E4M3 && elem != ATTN_DTYPE_FP8_E5M2) ||
+        (n != 32 && n != 64 && n != 128) ||
+        (src_dtype != ATTN_DTYPE_F32 && src_dtype != ATTN_DTYPE_F16 && src_dtype != ATTN_DTYPE_BF16))
         return 0;
     uint32_t sgn[128];
     for (int64_t i = 0; i < n; i += 16)
         _mm512_storeu_si512(
             sgn + i, _mm512_and_si512(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(signs + i))),
                                       _mm512_set1_epi32((int)0x80000000u)));
-    switch (src_dtype) {
-    case ATTN_DTYPE_F32:
-        return kqp_mx_rot_n(src, sgn, n, norm, emax, codes, e8, ATTN_DTYPE_F32);
-    case ATTN_DTYPE_F16:
-        return kqp_mx_rot_n(src, sgn, n, norm, emax, codes, e8, ATTN_DTYPE_F16);
-    case ATTN_DTYPE_BF16:
-        return kqp_mx_rot_n(src, sgn, n, norm, emax, codes, e8, ATTN_DTYPE_BF16);
-    default:
-        return 0;
-    }
+    if (elem == ATTN_DTYPE_FP4_E2M1)
+        return kqp_mx_rot_dt(src, src_dtype, sgn, n, norm, emax, codes, e8, 0);
+    if (elem == ATTN_DTYPE_FP8_E4M3)
+        return kqp_mx_rot_dt(src, src_dtype, sgn, n, norm, emax, codes, e8, 1);
+    return kqp_mx_rot_dt(src, src_dtype, sgn, n, norm, emax, codes, e8, 2);
 }
