@@ -92,6 +92,7 @@ fuzz:
 # ~10 min, ~3 GB; bench/peers/setup_env.sh) and prints its python. run-vllm serves SmolLM2-135M through
 # vllm.LLM with attn, then with vLLM's own CPU backend: both texts, token identity, tokens/s at batch 1 and 8
 # (VLLM_ARGS, e.g. "--dtype bfloat16 --embed"). test-vllm: tests/vllm (CI runs it after the plain suite), then
+# the torch tensor tests (tests/python/test_torch.py, skipped by the plain suite's torch-less venv) and
 # attn.distributed on torch.distributed (gloo, 2 and 3 ranks: tests/python/test_distributed_torch.py) with this
 # venv's torch.
 VLLM_ARGS ?= --embed
@@ -111,7 +112,7 @@ test-vllm: build
 	@PY=$$(bash scripts/vllm_env.sh) && ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
 	  $$PY -m pytest -q -rs -s -p no:cacheprovider tests/vllm && \
 	  ATTN_LIBRARY=$(CURDIR)/$(BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python OMP_NUM_THREADS=1 \
-	  $$PY -m pytest -q -rs -p no:cacheprovider tests/python/test_distributed_torch.py
+	  $$PY -m pytest -q -rs -p no:cacheprovider tests/python/test_torch.py tests/python/test_distributed_torch.py
 
 # attn inside Hugging Face transformers and diffusers: scripts/integrations_env.sh adds diffusers to
 # the vLLM venv above (torch pinned; a no-op once done); tests/integrations compares SmolLM2 / MiniLM with
