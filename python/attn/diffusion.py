@@ -1,7 +1,7 @@
 """Diffusion entries of libattn (include/attn/attn_experimental.h: experimental, they may change in any minor
-release): padded self-attention, packed documents,
-piecewise causal/full spans (dense, or over a paged KV cache), prefix K/V slicing, power-of-two pre-scaling, quantized attention, and the
-FP8 / MX / FP4 encoders and the Hadamard rotation they use.
+release): padded self-attention, packed documents, piecewise causal/full spans (dense, or over a paged KV cache),
+prefix K/V slicing, power-of-two pre-scaling, quantized attention, and the FP8 / MX / FP4 encoders and the
+Hadamard rotation they use.
 
 Dense arguments follow :func:`attn.attention`: q [batch, seq_q, num_heads, head_size] (layout "BSND") or
 [batch, num_heads, seq_q, head_size] ("BNSD"), k/v likewise, out allocated or passed, lse float32

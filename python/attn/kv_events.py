@@ -54,10 +54,10 @@ def reshape_and_cache_notify(key: Array, value: Array, kv_cache: Array, slot_map
                              kv_cache_dtype: Optional[str] = None, k_scale: Any = None, v_scale: Any = None,
                              ctx: Optional[Context] = None) -> None:
     """attn.reshape_and_cache (same arguments and checks, fp8 caches with kv_cache_dtype / k_scale / v_scale
-    included, per-tensor or per-KV-head: attn_reshape_and_cache_scaled_notify / attn_reshape_and_cache_ex), then ``on_stored(event)`` once, synchronously, after the
-    write is complete (the event describes what was stored, see :class:`KVStored`). Not called when the write is
-    rejected (AttnInvalidArgumentError, cache untouched). An exception raised by ``on_stored`` propagates from
-    this call after the write."""
+    included, per-tensor or per-KV-head: attn_reshape_and_cache_scaled_notify / attn_reshape_and_cache_ex), then
+    ``on_stored(event)`` once, synchronously, after the write is complete (the event describes what was stored,
+    see :class:`KVStored`). Not called when the write is rejected (AttnInvalidArgumentError, cache untouched). An
+    exception raised by ``on_stored`` propagates from this call after the write."""
     if not callable(on_stored):
         raise _arrays._type_error(f"on_stored: expected a callable, got {type(on_stored).__name__}")
     layer = int(layer_idx)

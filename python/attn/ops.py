@@ -424,7 +424,8 @@ def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens:
     [num_heads, num_tokens]. causal defaults to True (bottom-right per request). An fp8 cache
     (kv_cache_dtype on a uint8 cache, or a float8 array) is dequantized inside the call with k_scale /
     v_scale (default 1; ignored for a float cache): each a number or one-element array (per tensor), or a
-    float array [num_kv_heads] (per KV head, attn_params.k_scales / v_scales); other shapes raise ValueError naming the argument."""
+    float array [num_kv_heads] (per KV head, attn_params.k_scales / v_scales); other shapes raise ValueError
+    naming the argument."""
     return _ext.paged_attention(_ctx_ptr(ctx, reference), q, kv_cache, query_start_loc, seq_lens, block_table,
                                 softmax_scale, causal, window_size, softcap, alibi_slopes, sinks, out, lse,
                                 bool(return_lse or lse is not None), kv_cache_dtype, _scale_arg(k_scale, "k_scale"),
