@@ -25,7 +25,7 @@
 
 size_t attn_fwd_scratch_bytes(void) {
     size_t floats = ATTN_QT_FLOATS + ATTN_S_FLOATS + 2 * (ATTN_QT_FLOATS + 2 * ATTN_QB) + 2 * ATTN_TILE_FLOATS +
-                    ATTN_HEAD_SIZE_MAX + ATTN_S_FLOATS + ATTN_QT_FLOATS + ATTN_TILE_ROW + ATTN_QT_FLOATS;
+                    ATTN_S_FLOATS + ATTN_QT_FLOATS + ATTN_TILE_ROW + ATTN_QT_FLOATS;
     size_t bytes = floats * sizeof(float) + 2 * ATTN_KV_TILE * sizeof(float *) + 3 * ATTN_KV_TILE * sizeof(void *);
     return ((bytes + 63) & ~(size_t)63) + ATTN_FWD_MULTI_BYTES;
 }
@@ -42,7 +42,6 @@ void attn_fwd_scratch_carve(void *base, attn_fwd_scratch *sc) {
     sc->l_acc = f, f += ATTN_QB;
     sc->k_tile = f, f += ATTN_TILE_FLOATS;
     sc->v_tile = f, f += ATTN_TILE_FLOATS;
-    sc->row_tmp = f, f += ATTN_HEAD_SIZE_MAX;
     sc->p_tmp = f, f += ATTN_S_FLOATS;
     sc->o_tmp = f, f += ATTN_QT_FLOATS;
     sc->zero_row = f, f += ATTN_TILE_ROW;

@@ -28,7 +28,6 @@ typedef struct attn_fwd_scratch {
     float *l_acc;        /* [ATTN_QB]                                                           */
     float *k_tile;       /* [ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX + 16] converted K rows (f16/bf16)  */
     float *v_tile;       /* [ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX + 16] converted V rows             */
-    float *row_tmp;      /* [ATTN_HEAD_SIZE_MAX]                                                 */
     const float **k_rows; /* [ATTN_KV_TILE]                                                     */
     const float **v_rows; /* [ATTN_KV_TILE]                                                     */
     const void **k_raw;   /* [ATTN_KV_TILE] K rows in place, storage dtype (few-row blocks)      */
