@@ -1,8 +1,9 @@
 /*
  * fwd_quant.c — the quantized-attention driver (fwd_quant.h): work items of (batch, kv head, head chunk, up to
  * sixteen query blocks); per kv tile the K and V codes are widened once (bf16 tables: K as bf16 rows — MXFP4 K as
- * biased bytes for the VPDPBUSD Q·Kᵀ where the table has it — V as key-pair columns; f32-staging tables: float32
- * rows, as the fake-quantization path holds them) and every block of the
+ * biased bytes for the VPDPBUSD Q·Kᵀ where the table has it — V as key-pair columns, or for MXFP4 on VPDPBUSD as
+ * byte quads of four keys with P as bytes per 32-key block; f32-staging tables: float32 rows, as the
+ * fake-quantization path holds them) and every block of the
  * item runs Q·Kᵀ, the logit step of fwd.c (softmax_scale, soft-cap, ALiBi), the online softmax and P·V on it.
  * Tiles and partitions sit at the absolute positions of fwd.c (ATTN_KV_TILE, ATTN_KV_PARTITION, fold in
  * ascending order), so on an f32-staging table the bits are those of the fake-quantization path on the same
@@ -41,7 +42,8 @@ typedef struct attn_fq_job {
     const struct attn_quant_kernels *qk;
     const attn_exec *ex;
     attn_fwd_shape sh;
-    int i8; /* MXFP4 Q·Kᵀ on qk_e2m1_i8 (q_t holds byte quads, K is staged as biased bytes) */
+    int i8;  /* MXFP4 Q·Kᵀ on qk_e2m1_i8 (q_t holds byte quads, K is staged as biased bytes) */
+    int pv8; /* and P·V on pv_e2m1_i8 (V staged as byte quads of four keys, P as bytes per 32-key block) */
     int64_t token_blocks, blocks_per_item, items_per_head, items_per_batch;
 } attn_fq_job;
 
@@ -124,7 +126,7 @@ static int64_t attn_fq_tile_row(int64_t width) {
 
 /* Stages keys [a, b) of kv matrix `mat`: K (and V) codes widened into the scratch tiles. */
 static void attn_fq_stage(const attn_fq_job *j, int64_t mat, int64_t a, int64_t b, attn_fwd_scratch *sc, float *k_scale,
-                          float *v_scale, int64_t *vt_stride, float *k_fac, int32_t ke[2]) {
+                          float *v_scale, int64_t *vt_stride, float *k_fac, int32_t ke[2], float *v_fac) {
     const attn_problem *p = j->p;
     const attn_qattn *qa = j->qa;
     const int64_t D = p->head_size, Dv = p->head_size_v, nb = (D + 31) / 32;
@@ -172,7 +174,18 @@ static void attn_fq_stage(const attn_fq_job *j, int64_t mat, int64_t a, int64_t 
             sc->k_rows[key - a] = dst;
         }
     }
-    for (int64_t key = a; key < b; key += bf16 ? 2 : 1) {
+    for (int64_t key = a; key < b && j->pv8; key += 4) { /* MXFP4 on pv_e2m1_i8: quads of keys, factors / 2 */
+        const uint8_t *rows[4];
+        for (int i = 0; i < 4; i++)
+            rows[i] = key + i < b ? qa->v.codes + (mat * qa->seq_k + key + i) * qa->v.row_bytes : NULL;
+        j->qk->v_quads_e2m1(rows, Dv, (uint32_t *)(void *)sc->v_tile + ((key - a) / 4) * tv);
+        if ((key - a) % 32 == 0) {
+            const uint8_t *e = qa->v.escale + (mat * ((qa->seq_k + 31) / 32) + key / 32) * Dv;
+            for (int64_t d = 0; d < Dv; d++)
+                v_fac[((key - a) / 32) * Dv + d] = attn_e8m0_factor(e[d]) * 0.5f;
+        }
+    }
+    for (int64_t key = a; key < b && !j->pv8; key += bf16 ? 2 : 1) {
         const float *s = &one;
         int shift = 63;
         if (qa->mx) {
@@ -229,6 +242,7 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
     attn_problem p1 = *p; /* bf16 tables: softmax_scale is already in row_scale; soft-cap and ALiBi remain */
     p1.opts.softmax_scale = 1.0f;
     float k_scale[ATTN_KV_TILE], v_scale[ATTN_KV_TILE], k_fac[ATTN_KV_TILE * (ATTN_HEAD_SIZE_MAX / 32)];
+    float v_fac[ATTN_KV_TILE / 32 * ATTN_HEAD_SIZE_MAX], p_fac[ATTN_KV_TILE / 32 * ATTN_QB];
     int32_t ke[2];
     const int64_t Sk = qa->seq_k;
     for (int64_t part = 0; part * ATTN_KV_PARTITION < Sk; part++) {
@@ -240,7 +254,7 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
         for (int64_t a = lo; a < hi; a += ATTN_KV_TILE) {
             const int64_t e = a + ATTN_KV_TILE < hi ? a + ATTN_KV_TILE : hi, nk = e - a;
             int64_t vts = 0;
-            attn_fq_stage(j, mat, a, e, &sc, k_scale, v_scale, &vts, k_fac, ke);
+            attn_fq_stage(j, mat, a, e, &sc, k_scale, v_scale, &vts, k_fac, ke, v_fac);
             for (int64_t i = 0; i < nblocks; i++) {
                 attn_fq_block *fb = &fbs[i];
                 const int64_t nr = fb->blk.num_rows;
@@ -259,7 +273,16 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
                     if (p->opts.softcap > 0.0f || p->opts.alibi_slopes)
                         attn_fwd_tile_logits_mask(&p1, kern, &fb->blk, a, e, sc.s);
                     /* one online softmax over all keys, straight into the folded state: no partitions to merge;
-                     * it hands P·V its operand, bf16(P·v_scale) pairs, instead of P */
+                     * it hands P·V its operand — bytes per 32-key block for pv_e2m1_i8, else bf16(P·v_scale)
+                     * pairs — instead of P */
+                    if (j->pv8) {
+                        j->qk->softmax_quads_u8(sc.s, nk, nr, fb->m_acc, fb->l_acc, fb->o_acc, p->head_size_v,
+                                                (uint32_t *)(void *)sc.p_tmp, p_fac);
+                        j->qk->pv_e2m1_i8((const uint32_t *)(const void *)sc.p_tmp, p_fac, nk, nr,
+                                          (const uint32_t *)(const void *)sc.v_tile, vts, v_fac, p->head_size_v,
+                                          p->head_size_v, fb->o_acc);
+                        continue;
+                    }
                     j->qk->softmax_pairs_bf16(sc.s, nk, nr, qa->mx ? NULL : v_scale, fb->m_acc, fb->l_acc,
                                               fb->o_acc, p->head_size_v, (uint32_t *)(void *)sc.p_tmp);
                     j->qk->pv_pairs_bf16((const uint32_t *)(const void *)sc.p_tmp, nk, nr,
@@ -284,6 +307,7 @@ void attn_fwd_quant_run(const attn_problem *p, const attn_qattn *qa, const struc
     attn_fq_job j;
     j.p = p, j.qa = qa, j.qk = qk, j.ex = ex;
     j.i8 = qa->elem == ATTN_DTYPE_FP4_E2M1 && qa->mx && qk->qk_e2m1_i8 != NULL && qk->qk_bf16 != NULL;
+    j.pv8 = j.i8 && qk->pv_e2m1_i8 != NULL;
     attn_fwd_shape_of(p, &j.sh);
     j.token_blocks = (qa->seq_q + j.sh.tokens_per_block - 1) / j.sh.tokens_per_block;
     for (j.blocks_per_item = ATTN_FQ_BLOCKS;; j.blocks_per_item /= 2) {

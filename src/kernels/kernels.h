@@ -119,6 +119,19 @@ struct attn_quant_kernels {
                        int exp_add, float *s);
     /* dst[i] = 2·e2m1(code i) + bias as a byte, i < n (with qk_e2m1_i8) */
     void (*e2m1_bytes)(const uint8_t *codes, int64_t n, int bias, uint8_t *dst);
+    /* MXFP4 P·V on VPDPBUSD (NULL without AVX512-VNNI; then the three bf16 entries above run), three entries:
+     * softmax_quads_u8 is softmax_pairs_bf16's update (the same m, l and Oᵀ bits) writing P per 32-key block b of
+     * the tile as bytes c = min(rne(P·2^(7−e_b)), 255) in quads pq[j][r] (keys 4j..4j+3, byte i = key 4j + i;
+     * pq [ATTN_KV_TILE / 4][ATTN_QB]) with pfac[b][r] = 2^(e_b − 7) ([ATTN_KV_TILE / 32][ATTN_QB]; 0 where the
+     * block's largest P is below 2^-119), 2^e_b the power of two at or below that P; v_quads_e2m1 stages four
+     * keys' E2M1 rows (NULL: zeros) as vq[d] = bytes 2·v0[d] .. 2·v3[d], d < n; pv_e2m1_i8 adds, per block b
+     * ascending, o_t[d][r] = fma(float(Σ_{j in b} dot4(pq[j][r] as u8, vq[j][d] as s8)), fl(pfac[b][r]·vfac[b][d]),
+     * o_t[d][r]) (vq rows vq_stride words apart, vfac rows vfac_stride floats apart: the V block's E8M0 factor / 2) */
+    void (*softmax_quads_u8)(const float *s, int64_t num_keys, int64_t num_rows, float *m, float *l, float *o_t,
+                             int64_t head_size_v, uint32_t *pq, float *pfac);
+    void (*v_quads_e2m1)(const uint8_t *const rows[4], int64_t n, uint32_t *vq);
+    void (*pv_e2m1_i8)(const uint32_t *pq, const float *pfac, int64_t num_keys, int64_t num_rows, const uint32_t *vq,
+                       int64_t vq_stride, const float *vfac, int64_t vfac_stride, int64_t head_size_v, float *o_t);
 };
 #if defined(ATTN_HAVE_AVX2)
 void attn_k_dequant_row_avx2(const uint8_t *codes, attn_dtype elem, int64_t n, const float *sc, int sc_shift,
@@ -155,6 +168,12 @@ void attn_k_qk_e2m1_i8_avx512bf16(const uint32_t *qi, const int32_t *qcorr, cons
                                   int64_t head_size, const uint8_t *k8, int64_t k_stride, const float *ksc,
                                   int64_t num_keys, int exp_add, float *s);
 void attn_k_e2m1_bytes_avx512bf16(const uint8_t *codes, int64_t n, int bias, uint8_t *dst);
+void attn_k_softmax_quads_u8_avx512bf16(const float *s, int64_t num_keys, int64_t num_rows, float *m, float *l,
+                                        float *o_t, int64_t head_size_v, uint32_t *pq, float *pfac);
+void attn_k_v_quads_e2m1_avx512bf16(const uint8_t *const rows[4], int64_t n, uint32_t *vq);
+void attn_k_pv_e2m1_i8_avx512bf16(const uint32_t *pq, const float *pfac, int64_t num_keys, int64_t num_rows,
+                                  const uint32_t *vq, int64_t vq_stride, const float *vfac, int64_t vfac_stride,
+                                  int64_t head_size_v, float *o_t);
 /* with the AVX512-VNNI entries (qk_e2m1_i8) and without them, for a CPU that has AVX512-BF16 but not VNNI */
 extern const struct attn_quant_kernels attn_quant_kernels_avx512bf16;
 extern const struct attn_quant_kernels attn_quant_kernels_avx512bf16_novnni;

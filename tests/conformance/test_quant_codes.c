@@ -186,6 +186,8 @@ static void test_bf16_vs_oracle(void **state) {
         skip();
     }
     assert_int_equal(attn_ctx_set_num_threads(ctx, 2), ATTN_STATUS_OK);
+    const struct attn_quant_kernels *qk = attn_dispatch_quant(attn_dispatch_by_name("avx512"));
+    const int pv8 = qk && qk->pv_e2m1_i8; /* MXFP4's P·V on bytes of P */
     const int n = getenv("ATTN_TEST_SEED") ? 1 : num_cases();
     double worst = 0.0, worst_l = 0.0;
     for (int i = 0; i < n; i++) {
@@ -205,7 +207,8 @@ static void test_bf16_vs_oracle(void **state) {
         assert_int_equal(attn_ref_forward_quant(c.layout, &b.tq, &b.tk, &b.tv, &qp, NULL, &ref.to, &ref.tl),
                          ATTN_STATUS_OK);
         size_t bad, bad_l;
-        const th_tol tol = th_tol_for_quant_bf16(c.dt);
+        const th_tol tol =
+            c.fmt == ATTN_QUANT_MXFP4 && pv8 ? th_tol_for_quant_mxfp4_i8(c.dt) : th_tol_for_quant_bf16(c.dt);
         const double err = th_compare(&fast.to, &ref.to, tol, 1.0, &bad);
         const double err_l = th_compare_lse(&fast.tl, &ref.tl, tol, &bad_l);
         if (err > worst)
@@ -480,6 +483,127 @@ static void test_e2m1_i8_model(void **state) {
     assert_true(paths[1] > 0 && paths[0] > paths[1]);
 }
 
+/* The MXFP4 P·V on VPDPBUSD (softmax_quads_u8, v_quads_e2m1, pv_e2m1_i8): the softmax update leaves m, l and Oᵀ
+ * bitwise as softmax_pairs_bf16 does; every byte of P is within half a unit of its block (one unit where clamped
+ * at 255) of exp(s − m) computed in double, the unit a power of two with the block's largest P in [128, 256)
+ * units (or 0 below 2^-119); the staged V bytes are 2·E2M1; and the product is bit for bit the scalar model
+ * fmaf(float(Σ), pfac·vfac, o) per block, ascending. Random rows 1..32, keys 1..64 (a partial last quad and
+ * block), head sizes with a tail, −inf logits, empty and lazily rescaled rows. */
+static void test_e2m1_pv_i8_model(void **state) {
+    (void)state;
+    const struct attn_kernels *f = attn_dispatch_by_name("avx512");
+    const struct attn_quant_kernels *qk = f ? attn_dispatch_quant(f) : NULL;
+    if (!qk || !qk->pv_e2m1_i8) {
+        print_message("skipped: no quant table with the VPDPBUSD MXFP4 P·V here (CPU without AVX512-BF16 and "
+                      "AVX512-VNNI, or not compiled in)\n");
+        skip();
+    }
+    const attn_qfmt *fmt = attn_qfmt_of(ATTN_DTYPE_FP4_E2M1);
+    th_rng rng;
+    th_rng_seed(&rng, 4343);
+    enum { DV = 160, NK = ATTN_KV_TILE, VQS = 176 };
+    static float s[NK * ATTN_QB], m[2][ATTN_QB], l[2][ATTN_QB], o[2][DV * ATTN_QB], pfac[NK / 32 * ATTN_QB];
+    static float vfac[NK / 32 * DV];
+    static uint32_t pq[NK / 4 * ATTN_QB], pp[NK / 2 * ATTN_QB], vq[NK / 4 * VQS];
+    static uint8_t codes[NK][DV / 2];
+    static const int64_t dvs[5] = {7, 33, 64, 128, 160};
+    int clamped = 0, dead = 0;
+    for (int it = 0; it < 40; it++) {
+        const int64_t Dv = dvs[it % 5], nr = th_rng_int(&rng, 1, ATTN_QB), nk = th_rng_int(&rng, 1, NK);
+        const int lanes = nr <= 16 ? 16 : ATTN_QB;
+        const double spread = it % 3 == 0 ? 2.0 : it % 3 == 1 ? 20.0 : 150.0; /* flat, peaked, beyond 2^-119 */
+        for (int64_t k = 0; k < nk; k++)
+            for (int r = 0; r < ATTN_QB; r++)
+                s[k * ATTN_QB + r] =
+                    th_rng_int(&rng, 0, 15) == 0 ? -INFINITY : (float)(th_rng_uniform(&rng) * spread - spread / 2);
+        for (int r = 0; r < ATTN_QB; r++) { /* empty rows, a maximum above the tile's (no rescale), or below */
+            const int kind = (int)th_rng_int(&rng, 0, 2);
+            m[0][r] = kind == 0 ? -INFINITY : kind == 1 ? (float)(spread / 2 + 3) : (float)(-spread / 2);
+            l[0][r] = kind == 0 ? 0.0f : (float)th_rng_uniform(&rng) * 4;
+        }
+        for (int64_t i = 0; i < Dv * ATTN_QB; i++)
+            o[0][i] = (float)(th_rng_uniform(&rng) * 2 - 1);
+        memcpy(m[1], m[0], sizeof m[0]), memcpy(l[1], l[0], sizeof l[0]), memcpy(o[1], o[0], sizeof o[0]);
+        qk->softmax_quads_u8(s, nk, nr, m[0], l[0], o[0], Dv, pq, pfac);
+        qk->softmax_pairs_bf16(s, nk, nr, NULL, m[1], l[1], o[1], Dv, pp);
+        assert_memory_equal(m[0], m[1], sizeof m[0]);
+        assert_memory_equal(l[0], l[1], sizeof l[0]);
+        assert_memory_equal(o[0], o[1], (size_t)(Dv * ATTN_QB) * sizeof(float));
+        for (int r = 0; r < lanes; r++)
+            for (int64_t b = 0; 32 * b < nk; b++) {
+                double pmax = 0.0;
+                for (int64_t k = 32 * b; k < nk && k < 32 * b + 32; k++)
+                    if (s[k * ATTN_QB + r] != -INFINITY)
+                        pmax = fmax(pmax, exp((double)s[k * ATTN_QB + r] - (double)m[0][r]));
+                const double u = pfac[b * ATTN_QB + r];
+                if (pmax < 0x1p-119 * (1 - 1e-6)) {
+                    assert_true(u == 0.0);
+                    dead++;
+                } else if (pmax > 0x1p-119 * (1 + 1e-6)) {
+                    assert_true(u > 0.0 && frexp(u, &(int){0}) == 0.5); /* a power of two */
+                    assert_true(pmax >= 128 * u * (1 - 1e-6) && pmax < 256 * u * (1 + 1e-6));
+                }
+                for (int64_t k = 32 * b; k < 32 * b + 32 && k < (nk + 3) / 4 * 4; k++) {
+                    const int c = (int)((pq[(k / 4) * ATTN_QB + r] >> (8 * (k % 4))) & 0xFF);
+                    const double p = k >= nk || s[k * ATTN_QB + r] == -INFINITY
+                                         ? 0.0
+                                         : exp((double)s[k * ATTN_QB + r] - (double)m[0][r]);
+                    clamped += c == 255;
+                    if (u == 0.0) {
+                        assert_int_equal(c, 0);
+                        continue;
+                    }
+                    const double err = fabs(c * u - p), lim = (c == 255 ? 1.0 : 0.5) * u * (1 + 1e-5) + 1e-6 * p;
+                    if (err > lim)
+                        print_error("row %d key %lld: byte %d × %a vs P %.9g\n", r, (long long)k, c, u, p);
+                    assert_true(err <= lim);
+                }
+            }
+        /* V: random E2M1 rows and factors (NaN-free, products of both factors in and out of the normal range) */
+        for (int64_t k = 0; k < nk; k++)
+            for (int64_t i = 0; i < (Dv + 1) / 2; i++)
+                codes[k][i] = (uint8_t)th_rng_int(&rng, 0, 255);
+        for (int64_t k = 0; k < nk; k += 4) {
+            const uint8_t *rows[4];
+            for (int i = 0; i < 4; i++)
+                rows[i] = k + i < nk ? codes[k + i] : NULL;
+            qk->v_quads_e2m1(rows, Dv, vq + (k / 4) * VQS);
+            for (int64_t d = 0; d < Dv; d++)
+                for (int i = 0; i < 4; i++) {
+                    const int8_t got = (int8_t)((vq[(k / 4) * VQS + d] >> (8 * i)) & 0xFF);
+                    const int want =
+                        k + i < nk
+                            ? (int)(2.0f *
+                                    attn_qfmt_decode(fmt, (uint8_t)((codes[k + i][d / 2] >> (4 * (d & 1))) & 0xF)))
+                            : 0;
+                    assert_int_equal(got, want);
+                }
+        }
+        for (int64_t i = 0; i < NK / 32 * DV; i++)
+            vfac[i] = ldexpf(1.0f, it % 4 == 3 ? (int)th_rng_int(&rng, -149, 127) : (int)th_rng_int(&rng, -20, 20));
+        memcpy(o[1], o[0], sizeof o[0]);
+        qk->pv_e2m1_i8(pq, pfac, nk, nr, vq, VQS, vfac, Dv, Dv, o[0]);
+        for (int64_t d = 0; d < Dv; d++)
+            for (int r = 0; r < lanes; r++) {
+                float want = o[1][d * ATTN_QB + r];
+                for (int64_t b = 0; 32 * b < nk; b++) {
+                    int32_t acc = 0;
+                    for (int64_t k = 32 * b; k < 32 * b + 32 && k < (nk + 3) / 4 * 4; k++)
+                        acc += (int32_t)((pq[(k / 4) * ATTN_QB + r] >> (8 * (k % 4))) & 0xFF) *
+                               (int32_t)(int8_t)((vq[(k / 4) * VQS + d] >> (8 * (k % 4))) & 0xFF);
+                    want = fmaf((float)acc, pfac[b * ATTN_QB + r] * vfac[b * Dv + d], want);
+                }
+                if (memcmp(&want, &o[0][d * ATTN_QB + r], 4) != 0)
+                    print_error("Dv=%lld rows=%lld keys=%lld d=%lld row %d: %a, model %a\n", (long long)Dv,
+                                (long long)nr, (long long)nk, (long long)d, r, (double)o[0][d * ATTN_QB + r],
+                                (double)want);
+                assert_memory_equal(&want, &o[0][d * ATTN_QB + r], 4);
+            }
+    }
+    print_message("pv_e2m1_i8: %d bytes clamped at 255, %d blocks below 2^-119\n", clamped, dead);
+    assert_true(dead > 0);
+}
+
 /* dequant_row_bf16 of the bf16 quant table on E4M3 rows equals the truncation to bf16 of decode(code)·factor (the
  * float product) for every code: factor 1 (one scale), MX factors per 32 elements at and past the ends of the range
  * its exponent-add path takes (2^-117 / 2^-118, 2^119 / 2^120), a subnormal factor, NaN; odd lengths (the pad
@@ -551,11 +675,9 @@ static void test_dequant_bf16_e4m3(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_quant_helpers),
-        cmocka_unit_test(test_avx2_bitwise_fake),
-        cmocka_unit_test(test_bf16_vs_oracle),
-        cmocka_unit_test(test_e2m1_i8_model),
-        cmocka_unit_test(test_dequant_bf16_e4m3),
+        cmocka_unit_test(test_quant_helpers),    cmocka_unit_test(test_avx2_bitwise_fake),
+        cmocka_unit_test(test_bf16_vs_oracle),   cmocka_unit_test(test_e2m1_i8_model),
+        cmocka_unit_test(test_e2m1_pv_i8_model), cmocka_unit_test(test_dequant_bf16_e4m3),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,6 +76,16 @@ th_tol th_tol_for_quant_bf16(attn_dtype dtype) {
     return t;
 }
 
+th_tol th_tol_for_quant_mxfp4_i8(attn_dtype dtype) {
+    /* MXFP4 on the VPDPBUSD P·V (docs/DIFFUSION.md §5): P as bytes per 32-key block, each within half a unit of
+     * 2^-8 of its block's largest P; on a row that one key dominates the other 31 keys of its block move the
+     * output by up to 2^-8·|v| each, measured up to 1.8e-2·max|V| over the conformance cases (q, k in [−3, 3]); a
+     * wrong factor or byte moves it by the order of |out| */
+    th_tol t = th_tol_for_quant_bf16(dtype);
+    t.atol += 3e-2;
+    return t;
+}
+
 int64_t th_offset(const attn_tensor *t, const int64_t *idx) {
     int64_t off = 0;
     for (int32_t d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];

@@ -48,6 +48,8 @@ typedef struct th_tol {
 th_tol th_tol_for(attn_dtype dtype);
 /* attn_forward_quant on the "avx512bf16" kernels against attn_ref_forward_quant (P rounded to bf16). */
 th_tol th_tol_for_quant_bf16(attn_dtype dtype);
+/* and for MXFP4 where the P·V runs on VPDPBUSD over bytes of P (the quant table's pv_e2m1_i8) */
+th_tol th_tol_for_quant_mxfp4_i8(attn_dtype dtype);
 
 /* Compares got vs expected over a strided 3-D/4-D view pair by flat logical index. Returns the max
  * absolute error; sets *bad to the number of elements outside atol·vmax + rtol·|expected| (NaN counts). */

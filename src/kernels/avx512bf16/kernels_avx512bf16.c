@@ -41,6 +41,9 @@ const struct attn_quant_kernels attn_quant_kernels_avx512bf16 = {
     ATTN_QUANT_AVX512BF16_ENTRIES,
     .qk_e2m1_i8 = attn_k_qk_e2m1_i8_avx512bf16,
     .e2m1_bytes = attn_k_e2m1_bytes_avx512bf16,
+    .softmax_quads_u8 = attn_k_softmax_quads_u8_avx512bf16,
+    .v_quads_e2m1 = attn_k_v_quads_e2m1_avx512bf16,
+    .pv_e2m1_i8 = attn_k_pv_e2m1_i8_avx512bf16,
 };
 
 const struct attn_quant_kernels attn_quant_kernels_avx512bf16_novnni = {ATTN_QUANT_AVX512BF16_ENTRIES};
