@@ -67,12 +67,13 @@ KP8_TARGET void attn_k_v_quads_e2m1_avx512bf16(const uint8_t *const rows[4], int
  * of the tile. The block's power of two comes from the P of its largest logit — the same operations as that key's
  * P — by exponent-field arithmetic: E = the biased exponent of that P; below 8 (P < 2⁻¹¹⁹) the block's scale and
  * factor are 0; else 2^(134 − E) and 2^(E − 134). Values that a rounding of the exponential might lift past 255
- * are clamped (unsigned minimum, which also sends the integer conversion's NaN result to 255; a NaN logit makes
+ * are clamped by saturating packs (which also send the integer conversion's NaN result to 0; a NaN logit makes
  * the row's l NaN, so its output is NaN whatever the bytes). */
 static inline __attribute__((always_inline)) void kp8_softmax(const float *s, int64_t num_keys, float *m, float *l,
                                                               float *o_t, int64_t dv, uint32_t *pq, float *pfac,
                                                               const int L) {
     const __m512 neg_inf = _mm512_set1_ps(-INFINITY), log2e = _mm512_set1_ps(ATTN_LOG2E_F);
+    const __m512i quads = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
     const int64_t nblk = (num_keys + 31) / 32;
     __m512 alpha[2];
     int rescale = 0;
@@ -104,18 +105,23 @@ static inline __attribute__((always_inline)) void kp8_softmax(const float *s, in
                                                               live, _mm512_sub_epi32(e, _mm512_set1_epi32(7)), 23)));
             const int64_t k1 = 32 * b + 32 < num_keys ? 32 * b + 32 : num_keys;
             for (int64_t k = 32 * b; k < k1; k += 4) {
-                __m512i quad = _mm512_setzero_si512();
-                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) if (k + i < k1) {
-                    /* s = −inf gives exactly +0 even when m_new = −inf too (t would be NaN there) */
-                    const __m512 x = _mm512_loadu_ps(sv + (k + i) * ATTN_QB);
-                    const __m512 p = k512_exp2_masked(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_UQ),
-                                                      _mm512_mul_ps(_mm512_sub_ps(x, m_new), log2e));
-                    sum = _mm512_add_ps(sum, p);
-                    const __m512i c =
-                        _mm512_min_epu32(_mm512_cvtps_epi32(_mm512_mul_ps(p, scale)), _mm512_set1_epi32(255));
-                    quad = i == 0 ? c : _mm512_or_si512(quad, _mm512_slli_epi32(c, 8 * i));
+                __m512i c[4];
+                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+                    c[i] = _mm512_setzero_si512();
+                    if (k + i < k1) {
+                        /* s = −inf gives exactly +0 even when m_new = −inf too (t would be NaN there) */
+                        const __m512 x = _mm512_loadu_ps(sv + (k + i) * ATTN_QB);
+                        const __m512 p = k512_exp2_masked(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_UQ),
+                                                          _mm512_mul_ps(_mm512_sub_ps(x, m_new), log2e));
+                        sum = _mm512_add_ps(sum, p);
+                        c[i] = _mm512_cvtps_epi32(_mm512_mul_ps(p, scale));
+                    }
                 }
-                _mm512_storeu_si512(pq + (k / 4) * ATTN_QB + 16 * h, quad);
+                /* saturating packs (0..255; a NaN's negative integer becomes 0): 128-bit lane l then holds
+                 * c0[4l..4l+3], c1[..], c2[..], c3[..] as bytes, which one in-lane shuffle turns into quads */
+                const __m512i bytes =
+                    _mm512_packus_epi16(_mm512_packus_epi32(c[0], c[1]), _mm512_packus_epi32(c[2], c[3]));
+                _mm512_storeu_si512(pq + (k / 4) * ATTN_QB + 16 * h, _mm512_shuffle_epi8(bytes, quads));
             }
         }
         _mm512_storeu_ps(l + 16 * h, _mm512_fmadd_ps(alpha[h], _mm512_loadu_ps(l + 16 * h), sum));
