@@ -81,7 +81,8 @@ struct attn_quant_kernels {
     void (*qk_bf16)(const uint32_t *qp, int64_t num_rows, int64_t head_size, const uint16_t *k16, int64_t k_stride,
                     int64_t num_keys, const float *row_scale, const float *key_scale, float *s);
     /* the online-softmax update of the float table's softmax_tile on the logits s [num_keys][ATTN_QB] (the same
-     * m, l and Oᵀ bits; s is only read), writing P·V's operand instead of P: pp[j][r] = bf16(P[2j][r]·vs[2j]) |
+     * m; P, l and Oᵀ within 1.9e-7 relative, from an exponential of lower degree; s is only read), writing P·V's
+     * operand instead of P: pp[j][r] = bf16(P[2j][r]·vs[2j]) |
      * bf16(P[2j+1][r]·vs[2j+1]) << 16 (round to nearest even; vs NULL = 1; a key past num_keys is 0), pp
      * [ATTN_KV_TILE / 2][ATTN_QB] */
     void (*softmax_pairs_bf16)(const float *s, int64_t num_keys, int64_t num_rows, const float *vs, float *m, float *l,

@@ -30,6 +30,23 @@ static inline __m512 k512_exp2_masked(__mmask16 keep, __m512 t) {
     return _mm512_maskz_scalef_ps(live, p, n);
 }
 
+/* k512_exp2_masked with a degree-5 polynomial instead of 7 (1 + f·q(f), q fitted for relative error on [−½, ½], so
+ * 2^0 is exactly 1): within 1.9e-7 of 2^t relative (float32 evaluation included), two FMAs fewer. Only for the
+ * quantized-attention kernels, whose P is rounded to bf16 or bytes right after and whose contract is a
+ * tolerance; the float tables keep k512_exp2_masked (their bits are pinned). */
+static inline __m512 k512_exp2_masked_q(__mmask16 keep, __m512 t) {
+    const __mmask16 live = _mm512_mask_cmp_ps_mask(keep, t, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ);
+    const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(t, n);
+    __m512 p = _mm512_set1_ps(0.0013264714507386088f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.009671512991189957f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.05550733953714371f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.24022242426872253f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931470036506653f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_scalef_ps(live, p, n);
+}
+
 /* 2^t with k_exp2's full semantics (clamp to 127 above, 0 below −126, NaN propagates). */
 static inline __m512 k512_exp2(__m512 t) {
     /* min returns its second operand when one is NaN: keep t last so NaN stays NaN */

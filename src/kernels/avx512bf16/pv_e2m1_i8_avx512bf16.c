@@ -95,8 +95,8 @@ static inline __attribute__((always_inline)) void kp8_softmax(const float *s, in
         const __m512 m_new = k512_softmax_max_step(tmax, m + 16 * h, &alpha[h], &rescale);
         __m512 sum = _mm512_setzero_ps();
         for (int64_t b = 0; b < nblk; b++) {
-            const __m512 pmax = k512_exp2_masked(_mm512_cmp_ps_mask(bmax[b], neg_inf, _CMP_NEQ_UQ),
-                                                 _mm512_mul_ps(_mm512_sub_ps(bmax[b], m_new), log2e));
+            const __m512 pmax = k512_exp2_masked_q(_mm512_cmp_ps_mask(bmax[b], neg_inf, _CMP_NEQ_UQ),
+                                                   _mm512_mul_ps(_mm512_sub_ps(bmax[b], m_new), log2e));
             const __m512i e = _mm512_srli_epi32(_mm512_castps_si512(pmax), 23);
             const __mmask16 live = _mm512_cmpge_epi32_mask(e, _mm512_set1_epi32(8));
             const __m512 scale =
@@ -111,8 +111,8 @@ static inline __attribute__((always_inline)) void kp8_softmax(const float *s, in
                     if (k + i < k1) {
                         /* s = −inf gives exactly +0 even when m_new = −inf too (t would be NaN there) */
                         const __m512 x = _mm512_loadu_ps(sv + (k + i) * ATTN_QB);
-                        const __m512 p = k512_exp2_masked(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_UQ),
-                                                          _mm512_mul_ps(_mm512_sub_ps(x, m_new), log2e));
+                        const __m512 p = k512_exp2_masked_q(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_UQ),
+                                                            _mm512_mul_ps(_mm512_sub_ps(x, m_new), log2e));
                         sum = _mm512_add_ps(sum, p);
                         c[i] = _mm512_cvtps_epi32(_mm512_mul_ps(p, scale));
                     }

@@ -206,11 +206,12 @@ static inline __attribute__((always_inline)) void kq_pv_cols(const uint32_t *pp,
         _mm512_storeu_ps(o_t + (d + i) * ATTN_QB + 16 * h, acc[i][h]);
 }
 
-/* The online-softmax update of attn_k_softmax_tile_avx512 (kernels/avx512/softmax_tile_avx512.c), lane for lane
- * the same m, l and Oᵀ bits, fused with the rounding of P for P·V: instead of writing P back into s it writes the
- * bf16 pairs pp[j] = bf16(P[2j]·vs[2j]) | bf16(P[2j + 1]·vs[2j + 1]) << 16 that kq_pv_cols reads. The tile maximum
- * is taken over four interleaved partial maxima (the same value; only which of +0 / −0 is kept may differ, and
- * either gives the same P, α and LSE), the sum of P in key order as there. */
+/* The online-softmax update of attn_k_softmax_tile_avx512 (kernels/avx512/softmax_tile_avx512.c) — the same m
+ * and α, P from the quantized kernels' shorter exponential (k512_exp2_masked_q: within 1.9e-7 relative, so l and
+ * Oᵀ within that of the float table's) — fused with the rounding of P for P·V: instead of writing P back into s
+ * it writes the bf16 pairs pp[j] = bf16(P[2j]·vs[2j]) | bf16(P[2j + 1]·vs[2j + 1]) << 16 that kq_pv_cols reads.
+ * The tile maximum is taken over four interleaved partial maxima (the same value; only which of +0 / −0 is kept
+ * may differ, and either gives the same P, α and LSE), the sum of P in key order as there. */
 static inline __attribute__((always_inline)) void kq_softmax_pairs(const float *s, int64_t num_keys, const float *vs,
                                                                    float *m, float *l, float *o_t, int64_t dv,
                                                                    uint32_t *pp, const int L) {
@@ -232,14 +233,14 @@ static inline __attribute__((always_inline)) void kq_softmax_pairs(const float *
         for (int64_t j = 0; 2 * j < num_keys; j++) {
             /* s = −inf gives exactly +0 even when m_new = −inf too (t would be NaN there) */
             const __m512 x0 = _mm512_loadu_ps(sv + 2 * j * ATTN_QB);
-            __m512 p0 = k512_exp2_masked(_mm512_cmp_ps_mask(x0, neg_inf, _CMP_NEQ_UQ),
-                                         _mm512_mul_ps(_mm512_sub_ps(x0, m_new), log2e));
+            __m512 p0 = k512_exp2_masked_q(_mm512_cmp_ps_mask(x0, neg_inf, _CMP_NEQ_UQ),
+                                           _mm512_mul_ps(_mm512_sub_ps(x0, m_new), log2e));
             sum = _mm512_add_ps(sum, p0);
             __m512 p1 = _mm512_setzero_ps();
             if (2 * j + 1 < num_keys) {
                 const __m512 x1 = _mm512_loadu_ps(sv + (2 * j + 1) * ATTN_QB);
-                p1 = k512_exp2_masked(_mm512_cmp_ps_mask(x1, neg_inf, _CMP_NEQ_UQ),
-                                      _mm512_mul_ps(_mm512_sub_ps(x1, m_new), log2e));
+                p1 = k512_exp2_masked_q(_mm512_cmp_ps_mask(x1, neg_inf, _CMP_NEQ_UQ),
+                                        _mm512_mul_ps(_mm512_sub_ps(x1, m_new), log2e));
                 sum = _mm512_add_ps(sum, p1);
                 if (vs)
                     p1 = _mm512_mul_ps(p1, _mm512_set1_ps(vs[2 * j + 1]));
