@@ -35,6 +35,14 @@ attn_status attn_ctx_create(attn_ctx **out) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_OUT_OF_MEMORY, "attn_ctx_create: out of memory");
     ctx->kern = kern;
     atomic_init(&ctx->busy, 0);
+    ctx->parallel_min_flops = ATTN_FWD_PARALLEL_MIN_FLOPS;
+    const char *pmf = getenv("ATTN_PARALLEL_MIN_FLOPS"); /* 0: every call on all threads (the C test suites) */
+    if (pmf && *pmf) {
+        char *end = NULL;
+        const double v = strtod(pmf, &end);
+        if (end && *end == '\0' && v >= 0.0)
+            ctx->parallel_min_flops = v;
+    }
     int32_t nt = attn_parallel_default_threads(); /* OMP_NUM_THREADS may exceed the documented 1..1024 */
     attn_status st = attn_ctx_alloc_scratch(ctx, nt < 1 ? 1 : (nt > 1024 ? 1024 : nt));
     if (st != ATTN_STATUS_OK) {

@@ -15,6 +15,7 @@ struct attn_ctx {
     void *scratch_raw;               /* malloc'd block                                */
     char *scratch;                   /* 64-byte aligned: num_threads per-thread slices */
     atomic_int busy;                 /* 1 while a call uses the scratch (attn_ctx_claim) */
+    double parallel_min_flops;       /* smaller calls run on one thread (attn_exec)    */
 };
 
 /* Claims ctx for one call that uses its scratch, or its settings (thread count, table) for a change: one
@@ -38,6 +39,7 @@ static inline attn_exec attn_ctx_exec(const attn_ctx *ctx) {
     ex.kern = ctx->kern;
     ex.num_threads = ctx->num_threads;
     ex.scratch = ctx->scratch;
+    ex.parallel_min_flops = ctx->parallel_min_flops;
     return ex;
 }
 

@@ -53,6 +53,7 @@ typedef struct attn_exec {
     const struct attn_kernels *kern;
     int32_t num_threads;
     char *scratch;       /* num_threads slices of attn_fwd_scratch_bytes(), 64-byte aligned */
+    double parallel_min_flops; /* a call of fewer flop runs on one thread (ATTN_FWD_PARALLEL_MIN_FLOPS) */
 } attn_exec;
 
 /* A block of up to ATTN_QB query rows of one sequence sharing one kv head: tokens × heads stacked. */
@@ -153,6 +154,17 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
 #define ATTN_FWD_SUPER            16 /* query blocks per prefill super-block, at most (16 × 32 rows)         */
 #define ATTN_FWD_SUPER_MIN        4  /* ... and at least, when more items are needed to feed the threads    */
 #define ATTN_FWD_ITEMS_PER_THREAD 4  /* prefill super-blocks shrink until the call has this many per thread */
+/* The default of attn_exec.parallel_min_flops: a call of fewer flop (2·rows·keys·(head_size + head_size_v) over
+ * its blocks) runs on one thread: waking a second one costs ~2.7 µs on the 2-vCPU VMs measured (bench_calls,
+ * 9/3 heads × 64, 100 keys: 4.7 µs on one thread, 5.0–5.5 on two), more than halving such a call saves. A
+ * context takes ATTN_PARALLEL_MIN_FLOPS from the environment when created (0: always every thread; the C test
+ * suites run so, to keep exercising the threads on small shapes). The thread count never changes a bit. */
+#define ATTN_FWD_PARALLEL_MIN_FLOPS (1 << 18)
+#define ATTN_FWD_SMALL_MAX_BLOCKS   64 /* calls with more blocks (or sequences) are not counted: never small */
+
+/* 1 when problem p (at most ATTN_FWD_SMALL_MAX_BLOCKS sequences) has fewer than ex->parallel_min_flops flop,
+ * else ex->num_threads. */
+int32_t attn_fwd_call_threads(const attn_problem *p, const attn_exec *ex);
 
 /* The thread-spreading rule of every decode schedule: each of num_seqs sequences has `units` independent
  * units (kv heads, or blocks over kv heads), an item holds at most `cap` of them. Returns the units per item:

@@ -7,6 +7,7 @@
  * calls it would make alone and the bits equal attn_fwd_run's. The work list itself is built once per step
  * by src/plan/partition.c; validation and the description of the call stay in src/api/api_paged.c.
  */
+#include <math.h>
 #include <string.h>
 
 #include "attention/fwd.h"
@@ -177,7 +178,28 @@ static void attn_fp_phase2(void *arg, int64_t item, int32_t tid) {
     attn_fwd_finalize(p, job->ex->kern, &blk, &sc, sc.m_acc, sc.l_acc, sc.o_acc);
 }
 
+/* The flop of the work list's blocks (2·rows·keys·(head_size + head_size_v)), or +inf when it has more than
+ * ATTN_FWD_SMALL_MAX_BLOCKS blocks (not counted). */
+static double attn_fp_flops(const attn_problem *const prob[2], const attn_fwd_work *work) {
+    if (work->num_direct + work->num_split_blocks > ATTN_FWD_SMALL_MAX_BLOCKS)
+        return INFINITY;
+    double flops = 0.0;
+    for (int64_t i = 0; i < work->num_direct + work->num_split_blocks; i++) {
+        const attn_fwd_work_block *b =
+            &work->blocks[i < work->num_direct ? work->direct[i] : work->split_blocks[i - work->num_direct]];
+        const attn_problem *p = prob[work->kinds[b->req] == ATTN_REQUEST_DECODER ? 0 : 1];
+        attn_seq_view seq;
+        p->get_seq(p, b->req, &seq);
+        flops += 2.0 * (double)b->num_rows * (double)seq.seq_k * (double)(p->head_size + p->head_size_v);
+    }
+    return flops;
+}
+
 void attn_fwd_run_work(const attn_problem *const prob[2], const attn_fwd_work *work, float *ws, const attn_exec *ex) {
+    attn_exec one = *ex; /* a small call on thread 0 alone (parallel_min_flops) */
+    if (one.num_threads > 1 && one.parallel_min_flops > 0.0 && attn_fp_flops(prob, work) < one.parallel_min_flops)
+        one.num_threads = 1;
+    ex = &one;
     attn_fp_job job;
     memset(&job, 0, sizeof job);
     job.prob = prob;

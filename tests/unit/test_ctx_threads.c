@@ -6,6 +6,7 @@
  * while a call runs. With one ctx per thread nothing ever fails. The collisions are racy by nature: the test
  * asserts on every outcome it sees (it cannot pass with a corrupted result) and prints how many calls collided.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -153,11 +154,60 @@ static void test_claim_released(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* Small calls run on one thread (ATTN_PARALLEL_MIN_FLOPS, read when a ctx is created; the C suites set it to 0
+ * so that their small shapes still run on every thread): a decode call of 9 query / 3 kv heads × 64 over 100
+ * keys (2.3e5 flop, below the default 2^18) and one of 12 / 4 heads over 700 keys (above it) give the same bits
+ * with the rule off, on, at the default and with a malformed value (the default), on 2 threads, as on 1. */
+static void test_small_calls_one_thread(void **state) {
+    (void)state;
+    const char *saved = getenv("ATTN_PARALLEL_MIN_FLOPS");
+    char keep[64] = "";
+    if (saved)
+        snprintf(keep, sizeof keep, "%s", saved);
+    th_rng rng;
+    th_rng_seed(&rng, 77);
+    const int64_t shapes[2][3] = {{9, 3, 100}, {12, 4, 700}}; /* num_heads, num_kv_heads, keys */
+    const char *values[4] = {"0", "262144", "1e30", "many"};
+    for (int si = 0; si < 2; si++) {
+        const int64_t H = shapes[si][0], Hk = shapes[si][1], Sk = shapes[si][2], D = 64;
+        int64_t qs[4] = {2, 1, H, D}, ks[4] = {2, Sk, Hk, D};
+        float *q = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(2 * H * D), -2, 2);
+        float *k = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(2 * Sk * Hk * D), -2, 2);
+        float *v = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(2 * Sk * Hk * D), -1, 1);
+        float ref[2 * 12 * 64], out[2 * 12 * 64];
+        attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 4, qs), tk = attn_tensor_make(k, ATTN_DTYPE_F32, 4, ks),
+                    tv = attn_tensor_make(v, ATTN_DTYPE_F32, 4, ks);
+        attn_tensor tr = attn_tensor_make(ref, ATTN_DTYPE_F32, 4, qs),
+                    to = attn_tensor_make(out, ATTN_DTYPE_F32, 4, qs);
+        attn_ctx *one = NULL;
+        assert_int_equal(attn_ctx_create(&one), ATTN_STATUS_OK);
+        assert_int_equal(attn_ctx_set_num_threads(one, 1), ATTN_STATUS_OK);
+        assert_int_equal(attn_forward(one, ATTN_LAYOUT_BSND, &tq, &tk, &tv, NULL, &tr, NULL), ATTN_STATUS_OK);
+        attn_ctx_destroy(one);
+        for (int vi = 0; vi < 4; vi++) {
+            setenv("ATTN_PARALLEL_MIN_FLOPS", values[vi], 1);
+            attn_ctx *ctx = NULL;
+            assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+            assert_int_equal(attn_ctx_set_num_threads(ctx, 2), ATTN_STATUS_OK);
+            memset(out, 0xFF, sizeof out);
+            assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, NULL, &to, NULL), ATTN_STATUS_OK);
+            assert_memory_equal(out, ref, (size_t)(2 * H * D) * sizeof(float));
+            attn_ctx_destroy(ctx);
+        }
+        free(q), free(k), free(v);
+    }
+    if (saved)
+        setenv("ATTN_PARALLEL_MIN_FLOPS", keep, 1);
+    else
+        unsetenv("ATTN_PARALLEL_MIN_FLOPS");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_claim_released),
         cmocka_unit_test(test_shared_ctx_refuses_concurrent_calls),
         cmocka_unit_test(test_own_ctx_never_refuses),
+        cmocka_unit_test(test_small_calls_one_thread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
