@@ -32,6 +32,20 @@ static inline __m512 k512_softmax_max_step(__m512 tmax, float *m, __m512 *alpha,
     return m_new;
 }
 
+/* Lane-wise maximum of the logit rows [k0, k1) of s (rows ATTN_QB floats apart; −inf for none), over four
+ * interleaved partial maxima (the same value as one chain; only which of +0 / −0 is kept may differ). */
+static inline __m512 k512_rows_max(const float *s, int64_t k0, int64_t k1) {
+    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+    __m512 t[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
+    int64_t k = k0;
+    for (; k + 4 <= k1; k += 4)
+        for (int i = 0; i < 4; i++)
+            t[i] = _mm512_max_ps(_mm512_loadu_ps(s + (k + i) * ATTN_QB), t[i]);
+    for (; k < k1; k++)
+        t[0] = _mm512_max_ps(_mm512_loadu_ps(s + k * ATTN_QB), t[0]);
+    return _mm512_max_ps(_mm512_max_ps(t[3], t[2]), _mm512_max_ps(t[1], t[0]));
+}
+
 /* Oᵀ[d][16h, 16h + 16) *= alpha[h] for d < head_size_v, h < nv (rows ATTN_QB floats apart). */
 static inline void k512_rescale_o(float *o_t, int64_t head_size_v, const __m512 *alpha, int nv) {
     for (int64_t d = 0; d < head_size_v; d++)

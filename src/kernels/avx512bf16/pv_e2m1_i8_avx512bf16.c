@@ -25,33 +25,18 @@
 #include <math.h>
 
 #include "kernels/avx512/softmax_step_avx512.h"
+#include "kernels/avx512bf16/e2m1_i8_avx512.h"
 #include "kernels/kernels.h"
 
 _Static_assert(ATTN_KV_TILE == 64, "kp8_softmax holds the maxima of two 32-key blocks");
 
-#define KP8_TARGET __attribute__((target("avx512vnni")))
-
-/* 32 E2M1 codes (two per byte, element 2i in the low nibble) from codes + i / 2 as 32 signed bytes 2·value; a
- * NULL row reads as zeros. */
-static inline __attribute__((always_inline)) __m256i kp8_e2m1x32(const uint8_t *codes, int64_t i, int m) {
-    if (!codes)
-        return _mm256_setzero_si256();
-    const __m256i lut = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1, 2, 3, 4, 6, 8,
-                                         12, 0, -1, -2, -3, -4, -6, -8, -12);
-    const __m128i b = _mm_maskz_loadu_epi8((__mmask16)((1u << ((m + 1) / 2)) - 1u), codes + i / 2);
-    const __m256i w = _mm256_cvtepu8_epi16(b);
-    const __m256i t = _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi16(0x0F)),
-                                      _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0xF0)), 4));
-    return _mm256_maskz_shuffle_epi8((__mmask32)(m >= 32 ? 0xFFFFFFFFu : (1u << m) - 1u), lut, t);
-}
-
 /* vq[d] = the bytes (2·v0[d], 2·v1[d], 2·v2[d], 2·v3[d]) of four consecutive keys' E2M1 rows, d < n. */
-KP8_TARGET void attn_k_v_quads_e2m1_avx512bf16(const uint8_t *const rows[4], int64_t n, uint32_t *vq) {
+KI8_TARGET void attn_k_v_quads_e2m1_avx512bf16(const uint8_t *const rows[4], int64_t n, uint32_t *vq) {
     for (int64_t i = 0; i < n; i += 32) {
         const int m = n - i < 32 ? (int)(n - i) : 32;
         __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
-            const __m256i x = kp8_e2m1x32(rows[r], i, m);
+            const __m256i x = rows[r] ? ki8_e2m1x32(rows[r] + i / 2, m, 0) : _mm256_setzero_si256();
             lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(x)), 8 * r));
             hi = _mm512_or_si512(hi, _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(x, 1)), 8 * r));
         }
@@ -80,17 +65,8 @@ static inline __attribute__((always_inline)) void kp8_softmax(const float *s, in
     for (int h = 0; h < L; h++) {
         const float *sv = s + 16 * h;
         __m512 bmax[ATTN_KV_TILE / 32] = {neg_inf, neg_inf};
-        for (int64_t b = 0; b < nblk; b++) {
-            const int64_t k1 = 32 * b + 32 < num_keys ? 32 * b + 32 : num_keys;
-            __m512 t[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
-            int64_t k = 32 * b;
-            for (; k + 4 <= k1; k += 4)
-                for (int i = 0; i < 4; i++)
-                    t[i] = _mm512_max_ps(_mm512_loadu_ps(sv + (k + i) * ATTN_QB), t[i]);
-            for (; k < k1; k++)
-                t[0] = _mm512_max_ps(_mm512_loadu_ps(sv + k * ATTN_QB), t[0]);
-            bmax[b] = _mm512_max_ps(_mm512_max_ps(t[3], t[2]), _mm512_max_ps(t[1], t[0]));
-        }
+        for (int64_t b = 0; b < nblk; b++)
+            bmax[b] = k512_rows_max(sv, 32 * b, 32 * b + 32 < num_keys ? 32 * b + 32 : num_keys);
         const __m512 tmax = _mm512_max_ps(bmax[1], bmax[0]); /* a block past the keys is −inf */
         const __m512 m_new = k512_softmax_max_step(tmax, m + 16 * h, &alpha[h], &rescale);
         __m512 sum = _mm512_setzero_ps();
@@ -138,16 +114,9 @@ void attn_k_softmax_quads_u8_avx512bf16(const float *s, int64_t num_keys, int64_
         kp8_softmax(s, num_keys, m, l, o_t, head_size_v, pq, pfac, 2);
 }
 
-/* acc += VPDPBUSD(u8 quads u, s8 quads s), as inline assembly for the reason given in qk_e2m1_i8_avx512bf16.c
- * (GCC 12 copies an accumulator array in and out of every intrinsic call). */
-static inline __attribute__((always_inline)) KP8_TARGET __m512i kp8_dp(__m512i acc, __m512i u, __m512i s) {
-    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
-    return acc;
-}
-
 /* ND channels from d × L zmm of rows: per 32-key block the int32 dots in registers (ND·L independent chains), then
  * one FMA each into Oᵀ in memory. */
-static inline __attribute__((always_inline)) KP8_TARGET void
+static inline __attribute__((always_inline)) KI8_TARGET void
 kp8_pv_cols(const uint32_t *pq, const float *pfac, int64_t num_keys, const uint32_t *vq, int64_t vqs, const float *vfac,
             int64_t vfs, int64_t d, float *o_t, const int ND, const int L) {
     const int64_t nq = (num_keys + 3) / 4;
@@ -162,7 +131,7 @@ kp8_pv_cols(const uint32_t *pq, const float *pfac, int64_t num_keys, const uint3
             const uint32_t *v = vq + j * vqs + d;
             _Pragma("GCC unroll 16") for (int i = 0; i < ND; i++) {
                 const __m512i vb = _mm512_set1_epi32((int)v[i]);
-                _Pragma("GCC unroll 2") for (int h = 0; h < L; h++) acc[i][h] = kp8_dp(acc[i][h], p[h], vb);
+                _Pragma("GCC unroll 2") for (int h = 0; h < L; h++) acc[i][h] = ki8_dp(acc[i][h], p[h], vb);
             }
         }
         _Pragma("GCC unroll 2") for (int h = 0; h < L; h++) {
@@ -176,7 +145,7 @@ kp8_pv_cols(const uint32_t *pq, const float *pfac, int64_t num_keys, const uint3
     }
 }
 
-static inline __attribute__((always_inline)) KP8_TARGET void kp8_pv(const uint32_t *pq, const float *pfac,
+static inline __attribute__((always_inline)) KI8_TARGET void kp8_pv(const uint32_t *pq, const float *pfac,
                                                                     int64_t num_keys, const uint32_t *vq, int64_t vqs,
                                                                     const float *vfac, int64_t vfs, int64_t dv,
                                                                     float *o_t, const int ND, const int L) {
@@ -188,7 +157,7 @@ static inline __attribute__((always_inline)) KP8_TARGET void kp8_pv(const uint32
 }
 
 /* 16 channels × 1 zmm (<= 16 rows) or 8 × 2: 16 VPDPBUSD chains per block. */
-KP8_TARGET void attn_k_pv_e2m1_i8_avx512bf16(const uint32_t *pq, const float *pfac, int64_t num_keys, int64_t num_rows,
+KI8_TARGET void attn_k_pv_e2m1_i8_avx512bf16(const uint32_t *pq, const float *pfac, int64_t num_keys, int64_t num_rows,
                                              const uint32_t *vq, int64_t vq_stride, const float *vfac,
                                              int64_t vfac_stride, int64_t head_size_v, float *o_t) {
     if (num_rows <= 16)

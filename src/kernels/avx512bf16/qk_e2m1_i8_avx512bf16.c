@@ -21,33 +21,16 @@
 #endif
 #include <immintrin.h>
 
+#include "kernels/avx512bf16/e2m1_i8_avx512.h"
 #include "kernels/kernels.h"
 
-#define KI8_TARGET __attribute__((target("avx512vnni")))
-
-/* dst[i] = 2·e2m1(code i) + bias, i < n (codes two per byte, element 2i in the low nibble): a nibble table
- * (VPSHUFB) over 32 elements a step. */
+/* dst[i] = 2·e2m1(code i) + bias, i < n (codes two per byte, element 2i in the low nibble), 32 elements a step. */
 KI8_TARGET void attn_k_e2m1_bytes_avx512bf16(const uint8_t *codes, int64_t n, int bias, uint8_t *dst) {
-    const __m256i lut = _mm256_add_epi8(_mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1,
-                                                         2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12),
-                                        _mm256_set1_epi8((char)bias));
     for (int64_t i = 0; i < n; i += 32) {
         const int m = n - i < 32 ? (int)(n - i) : 32;
-        const __m128i b = _mm_maskz_loadu_epi8((__mmask16)((1u << ((m + 1) / 2)) - 1u), codes + i / 2);
-        const __m256i w = _mm256_cvtepu8_epi16(b);
-        const __m256i t = _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi16(0x0F)),
-                                          _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0xF0)), 4));
         _mm256_mask_storeu_epi8(dst + i, (__mmask32)(m == 32 ? 0xFFFFFFFFu : (1u << m) - 1u),
-                                _mm256_shuffle_epi8(lut, t));
+                                ki8_e2m1x32(codes + i / 2, m, bias));
     }
-}
-
-/* acc += VPDPBUSD(u8 quads u, s8 quads s). Written as inline assembly: GCC 12 expands _mm512_dpbusd_epi32 on an
- * accumulator array with a register copy in and out of every instruction (two extra moves per multiply-add,
- * which left the kernel front-end bound); the instruction is the same. */
-static inline __attribute__((always_inline)) KI8_TARGET __m512i ki8_dp(__m512i acc, __m512i u, __m512i s) {
-    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
-    return acc;
 }
 
 /* NK keys from k × L zmm of rows, all blocks. */

@@ -220,14 +220,7 @@ static inline __attribute__((always_inline)) void kq_softmax_pairs(const float *
     int rescale = 0;
     for (int h = 0; h < L; h++) {
         const float *sv = s + 16 * h;
-        __m512 t[4] = {neg_inf, neg_inf, neg_inf, neg_inf};
-        int64_t k = 0;
-        for (; k + 4 <= num_keys; k += 4)
-            for (int i = 0; i < 4; i++)
-                t[i] = _mm512_max_ps(_mm512_loadu_ps(sv + (k + i) * ATTN_QB), t[i]);
-        for (; k < num_keys; k++)
-            t[0] = _mm512_max_ps(_mm512_loadu_ps(sv + k * ATTN_QB), t[0]);
-        const __m512 tmax = _mm512_max_ps(_mm512_max_ps(t[3], t[2]), _mm512_max_ps(t[1], t[0]));
+        const __m512 tmax = k512_rows_max(sv, 0, num_keys);
         const __m512 m_new = k512_softmax_max_step(tmax, m + 16 * h, &alpha[h], &rescale);
         __m512 sum = _mm512_setzero_ps();
         for (int64_t j = 0; 2 * j < num_keys; j++) {
