@@ -162,9 +162,16 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
 #define ATTN_FWD_PARALLEL_MIN_FLOPS (1 << 18)
 #define ATTN_FWD_SMALL_MAX_BLOCKS   64 /* calls with more blocks (or sequences) are not counted: never small */
 
-/* 1 when problem p (at most ATTN_FWD_SMALL_MAX_BLOCKS sequences) has fewer than ex->parallel_min_flops flop,
- * else ex->num_threads. */
-int32_t attn_fwd_call_threads(const attn_problem *p, const attn_exec *ex);
+/* Whether a call on ex may run on one thread (the rule is on and there are threads to spare): only then do the
+ * executors count its flop. */
+static inline int attn_fwd_may_run_alone(const attn_exec *ex) {
+    return ex->num_threads > 1 && ex->parallel_min_flops > 0.0;
+}
+
+/* The flop of `rows` query rows of p over seq_k keys: 2·rows·seq_k·(head_size + head_size_v). */
+static inline double attn_fwd_flops(const attn_problem *p, int64_t rows, int64_t seq_k) {
+    return 2.0 * (double)rows * (double)seq_k * (double)(p->head_size + p->head_size_v);
+}
 
 /* The thread-spreading rule of every decode schedule: each of num_seqs sequences has `units` independent
  * units (kv heads, or blocks over kv heads), an item holds at most `cap` of them. Returns the units per item:

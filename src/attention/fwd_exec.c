@@ -11,6 +11,7 @@
  * their values. It does not allocate: states live in the thread's scratch (ATTN_FWD_MULTI_BYTES).
  */
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 
 #include "attention/fwd.h"
@@ -593,17 +594,17 @@ static void attn_fx_item(void *arg, int64_t item, int32_t tid) {
     attn_fwd_multi_finalize(p, kern, &sc, n);
 }
 
-int32_t attn_fwd_call_threads(const attn_problem *p, const attn_exec *ex) {
-    const int32_t num_threads = ex->num_threads;
-    if (num_threads <= 1 || p->num_seqs > ATTN_FWD_SMALL_MAX_BLOCKS || !(ex->parallel_min_flops > 0.0))
-        return num_threads;
+/* The flop of problem p's sequences, or +inf when it has more than ATTN_FWD_SMALL_MAX_BLOCKS (not counted). */
+static double attn_fx_flops(const attn_problem *p) {
+    if (p->num_seqs > ATTN_FWD_SMALL_MAX_BLOCKS)
+        return INFINITY;
     double flops = 0.0;
     for (int64_t i = 0; i < p->num_seqs; i++) {
         attn_seq_view seq;
         p->get_seq(p, i, &seq);
-        flops += 2.0 * (double)(seq.seq_q * p->num_heads) * (double)seq.seq_k * (double)(p->head_size + p->head_size_v);
+        flops += attn_fwd_flops(p, seq.seq_q * p->num_heads, seq.seq_k);
     }
-    return flops < ex->parallel_min_flops ? 1 : num_threads;
+    return flops;
 }
 
 int64_t attn_fwd_units_per_item(int64_t units, int64_t num_seqs, int64_t cap, int32_t num_threads) {
@@ -638,7 +639,8 @@ static int64_t attn_fx_dense_items(const void *arg, int64_t ss) {
 
 void attn_fwd_run(const attn_problem *p, const attn_exec *ex) {
     attn_exec one = *ex; /* a small call on thread 0 alone (parallel_min_flops) */
-    one.num_threads = attn_fwd_call_threads(p, ex);
+    if (attn_fwd_may_run_alone(ex) && attn_fx_flops(p) < ex->parallel_min_flops)
+        one.num_threads = 1;
     ex = &one;
     attn_fx_job job;
     memset(&job, 0, sizeof job);

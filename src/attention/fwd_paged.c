@@ -190,14 +190,14 @@ static double attn_fp_flops(const attn_problem *const prob[2], const attn_fwd_wo
         const attn_problem *p = prob[work->kinds[b->req] == ATTN_REQUEST_DECODER ? 0 : 1];
         attn_seq_view seq;
         p->get_seq(p, b->req, &seq);
-        flops += 2.0 * (double)b->num_rows * (double)seq.seq_k * (double)(p->head_size + p->head_size_v);
+        flops += attn_fwd_flops(p, b->num_rows, seq.seq_k);
     }
     return flops;
 }
 
 void attn_fwd_run_work(const attn_problem *const prob[2], const attn_fwd_work *work, float *ws, const attn_exec *ex) {
     attn_exec one = *ex; /* a small call on thread 0 alone (parallel_min_flops) */
-    if (one.num_threads > 1 && one.parallel_min_flops > 0.0 && attn_fp_flops(prob, work) < one.parallel_min_flops)
+    if (attn_fwd_may_run_alone(ex) && attn_fp_flops(prob, work) < ex->parallel_min_flops)
         one.num_threads = 1;
     ex = &one;
     attn_fp_job job;
