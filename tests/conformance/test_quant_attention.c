@@ -18,9 +18,7 @@
 #include <cmocka.h>
 
 #include "attn/attn_experimental.h"
-#include "dispatch/dispatch.h"
 #include "harness.h"
-#include "kernels/kernels.h"
 
 static const char *fmt_name[4] = {"fp8 e4m3 (block)", "fp8 e5m2 (block)", "mxfp8 (e4m3)", "mxfp4 (e2m1)"};
 
@@ -71,10 +69,9 @@ static void test_fast_equals_reference(void **state) {
             size_t bad, bad_l;
             /* the avx512bf16 quant kernels round P to bf16, or for MXFP4 with VNNI to bytes per 32-key block
              * (docs/DIFFUSION.md §5); the others are float32 */
-            const struct attn_quant_kernels *qk = attn_dispatch_quant(attn_dispatch_by_name("avx512"));
-            const th_tol tol = strcmp(attn_forward_quant_kernels(ctx), "avx512bf16") != 0 ? th_tol_for(dt)
-                               : fmt == ATTN_QUANT_MXFP4 && qk && qk->pv_e2m1_i8 ? th_tol_for_quant_mxfp4_i8(dt)
-                                                                                 : th_tol_for_quant_bf16(dt);
+            const th_tol tol = strcmp(attn_forward_quant_kernels(ctx), "avx512bf16") != 0
+                                   ? th_tol_for(dt)
+                                   : th_tol_for_quant_kernels(dt, fmt);
             const double err = th_compare(&to, &tor, tol, 1.0, &bad);
             th_compare_lse(&tl, &tlr, tol, &bad_l);
             if (bad || bad_l)

@@ -186,8 +186,6 @@ static void test_bf16_vs_oracle(void **state) {
         skip();
     }
     assert_int_equal(attn_ctx_set_num_threads(ctx, 2), ATTN_STATUS_OK);
-    const struct attn_quant_kernels *qk = attn_dispatch_quant(attn_dispatch_by_name("avx512"));
-    const int pv8 = qk && qk->pv_e2m1_i8; /* MXFP4's P·V on bytes of P */
     const int n = getenv("ATTN_TEST_SEED") ? 1 : num_cases();
     double worst = 0.0, worst_l = 0.0;
     for (int i = 0; i < n; i++) {
@@ -207,8 +205,7 @@ static void test_bf16_vs_oracle(void **state) {
         assert_int_equal(attn_ref_forward_quant(c.layout, &b.tq, &b.tk, &b.tv, &qp, NULL, &ref.to, &ref.tl),
                          ATTN_STATUS_OK);
         size_t bad, bad_l;
-        const th_tol tol =
-            c.fmt == ATTN_QUANT_MXFP4 && pv8 ? th_tol_for_quant_mxfp4_i8(c.dt) : th_tol_for_quant_bf16(c.dt);
+        const th_tol tol = th_tol_for_quant_kernels(c.dt, c.fmt);
         const double err = th_compare(&fast.to, &ref.to, tol, 1.0, &bad);
         const double err_l = th_compare_lse(&fast.tl, &ref.tl, tol, &bad_l);
         if (err > worst)

@@ -9,9 +9,7 @@
  * AVX512-BF16, whatever the table), the same status when the oracle refuses, nothing written then.
  */
 #include "attn/attn_experimental.h"
-#include "dispatch/dispatch.h"
 #include "fuzz_diff.h"
-#include "kernels/kernels.h"
 
 static int fzd_quant_run(const uint8_t *data, size_t size) {
     fzd_begin("diff_quant");
@@ -64,11 +62,8 @@ static int fzd_quant_run(const uint8_t *data, size_t size) {
                 /* the bf16 kernels, which any table's context runs where the CPU has AVX512-BF16 (the kernels are
                  * chosen by CPU features, not by the table): P·v_scale rounded to bf16 (docs/DIFFUSION.md §5;
                  * what th_tol_for_quant_bf16 adds to the dtype's tolerance in the conformance tests), or for MXFP4
-                 * where the CPU has AVX512-VNNI P as bytes per 32-key block (th_tol_for_quant_mxfp4_i8) */
-                const struct attn_quant_kernels *qk = attn_dispatch_quant(attn_dispatch_by_name("avx512"));
-                const th_tol f = th_tol_for(c.qdt), q = qp.format == ATTN_QUANT_MXFP4 && qk && qk->pv_e2m1_i8
-                                                            ? th_tol_for_quant_mxfp4_i8(c.qdt)
-                                                            : th_tol_for_quant_bf16(c.qdt);
+                 * where the CPU has AVX512-VNNI P as bytes per 32-key block (th_tol_for_quant_kernels) */
+                const th_tol f = th_tol_for(c.qdt), q = th_tol_for_quant_kernels(c.qdt, qp.format);
                 tol.atol += q.atol - f.atol, tol.rtol += q.rtol - f.rtol, tol.lse_sum += q.lse_atol - f.lse_atol;
             }
             fzd_check_out("attn_forward_quant out", isa, fo, ro, c.qdt, c.nout, &tol);

@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/attn_experimental.h"
 #include "core/dtype.h"
+#include "dispatch/dispatch.h"
+#include "kernels/kernels.h"
 #include "tolerance.h"
 
 void th_rng_seed(th_rng *r, uint64_t seed) { r->state = seed * 0x9E3779B97F4A7C15ull + 1; }
@@ -84,6 +87,12 @@ th_tol th_tol_for_quant_mxfp4_i8(attn_dtype dtype) {
     th_tol t = th_tol_for_quant_bf16(dtype);
     t.atol += 3e-2;
     return t;
+}
+
+th_tol th_tol_for_quant_kernels(attn_dtype dtype, int format) {
+    const struct attn_quant_kernels *qk = attn_dispatch_quant(attn_dispatch_by_name("avx512"));
+    return format == ATTN_QUANT_MXFP4 && qk && qk->pv_e2m1_i8 ? th_tol_for_quant_mxfp4_i8(dtype)
+                                                              : th_tol_for_quant_bf16(dtype);
 }
 
 int64_t th_offset(const attn_tensor *t, const int64_t *idx) {

@@ -50,6 +50,9 @@ th_tol th_tol_for(attn_dtype dtype);
 th_tol th_tol_for_quant_bf16(attn_dtype dtype);
 /* and for MXFP4 where the P·V runs on VPDPBUSD over bytes of P (the quant table's pv_e2m1_i8) */
 th_tol th_tol_for_quant_mxfp4_i8(attn_dtype dtype);
+/* The avx512bf16 quant kernels' tolerance for `format` (attn_quant_format) on this CPU: th_tol_for_quant_mxfp4_i8
+ * for MXFP4 where the quant table has the VPDPBUSD P·V (pv_e2m1_i8), else th_tol_for_quant_bf16 */
+th_tol th_tol_for_quant_kernels(attn_dtype dtype, int format);
 
 /* Compares got vs expected over a strided 3-D/4-D view pair by flat logical index. Returns the max
  * absolute error; sets *bad to the number of elements outside atol·vmax + rtol·|expected| (NaN counts). */
