@@ -73,6 +73,22 @@ def test_forward_quant(rng, ctx1, fmt):
         D.forward_quant(q, k, v, fmt, causal=True, ctx=ctx1)
 
 
+def test_forward_quant_mxfp4_worst_rounding(ctx1):
+    """The worst case of MXFP4's P as bytes per 32-key block (DIFFUSION.md §5): one dominant key per block and
+    31 keys whose P sits just under half a byte unit, all rounding the same way, V all ones. The output stays
+    within the stated bound max|v|/8 (plus the bf16 kernels' 4e-3·max|v| + 4e-3·|out|) of the oracle."""
+    q = np.zeros((1, 1, 1, 32), np.float32)
+    q[..., 0] = 1
+    k = np.zeros((1, 64, 1, 32), np.float32)
+    k[..., 0] = 2
+    k[0, ::32, 0, 0] = 4
+    v = np.ones((1, 64, 1, 32), np.float32)
+    scale = float(np.log(128 / 0.49) / 2)  # the small keys' P: 0.49 of the unit 2^-7 of the block's P = 1
+    out = D.forward_quant(q, k, v, "mxfp4", rotate=False, softmax_scale=scale, ctx=ctx1)
+    ref = D.forward_quant(q, k, v, "mxfp4", rotate=False, softmax_scale=scale, reference=True)
+    np.testing.assert_allclose(out, ref, atol=1 / 8 + 4e-3 + 1e-4, rtol=4e-3)
+
+
 @needs_ml_dtypes
 def test_formats_match_ml_dtypes():
     import ml_dtypes
