@@ -126,14 +126,18 @@ attn_status attn_ref_run(const attn_problem *p) {
                     logit[j] = x;
                     if (x > m) m = x;
                 }
-                /* 2. softmax denominator, with the sink as an extra logit without a value row */
+                /* 2. softmax denominator, with the sink as an extra logit without a value row. A visible logit of
+                 * −inf adds exactly 0 (also when every logit is −inf, m = −inf: then an empty row); a NaN or +inf
+                 * one makes the denominator NaN (+inf − +inf) and with it the row's output and LSE */
                 if (o->sinks && (double)o->sinks[h] > m) m = (double)o->sinks[h];
                 double denom = 0.0;
                 for (int64_t j = 0; j < s.seq_k; j++)
-                    if (vis[j]) denom += exp(logit[j] - m);
+                    if (vis[j] && logit[j] != -INFINITY)
+                        denom += exp(logit[j] - m);
                 if (o->sinks) denom += exp((double)o->sinks[h] - m);
                 /* 3. out = Σ softmax_j · v_j ; lse = log Σ exp(s_j) */
-                for (int64_t d = 0; d < p->head_size_v; d++) acc[d] = 0.0;
+                for (int64_t d = 0; d < p->head_size_v; d++)
+                    acc[d] = isnan(denom) ? (double)NAN : 0.0;
                 if (denom > 0.0) {
                     for (int64_t j = 0; j < s.seq_k; j++) {
                         if (!vis[j]) continue;
@@ -146,7 +150,7 @@ attn_status attn_ref_run(const attn_problem *p) {
                 char *orow = s.out + attn_seq_q_row(&s, i) * s.out_row_stride + h * s.out_head_stride;
                 for (int64_t d = 0; d < p->head_size_v; d++) attn_store_f(orow, p->out_dtype, d, (float)acc[d]);
                 if (s.lse) {
-                    double lse = denom > 0.0 ? m + log(denom) : -INFINITY;
+                    double lse = isnan(denom) ? (double)NAN : denom > 0.0 ? m + log(denom) : -INFINITY;
                     s.lse[attn_seq_q_row(&s, i) * s.lse_row_stride + h * s.lse_head_stride] = (float)lse;
                 }
             }

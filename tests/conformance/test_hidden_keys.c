@@ -5,7 +5,8 @@
  * leave those rows' outputs and LSE bitwise equal to a clean run, on the dense (prefill and decode-shaped),
  * piecewise, packed and paged entries, every K/V dtype. (The quantized entry supports no hiding rule but
  * lengths.) The poison must also show: some row that sees the key comes out non-finite, so
- * the test can fail.
+ * the test can fail. And the other side: a visible NaN / ±Inf acts as IEEE arithmetic makes it, in the fast path
+ * and the double oracle alike.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -246,7 +247,89 @@ static void test_hidden_keys(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* One element of a visible-poison run against the oracle: NaN where it is NaN, the same infinity, else within
+ * f32 rounding. Returns 1 when they agree. */
+static int nf_agree(float got, float want) {
+    if (isnan(want))
+        return isnan(got);
+    if (isinf(want))
+        return got == want;
+    return !isnan(got) && fabsf(got - want) <= 1e-5f + 1e-5f * fabsf(want);
+}
+
+/* A *visible* non-finite value acts as IEEE arithmetic makes it (docs/SEMANTICS.md §3), on the fast path and in
+ * the double oracle alike: a NaN or +inf logit gives a NaN row and LSE, a −inf logit weighs 0, a row whose
+ * logits are all −inf is empty (out 0, LSE −inf), an infinite V element with a positive weight gives an infinite
+ * output. Dense attention, f32 and bf16 K/V, one thread and two. */
+static void test_visible_nonfinite(void **state) {
+    (void)state;
+    enum { SQ = 4, SK = 40, H = 2, D = 64 };
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    for (int kind = 0; kind < 4; kind++)
+        for (int dt = 0; dt < 2; dt++) {
+            const attn_dtype kvt = dt ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32;
+            th_rng rng;
+            th_rng_seed(&rng, 4242u + (uint64_t)kind);
+            float *q = th_alloc_fill(&rng, ATTN_DTYPE_F32, SQ * H * D, -1, 1);
+            void *k = th_alloc_fill(&rng, kvt, SK * D, -1, 1), *v = th_alloc_fill(&rng, kvt, SK * D, -1, 1);
+            for (int64_t h = 0; h < H; h++) /* row 0 of each head: every q element positive */
+                for (int64_t d = 0; d < D; d++)
+                    q[h * D + d] = 0.5f + 0.25f * (float)(d % 3);
+            if (kind == 0) /* key 7: a NaN element → every row NaN */
+                th_set(k, kvt, 7 * D + 5, NAN);
+            if (kind == 1) /* key 7: +inf in element 0 → +inf logit where q[0] > 0 (NaN row), −inf where q[0] < 0 */
+                th_set(k, kvt, 7 * D, INFINITY);
+            if (kind == 2) /* every key −inf in every element → row 0 (q > 0) sees only −inf logits: empty */
+                for (int64_t i = 0; i < SK * D; i++)
+                    th_set(k, kvt, (size_t)i, -INFINITY);
+            if (kind == 3) /* V of key 7: +inf in element 3 → +inf in output column 3 of every row */
+                th_set(v, kvt, 7 * D + 3, INFINITY);
+            float *out = th_alloc_nan(ATTN_DTYPE_F32, SQ * H * D), *ref = th_alloc_nan(ATTN_DTYPE_F32, SQ * H * D);
+            float *lse = th_alloc_nan(ATTN_DTYPE_F32, SQ * H), *lref = th_alloc_nan(ATTN_DTYPE_F32, SQ * H);
+            attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 4, (const int64_t[]){1, SQ, H, D});
+            attn_tensor tk = attn_tensor_make(k, kvt, 4, (const int64_t[]){1, SK, 1, D});
+            attn_tensor tv = attn_tensor_make(v, kvt, 4, (const int64_t[]){1, SK, 1, D});
+            attn_tensor to = attn_tensor_make(out, ATTN_DTYPE_F32, 4, (const int64_t[]){1, SQ, H, D});
+            attn_tensor tr = attn_tensor_make(ref, ATTN_DTYPE_F32, 4, (const int64_t[]){1, SQ, H, D});
+            attn_tensor tl = attn_tensor_make(lse, ATTN_DTYPE_F32, 3, (const int64_t[]){1, H, SQ});
+            attn_tensor tlr = attn_tensor_make(lref, ATTN_DTYPE_F32, 3, (const int64_t[]){1, H, SQ});
+            assert_int_equal(attn_ref_forward(ATTN_LAYOUT_BSND, &tq, &tk, &tv, NULL, &tr, &tlr), ATTN_STATUS_OK);
+            int64_t nan_rows = 0, empty_rows = 0, inf_cols = 0;
+            for (int32_t t = 1; t <= 2; t++) {
+                assert_int_equal(attn_ctx_set_num_threads(ctx, t), ATTN_STATUS_OK);
+                assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, NULL, &to, &tl), ATTN_STATUS_OK);
+                for (int64_t i = 0; i < SQ * H * D; i++) {
+                    if (!nf_agree(out[i], ref[i]))
+                        print_error("kind %d %s: out[%lld] = %g, oracle %g\n", kind, dt ? "bf16" : "f32", (long long)i,
+                                    (double)out[i], (double)ref[i]);
+                    assert_true(nf_agree(out[i], ref[i]));
+                    inf_cols += t == 1 && isinf(ref[i]);
+                }
+                for (int64_t i = 0; i < SQ * H; i++) {
+                    if (!nf_agree(lse[i], lref[i]))
+                        print_error("kind %d %s: lse[%lld] = %g, oracle %g\n", kind, dt ? "bf16" : "f32", (long long)i,
+                                    (double)lse[i], (double)lref[i]);
+                    assert_true(nf_agree(lse[i], lref[i]));
+                    nan_rows += t == 1 && isnan(lref[i]);
+                    empty_rows += t == 1 && lref[i] == -INFINITY;
+                }
+            }
+            /* the poison shows as documented, so the comparison above cannot pass on two empty rows */
+            if (kind == 0)
+                assert_int_equal(nan_rows, SQ * H);
+            if (kind == 1)
+                assert_true(nan_rows >= H && nan_rows < SQ * H);
+            if (kind == 2)
+                assert_true(empty_rows >= H && ref[0] == 0.0f);
+            if (kind == 3)
+                assert_int_equal(inf_cols, SQ * H);
+            free(q), free(k), free(v), free(out), free(ref), free(lse), free(lref);
+        }
+    attn_ctx_destroy(ctx);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_hidden_keys)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_hidden_keys), cmocka_unit_test(test_visible_nonfinite)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
