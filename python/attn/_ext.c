@@ -1967,13 +1967,14 @@ static int ext_parse(const char *fn, const char *kinds, const char *names, PyObj
                 PyErr_SetString(PyExc_TypeError, "quant params: expected a 5-tuple");
                 return -1;
             }
+            static const char *const fields[5] = {"format", "rotate", "rotation_seed", "q_block_rows", "kv_block_rows"};
             int64_t q[5];
             for (int j = 0; j < 5 && r == 0; j++) {
                 PyObject *x = PyTuple_GET_ITEM(o, j);
                 q[j] = -1;
                 if (j > 0 && x == Py_None)
                     continue;
-                r = ext_conv_int(x, fn, "quant params", j == 2 ? 0 : INT32_MIN, j == 2 ? UINT32_MAX : INT32_MAX, &q[j]);
+                r = ext_conv_int(x, fn, fields[j], j == 2 ? 0 : INT32_MIN, j == 2 ? UINT32_MAX : INT32_MAX, &q[j]);
             }
             if (r != 0)
                 break;

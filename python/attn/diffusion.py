@@ -16,6 +16,7 @@ mask explicitly, e.g. beside a bool ``mask``.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -271,10 +272,19 @@ def quant_params(format: str = "fp8_e4m3", rotate: Optional[bool] = None,
     attn_quant_params_init: rotation on, seed 425500, FP8 row blocks 128/256)."""
     if format not in _QUANT_FORMATS:
         raise ValueError(f"format={format!r}: expected one of {sorted(_QUANT_FORMATS)}")
-    # (format, rotate, rotation_seed, q_block_rows, kv_block_rows): None keeps attn_quant_params_init's value
+    def whole(name: str, x: Optional[int]) -> Optional[int]:
+        if x is None:
+            return None
+        try:  # an integer, not a float that int() would truncate
+            return operator.index(x)
+        except TypeError:
+            raise TypeError(f"{name}={x!r}: expected an integer") from None
+
+    # (format, rotate, rotation_seed, q_block_rows, kv_block_rows): None keeps attn_quant_params_init's value;
+    # the extension checks the ranges and names the field
     return (_QUANT_FORMATS[format], None if rotate is None else int(bool(rotate)),
-            None if rotation_seed is None else int(rotation_seed), None if q_block_rows is None else int(q_block_rows),
-            None if kv_block_rows is None else int(kv_block_rows))
+            whole("rotation_seed", rotation_seed), whole("q_block_rows", q_block_rows),
+            whole("kv_block_rows", kv_block_rows))
 
 
 def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,

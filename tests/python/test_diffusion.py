@@ -73,6 +73,22 @@ def test_forward_quant(rng, ctx1, fmt):
         D.forward_quant(q, k, v, fmt, causal=True, ctx=ctx1)
 
 
+@pytest.mark.parametrize("kw, err, match", [
+    (dict(q_block_rows=2**40), OverflowError, "q_block_rows"),
+    (dict(kv_block_rows=2**31), OverflowError, "kv_block_rows"),
+    (dict(rotation_seed=-1), OverflowError, "rotation_seed"),
+    (dict(rotation_seed=2**32), OverflowError, "rotation_seed"),
+    (dict(q_block_rows=1.5), TypeError, "q_block_rows"),
+    (dict(kv_block_rows=0), attn.AttnInvalidArgumentError, "kv_block_rows"),
+])
+def test_forward_quant_bad_params_named(rng, ctx1, kw, err, match):
+    q, k, v = _qkv(rng, d=64)
+    out = np.full_like(q, 7.0)
+    with pytest.raises(err, match=match):
+        D.forward_quant(q, k, v, "fp8_e4m3", out=out, ctx=ctx1, **kw)
+    assert (out == 7.0).all()  # nothing written
+
+
 def test_forward_quant_mxfp4_worst_rounding(ctx1):
     """The worst case of MXFP4's P as bytes per 32-key block (DIFFUSION.md §5): one dominant key per block and
     31 keys whose P sits just under half a byte unit, all rounding the same way, V all ones. The output stays
