@@ -12,15 +12,16 @@
 #include "kernels/generic/quant_prep.h"
 #include "kernels/kernels.h"
 
-/* The butterflies of distance 1, 2 and 4 of the 8 doubles of x: partner by a permute, a + b in the lower and
- * a − b in the upper element of each pair. */
+/* The butterflies of distance 1, 2 and 4 of the 8 doubles of x: partner y by a permute, then a + b in the lower
+ * and a − b in the upper element of each pair as one fused multiply-add x·(±1) + y (the product by ±1 is exact,
+ * so this is the one rounding of a + b or −b + a = a − b, signed zeros included; only which NaN comes out of two
+ * may differ from an add). */
 static inline __attribute__((always_inline)) __m512d kqp_bfly8(__m512d x) {
-    __m512d y = _mm512_permute_pd(x, 0x55);
-    x = _mm512_mask_sub_pd(_mm512_add_pd(x, y), 0xAA, y, x);
-    y = _mm512_permutex_pd(x, _MM_SHUFFLE(1, 0, 3, 2));
-    x = _mm512_mask_sub_pd(_mm512_add_pd(x, y), 0xCC, y, x);
-    y = _mm512_shuffle_f64x2(x, x, _MM_SHUFFLE(1, 0, 3, 2));
-    return _mm512_mask_sub_pd(_mm512_add_pd(x, y), 0xF0, y, x);
+    const __m512d s1 = _mm512_setr_pd(1, -1, 1, -1, 1, -1, 1, -1), s2 = _mm512_setr_pd(1, 1, -1, -1, 1, 1, -1, -1);
+    const __m512d s4 = _mm512_setr_pd(1, 1, 1, 1, -1, -1, -1, -1);
+    x = _mm512_fmadd_pd(x, s1, _mm512_permute_pd(x, 0x55));
+    x = _mm512_fmadd_pd(x, s2, _mm512_permutex_pd(x, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm512_fmadd_pd(x, s4, _mm512_shuffle_f64x2(x, x, _MM_SHUFFLE(1, 0, 3, 2)));
 }
 
 static inline __attribute__((always_inline)) __m512d kqp_signed8(const float *src, const int8_t *signs, int64_t i) {
