@@ -768,9 +768,10 @@ static attn_status diff_quant_sizes(const diff_dims *d, size_t sizes[3]) {
 
 /* Code-path sizes (each rounded up to 64 bytes): [0..3) the scales of Q, K, V — room for a float per row (FP8
  * with 1-row blocks at most) or the E8M0 bytes of MX (Q/K ceil(width/32) per row, V width per 32 rows) — then
- * [3..6) the codes of Q, K, V at one byte per element (E2M1 uses half of it). The format is not an argument of
- * the size function, so the size covers every format. */
-static attn_status diff_quant_code_sizes(const diff_dims *d, size_t sizes[6]) {
+ * [3..6) the codes of Q, K, V at one byte per element (E2M1 uses half of it), or with `wide` the wide bf16
+ * operands of fwd_quant.h (Q/K rows of attn_fq_wide_qk_row_bytes, V pairs of attn_fq_wide_v_pair_bytes), which
+ * are larger. The format is not an argument of the size function, so the size covers every format. */
+static attn_status diff_quant_code_sizes(const diff_dims *d, int wide, size_t sizes[6]) {
     const int64_t mats[3] = {d->batch * d->num_heads, d->batch * d->num_kv_heads, d->batch * d->num_kv_heads};
     const int64_t seqs[3] = {d->seq_q, d->seq_k, d->seq_k};
     const int64_t widths[3] = {d->head_size, d->head_size, d->head_size_v};
@@ -779,9 +780,12 @@ static attn_status diff_quant_code_sizes(const diff_dims *d, size_t sizes[6]) {
         int64_t elems, rows, per_row = (widths[t] + 31) / 32, sc, sv;
         if (per_row < 4)
             per_row = 4;
+        const int64_t wide_rows = t == 2 ? (seqs[t] + 1) / 2 : seqs[t];
+        const int64_t wide_bytes = t == 2 ? attn_fq_wide_v_pair_bytes(widths[t]) : attn_fq_wide_qk_row_bytes(widths[t]);
         ATTN_CHECK(attn_mul_i64(mats[t], seqs[t], &rows) && attn_mul_i64(rows, widths[t], &elems) &&
                        attn_mul_i64(rows, per_row, &sc) &&
-                       attn_mul_i64(mats[t], ((seqs[t] + 31) / 32) * widths[t], &sv),
+                       attn_mul_i64(mats[t], ((seqs[t] + 31) / 32) * widths[t], &sv) &&
+                       (!wide || (attn_mul_i64(mats[t], wide_rows, &elems) && attn_mul_i64(elems, wide_bytes, &elems))),
                    ATTN_STATUS_OVERFLOW, "workspace: operand %d overflows", t);
         if (t == 2 && sv > sc)
             sc = sv;
@@ -803,9 +807,10 @@ attn_status attn_forward_quant_workspace_size(attn_layout layout, const attn_ten
     ATTN_CHECK(bytes != NULL, ATTN_STATUS_INVALID_ARGUMENT, "bytes: is NULL");
     diff_dims d = {0};
     ATTN_TRY(diff_check_qkv(layout, q, k, v, &d));
-    if (attn_dispatch_quant(NULL)) {
+    const struct attn_quant_kernels *qk = attn_dispatch_quant(NULL);
+    if (qk) { /* room for the wide operands where the machine's table runs them */
         size_t s[6];
-        ATTN_TRY(diff_quant_code_sizes(&d, s));
+        ATTN_TRY(diff_quant_code_sizes(&d, attn_fq_wide_table(qk, ATTN_DTYPE_FP8_E4M3, 0), s));
         *bytes = s[0] + s[1] + s[2] + s[3] + s[4] + s[5];
         return ATTN_STATUS_OK;
     }
@@ -868,8 +873,18 @@ static attn_status diff_quant_codes(attn_ctx *ctx, const struct attn_quant_kerne
                                     const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                     const attn_quant_params *qp, const attn_problem *p, attn_tensor *out,
                                     attn_tensor *lse, void *workspace, size_t workspace_size) {
+    const int mx = qp->format == ATTN_QUANT_MXFP8 || qp->format == ATTN_QUANT_MXFP4;
+    const attn_dtype elem = attn_quant_elem_dtype(qp->format);
+    /* wide operands where the table runs them and the workspace holds them (a workspace sized for codes only
+     * still runs, staging per work item: the same kernels on the same codes, the same bits) */
     size_t sizes[6];
-    ATTN_TRY(diff_quant_code_sizes(d, sizes));
+    int wide = attn_fq_wide_table(qk, elem, mx);
+    if (wide) {
+        ATTN_TRY(diff_quant_code_sizes(d, 1, sizes));
+        wide = workspace_size >= sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4] + sizes[5];
+    }
+    if (!wide)
+        ATTN_TRY(diff_quant_code_sizes(d, 0, sizes));
     const size_t need = sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4] + sizes[5];
     ATTN_CHECK(workspace_size >= need, ATTN_STATUS_WORKSPACE_TOO_SMALL,
                "workspace_size=%zu, need %zu (scales %zu + %zu + %zu, codes Q %zu + K %zu + V %zu bytes)",
@@ -879,9 +894,9 @@ static attn_status diff_quant_codes(attn_ctx *ctx, const struct attn_quant_kerne
     ATTN_TRY(attn_validate_workspace(workspace, need, 4, views, view_names, 5));
     attn_qattn qa;
     memset(&qa, 0, sizeof qa);
-    const int mx = qp->format == ATTN_QUANT_MXFP8 || qp->format == ATTN_QUANT_MXFP4;
-    qa.elem = attn_quant_elem_dtype(qp->format);
+    qa.elem = elem;
     qa.mx = mx;
+    qa.wide = wide;
     qa.seq_q = d->seq_q, qa.seq_k = d->seq_k;
     attn_qoperand *ops[3] = {&qa.q, &qa.k, &qa.v};
     const int64_t widths[3] = {d->head_size, d->head_size, d->head_size_v};
@@ -914,7 +929,7 @@ static attn_status diff_quant_codes(attn_ctx *ctx, const struct attn_quant_kerne
         s[t].seq_stride = src[t]->strides[d->s_dim] * es;
         s[t].head_stride = src[t]->strides[d->n_dim] * es;
     }
-    attn_quant_codes(s, d->batch, heads, seqs, widths, qp, ctx->kern, qk, &ex, ops);
+    attn_quant_codes(s, d->batch, heads, seqs, widths, qp, ctx->kern, qk, &ex, wide, ops);
     attn_fwd_quant_run(&pq, &qa, qk, &ex);
     attn_ctx_release(ctx);
     return ATTN_STATUS_OK;

@@ -1,6 +1,7 @@
 /*
  * fwd_quant.c — the quantized-attention driver (fwd_quant.h): work items of (batch, kv head, head chunk, up to
- * sixteen query blocks); per kv tile the K and V codes are widened once (bf16 tables: K as bf16 rows — MXFP4 K as
+ * sixteen query blocks); per kv tile the K and V codes are widened once (or, as wide FP8 operands made by the
+ * quantization, read in place; bf16 tables: K as bf16 rows — MXFP4 K as
  * biased bytes for the VPDPBUSD Q·Kᵀ where the table has it — V as key-pair columns, or for MXFP4 on VPDPBUSD as
  * byte quads of four keys with P as bytes per 32-key block; f32-staging tables: float32 rows, as the
  * fake-quantization path holds them) and every block of the
@@ -105,6 +106,9 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
                 fb->qe_lo = e < fb->qe_lo ? e : fb->qe_lo;
                 fb->qe_hi = e > fb->qe_hi ? e : fb->qe_hi;
             }
+        } else if (qa->wide) { /* the bf16 row made by the quantization */
+            memcpy(row, (const uint16_t *)(const void *)qa->q.codes + (mat * qa->seq_q + t) * attn_fq_wide_row(D),
+                   (size_t)words * sizeof(uint32_t));
         } else if (bf16) {
             uint16_t *h = (uint16_t *)(void *)row; /* dequant_row_bf16 pads an odd head_size with a zero */
             j->qk->dequant_row_bf16(codes, qa->elem, D, s, shift, h);
@@ -116,17 +120,11 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
     j->ex->kern->transpose(sc->rows, words, fb->blk.num_rows, words, fb->q_t, ATTN_QB);
 }
 
-/* The padded float/bf16 row stride of a staged tile: never a multiple of 1 KiB (fwd.c attn_fwd_rows). */
-static int64_t attn_fq_tile_row(int64_t width) {
-    int64_t t = ((width + 15) & ~(int64_t)15) + 16;
-    if (t % 256 == 0)
-        t += 16;
-    return t;
-}
-
-/* Stages keys [a, b) of kv matrix `mat`: K (and V) codes widened into the scratch tiles. */
+/* Stages keys [a, b) of kv matrix `mat`: K (and V) codes widened into the scratch tiles, whose addresses go to
+ * *kt and *vt — or, for wide operands, those addresses point into them and only the FP8 scales are gathered. */
 static void attn_fq_stage(const attn_fq_job *j, int64_t mat, int64_t a, int64_t b, attn_fwd_scratch *sc, float *k_scale,
-                          float *v_scale, int64_t *vt_stride, float *k_fac, int32_t ke[2], float *v_fac) {
+                          float *v_scale, int64_t *vt_stride, float *k_fac, int32_t ke[2], float *v_fac,
+                          const void **kt, int64_t *kt_stride, const void **vt) {
     const attn_problem *p = j->p;
     const attn_qattn *qa = j->qa;
     const int64_t D = p->head_size, Dv = p->head_size_v, nb = (D + 31) / 32;
@@ -140,6 +138,17 @@ static void attn_fq_stage(const attn_fq_job *j, int64_t mat, int64_t a, int64_t 
     const int64_t tk = attn_fq_tile_row(D), tv = attn_fq_tile_row(Dv);
     *vt_stride = tv;
     ke[0] = 255, ke[1] = 0;
+    *kt = sc->k_tile, *vt = sc->v_tile, *kt_stride = tk;
+    if (qa->wide) {
+        *kt_stride = attn_fq_wide_row(D), *vt_stride = Dv;
+        *kt = (const uint16_t *)(const void *)qa->k.codes + (mat * qa->seq_k + a) * *kt_stride;
+        *vt = (const uint32_t *)(const void *)qa->v.codes + (mat * ((qa->seq_k + 1) / 2) + a / 2) * Dv;
+        for (int64_t key = a; key < b && !qa->mx; key++) {
+            k_scale[key - a] = qa->k.fscale[mat * kblk + key / qa->k.block_rows];
+            v_scale[key - a] = qa->v.fscale[mat * vblk + key / qa->v.block_rows];
+        }
+        return;
+    }
     for (int64_t key = a; key < b && j->i8; key++) { /* MXFP4 on qk_e2m1_i8: bytes 2k + 12 (pad: 12) and factors */
         const uint8_t *kc = qa->k.codes + (mat * qa->seq_k + key) * qa->k.row_bytes;
         uint8_t *dst = (uint8_t *)(void *)sc->k_tile + (key - a) * tk;
@@ -253,8 +262,9 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
                 attn_fwd_state_reset(p->head_size_v, fbs[i].m, fbs[i].l, fbs[i].o);
         for (int64_t a = lo; a < hi; a += ATTN_KV_TILE) {
             const int64_t e = a + ATTN_KV_TILE < hi ? a + ATTN_KV_TILE : hi, nk = e - a;
-            int64_t vts = 0;
-            attn_fq_stage(j, mat, a, e, &sc, k_scale, v_scale, &vts, k_fac, ke, v_fac);
+            int64_t vts = 0, kts = 0;
+            const void *kt, *vt;
+            attn_fq_stage(j, mat, a, e, &sc, k_scale, v_scale, &vts, k_fac, ke, v_fac, &kt, &kts, &vt);
             for (int64_t i = 0; i < nblocks; i++) {
                 attn_fq_block *fb = &fbs[i];
                 const int64_t nr = fb->blk.num_rows;
@@ -267,9 +277,8 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
                 }
                 if (bf16) {
                     if (!j->i8)
-                        j->qk->qk_bf16((const uint32_t *)(const void *)fb->q_t, nr, p->head_size,
-                                   (const uint16_t *)(const void *)sc.k_tile, attn_fq_tile_row(p->head_size), nk,
-                                   fb->row_scale, qa->mx ? NULL : k_scale, sc.s);
+                        j->qk->qk_bf16((const uint32_t *)(const void *)fb->q_t, nr, p->head_size, (const uint16_t *)kt,
+                                       kts, nk, fb->row_scale, qa->mx ? NULL : k_scale, sc.s);
                     if (p->opts.softcap > 0.0f || p->opts.alibi_slopes)
                         attn_fwd_tile_logits_mask(&p1, kern, &fb->blk, a, e, sc.s);
                     /* one online softmax over all keys, straight into the folded state: no partitions to merge;
@@ -285,8 +294,8 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
                     }
                     j->qk->softmax_pairs_bf16(sc.s, nk, nr, qa->mx ? NULL : v_scale, fb->m_acc, fb->l_acc,
                                               fb->o_acc, p->head_size_v, (uint32_t *)(void *)sc.p_tmp);
-                    j->qk->pv_pairs_bf16((const uint32_t *)(const void *)sc.p_tmp, nk, nr,
-                                         (const uint32_t *)(const void *)sc.v_tile, vts, p->head_size_v, fb->o_acc);
+                    j->qk->pv_pairs_bf16((const uint32_t *)(const void *)sc.p_tmp, nk, nr, (const uint32_t *)vt, vts,
+                                         p->head_size_v, fb->o_acc);
                 } else {
                     attn_fwd_tile(p, kern, &fb->blk, &sc, fb->q_t, sc.s, sc.k_rows, sc.v_rows, a, e, fb->m, fb->l,
                                   fb->o);

@@ -23,6 +23,7 @@ typedef struct attn_qoperand {
 typedef struct attn_qattn {
     attn_dtype elem; /* FP8_E4M3, FP8_E5M2 or FP4_E2M1                                       */
     int32_t mx;      /* 1: E8M0 scales (MXFP8 / MXFP4), 0: float block scales             */
+    int32_t wide;    /* 1: `codes` holds the bf16 operands of a bf16 table (attn_fq_wide_*)  */
     attn_qoperand q, k, v;
     int64_t seq_q, seq_k; /* every batch row has these lengths (dense)                         */
 } attn_qattn;
@@ -35,6 +36,34 @@ static inline float attn_e8m0_factor(uint8_t e) {
     } x;
     x.u = e == 0xFF ? 0x7FC00000u : e == 0 ? 0x00400000u : (uint32_t)e << 23;
     return x.f;
+}
+
+/* The padded row stride (elements) of a staged K/V tile and of the wide operands: never a multiple of 1 KiB. */
+static inline int64_t attn_fq_tile_row(int64_t width) {
+    int64_t t = ((width + 15) & ~(int64_t)15) + 16;
+    if (t % 256 == 0)
+        t += 16;
+    return t;
+}
+
+/* Wide operands (qa->wide): for FP8 block scales on a table with fp8_bf16_row, the quantization writes the bf16
+ * operands of the bf16 kernels — bf16(decode(code)), unscaled, as the driver would widen the codes — instead of
+ * the codes, so no work item widens a K/V tile and no code is formed. Q and K:
+ * [num_mats][seq][attn_fq_wide_row(width)] bf16 (a zero pad element for odd width); V:
+ * [num_mats][ceil(seq / 2)][width] 32-bit words, key 2j in the low and 2j + 1 in the high half (0 past the end).
+ * The same values as the codes path, so the same bits. Row strides in elements and byte sizes of a row follow. */
+static inline int attn_fq_wide_table(const struct attn_quant_kernels *qk, attn_dtype elem, int mx) {
+    return qk != NULL && qk->fp8_bf16_row != NULL && qk->qk_bf16 != NULL && !mx &&
+           (elem == ATTN_DTYPE_FP8_E4M3 || elem == ATTN_DTYPE_FP8_E5M2);
+}
+static inline int64_t attn_fq_wide_row(int64_t width) {
+    return (width + 1) & ~(int64_t)1;
+}
+static inline int64_t attn_fq_wide_qk_row_bytes(int64_t width) {
+    return attn_fq_wide_row(width) * 2;
+}
+static inline int64_t attn_fq_wide_v_pair_bytes(int64_t width) {
+    return width * 4;
 }
 
 /* Runs problem p (its q/k/v views unused; out, LSE, heads, sizes, softmax_scale, soft-cap, ALiBi, sinks read) on

@@ -31,6 +31,7 @@ typedef struct attn_qc_job {
     attn_dtype elem;
     const attn_qfmt *f;
     attn_qoperand *out;
+    int wide; /* FP8: write the bf16 operands of fwd_quant.h (attn_fq_wide_table) instead of codes */
     int8_t signs[256];
 } attn_qc_job;
 
@@ -91,7 +92,14 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
                 float *x = cached ? cache + (r - r0) * W : row;
                 if (!cached)
                     attn_qc_row(j, b, h, r, tmp, x);
-                attn_qc_encode(j, x, W, scale, codes + r * o->row_bytes);
+                if (!j->wide)
+                    attn_qc_encode(j, x, W, scale, codes + r * o->row_bytes);
+                else if (j->role != ATTN_QROLE_V) /* a bf16 row */
+                    j->qk->fp8_bf16_row(x, W, scale, j->elem, -1,
+                                        (uint16_t *)(void *)o->codes + (mat * S + r) * attn_fq_wide_row(W));
+                else /* the low (even key) or high (odd key) halves of a row of key pairs */
+                    j->qk->fp8_bf16_row(x, W, scale, j->elem, (int)(r % 2),
+                                        (uint32_t *)(void *)o->codes + (mat * ((S + 1) / 2) + r / 2) * W);
             }
         }
     } else if (j->role != ATTN_QROLE_V) { /* MX along head_size */
@@ -152,7 +160,7 @@ static void attn_qc_item(void *arg, int64_t item, int32_t tid) {
 
 void attn_quant_codes(const attn_qsrc src[3], int64_t batch, const int64_t heads[3], const int64_t seq[3],
                       const int64_t width[3], const attn_quant_params *qp, const struct attn_kernels *kern,
-                      const struct attn_quant_kernels *qk, const attn_exec *ex, attn_qoperand *out[3]) {
+                      const struct attn_quant_kernels *qk, const attn_exec *ex, int wide, attn_qoperand *out[3]) {
     attn_qc_all a;
     a.first[0] = 0;
     for (int t = 0; t < 3; t++) {
@@ -164,6 +172,7 @@ void attn_quant_codes(const attn_qsrc src[3], int64_t batch, const int64_t heads
         j->elem = attn_quant_elem_dtype(qp->format);
         j->f = attn_qfmt_of(j->elem);
         j->out = out[t];
+        j->wide = wide;
         if (qp->rotate && t != ATTN_QROLE_V)
             attn_hadamard_sign_vector(width[t], qp->rotation_seed, j->signs);
         const int64_t n = batch > 0 && seq[t] > 0 && width[t] > 0 ? batch * heads[t] : 0;

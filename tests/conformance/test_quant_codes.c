@@ -105,6 +105,34 @@ static attn_status qrun(attn_ctx *ctx, const qcase *c, qbufs *b, qout *o) {
     return st;
 }
 
+/* The workspace of the code path without the wide operands (one byte per element plus the scales, each part
+ * rounded up to 64 bytes: api_diffusion.c): enough to run, so the driver stages every K/V tile itself. */
+static size_t codes_only_bytes(const qcase *c) {
+    const int64_t mats[3] = {c->B * c->H, c->B * c->Hk, c->B * c->Hk}, seqs[3] = {c->Sq, c->Sk, c->Sk};
+    const int64_t widths[3] = {c->D, c->D, c->Dv};
+    size_t total = 0;
+    for (int t = 0; t < 3; t++) {
+        const int64_t per_row = (widths[t] + 31) / 32 < 4 ? 4 : (widths[t] + 31) / 32;
+        int64_t sc = mats[t] * seqs[t] * per_row;
+        const int64_t sv = mats[t] * ((seqs[t] + 31) / 32) * widths[t];
+        if (t == 2 && sv > sc)
+            sc = sv;
+        total += (size_t)((sc + 63) & ~(int64_t)63) + (size_t)((mats[t] * seqs[t] * widths[t] + 63) & ~(int64_t)63);
+    }
+    return total;
+}
+
+/* The same call on a workspace of exactly `ws` bytes. */
+static attn_status qrun_ws(attn_ctx *ctx, const qcase *c, qbufs *b, qout *o, size_t ws) {
+    attn_quant_params qp;
+    attn_quant_params_init(&qp, (attn_quant_format)c->fmt);
+    qp.rotate = c->rot, qp.q_block_rows = c->qbr, qp.kv_block_rows = c->kvbr;
+    void *w = malloc(ws ? ws : 1);
+    const attn_status st = attn_forward_quant(ctx, c->layout, &b->tq, &b->tk, &b->tv, &qp, NULL, &o->to, &o->tl, w, ws);
+    free(w);
+    return st;
+}
+
 static void qrepro(uint64_t seed, const qcase *c) {
     print_message("REPRO ATTN_TEST_SEED=%llu fmt=%d rot=%d layout=%d dt=%d B=%lld Sq=%lld Sk=%lld H=%lld Hk=%lld "
                   "D=%lld Dv=%lld qbr=%d kvbr=%d\n",
@@ -218,6 +246,18 @@ static void test_bf16_vs_oracle(void **state) {
         }
         assert_int_equal(bad, 0);
         assert_int_equal(bad_l, 0);
+        { /* a workspace of the codes only: every tile staged by the driver, not the wide operands — same bits */
+            qout staged;
+            qout_make(&c, &b, &staged);
+            const size_t ws = codes_only_bytes(&c);
+            assert_int_equal(qrun_ws(ctx, &c, &b, &staged, ws - 1), ATTN_STATUS_WORKSPACE_TOO_SMALL);
+            assert_int_equal(qrun_ws(ctx, &c, &b, &staged, ws), ATTN_STATUS_OK);
+            const int eq = th_bitwise_equal(&staged.to, &fast.to) && th_bitwise_equal(&staged.tl, &fast.tl);
+            if (!eq)
+                qrepro(seed, &c);
+            assert_true(eq);
+            free(staged.o), free(staged.l);
+        }
         if (i < 3)
             check_threads(ctx, &c, &b, &fast);
         free(fast.o), free(fast.l), free(ref.o), free(ref.l), free(b.q), free(b.k), free(b.v);
@@ -605,6 +645,68 @@ static void test_e2m1_pv_i8_model(void **state) {
  * float product) for every code: factor 1 (one scale), MX factors per 32 elements at and past the ends of the range
  * its exponent-add path takes (2^-117 / 2^-118, 2^119 / 2^120), a subnormal factor, NaN; odd lengths (the pad
  * element is 0, or NaN in a NaN block). */
+/* fp8_bf16_row (the bf16 operands made without codes) bitwise what the codes path makes of the same row: the
+ * float table's cvt_to_fp8 of x / scale, then dequant_row_bf16 (factor 1) for a row or v_pairs_bf16 for the two
+ * halves of a row of key pairs — E4M3 and E5M2, scales 1 / random / tiny / huge, every special (ties of both
+ * formats, saturation, ±inf, NaN, ±0, float and FP8 subnormals), odd and even lengths. A planted defect (the
+ * rounding onto one mantissa bit too many) fails it. */
+static void test_fp8_bf16_row(void **state) {
+    (void)state;
+    const struct attn_kernels *f = attn_dispatch_by_name("avx512");
+    const struct attn_quant_kernels *qk = f ? attn_dispatch_quant(f) : NULL;
+    if (!qk || !qk->fp8_bf16_row) {
+        print_message("skipped: no table here makes FP8 bf16 operands (CPU without AVX512-BF16, or not compiled in)\n");
+        skip();
+    }
+    enum { N = 301 };
+    static float x[N], y[N];
+    th_rng rng;
+    th_rng_seed(&rng, 515);
+    const float special[] = {0.0f,      -0.0f,    448.0f,   464.0f,    465.0f,    -480.0f,   1e30f,     INFINITY,
+                             -INFINITY, NAN,      -NAN,     57344.0f,  61440.0f,  1e-40f,    -1e-40f,   0x1p-9f,
+                             0x1p-10f,  0x3p-11f, 0x1p-7f,  0x1.1p-6f, 0x1.08p0f, 0x1.18p0f, 0x1.04p0f, 0x1.0cp0f,
+                             0x1p-16f,  0x1p-17f, 0x3p-18f, 1.0f,      -2.5f};
+    const int nsp = (int)(sizeof special / sizeof special[0]);
+    const float scales[5] = {1.0f, 0.0123f, 3.7f, 1e-30f, 1e25f};
+    int checked = 0;
+    for (int ei = 0; ei < 2; ei++)
+        for (int si = 0; si < 5; si++) {
+            const attn_dtype el = ei ? ATTN_DTYPE_FP8_E5M2 : ATTN_DTYPE_FP8_E4M3;
+            for (int i = 0; i < N; i++) { /* specials times the scale (so they land where named), then random */
+                x[i] = i < nsp ? special[i] * scales[si] : (float)th_rng_range(&rng, -500, 500) * scales[si];
+                y[i] = i < nsp ? -special[nsp - 1 - i] * scales[si] : (float)th_rng_range(&rng, -2, 2) * scales[si];
+            }
+            for (int64_t n = N - 2; n <= N; n++) {
+                static uint8_t cx[N], cy[N];
+                static uint16_t want16[N + 1], got16[N + 1];
+                static uint32_t want32[N], got32[N];
+                f->cvt_to_fp8(x, ATTN_DTYPE_F32, scales[si], el, cx, n);
+                f->cvt_to_fp8(y, ATTN_DTYPE_F32, scales[si], el, cy, n);
+                const float one = 1.0f;
+                memset(got16, 0xAB, sizeof got16);
+                qk->dequant_row_bf16(cx, el, n, &one, 63, want16);
+                qk->fp8_bf16_row(x, n, scales[si], el, -1, got16);
+                assert_memory_equal(got16, want16, (size_t)((n + 1) & ~(int64_t)1) * sizeof(uint16_t));
+                for (int two = 0; two <= 1; two++) { /* the even key alone (the last of an odd count), or both */
+                    memset(got32, 0xAB, sizeof got32);
+                    qk->v_pairs_bf16(cx, two ? cy : NULL, el, n, &one, 63, want32);
+                    qk->fp8_bf16_row(x, n, scales[si], el, 0, got32);
+                    if (two)
+                        qk->fp8_bf16_row(y, n, scales[si], el, 1, got32);
+                    for (int64_t d = 0; d < n; d++)
+                        if (got32[d] != want32[d])
+                            print_error(
+                                "%s scale %g n %lld pair %d: element %lld (%a, %a) -> 0x%08x, expected 0x%08x\n",
+                                ei ? "e5m2" : "e4m3", (double)scales[si], (long long)n, two, (long long)d, (double)x[d],
+                                (double)y[d], got32[d], want32[d]);
+                    assert_memory_equal(got32, want32, (size_t)n * sizeof(uint32_t));
+                    checked++;
+                }
+            }
+        }
+    assert_int_equal(checked, 2 * 5 * 3 * 2);
+}
+
 static void test_dequant_bf16_e4m3(void **state) {
     (void)state;
     const struct attn_kernels *f = attn_dispatch_by_name("avx512");
@@ -675,6 +777,7 @@ int main(void) {
         cmocka_unit_test(test_quant_helpers),    cmocka_unit_test(test_avx2_bitwise_fake),
         cmocka_unit_test(test_bf16_vs_oracle),   cmocka_unit_test(test_e2m1_i8_model),
         cmocka_unit_test(test_e2m1_pv_i8_model), cmocka_unit_test(test_dequant_bf16_e4m3),
+        cmocka_unit_test(test_fp8_bf16_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
