@@ -252,8 +252,9 @@ ATTN_API void(attn_quant_params_init)(attn_quant_params *qp, attn_quant_format f
  * attention runs on the quantized values (softmax, LSE and the final normalisation in float32). V is not
  * rotated. The output is in q's dtype. Which kernels run (attn_forward_quant_kernels, docs/DIFFUSION.md §5):
  *   "avx512bf16" (CPU with AVX512-BF16; contexts on any table but avx2/generic): Q, K, V stay codes + scales in
- *     the workspace; per kv tile K and V are widened exactly to bf16 (MX power-of-two scales applied exactly,
- *     magnitudes below 2^-126 read as 0), Q·Kᵀ and P·V on VDPBF16PS with P·(FP8 V scale) rounded to bf16 (round
+ *     the workspace (FP8, MXFP8: the codes' exact bf16 values instead), K and V widened exactly to bf16 per kv
+ *     tile where they are codes (MX power-of-two scales applied exactly, magnitudes below 2^-126 read as 0),
+ *     Q·Kᵀ and P·V on VDPBF16PS with P·(FP8 V scale) rounded to bf16 (round
  *     to nearest even), FP8 Q/K scales multiplying the finished dot. Not bitwise the fake-quantization result:
  *     |out − oracle| <= 4e-3·max|v| + 4e-3·|out| beyond the output dtype's rounding, |LSE − oracle| <= 2e-4
  *     (tests/conformance/test_quant_codes.c over random shapes).
@@ -265,7 +266,7 @@ ATTN_API void(attn_quant_params_init)(attn_quant_params *qp, attn_quant_format f
  *   q, k, v, out, lse_opt: as attn_forward (f32/f16/bf16; BSND or BNSD).
  *   qp: NULL = attn_quant_params_init(ATTN_QUANT_FP8_E4M3).
  *   workspace: >= attn_forward_quant_workspace_size(...) bytes, 4-byte aligned (64 recommended): scales and
- *   two bytes per element where this CPU runs "avx512bf16" (FP8 block formats keep the bf16 operands there
+ *   two bytes per element where this CPU runs "avx512bf16" (FP8 and MXFP8 keep the bf16 operands there
  *   instead of codes; given only one byte per element plus the scales, "avx512bf16" widens codes per tile, with
  *   the same result), one byte per element (codes) and scales for "avx2", else float32 copies of Q, K, V.
  * Unsupported combinations return ATTN_STATUS_UNSUPPORTED naming the reason, never a silent fallback:

@@ -46,14 +46,16 @@ static inline int64_t attn_fq_tile_row(int64_t width) {
     return t;
 }
 
-/* Wide operands (qa->wide): for FP8 block scales on a table with fp8_bf16_row, the quantization writes the bf16
- * operands of the bf16 kernels — bf16(decode(code)), unscaled, as the driver would widen the codes — instead of
- * the codes, so no work item widens a K/V tile and no code is formed. Q and K:
+/* Wide operands (qa->wide): for FP8 elements (block scales or MXFP8) on a table with fp8_bf16_row, the
+ * quantization writes the bf16 operands of the bf16 kernels — bf16(decode(code)), unscaled for FP8 block scales,
+ * times the MX factor for MXFP8, as the driver would widen the codes — instead of the codes, so no work item
+ * widens a K/V tile and no code is formed. Q and K:
  * [num_mats][seq][attn_fq_wide_row(width)] bf16 (a zero pad element for odd width); V:
  * [num_mats][ceil(seq / 2)][width] 32-bit words, key 2j in the low and 2j + 1 in the high half (0 past the end).
  * The same values as the codes path, so the same bits. Row strides in elements and byte sizes of a row follow. */
 static inline int attn_fq_wide_table(const struct attn_quant_kernels *qk, attn_dtype elem, int mx) {
-    return qk != NULL && qk->fp8_bf16_row != NULL && qk->qk_bf16 != NULL && !mx &&
+    (void)mx;
+    return qk != NULL && qk->fp8_bf16_row != NULL && qk->qk_bf16 != NULL &&
            (elem == ATTN_DTYPE_FP8_E4M3 || elem == ATTN_DTYPE_FP8_E5M2);
 }
 static inline int64_t attn_fq_wide_row(int64_t width) {

@@ -107,11 +107,17 @@ struct attn_quant_kernels {
      * then runs the steps */
     int (*mx_rot_row)(const void *src, attn_dtype src_dtype, const int8_t *signs, int64_t n, double norm, int32_t emax,
                       attn_dtype elem, uint8_t *codes, uint8_t *e8);
+    /* optional (NULL: not offered; with fp8_bf16_row): mx_rot_row for FP8 elems writing, instead of the codes,
+     * dst[i] = what dequant_row_bf16 (factors of e8, shift 5) makes of them — the same rows taken and refused */
+    int (*mx_rot_row_bf16)(const void *src, attn_dtype src_dtype, const int8_t *signs, int64_t n, double norm,
+                           int32_t emax, attn_dtype elem, uint16_t *dst, uint8_t *e8);
     /* optional (NULL: not offered; with the bf16 entries): the bf16 operand of FP8 (elem E4M3 / E5M2) codes without
-     * the codes — element i is what dequant_row_bf16 (factor 1) makes of the float table's cvt_to_fp8 code of
-     * x[i] / scale, i < n. half −1: uint16 dst[i] (dst[n] = 0 for odd n); 0: uint32 dst[i] = that value (the high
-     * half 0); 1: only the high halves of uint32 dst[i] — the rows of key pairs that v_pairs_bf16 makes */
-    void (*fp8_bf16_row)(const float *x, int64_t n, float scale, attn_dtype elem, int half, void *dst);
+     * the codes — element i is what dequant_row_bf16 with factors fac, fac_shift (NULL: 1) makes of the float
+     * table's cvt_to_fp8 code of x[i] / scale, i < n. half −1: uint16 dst[i] (dst[n] = 0 for odd n); 0: uint32
+     * dst[i] = that value (the high half 0); 1: only the high halves of uint32 dst[i] — the rows of key pairs
+     * that v_pairs_bf16 makes */
+    void (*fp8_bf16_row)(const float *x, int64_t n, float scale, attn_dtype elem, const float *fac, int fac_shift,
+                         int half, void *dst);
     /* MXFP4 Q·Kᵀ on VPDPBUSD (NULL where the CPU lacks AVX512-VNNI; then qk_bf16 runs): s[k][r] = Σ_b
      * fma-chained float(qcorr[b][r] + Σ_{j in block b} dot4(k8[k][4j..4j+3] as u8, qi[j][r] as s8))
      * ·fl(qsc[b][r]·ksc[k][b]), blocks b < ceil(head_size / 32) ascending from 0; qi [ceil(head_size/4)][ATTN_QB]
@@ -154,7 +160,10 @@ void attn_k_dequant_row_avx512bf16(const uint8_t *codes, attn_dtype elem, int64_
                                    float *dst);
 void attn_k_dequant_row_bf16_avx512bf16(const uint8_t *codes, attn_dtype elem, int64_t n, const float *sc,
                                         int sc_shift, uint16_t *dst);
-void attn_k_fp8_bf16_row_avx512bf16(const float *x, int64_t n, float scale, attn_dtype elem, int half, void *dst);
+int attn_k_mx_rot_row_bf16_avx512bf16(const void *src, attn_dtype src_dtype, const int8_t *signs, int64_t n,
+                                      double norm, int32_t emax, attn_dtype elem, uint16_t *dst, uint8_t *e8);
+void attn_k_fp8_bf16_row_avx512bf16(const float *x, int64_t n, float scale, attn_dtype elem, const float *fac,
+                                    int fac_shift, int half, void *dst);
 void attn_k_v_pairs_bf16_avx512bf16(const uint8_t *row0, const uint8_t *row1, attn_dtype elem, int64_t n,
                                     const float *sc, int sc_shift, uint32_t *vtp);
 void attn_k_qk_bf16_avx512bf16(const uint32_t *qp, int64_t num_rows, int64_t head_size, const uint16_t *k16,

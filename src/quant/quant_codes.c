@@ -95,10 +95,10 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
                 if (!j->wide)
                     attn_qc_encode(j, x, W, scale, codes + r * o->row_bytes);
                 else if (j->role != ATTN_QROLE_V) /* a bf16 row */
-                    j->qk->fp8_bf16_row(x, W, scale, j->elem, -1,
+                    j->qk->fp8_bf16_row(x, W, scale, j->elem, NULL, 0, -1,
                                         (uint16_t *)(void *)o->codes + (mat * S + r) * attn_fq_wide_row(W));
                 else /* the low (even key) or high (odd key) halves of a row of key pairs */
-                    j->qk->fp8_bf16_row(x, W, scale, j->elem, (int)(r % 2),
+                    j->qk->fp8_bf16_row(x, W, scale, j->elem, NULL, 0, (int)(r % 2),
                                         (uint32_t *)(void *)o->codes + (mat * ((S + 1) / 2) + r / 2) * W);
             }
         }
@@ -106,15 +106,26 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
         const int64_t nb = (W + 31) / 32;
         /* the steps below in one kernel where the table takes them: it takes every row of a job or none (same
          * width, element format and dtype), so a first refusal ends the attempts */
-        int fused = j->qp->rotate && j->qk->mx_rot_row;
+        int fused = j->qp->rotate && (j->wide ? j->qk->mx_rot_row_bf16 != NULL : j->qk->mx_rot_row != NULL);
         for (int64_t r = 0; r < S; r++) {
+            uint8_t *e8 = o->escale + (mat * S + r) * nb;
+            uint16_t *wd = j->wide ? (uint16_t *)(void *)o->codes + (mat * S + r) * attn_fq_wide_row(W) : NULL;
             if (fused &&
-                (fused = j->qk->mx_rot_row(attn_qc_src(j, b, h, r), j->src->dtype, j->signs, W, j->norm, j->f->emax,
-                                           j->elem, codes + r * o->row_bytes, o->escale + (mat * S + r) * nb)))
+                (fused = j->wide ? j->qk->mx_rot_row_bf16(attn_qc_src(j, b, h, r), j->src->dtype, j->signs, W, j->norm,
+                                                          j->f->emax, j->elem, wd, e8)
+                                 : j->qk->mx_rot_row(attn_qc_src(j, b, h, r), j->src->dtype, j->signs, W, j->norm,
+                                                     j->f->emax, j->elem, codes + r * o->row_bytes, e8)))
                 continue;
             attn_qc_row(j, b, h, r, tmp, row);
-            j->qk->mx_scale_row(row, W, j->f->emax, o->escale + (mat * S + r) * nb);
-            attn_qc_encode(j, row, W, 1.0f, codes + r * o->row_bytes);
+            j->qk->mx_scale_row(row, W, j->f->emax, e8);
+            if (j->wide) { /* the bf16 row: grid values times their block's factor */
+                float fac[256 / 32];
+                for (int64_t c = 0; c < nb; c++)
+                    fac[c] = attn_e8m0_factor(e8[c]);
+                j->qk->fp8_bf16_row(row, W, 1.0f, j->elem, fac, 5, -1, wd);
+            } else {
+                attn_qc_encode(j, row, W, 1.0f, codes + r * o->row_bytes);
+            }
         }
     } else { /* MX V: blocks of 32 tokens per channel */
         const int64_t nvb = (S + 31) / 32;
@@ -135,11 +146,18 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
                 e8[d] = bad ? 0xFF : (uint8_t)(se + 127);
                 inv[d] = bad ? 0.0f : attn_pow2_f32(-se);
             }
+            float vfac[256]; /* wide: the channels' factors, as the driver widens V with them */
+            for (int64_t d = 0; d < W && j->wide; d++)
+                vfac[d] = attn_e8m0_factor(e8[d]);
             for (int64_t r = r0; r < r1; r++) {
                 float *x = blkx + (r - r0) * W;
                 for (int64_t d = 0; d < W; d++)
                     x[d] *= inv[d];
-                attn_qc_encode(j, x, W, 1.0f, codes + r * o->row_bytes);
+                if (j->wide) /* the low (even key) or high (odd key) halves of a row of key pairs */
+                    j->qk->fp8_bf16_row(x, W, 1.0f, j->elem, vfac, 0, (int)(r % 2),
+                                        (uint32_t *)(void *)o->codes + (mat * ((S + 1) / 2) + r / 2) * W);
+                else
+                    attn_qc_encode(j, x, W, 1.0f, codes + r * o->row_bytes);
             }
         }
     }

@@ -365,7 +365,7 @@ static void test_quant_helpers(void **state) {
             const attn_dtype sdts[3] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
             const attn_dtype els[3] = {ATTN_DTYPE_FP4_E2M1, ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2};
             const int32_t emaxs[3] = {2, 8, 15}; /* the element formats' emax (MXFP4, MXFP8 E4M3 / E5M2) */
-            int fused = 0;
+            int fused = 0, fused_bf16 = 0;
             for (int dei = 0; dei < 9; dei++) /* source dtype di × element format ei */
                 for (int64_t n = 32; n <= 128; n *= 2)
                     for (int64_t off = 0; off <= 400; off += 200) { /* off 0: the NaN/inf/subnormal inputs */
@@ -402,6 +402,21 @@ static void test_quant_helpers(void **state) {
                         assert_memory_equal(ea, eb, (size_t)n / 32);
                         assert_int_equal(ca[nbytes], 0xEE); /* nothing written past the row's codes */
                         fused++;
+                        if (ei > 0 && qk->mx_rot_row_bf16) { /* the bf16 operands instead: dequant_row_bf16 of ca */
+                            uint16_t wa[129], wb[128];
+                            uint8_t e2[4];
+                            float fac[4];
+                            wa[n] = 0xEEEE;
+                            assert_int_equal(
+                                qk->mx_rot_row_bf16(src, sdts[di], signs, n, norm, emaxs[ei], els[ei], wa, e2), 1);
+                            assert_memory_equal(e2, ea, (size_t)n / 32);
+                            for (int64_t c = 0; c < n / 32; c++)
+                                fac[c] = attn_e8m0_factor(ea[c]);
+                            qk->dequant_row_bf16(ca, els[ei], n, fac, 5, wb);
+                            assert_memory_equal(wa, wb, (size_t)n * sizeof(uint16_t));
+                            assert_int_equal(wa[n], 0xEEEE);
+                            fused_bf16++;
+                        }
                     }
             uint8_t c1[64], e1[4];
             int8_t s1[96] = {0};
@@ -409,6 +424,11 @@ static void test_quant_helpers(void **state) {
             assert_int_equal(qk->mx_rot_row(y, ATTN_DTYPE_F32, s1, 16, 0.25, 8, ATTN_DTYPE_FP8_E4M3, c1, e1), 0);
             assert_int_equal(qk->mx_rot_row(y, ATTN_DTYPE_F32, s1, 64, 0.125, 8, ATTN_DTYPE_U8, c1, e1), 0);
             assert_int_equal(fused, 81);
+            assert_true(fused_bf16 == 0 || fused_bf16 == 54);
+            if (qk->mx_rot_row_bf16)
+                assert_int_equal(qk->mx_rot_row_bf16(y, ATTN_DTYPE_F32, s1, 16, 0.25, 8, ATTN_DTYPE_FP8_E4M3,
+                                                     (uint16_t *)(void *)c1, e1),
+                                 0);
         }
         uint32_t nf = 0;
         const uint32_t m = qk->absmax_bits(y + 12, 10, &nf); /* -0.25 .. -6, 0.2499, 0.2501 */
@@ -685,14 +705,14 @@ static void test_fp8_bf16_row(void **state) {
                 const float one = 1.0f;
                 memset(got16, 0xAB, sizeof got16);
                 qk->dequant_row_bf16(cx, el, n, &one, 63, want16);
-                qk->fp8_bf16_row(x, n, scales[si], el, -1, got16);
+                qk->fp8_bf16_row(x, n, scales[si], el, NULL, 0, -1, got16);
                 assert_memory_equal(got16, want16, (size_t)((n + 1) & ~(int64_t)1) * sizeof(uint16_t));
                 for (int two = 0; two <= 1; two++) { /* the even key alone (the last of an odd count), or both */
                     memset(got32, 0xAB, sizeof got32);
                     qk->v_pairs_bf16(cx, two ? cy : NULL, el, n, &one, 63, want32);
-                    qk->fp8_bf16_row(x, n, scales[si], el, 0, got32);
+                    qk->fp8_bf16_row(x, n, scales[si], el, NULL, 0, 0, got32);
                     if (two)
-                        qk->fp8_bf16_row(y, n, scales[si], el, 1, got32);
+                        qk->fp8_bf16_row(y, n, scales[si], el, NULL, 0, 1, got32);
                     for (int64_t d = 0; d < n; d++)
                         if (got32[d] != want32[d])
                             print_error(
@@ -705,6 +725,49 @@ static void test_fp8_bf16_row(void **state) {
             }
         }
     assert_int_equal(checked, 2 * 5 * 3 * 2);
+    /* with MX factors (scale 1): per 32 elements (Q/K rows, shift 5) and per element (V rows, shift 0), powers of
+     * two at and past the exponent-field path's range, the subnormal 2^-127 and NaN (E8M0 0xFF) */
+    const float facs[9] = {1.0f,
+                           ldexpf(1.0f, -117),
+                           ldexpf(1.0f, -118),
+                           ldexpf(1.0f, 119),
+                           ldexpf(1.0f, 120),
+                           0.125f,
+                           ldexpf(1.0f, -127),
+                           NAN,
+                           4.0f};
+    for (int i = 0; i < N; i++) { /* the specials as named, then random values of both formats' ranges */
+        x[i] = i < nsp ? special[i] : (float)th_rng_range(&rng, -500, 500);
+        y[i] = i < nsp ? -special[nsp - 1 - i] : (float)th_rng_range(&rng, -2, 2);
+    }
+    for (int ei = 0; ei < 2; ei++)
+        for (int fi = 0; fi < 9; fi++) {
+            const attn_dtype el = ei ? ATTN_DTYPE_FP8_E5M2 : ATTN_DTYPE_FP8_E4M3;
+            float fac[N];
+            for (int i = 0; i < N; i++)
+                fac[i] = facs[(fi + i / 32 + i) % 9];
+            const int64_t n = 256 + 32 * fi % 45; /* whole and partial last blocks */
+            static uint8_t cx[N], cy[N];
+            static uint16_t want16[N + 1], got16[N + 1];
+            static uint32_t want32[N], got32[N];
+            f->cvt_to_fp8(x, ATTN_DTYPE_F32, 1.0f, el, cx, n);
+            f->cvt_to_fp8(y, ATTN_DTYPE_F32, 1.0f, el, cy, n);
+            float blockfac[(N + 31) / 32];
+            for (int b = 0; b < (N + 31) / 32; b++)
+                blockfac[b] = fac[32 * b];
+            qk->dequant_row_bf16(cx, el, n, blockfac, 5, want16);
+            qk->fp8_bf16_row(x, n, 1.0f, el, blockfac, 5, -1, got16);
+            for (int64_t i = 0; i < n; i++)
+                if (got16[i] != want16[i])
+                    print_error("%s factor set %d: element %lld (%a · %a) -> 0x%04x, expected 0x%04x\n",
+                                ei ? "e5m2" : "e4m3", fi, (long long)i, (double)x[i], (double)blockfac[i / 32],
+                                got16[i], want16[i]);
+            assert_memory_equal(got16, want16, (size_t)n * sizeof(uint16_t));
+            qk->v_pairs_bf16(cx, cy, el, n, fac, 0, want32);
+            qk->fp8_bf16_row(x, n, 1.0f, el, fac, 0, 0, got32);
+            qk->fp8_bf16_row(y, n, 1.0f, el, fac, 0, 1, got32);
+            assert_memory_equal(got32, want32, (size_t)n * sizeof(uint32_t));
+        }
 }
 
 static void test_dequant_bf16_e4m3(void **state) {

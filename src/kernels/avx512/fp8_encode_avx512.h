@@ -35,4 +35,20 @@ static inline __attribute__((always_inline)) __m512i k512_f32_to_fp8(__m512 x, c
     return _mm512_or_si512(c, _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80)));
 }
 
+/* The FP8 value k512_f32_to_fp8 encodes x as — what decoding its code gives — as float32: the same rounding onto
+ * the grid (min(·, max) saturating ±inf too) with the code's sign (a negative value that rounds to 0 is −0),
+ * NaN as the positive quiet NaN 0x7FC00000 (the decoders' NaN whatever the code's sign). */
+static inline __attribute__((always_inline)) __m512 k512_fp8_grid(__m512 x, const int man_bits, const int bias) {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+    const __m512i e = _mm512_min_epi32(_mm512_max_epi32(_mm512_srli_epi32(a, 23), _mm512_set1_epi32(128 - bias)),
+                                       _mm512_set1_epi32(127 + bias + 2));
+    const __m512 t = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(23 - man_bits)), 23));
+    const float fmax = man_bits == 3 ? 448.0f : 57344.0f;
+    const __m512 r = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), t), t), _mm512_set1_ps(fmax));
+    const __m512i v = _mm512_or_si512(_mm512_castps_si512(r), _mm512_and_si512(u, _mm512_set1_epi32((int)0x80000000u)));
+    return _mm512_castsi512_ps(_mm512_mask_mov_epi32(v, _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000)),
+                                                     _mm512_set1_epi32(0x7FC00000)));
+}
+
 #endif

@@ -241,8 +241,18 @@ static inline __attribute__((always_inline)) void kqp_signed16_dt(const void *sr
     *hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1));
 }
 
+/* The float factor 2^(E − 127) of E8M0 byte E (0: the subnormal 2^-127, 0xFF: NaN) — attn_e8m0_factor. */
+static inline float kqp_e8m0_factor(uint8_t e) {
+    const uint32_t u = e == 0xFF ? 0x7FC00000u : e == 0 ? 0x00400000u : (uint32_t)e << 23;
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    return f;
+}
+
 /* EL: the element format — 0 E2M1 (two codes per byte), 1 FP8 E4M3, 2 FP8 E5M2 (a byte each; the codes of
- * cvt_to_fp8 with scale 1, which is how the unfused path encodes MX FP8 elements) — a constant after inlining. */
+ * cvt_to_fp8 with scale 1, which is how the unfused path encodes MX FP8 elements), or 3 / 4: no codes but their
+ * bf16 operands, E4M3 / E5M2 (uint16 words at codes: the code's value times its block's factor, truncated — what
+ * dequant_row_bf16 makes of the code with factors from the E8M0 bytes, shift 5) — a constant after inlining. */
 static inline __attribute__((always_inline)) void kqp_mx_rot_regs(const void *src, const uint32_t *sgn, double norm,
                                                                   int32_t emax, uint8_t *codes, uint8_t *e8,
                                                                   const int NV, const int DT, const int EL) {
@@ -260,6 +270,22 @@ static inline __attribute__((always_inline)) void kqp_mx_rot_regs(const void *sr
                                         _mm512_cvtpd_ps(_mm512_mul_pd(x[2 * i + 1], nm)), 1)
                    : _mm512_setzero_ps();
     kqp_mx_regs4(y, NV / 4, emax, e8);
+    if (EL >= 3) {
+        static const uint16_t lows[32]
+            __attribute__((aligned(64))) = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30,
+                                            32, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
+        const __m512i idx = _mm512_load_si512(lows); /* the low words of two vectors of 16 lanes */
+        _Pragma("GCC unroll 4") for (int i = 0; i < 8; i += 2) if (2 * i < NV) {
+            const __m512 f = _mm512_set1_ps(kqp_e8m0_factor(e8[i / 2])); /* both vectors are block i / 2 */
+            const __m512i w0 =
+                _mm512_castps_si512(_mm512_mul_ps(k512_fp8_grid(y[i], EL == 3 ? 3 : 2, EL == 3 ? 7 : 15), f));
+            const __m512i w1 =
+                _mm512_castps_si512(_mm512_mul_ps(k512_fp8_grid(y[i + 1], EL == 3 ? 3 : 2, EL == 3 ? 7 : 15), f));
+            _mm512_storeu_si512(codes + 32 * i,
+                                _mm512_permutex2var_epi16(_mm512_srli_epi32(w0, 16), idx, _mm512_srli_epi32(w1, 16)));
+        }
+        return;
+    }
     _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) if (2 * i < NV) {
         if (EL == 0)
             _mm_storel_epi64((__m128i *)(void *)(codes + 8 * i), kqp_e2m1_16(y[i]));
@@ -322,4 +348,20 @@ int attn_k_mx_rot_row_avx512bf16(const void *src, attn_dtype src_dtype, const in
     if (elem == ATTN_DTYPE_FP8_E4M3)
         return kqp_mx_rot_dt(src, src_dtype, sgn, n, norm, emax, codes, e8, 1);
     return kqp_mx_rot_dt(src, src_dtype, sgn, n, norm, emax, codes, e8, 2);
+}
+
+/* attn_k_mx_rot_row_avx512bf16 for MX FP8 rows writing, instead of the codes, their bf16 operands (the
+ * quantization's wide operands, fwd_quant.h). */
+int attn_k_mx_rot_row_bf16_avx512bf16(const void *src, attn_dtype src_dtype, const int8_t *signs, int64_t n,
+                                      double norm, int32_t emax, attn_dtype elem, uint16_t *dst, uint8_t *e8) {
+    if ((elem != ATTN_DTYPE_FP8_E4M3 && elem != ATTN_DTYPE_FP8_E5M2) || (n != 32 && n != 64 && n != 128) ||
+        (src_dtype != ATTN_DTYPE_F32 && src_dtype != ATTN_DTYPE_F16 && src_dtype != ATTN_DTYPE_BF16))
+        return 0;
+    uint32_t sgn[128];
+    for (int64_t i = 0; i < n; i += 16)
+        _mm512_storeu_si512(
+            sgn + i, _mm512_and_si512(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(signs + i))),
+                                      _mm512_set1_epi32((int)0x80000000u)));
+    uint8_t *w = (uint8_t *)(void *)dst;
+    return kqp_mx_rot_dt(src, src_dtype, sgn, n, norm, emax, w, e8, elem == ATTN_DTYPE_FP8_E4M3 ? 3 : 4);
 }

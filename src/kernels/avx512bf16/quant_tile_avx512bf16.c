@@ -20,6 +20,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "kernels/avx512/fp8_encode_avx512.h"
 #include "kernels/avx512/softmax_step_avx512.h"
 #include "kernels/avx512bf16/bf16_pairs_avx512.h"
 #include "kernels/avx512bf16/quant_decode_avx512.h"
@@ -102,54 +103,49 @@ void attn_k_dequant_row_bf16_avx512bf16(const uint8_t *codes, attn_dtype elem, i
     }
 }
 
-/* The bf16 word (low half of each lane) of the FP8 grid value k512_f32_to_fp8 encodes x as: the same rounding
- * ((|x| + T) − T on the format's grid, min(·, max) saturating ±inf too), which is the code's value exactly — as
- * bf16 it needs no rounding (at most M + 1 significant bits, exponents inside bf16's normal range) — with the
- * code's sign (a negative value that rounds to 0 gives −0), and NaN as kq_decode16's positive quiet NaN
- * 0x7FC0: what dequant_row_bf16 makes of the code. */
-static inline __attribute__((always_inline)) __m512i kq_fp8_grid_bf16(__m512 x, const int man_bits, const int bias) {
-    const __m512i u = _mm512_castps_si512(x);
-    const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-    const __m512i e = _mm512_min_epi32(_mm512_max_epi32(_mm512_srli_epi32(a, 23), _mm512_set1_epi32(128 - bias)),
-                                       _mm512_set1_epi32(127 + bias + 2));
-    const __m512 t = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(23 - man_bits)), 23));
-    const float fmax = man_bits == 3 ? 448.0f : 57344.0f;
-    const __m512 r = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), t), t), _mm512_set1_ps(fmax));
-    const __m512i w = _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(r), 16),
-                                      _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)));
-    return _mm512_mask_mov_epi32(w, _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000)),
-                                 _mm512_set1_epi32(0x7FC0));
+/* The bf16 words (low half of each lane) dequant_row_bf16 / v_pairs_bf16 make of the codes of x: the grid value
+ * times its factor f (kq_factor16's; NULL: no product — the value is exact in bf16), truncated. With a factor
+ * this is their float path, whose bits their exponent-field path also gives. */
+static inline __attribute__((always_inline)) __m512i kq_fp8_bf16(__m512 x, const float *fac, int fac_shift, int64_t i,
+                                                                 int m, const int man_bits, const int bias) {
+    __m512 v = k512_fp8_grid(x, man_bits, bias); /* kq_decode16's value of the code */
+    if (fac)
+        v = _mm512_mul_ps(v, kq_factor16(fac, fac_shift, i, m));
+    return _mm512_srli_epi32(_mm512_castps_si512(v), 16);
 }
 
-static inline __attribute__((always_inline)) void kq_fp8_bf16_row(const float *x, int64_t n, float scale, int half,
-                                                                  void *dst, const int M, const int B) {
+static inline __attribute__((always_inline)) void kq_fp8_bf16_row(const float *x, int64_t n, float scale,
+                                                                  const float *fac, int fac_shift, int half, void *dst,
+                                                                  const int M, const int B) {
     const __m512 vs = _mm512_set1_ps(scale);
     const int div = scale != 1.0f; /* x / 1 is x, as cvt_to_fp8 skips it */
     for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        const int m = n - i >= 16 ? 16 : (int)(n - i);
+        const __mmask16 k = (__mmask16)((1u << m) - 1u);
         __m512 v = _mm512_maskz_loadu_ps(k, x + i);
         if (div)
             v = _mm512_div_ps(v, vs);
-        const __m512i w = kq_fp8_grid_bf16(v, M, B);
+        const __m512i w = kq_fp8_bf16(v, fac, fac_shift, i, m, M, B);
         if (half < 0)
             _mm256_mask_storeu_epi16((uint16_t *)dst + i, k, _mm512_cvtepi32_epi16(w));
         else if (half == 0)
             _mm512_mask_storeu_epi32((uint32_t *)dst + i, k, w);
         else
             _mm512_mask_storeu_epi16((uint32_t *)dst + i,
-                                     n - i >= 16 ? (__mmask32)0xAAAAAAAAu
-                                                 : (__mmask32)(0xAAAAAAAAu & ((1u << (2 * (n - i))) - 1u)),
+                                     m == 16 ? (__mmask32)0xAAAAAAAAu
+                                             : (__mmask32)(0xAAAAAAAAu & ((1u << (2 * m)) - 1u)),
                                      _mm512_slli_epi32(w, 16));
     }
     if (half < 0 && (n & 1))
         ((uint16_t *)dst)[n] = 0;
 }
 
-void attn_k_fp8_bf16_row_avx512bf16(const float *x, int64_t n, float scale, attn_dtype elem, int half, void *dst) {
+void attn_k_fp8_bf16_row_avx512bf16(const float *x, int64_t n, float scale, attn_dtype elem, const float *fac,
+                                    int fac_shift, int half, void *dst) {
     if (elem == ATTN_DTYPE_FP8_E5M2)
-        kq_fp8_bf16_row(x, n, scale, half, dst, 2, 15);
+        kq_fp8_bf16_row(x, n, scale, fac, fac_shift, half, dst, 2, 15);
     else
-        kq_fp8_bf16_row(x, n, scale, half, dst, 3, 7);
+        kq_fp8_bf16_row(x, n, scale, fac, fac_shift, half, dst, 3, 7);
 }
 
 void attn_k_v_pairs_bf16_avx512bf16(const uint8_t *row0, const uint8_t *row1, attn_dtype elem, int64_t n,
