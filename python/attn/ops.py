@@ -627,28 +627,26 @@ class Plan:
         [num_tokens, num_kv_heads, head_size] only for encoder-only requests. out like q; lse float32
         [num_heads, num_tokens]. fp8 cache: kv_cache_dtype / k_scale / v_scale (per tensor or per KV head) as
         paged_attention."""
-        own = self._ws_lock.acquire(blocking=False)  # False: another thread's forward holds the plan's workspace
-        try:
-            if own:  # the plan's workspace: its address was taken once 
-                ws_ptr, ws_size = self._ws_ptr, self._ws_size
-            else:  # a temporary one, alive in `ws` until the call returns
-                ws = _aligned_workspace(self._ws_size)
-                ws_ptr, ws_size = (ws.__array_interface__["data"][0] if ws.size else 0), int(ws.size)
-            return self._forward(ws_ptr, ws_size, q, kv_cache, key, value, softmax_scale, causal, window_size, softcap,
-                                 alibi_slopes, sinks, out, lse, return_lse, kv_cache_dtype, k_scale, v_scale, ctx)
-        finally:
-            if own:
+        # the per-layer hot path (a ~5 µs call at a small model's decode): the arguments go to attn._ext as they are,
+        # with no second Python frame, keyword call or scale conversion in the common case (a Context, no fp8 scales)
+        cp = ctx._ptr if type(ctx) is Context else _ctx_ptr(ctx)
+        if k_scale is not None or v_scale is not None:
+            k_scale, v_scale = _scale_arg(k_scale, "k_scale"), _scale_arg(v_scale, "v_scale")
+        if self._ws_lock.acquire(False):  # the plan's workspace (its address was taken once); False: no waiting
+            try:
+                return _ext.forward_paged(cp, self._ptr, self.num_heads, q, kv_cache, key, value, softmax_scale,
+                                          causal, window_size, softcap, alibi_slopes, sinks, out, lse,
+                                          bool(return_lse or lse is not None), self._ws_ptr, self._ws_size,
+                                          kv_cache_dtype, k_scale, v_scale)
+            finally:
                 self._ws_lock.release()
-
-    def _forward(self, ws_ptr: int, ws_size: int, q: Array, kv_cache: Array, key: Optional[Array],
-                 value: Optional[Array], softmax_scale: Optional[float], causal: Causal, window_size: Sequence[int],
-                 softcap: float, alibi_slopes: Optional[Array], sinks: Optional[Array], out: Optional[Array],
-                 lse: Optional[Array], return_lse: bool, kv_cache_dtype: Optional[str], k_scale: Any,
-                 v_scale: Any, ctx: Optional[Context]) -> Any:
-        return _ext.forward_paged(_ctx_ptr(ctx), self._ptr, self.num_heads, q, kv_cache, key, value, softmax_scale,
-                                  causal, window_size, softcap, alibi_slopes, sinks, out, lse,
-                                  bool(return_lse or lse is not None), ws_ptr, ws_size, kv_cache_dtype,
-                                  _scale_arg(k_scale, "k_scale"), _scale_arg(v_scale, "v_scale"))
+        # another thread's forward holds the plan's workspace: a temporary one, alive in `ws` until the call returns
+        ws = _aligned_workspace(self._ws_size)
+        return _ext.forward_paged(cp, self._ptr, self.num_heads, q, kv_cache, key, value, softmax_scale, causal,
+                                  window_size, softcap, alibi_slopes, sinks, out, lse,
+                                  bool(return_lse or lse is not None),
+                                  ws.__array_interface__["data"][0] if ws.size else 0, int(ws.size), kv_cache_dtype,
+                                  k_scale, v_scale)
 
     @property
     def handle(self) -> int:
