@@ -329,6 +329,14 @@ static inline __attribute__((always_inline)) int kqp_mx_rot_dt(const void *src, 
     }
 }
 
+/* The signs (±1) of a row of n <= 128 as sign-bit masks: 0x80000000 where −1, else 0. */
+static inline void kqp_sign_masks(const int8_t *signs, int64_t n, uint32_t *sgn) {
+    for (int64_t i = 0; i < n; i += 16)
+        _mm512_storeu_si512(
+            sgn + i, _mm512_and_si512(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(signs + i))),
+                                      _mm512_set1_epi32((int)0x80000000u)));
+}
+
 /* hadamard_row, mx_scale_row and the element encoding (encode_e2m1, or cvt_to_fp8 with scale 1 for MXFP8) of one
  * row in registers, for n of 32, 64 or 128: the same operations on the same values, so the same codes and E8M0
  * bytes. The signs enter as sign-bit masks, 16 per step, built once per call. */
@@ -339,10 +347,7 @@ int attn_k_mx_rot_row_avx512bf16(const void *src, attn_dtype src_dtype, const in
         (src_dtype != ATTN_DTYPE_F32 && src_dtype != ATTN_DTYPE_F16 && src_dtype != ATTN_DTYPE_BF16))
         return 0;
     uint32_t sgn[128];
-    for (int64_t i = 0; i < n; i += 16)
-        _mm512_storeu_si512(
-            sgn + i, _mm512_and_si512(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(signs + i))),
-                                      _mm512_set1_epi32((int)0x80000000u)));
+    kqp_sign_masks(signs, n, sgn);
     if (elem == ATTN_DTYPE_FP4_E2M1)
         return kqp_mx_rot_dt(src, src_dtype, sgn, n, norm, emax, codes, e8, 0);
     if (elem == ATTN_DTYPE_FP8_E4M3)
@@ -358,10 +363,7 @@ int attn_k_mx_rot_row_bf16_avx512bf16(const void *src, attn_dtype src_dtype, con
         (src_dtype != ATTN_DTYPE_F32 && src_dtype != ATTN_DTYPE_F16 && src_dtype != ATTN_DTYPE_BF16))
         return 0;
     uint32_t sgn[128];
-    for (int64_t i = 0; i < n; i += 16)
-        _mm512_storeu_si512(
-            sgn + i, _mm512_and_si512(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(signs + i))),
-                                      _mm512_set1_epi32((int)0x80000000u)));
+    kqp_sign_masks(signs, n, sgn);
     uint8_t *w = (uint8_t *)(void *)dst;
     return kqp_mx_rot_dt(src, src_dtype, sgn, n, norm, emax, w, e8, elem == ATTN_DTYPE_FP8_E4M3 ? 3 : 4);
 }
