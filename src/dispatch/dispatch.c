@@ -148,10 +148,10 @@ const char *attn_cpu_features(void) {
     if (!__atomic_load_n(&done, __ATOMIC_ACQUIRE)) {
         const attn_cpu_feature_set *f = attn_cpu_detect();
         char tmp[256];
-        snprintf(tmp, sizeof tmp, "%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", f->avx2 ? "avx2 " : "", f->fma ? "fma " : "",
+        snprintf(tmp, sizeof tmp, "%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", f->avx2 ? "avx2 " : "", f->fma ? "fma " : "",
                  f->f16c ? "f16c " : "", f->avx512f ? "avx512f " : "", f->avx512bw ? "avx512bw " : "",
-                 f->avx512vl ? "avx512vl " : "", f->avx512dq ? "avx512dq " : "",
-                 f->avx512bf16 ? "avx512bf16 " : "", f->avx512fp16 ? "avx512fp16 " : "", f->amx ? "amx " : "",
+                 f->avx512vl ? "avx512vl " : "", f->avx512dq ? "avx512dq " : "", f->avx512bf16 ? "avx512bf16 " : "",
+                 f->avx512vnni ? "avx512vnni " : "", f->avx512fp16 ? "avx512fp16 " : "", f->amx ? "amx " : "",
                  f->neon ? "neon " : "", f->fp16 ? "fp16 " : "", f->bf16 ? "bf16 " : "", f->i8mm ? "i8mm " : "",
                  f->sve ? "sve " : "");
         size_t n = strlen(tmp);
