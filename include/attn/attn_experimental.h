@@ -265,10 +265,13 @@ ATTN_API void(attn_quant_params_init)(attn_quant_params *qp, attn_quant_format f
  * Bitwise the same for any thread count on each.
  *   q, k, v, out, lse_opt: as attn_forward (f32/f16/bf16; BSND or BNSD).
  *   qp: NULL = attn_quant_params_init(ATTN_QUANT_FP8_E4M3).
- *   workspace: >= attn_forward_quant_workspace_size(...) bytes, 4-byte aligned (64 recommended): scales and
- *   two bytes per element where this CPU runs "avx512bf16" (FP8 and MXFP8 keep the bf16 operands there
- *   instead of codes; given only one byte per element plus the scales, "avx512bf16" widens codes per tile, with
- *   the same result), one byte per element (codes) and scales for "avx2", else float32 copies of Q, K, V.
+ *   workspace: 4-byte aligned (64 recommended); attn_forward_quant_workspace_size(...) bytes run the fastest path
+ *   of this CPU's quant kernels for every format, and fewer may do: "avx512bf16" keeps FP8 and MXFP8 operands
+ *   as bf16 (two bytes per element plus the scales: the size the function returns there), and with less than
+ *   that but at least one byte per element plus the scales it keeps codes and widens them per tile, with the
+ *   same result; "avx2" needs one byte per element plus the scales; "fake" float32 copies of Q, K, V (four
+ *   bytes). The size function has no context, so it answers for the CPU's own quant kernels (a context on the
+ *   avx2 table runs in less). Below what the call's kernels need: WORKSPACE_TOO_SMALL, the need in the message.
  * Unsupported combinations return ATTN_STATUS_UNSUPPORTED naming the reason, never a silent fallback:
  * causal, window, params.mask, params.key_padding_mask, params.additive_mask, and rotation with a head_size
  * that is not a power of two (96, 192). Packed and piecewise inputs have no quantized entry (vllm-omni refuses them
