@@ -275,7 +275,9 @@ def quant_params(format: str = "fp8_e4m3", rotate: Optional[bool] = None,
     def whole(name: str, x: Optional[int]) -> Optional[int]:
         if x is None:
             return None
-        try:  # an integer, not a float that int() would truncate
+        try:  # an integer: not a float that int() would truncate, nor a bool
+            if isinstance(x, (bool, np.bool_)):
+                raise TypeError
             return operator.index(x)
         except TypeError:
             raise TypeError(f"{name}={x!r}: expected an integer") from None
@@ -302,7 +304,12 @@ def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
     if reference:
         _capi.call("attn_ref_forward_quant", d.layout, *d.qkv, qp, d.opts, *d.outs)
         return d.result()
-    ws, nbytes, _keep = _workspace(_size("attn_forward_quant_workspace_size", d.layout, *d.qkv))
+    try:
+        size = _size("attn_forward_quant_workspace_size", d.layout, *d.qkv)
+    except _capi.AttnError:  # the same check, reported under the entry the caller used
+        _capi.call("attn_forward_quant", _ctx_ptr(ctx), d.layout, *d.qkv, qp, d.opts, *d.outs, None, 0)
+        raise
+    ws, nbytes, _keep = _workspace(size)
     _capi.call("attn_forward_quant", _ctx_ptr(ctx), d.layout, *d.qkv, qp, d.opts,
                *d.outs, ws, nbytes)
     return d.result()

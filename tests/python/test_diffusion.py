@@ -79,6 +79,7 @@ def test_forward_quant(rng, ctx1, fmt):
     (dict(rotation_seed=-1), OverflowError, "rotation_seed"),
     (dict(rotation_seed=2**32), OverflowError, "rotation_seed"),
     (dict(q_block_rows=1.5), TypeError, "q_block_rows"),
+    (dict(q_block_rows=True), TypeError, "q_block_rows"),
     (dict(kv_block_rows=0), attn.AttnInvalidArgumentError, "kv_block_rows"),
 ])
 def test_forward_quant_bad_params_named(rng, ctx1, kw, err, match):
@@ -87,6 +88,12 @@ def test_forward_quant_bad_params_named(rng, ctx1, kw, err, match):
     with pytest.raises(err, match=match):
         D.forward_quant(q, k, v, "fp8_e4m3", out=out, ctx=ctx1, **kw)
     assert (out == 7.0).all()  # nothing written
+
+
+def test_forward_quant_shape_error_names_the_entry(rng, ctx1):
+    q, k, v = _qkv(rng, d=64)
+    with pytest.raises(attn.AttnInvalidArgumentError, match=r"^attn_forward_quant: .*q: ndim=3"):
+        D.forward_quant(q[0], k, v, "fp8_e4m3", ctx=ctx1)
 
 
 def test_forward_quant_mxfp4_worst_rounding(ctx1):
