@@ -26,6 +26,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "attn/attn.h"
@@ -661,6 +662,23 @@ static PyObject *ext_normalize(const char *module, const char *fn, PyObject *arg
     return r;
 }
 
+/* o (a Python number) as a float32 into *out. A finite value beyond float32's range is a ValueError naming the
+ * argument (the C conversion would be undefined); NaN and ±inf pass, for libattn to accept or refuse. 0, or -1
+ * with an exception set. */
+static int ext_float(PyObject *o, const char *name, float *out) {
+    const double d = PyFloat_AsDouble(o);
+    if (d == -1.0 && PyErr_Occurred())
+        return -1;
+    if (isfinite(d) && fabs(d) > FLT_MAX) {
+        char msg[160]; /* (PyErr_Format has no %g) */
+        snprintf(msg, sizeof msg, "%s=%g is beyond float32 (largest finite %g)", name, d, (double)FLT_MAX);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return -1;
+    }
+    *out = (float)d;
+    return 0;
+}
+
 /* The options every attention entry shares: o = (softmax_scale, causal, window_size, softcap, alibi_slopes,
  * sinks) -> attn_params. What C does not take directly (a causal name, NumPy integers, lists of slopes) goes
  * through the Python normalizers of attn.ops / attn.flash, which also raise their errors. keep[0..1] hold the
@@ -668,12 +686,12 @@ static PyObject *ext_normalize(const char *module, const char *fn, PyObject *arg
 static int ext_options(PyObject *const *o, int flash, int64_t num_heads, ext_arg keep[2], attn_params *p) {
     *p = g_params_default;
     if (o[0] != Py_None) {
-        const double d = PyFloat_AsDouble(o[0]);
-        if (d == -1.0 && PyErr_Occurred())
+        float f;
+        if (ext_float(o[0], "softmax_scale", &f) != 0)
             return -1;
         /* a zero scale (flash-attn, SDPA: uniform weights): attn_params' 0 means "default", so the smallest
          * positive float stands for it (its logits are below 2^-126: exp2 of their differences is exactly 1) */
-        p->softmax_scale = (float)d == 0.0f ? FLT_TRUE_MIN : (float)d;
+        p->softmax_scale = f == 0.0f ? FLT_TRUE_MIN : f;
     }
     if (ext_causal(o[1], flash, &p->causal) != 0) {
         PyObject *r = ext_normalize(flash ? "attn.flash" : "attn.ops", flash ? "_flash_causal" : "_causal_value", o[1]);
@@ -691,12 +709,8 @@ static int ext_options(PyObject *const *o, int flash, int64_t num_heads, ext_arg
         }
         Py_DECREF(r);
     }
-    if (o[3] != Py_None) {
-        const double d = PyFloat_AsDouble(o[3]);
-        if (d == -1.0 && PyErr_Occurred())
-            return -1;
-        p->softcap = (float)d;
-    }
+    if (o[3] != Py_None && ext_float(o[3], "softcap", &p->softcap) != 0)
+        return -1;
     static const char *names[2] = {"alibi_slopes", "sinks"};
     const float **vec[2] = {&p->alibi_slopes, &p->sinks};
     for (int i = 0; i < 2; i++) {
@@ -756,13 +770,8 @@ static int ext_scale(PyObject *o, const char *name, const attn_tensor *cache, ex
     *per = NULL;
     if (o == Py_None || (cache->dtype != ATTN_DTYPE_FP8_E4M3 && cache->dtype != ATTN_DTYPE_FP8_E5M2))
         return 0;
-    if (PyFloat_Check(o) || PyLong_Check(o)) {
-        const double d = PyFloat_AsDouble(o);
-        if (d == -1.0 && PyErr_Occurred())
-            return -1;
-        *f = (float)d;
-        return 0;
-    }
+    if (PyFloat_Check(o) || PyLong_Check(o))
+        return ext_float(o, name, f);
     if (ext_tensor_n(o, 0, ATTN_DTYPE_F32, name, keep) != 0)
         return -1;
     const int64_t heads = cache->ndim == 5 ? cache->shape[3] : -1;
@@ -1942,10 +1951,12 @@ static int ext_parse(const char *fn, const char *kinds, const char *names, PyObj
         case 'u':
             r = ext_conv_int(o, fn, ext_word(names, k, nb, sizeof nb), 0, UINT32_MAX, &s->i);
             break;
-        case 'f':
-            s->f = PyFloat_AsDouble(o);
-            r = s->f == -1.0 && PyErr_Occurred() ? -1 : 0;
+        case 'f': { /* a float32 argument: its range checked here (ext_float), the double kept */
+            float f32 = 0.0f;
+            r = ext_float(o, ext_word(names, k, nb, sizeof nb), &f32);
+            s->f = f32;
             break;
+        }
         case 't':
         case 'w':
             if (o == Py_None)

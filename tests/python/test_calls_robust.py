@@ -151,6 +151,23 @@ def test_softmax_scale_zero_is_a_zero_scale(rng, binding):
     assert np.abs(default - out).max() > 1e-2
 
 
+def test_floats_beyond_float32_are_refused(rng):
+    """A finite float argument beyond float32's range (its C conversion would be undefined) is a ValueError
+    naming it, on every kind of entry; nothing is written. inf and NaN still reach libattn, which names them."""
+    q = rng.standard_normal((1, 4, 2, 16), dtype=np.float32)
+    out = np.full_like(q, 7.0)
+    with pytest.raises(ValueError, match=r"softmax_scale=1e\+39 is beyond float32"):
+        attn.flash_attn_func(q, q, q, softmax_scale=1e39, out=out)
+    with pytest.raises(ValueError, match="softcap=-1e.300 is beyond float32"):
+        attn.attention(q, q, q, softcap=-1e300, out=out)
+    with pytest.raises(ValueError, match="softmax_scale=1e.39 is beyond float32"):
+        attn.diffusion.forward_quant(q, q, q, "fp8_e4m3", softmax_scale=1e39, out=out)
+    assert (out == 7.0).all()
+    with pytest.raises(attn.AttnInvalidArgumentError, match="softmax_scale=inf is not finite"):
+        attn.flash_attn_func(q, q, q, softmax_scale=float("inf"), out=out)
+    attn.flash_attn_func(q, q, q, softmax_scale=3.4e38)  # the largest magnitudes in range are taken
+
+
 def test_bad_argument_types_are_named(rng):
     q = rng.standard_normal((1, 4, 2, 16), dtype=np.float32)
     with pytest.raises(TypeError, match="ctx: expected an attn.Context"):
