@@ -810,7 +810,7 @@ attn_status attn_forward_quant_workspace_size(attn_layout layout, const attn_ten
     const struct attn_quant_kernels *qk = attn_dispatch_quant(NULL);
     if (qk) { /* room for the wide operands where the machine's table runs them */
         size_t s[6];
-        ATTN_TRY(diff_quant_code_sizes(&d, attn_fq_wide_table(qk, ATTN_DTYPE_FP8_E4M3, 0), s));
+        ATTN_TRY(diff_quant_code_sizes(&d, attn_fq_wide_table(qk, ATTN_DTYPE_FP8_E4M3), s));
         *bytes = s[0] + s[1] + s[2] + s[3] + s[4] + s[5];
         return ATTN_STATUS_OK;
     }
@@ -878,7 +878,7 @@ static attn_status diff_quant_codes(attn_ctx *ctx, const struct attn_quant_kerne
     /* wide operands where the table runs them and the workspace holds them (a workspace sized for codes only
      * still runs, staging per work item: the same kernels on the same codes, the same bits) */
     size_t sizes[6];
-    int wide = attn_fq_wide_table(qk, elem, mx);
+    int wide = attn_fq_wide_table(qk, elem);
     if (wide) {
         ATTN_TRY(diff_quant_code_sizes(d, 1, sizes));
         wide = workspace_size >= sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4] + sizes[5];

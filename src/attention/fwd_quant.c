@@ -79,8 +79,10 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
         const float *s = &one;
         int shift = 63;
         if (qa->mx) {
-            attn_fq_row_factors(qa->q.escale + (mat * qa->seq_q + t) * nb, nb, fac);
-            s = fac, shift = 5;
+            if (!qa->wide) { /* (wide rows carry their factors) */
+                attn_fq_row_factors(qa->q.escale + (mat * qa->seq_q + t) * nb, nb, fac);
+                s = fac, shift = 5;
+            }
         } else if (!bf16) {
             s = qa->q.fscale + mat * ((qa->seq_q + qa->q.block_rows - 1) / qa->q.block_rows) + t / qa->q.block_rows;
         } else {
@@ -107,8 +109,7 @@ static void attn_fq_pack_q(const attn_fq_job *j, int64_t b, attn_fq_block *fb, a
                 fb->qe_hi = e > fb->qe_hi ? e : fb->qe_hi;
             }
         } else if (qa->wide) { /* the bf16 row made by the quantization */
-            memcpy(row, (const uint16_t *)(const void *)qa->q.codes + (mat * qa->seq_q + t) * attn_fq_wide_row(D),
-                   (size_t)words * sizeof(uint32_t));
+            memcpy(row, attn_fq_wide_qk_at(&qa->q, mat, qa->seq_q, t, D), (size_t)words * sizeof(uint32_t));
         } else if (bf16) {
             uint16_t *h = (uint16_t *)(void *)row; /* dequant_row_bf16 pads an odd head_size with a zero */
             j->qk->dequant_row_bf16(codes, qa->elem, D, s, shift, h);
@@ -141,8 +142,8 @@ static void attn_fq_stage(const attn_fq_job *j, int64_t mat, int64_t a, int64_t 
     *kt = sc->k_tile, *vt = sc->v_tile, *kt_stride = tk;
     if (qa->wide) {
         *kt_stride = attn_fq_wide_row(D), *vt_stride = Dv;
-        *kt = (const uint16_t *)(const void *)qa->k.codes + (mat * qa->seq_k + a) * *kt_stride;
-        *vt = (const uint32_t *)(const void *)qa->v.codes + (mat * ((qa->seq_k + 1) / 2) + a / 2) * Dv;
+        *kt = attn_fq_wide_qk_at(&qa->k, mat, qa->seq_k, a, D);
+        *vt = attn_fq_wide_pair_at(&qa->v, mat, qa->seq_k, a, Dv);
         for (int64_t key = a; key < b && !qa->mx; key++) {
             k_scale[key - a] = qa->k.fscale[mat * kblk + key / qa->k.block_rows];
             v_scale[key - a] = qa->v.fscale[mat * vblk + key / qa->v.block_rows];

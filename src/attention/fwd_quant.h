@@ -38,7 +38,7 @@ static inline float attn_e8m0_factor(uint8_t e) {
     return x.f;
 }
 
-/* The padded row stride (elements) of a staged K/V tile and of the wide operands: never a multiple of 1 KiB. */
+/* The padded row stride (elements) of a staged K/V tile: never a multiple of 1 KiB (fwd.c attn_fwd_rows). */
 static inline int64_t attn_fq_tile_row(int64_t width) {
     int64_t t = ((width + 15) & ~(int64_t)15) + 16;
     if (t % 256 == 0)
@@ -52,9 +52,9 @@ static inline int64_t attn_fq_tile_row(int64_t width) {
  * widens a K/V tile and no code is formed. Q and K:
  * [num_mats][seq][attn_fq_wide_row(width)] bf16 (a zero pad element for odd width); V:
  * [num_mats][ceil(seq / 2)][width] 32-bit words, key 2j in the low and 2j + 1 in the high half (0 past the end).
- * The same values as the codes path, so the same bits. Row strides in elements and byte sizes of a row follow. */
-static inline int attn_fq_wide_table(const struct attn_quant_kernels *qk, attn_dtype elem, int mx) {
-    (void)mx;
+ * The same values as the codes path, so the same bits. Below: whether a table runs them for elem, the row stride
+ * in elements, the byte sizes of a row, and the addresses every writer and reader of the layout goes through. */
+static inline int attn_fq_wide_table(const struct attn_quant_kernels *qk, attn_dtype elem) {
     return qk != NULL && qk->fp8_bf16_row != NULL && qk->qk_bf16 != NULL &&
            (elem == ATTN_DTYPE_FP8_E4M3 || elem == ATTN_DTYPE_FP8_E5M2);
 }
@@ -66,6 +66,15 @@ static inline int64_t attn_fq_wide_qk_row_bytes(int64_t width) {
 }
 static inline int64_t attn_fq_wide_v_pair_bytes(int64_t width) {
     return width * 4;
+}
+/* Q/K: the bf16 row r of matrix mat of operand o (seq rows of width per matrix) */
+static inline uint16_t *attn_fq_wide_qk_at(const attn_qoperand *o, int64_t mat, int64_t seq, int64_t r, int64_t width) {
+    return (uint16_t *)(void *)o->codes + (mat * seq + r) * attn_fq_wide_row(width);
+}
+/* V: the row of key pairs holding key `key` of matrix mat */
+static inline uint32_t *attn_fq_wide_pair_at(const attn_qoperand *o, int64_t mat, int64_t seq, int64_t key,
+                                             int64_t width) {
+    return (uint32_t *)(void *)o->codes + (mat * ((seq + 1) / 2) + key / 2) * width;
 }
 
 /* Runs problem p (its q/k/v views unused; out, LSE, heads, sizes, softmax_scale, soft-cap, ALiBi, sinks read) on

@@ -77,8 +77,8 @@ typedef struct attn_qsrc {
 /* Quantizes the three operands src[t] (t = Q, K, V: [batch][seq[t]][heads[t]][width[t]]) into out[t] (codes,
  * and fscale or escale as set; block_rows for FP8) with the rotation, scales and encodings of
  * attn_quant_fake_tensor for role t: decode(code)·scale is bitwise the value the fake quantization stores.
- * wide (FP8 block scales, attn_fq_wide_table of qk): out[t].codes receives the wide bf16 operands of
- * fwd_quant.h instead of the codes (the scales as before).
+ * wide (FP8 and MXFP8, attn_fq_wide_table of qk): out[t].codes receives the wide bf16 operands of fwd_quant.h
+ * instead of the codes (the scales as before).
  * All matrices of the three in one parallel loop on ex's threads and per-thread scratch slices; kern: the float
  * table (cvt_to_f32, cvt_to_fp8), qk: the quant table (rotation, maxima, E2M1 encoding, widening). */
 void attn_quant_codes(const attn_qsrc src[3], int64_t batch, const int64_t heads[3], const int64_t seq[3],

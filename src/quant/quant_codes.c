@@ -31,7 +31,7 @@ typedef struct attn_qc_job {
     attn_dtype elem;
     const attn_qfmt *f;
     attn_qoperand *out;
-    int wide; /* FP8: write the bf16 operands of fwd_quant.h (attn_fq_wide_table) instead of codes */
+    int wide; /* FP8 / MXFP8: write the bf16 operands of fwd_quant.h (attn_fq_wide_table) instead of codes */
     int8_t signs[256];
 } attn_qc_job;
 
@@ -95,11 +95,10 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
                 if (!j->wide)
                     attn_qc_encode(j, x, W, scale, codes + r * o->row_bytes);
                 else if (j->role != ATTN_QROLE_V) /* a bf16 row */
-                    j->qk->fp8_bf16_row(x, W, scale, j->elem, NULL, 0, -1,
-                                        (uint16_t *)(void *)o->codes + (mat * S + r) * attn_fq_wide_row(W));
+                    j->qk->fp8_bf16_row(x, W, scale, j->elem, NULL, 0, -1, attn_fq_wide_qk_at(o, mat, S, r, W));
                 else /* the low (even key) or high (odd key) halves of a row of key pairs */
                     j->qk->fp8_bf16_row(x, W, scale, j->elem, NULL, 0, (int)(r % 2),
-                                        (uint32_t *)(void *)o->codes + (mat * ((S + 1) / 2) + r / 2) * W);
+                                        attn_fq_wide_pair_at(o, mat, S, r, W));
             }
         }
     } else if (j->role != ATTN_QROLE_V) { /* MX along head_size */
@@ -109,7 +108,7 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
         int fused = j->qp->rotate && (j->wide ? j->qk->mx_rot_row_bf16 != NULL : j->qk->mx_rot_row != NULL);
         for (int64_t r = 0; r < S; r++) {
             uint8_t *e8 = o->escale + (mat * S + r) * nb;
-            uint16_t *wd = j->wide ? (uint16_t *)(void *)o->codes + (mat * S + r) * attn_fq_wide_row(W) : NULL;
+            uint16_t *wd = j->wide ? attn_fq_wide_qk_at(o, mat, S, r, W) : NULL;
             if (fused &&
                 (fused = j->wide ? j->qk->mx_rot_row_bf16(attn_qc_src(j, b, h, r), j->src->dtype, j->signs, W, j->norm,
                                                           j->f->emax, j->elem, wd, e8)
@@ -155,7 +154,7 @@ static void attn_qc_mat(void *arg, int64_t mat, int32_t tid) {
                     x[d] *= inv[d];
                 if (j->wide) /* the low (even key) or high (odd key) halves of a row of key pairs */
                     j->qk->fp8_bf16_row(x, W, 1.0f, j->elem, vfac, 0, (int)(r % 2),
-                                        (uint32_t *)(void *)o->codes + (mat * ((S + 1) / 2) + r / 2) * W);
+                                        attn_fq_wide_pair_at(o, mat, S, r, W));
                 else
                     attn_qc_encode(j, x, W, 1.0f, codes + r * o->row_bytes);
             }
