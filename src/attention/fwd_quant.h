@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "attention/fwd.h"
+#include "core/dtype.h" /* attn_e8m0_factor */
 
 /* One quantized operand, BNSD order: matrix m = batch·heads + head. */
 typedef struct attn_qoperand {
@@ -27,16 +28,6 @@ typedef struct attn_qattn {
     attn_qoperand q, k, v;
     int64_t seq_q, seq_k; /* every batch row has these lengths (dense)                         */
 } attn_qattn;
-
-/* E8M0 byte → its float factor 2^(e − 127) (0x00: the float32 subnormal 2^-127; 0xFF: NaN). */
-static inline float attn_e8m0_factor(uint8_t e) {
-    union {
-        uint32_t u;
-        float f;
-    } x;
-    x.u = e == 0xFF ? 0x7FC00000u : e == 0 ? 0x00400000u : (uint32_t)e << 23;
-    return x.f;
-}
 
 /* The padded row stride (elements) of a staged K/V tile: never a multiple of 1 KiB (fwd.c attn_fwd_rows). */
 static inline int64_t attn_fq_tile_row(int64_t width) {

@@ -40,6 +40,11 @@ static inline float attn_pow2_f32(int32_t k) {
     return attn_bits_f32(k >= -126 ? (uint32_t)(k + 127) << 23 : 0x00400000u);
 }
 
+/* E8M0 byte → its float factor 2^(e − 127) (0x00: the float32 subnormal 2^-127; 0xFF: NaN), as OCP MX. */
+static inline float attn_e8m0_factor(uint8_t e) {
+    return attn_bits_f32(e == 0xFF ? 0x7FC00000u : e == 0 ? 0x00400000u : (uint32_t)e << 23);
+}
+
 static inline float attn_bf16_to_f32(uint16_t h) { return attn_bits_f32((uint32_t)h << 16); }
 
 static inline uint16_t attn_f32_to_bf16(float f) {

@@ -241,14 +241,6 @@ static inline __attribute__((always_inline)) void kqp_signed16_dt(const void *sr
     *hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1));
 }
 
-/* The float factor 2^(E − 127) of E8M0 byte E (0: the subnormal 2^-127, 0xFF: NaN) — attn_e8m0_factor. */
-static inline float kqp_e8m0_factor(uint8_t e) {
-    const uint32_t u = e == 0xFF ? 0x7FC00000u : e == 0 ? 0x00400000u : (uint32_t)e << 23;
-    float f;
-    __builtin_memcpy(&f, &u, 4);
-    return f;
-}
-
 /* EL: the element format — 0 E2M1 (two codes per byte), 1 FP8 E4M3, 2 FP8 E5M2 (a byte each; the codes of
  * cvt_to_fp8 with scale 1, which is how the unfused path encodes MX FP8 elements), or 3 / 4: no codes but their
  * bf16 operands, E4M3 / E5M2 (uint16 words at codes: the code's value times its block's factor, truncated — what
@@ -276,7 +268,7 @@ static inline __attribute__((always_inline)) void kqp_mx_rot_regs(const void *sr
                                             32, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
         const __m512i idx = _mm512_load_si512(lows); /* the low words of two vectors of 16 lanes */
         _Pragma("GCC unroll 4") for (int i = 0; i < 8; i += 2) if (2 * i < NV) {
-            const __m512 f = _mm512_set1_ps(kqp_e8m0_factor(e8[i / 2])); /* both vectors are block i / 2 */
+            const __m512 f = _mm512_set1_ps(attn_e8m0_factor(e8[i / 2])); /* both vectors are block i / 2 */
             const __m512i w0 =
                 _mm512_castps_si512(_mm512_mul_ps(k512_fp8_grid(y[i], EL == 3 ? 3 : 2, EL == 3 ? 7 : 15), f));
             const __m512i w1 =
