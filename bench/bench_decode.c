@@ -8,8 +8,10 @@
  * so load changes hit both alike; min and median of each, and decode as % of the ceiling (by min and by median).
  *
  * Usage: bench_decode [--batch B] [--ctx L] [--dtype f32|bf16|e4m3|e5m2|all] [--threads T] [--pages huge|4k|both]
- *                     [--reps N] [--shuffle]
- * Shape: 32 query heads, 8 kv heads, head size 128, block size 16 (the README's decode shape). --shuffle gives
+ *                     [--reps N] [--shuffle] [--num-heads H] [--num-kv-heads HKV] [--head-size D] [--block-size BS]
+ * Shape: 32 query heads, 8 kv heads, head size 128, block size 16 (the README's decode shape) unless
+ * --num-heads H --num-kv-heads HKV --head-size D --block-size BS say otherwise (SmolLM2-135M, the end-to-end
+ * model: --num-heads 9 --num-kv-heads 3 --head-size 64 --block-size 128). --shuffle gives
  * every request a random permutation of its blocks (the default is consecutive blocks per request).
  * Not a test: prints numbers.
  */
@@ -26,10 +28,8 @@
 #include <omp.h>
 #endif
 
-#define BD_H 32
-#define BD_HKV 8
-#define BD_D 128
-#define BD_BS 16
+/* The shape (options --num-heads, --num-kv-heads, --head-size, --block-size). */
+static int64_t BD_H = 32, BD_HKV = 8, BD_D = 128, BD_BS = 16;
 #define BD_TILE 64
 #define BD_PART 512
 
@@ -214,23 +214,33 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--shuffle")) shuffle = 1;
+        else if (!strcmp(argv[i], "--num-heads") && i + 1 < argc)
+            BD_H = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--num-kv-heads") && i + 1 < argc)
+            BD_HKV = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--head-size") && i + 1 < argc)
+            BD_D = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--block-size") && i + 1 < argc)
+            BD_BS = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--pages") && i + 1 < argc) {
             const char *v = argv[++i];
             pages = !strcmp(v, "huge") ? 1 : !strcmp(v, "4k") ? 2 : 3;
         } else {
             fprintf(stderr,
                     "usage: %s [--batch B] [--ctx L] [--dtype f32|bf16|e4m3|e5m2|all] [--threads T] "
-                    "[--pages huge|4k|both] [--reps N] [--shuffle]\n",
+                    "[--pages huge|4k|both] [--reps N] [--shuffle] [--num-heads H] [--num-kv-heads HKV] "
+                    "[--head-size D] [--block-size BS]\n",
                     argv[0]);
             return 2;
         }
     }
-    if (batch < 1 || L < 1 || threads < 1 || reps < 1) return 2;
+    if (batch < 1 || L < 1 || threads < 1 || reps < 1 || BD_HKV < 1 || BD_H % BD_HKV != 0 || BD_D < 1 || BD_BS < 1)
+        return 2;
     attn_ctx *ctx = NULL;
     if (attn_ctx_create(&ctx) != ATTN_STATUS_OK) return 1;
-    printf("# isa %s; %d thread(s); %lld requests x %lld keys, %d/%d heads, head_size %d, block_size %d%s\n",
-           attn_ctx_isa(ctx), threads, (long long)batch, (long long)L, BD_H, BD_HKV, BD_D, BD_BS,
-           shuffle ? ", shuffled blocks" : "");
+    printf("# isa %s; %d thread(s); %lld requests x %lld keys, %lld/%lld heads, head_size %lld, block_size %lld%s\n",
+           attn_ctx_isa(ctx), threads, (long long)batch, (long long)L, (long long)BD_H, (long long)BD_HKV,
+           (long long)BD_D, (long long)BD_BS, shuffle ? ", shuffled blocks" : "");
     const char *all[4] = {"f32", "bf16", "e4m3", "e5m2"};
     int rc = 0;
     for (int pg = 1; pg <= 2 && rc == 0; pg++) {
