@@ -406,7 +406,10 @@ static void test_dispatch_registry(void **state) {
 /* ---------------------------------------------------------------------------------------------
  * qk_tile_kv / pv_rows_kv: K/V rows in their storage dtype, bitwise equal to the float kernels of the same
  * table on the rows converted by cvt_to_f32 (the decode path relies on it: tests/conformance/test_driver_paths
- * checks the driver end to end). Rows are 2 KiB apart (a cache page's token stride) with odd head sizes.
+ * checks the driver end to end). Rows are KV_ROW_STRIDE elements apart (a cache page's token stride) with odd head
+ * sizes, and D + 3 elements apart: kernels may choose their path by the rows' distance (avx512 keeps two groups of
+ * 16 keys in flight at up to four rows unless rows are a multiple of 2 or 4 KiB apart), so both must agree.
+ * Every key count from 1 to 64 is used at up to four rows.
  * --------------------------------------------------------------------------------------------- */
 #define KV_ROW_STRIDE 1024 /* elements between K rows, like 8 kv heads × 128 */
 
@@ -438,64 +441,83 @@ static void test_kv_kernels(void **state) {
     for (int ti = 0; ti < nt; ti++)
         for (int di = 0; di < 5; di++)
             for (size_t hi = 0; hi < NELEM(head_sizes); hi++)
-                for (size_t ri = 0; ri < NELEM(kv_rows); ri++) {
-                    const attn_dtype dt = dts[di];
-                    if (attn_dtype_is_fp8(dt) && !tables[ti]->fp8_kv) continue;
-                    const int64_t D = head_sizes[hi], nk = key_counts[(hi + ri + (size_t)di) % NELEM(key_counts)];
-                    const int32_t nr = kv_rows[ri];
-                    const size_t es = attn_dtype_size(dt);
-                    tiles *t = tiles_random(&r, D, nk);
-                    for (int64_t k = 0; k < nk; k++) {
-                        char *row = store + (size_t)k * KV_ROW_STRIDE * es;
-                        for (int64_t d = 0; d < D; d++) {
-                            const float x = (float)th_rng_range(&r, -1, 1);
-                            if (attn_dtype_is_fp8(dt)) { /* every code; NaN / inf only in key 1 */
-                                uint8_t c = (uint8_t)th_rng_int(&r, 0, 255);
-                                const uint8_t special = dt == ATTN_DTYPE_FP8_E4M3 ? 0x7F : 0x7C;
-                                if ((c & 0x7F) >= special && k != 1) c = (uint8_t)(c - 4);
-                                ((uint8_t *)row)[d] = c;
-                            } else if (dt == ATTN_DTYPE_F32) ((float *)row)[d] = x;
-                            else if (dt == ATTN_DTYPE_BF16) ((uint16_t *)row)[d] = attn_f32_to_bf16(x);
-                            else ((uint16_t *)row)[d] = attn_f32_to_f16(x);
+                for (size_t ri = 0; ri < NELEM(kv_rows); ri++)
+                    for (int si = 0; si < 2; si++) {
+                        const attn_dtype dt = dts[di];
+                        if (attn_dtype_is_fp8(dt) && !tables[ti]->fp8_kv)
+                            continue;
+                        const int32_t nr = kv_rows[ri];
+                        const int64_t D = head_sizes[hi];
+                        /* up to four rows: key counts 1..64 in turn; else the list */
+                        const int64_t nk =
+                            nr <= 4 ? 1 + (int64_t)((hi * 7 + ri * 13 + (size_t)di * 3 + (size_t)si * 29) % 64)
+                                    : key_counts[(hi + ri + (size_t)di + (size_t)si) % NELEM(key_counts)];
+                        const int64_t stride = si == 0 ? KV_ROW_STRIDE : D + 3;
+                        const size_t es = attn_dtype_size(dt);
+                        tiles *t = tiles_random(&r, D, nk);
+                        for (int64_t k = 0; k < nk; k++) {
+                            char *row = store + (size_t)k * (size_t)stride * es;
+                            for (int64_t d = 0; d < D; d++) {
+                                const float x = (float)th_rng_range(&r, -1, 1);
+                                if (attn_dtype_is_fp8(dt)) { /* every code; NaN / inf only in key 1 */
+                                    uint8_t c = (uint8_t)th_rng_int(&r, 0, 255);
+                                    const uint8_t special = dt == ATTN_DTYPE_FP8_E4M3 ? 0x7F : 0x7C;
+                                    if ((c & 0x7F) >= special && k != 1)
+                                        c = (uint8_t)(c - 4);
+                                    ((uint8_t *)row)[d] = c;
+                                } else if (dt == ATTN_DTYPE_F32)
+                                    ((float *)row)[d] = x;
+                                else if (dt == ATTN_DTYPE_BF16)
+                                    ((uint16_t *)row)[d] = attn_f32_to_bf16(x);
+                                else
+                                    ((uint16_t *)row)[d] = attn_f32_to_f16(x);
+                            }
+                            raw[k] = row;
+                            tables[ti]->cvt_to_f32(row, dt, conv + k * ATTN_HEAD_SIZE_MAX, D);
+                            fl[k] = conv + k * ATTN_HEAD_SIZE_MAX;
                         }
-                        raw[k] = row;
-                        tables[ti]->cvt_to_f32(row, dt, conv + k * ATTN_HEAD_SIZE_MAX, D);
-                        fl[k] = conv + k * ATTN_HEAD_SIZE_MAX;
-                    }
-                    /* qk */
-                    memset(s_ref, 0, ATTN_KV_TILE * QB * sizeof(float));
-                    memset(s_got, 0, ATTN_KV_TILE * QB * sizeof(float));
-                    tables[ti]->qk_tile(t->q_t, nr, D, fl, nk, s_ref);
-                    tables[ti]->qk_tile_kv(t->q_t, nr, D, raw, dt, nk, s_got);
-                    for (int64_t k = 0; k < nk; k++)
+                        /* qk */
+                        memset(s_ref, 0, ATTN_KV_TILE * QB * sizeof(float));
+                        memset(s_got, 0, ATTN_KV_TILE * QB * sizeof(float));
+                        tables[ti]->qk_tile(t->q_t, nr, D, fl, nk, s_ref);
+                        tables[ti]->qk_tile_kv(t->q_t, nr, D, raw, dt, nk, s_got);
+                        for (int64_t k = 0; k < nk; k++)
+                            for (int32_t row = 0; row < nr; row++)
+                                if (memcmp(&s_ref[k * QB + row], &s_got[k * QB + row], 4) != 0) {
+                                    if (fails++ < 10)
+                                        fprintf(stderr,
+                                                "REPRO test_kernels qk_tile_kv: isa=%s dtype=%d D=%lld keys=%lld "
+                                                "rows=%d key=%lld row=%d kv=%.9g float=%.9g\n",
+                                                tables[ti]->name, (int)dt, (long long)D, (long long)nk, (int)nr,
+                                                (long long)k, (int)row, (double)s_got[k * QB + row],
+                                                (double)s_ref[k * QB + row]);
+                                }
+                        /* pv: P from the tile's scores (any values do), o from the random o_t */
+                        for (int64_t k = 0; k < nk; k++)
+                            for (int32_t row = 0; row < QB; row++)
+                                s_ref[k * QB + row] = t->s[k * QB + row] = (float)th_rng_range(&r, 0, 1);
+                        memcpy(o_ref, t->o_t, (size_t)D * QB * sizeof(float));
                         for (int32_t row = 0; row < nr; row++)
-                            if (memcmp(&s_ref[k * QB + row], &s_got[k * QB + row], 4) != 0) {
-                                if (fails++ < 10)
-                                    fprintf(stderr, "REPRO test_kernels qk_tile_kv: isa=%s dtype=%d D=%lld keys=%lld "
-                                            "rows=%d key=%lld row=%d kv=%.9g float=%.9g\n", tables[ti]->name, (int)dt,
-                                            (long long)D, (long long)nk, (int)nr, (long long)k, (int)row,
-                                            (double)s_got[k * QB + row], (double)s_ref[k * QB + row]);
-                            }
-                    /* pv: P from the tile's scores (any values do), o from the random o_t */
-                    for (int64_t k = 0; k < nk; k++)
-                        for (int32_t row = 0; row < QB; row++) s_ref[k * QB + row] = t->s[k * QB + row] = (float)th_rng_range(&r, 0, 1);
-                    memcpy(o_ref, t->o_t, (size_t)D * QB * sizeof(float));
-                    for (int32_t row = 0; row < nr; row++)
-                        for (int64_t d = 0; d < D; d++) o_got[row * D + attn_rows_kv_col(d, D, dt)] = t->o_t[d * QB + row];
-                    tables[ti]->pv_tile(s_ref, nk, nr, fl, D, o_ref);
-                    tables[ti]->pv_rows_kv(s_ref, nk, nr, raw, dt, D, o_got);
-                    for (int32_t row = 0; row < nr; row++)
-                        for (int64_t d = 0; d < D; d++)
-                            if (memcmp(&o_ref[d * QB + row], &o_got[row * D + attn_rows_kv_col(d, D, dt)], 4) != 0) {
-                                if (fails++ < 10)
-                                    fprintf(stderr, "REPRO test_kernels pv_rows_kv: isa=%s dtype=%d D=%lld keys=%lld "
-                                            "rows=%d d=%lld row=%d kv=%.9g float=%.9g\n", tables[ti]->name, (int)dt,
-                                            (long long)D, (long long)nk, (int)nr, (long long)d, (int)row,
-                                            (double)o_got[row * D + attn_rows_kv_col(d, D, dt)], (double)o_ref[d * QB + row]);
-                            }
-                    cases++;
-                    free(t);
-                }
+                            for (int64_t d = 0; d < D; d++)
+                                o_got[row * D + attn_rows_kv_col(d, D, dt)] = t->o_t[d * QB + row];
+                        tables[ti]->pv_tile(s_ref, nk, nr, fl, D, o_ref);
+                        tables[ti]->pv_rows_kv(s_ref, nk, nr, raw, dt, D, o_got);
+                        for (int32_t row = 0; row < nr; row++)
+                            for (int64_t d = 0; d < D; d++)
+                                if (memcmp(&o_ref[d * QB + row], &o_got[row * D + attn_rows_kv_col(d, D, dt)], 4) !=
+                                    0) {
+                                    if (fails++ < 10)
+                                        fprintf(stderr,
+                                                "REPRO test_kernels pv_rows_kv: isa=%s dtype=%d D=%lld keys=%lld "
+                                                "rows=%d d=%lld row=%d kv=%.9g float=%.9g\n",
+                                                tables[ti]->name, (int)dt, (long long)D, (long long)nk, (int)nr,
+                                                (long long)d, (int)row,
+                                                (double)o_got[row * D + attn_rows_kv_col(d, D, dt)],
+                                                (double)o_ref[d * QB + row]);
+                                }
+                        cases++;
+                        free(t);
+                    }
     fprintf(stderr, "kv kernels: %d cases over %d tables, %d mismatches\n", cases, nt, fails);
     free(store), free(conv), free(s_ref), free(s_got), free(o_ref), free(o_got);
     assert_true(cases > 0);

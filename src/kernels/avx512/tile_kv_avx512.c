@@ -148,6 +148,127 @@ static inline __attribute__((always_inline)) __m512 k512_pair_hi(__m512 x, const
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
 }
 
+/* s[b][0..15] = (acc[0][b], ..., acc[R−1][b], 0, ...) for keys b < nk, R <= 4: a 4×16 transpose in 128-bit lanes
+ * (lane L of u[i] = s[4L + i][0..3]), a quarter of the shuffles of k512_transpose16. */
+static inline __attribute__((always_inline)) void k512_qk_store4(const __m512 *acc, int nk, float *restrict s,
+                                                                 const int R) {
+    const __m512 z = _mm512_setzero_ps();
+    const __m512 a1 = R > 1 ? acc[1] : z, a2 = R > 2 ? acc[2] : z, a3 = R > 3 ? acc[3] : z;
+    const __m512 t0 = _mm512_unpacklo_ps(acc[0], a1), t1 = _mm512_unpackhi_ps(acc[0], a1);
+    const __m512 t2 = _mm512_unpacklo_ps(a2, a3), t3 = _mm512_unpackhi_ps(a2, a3);
+    const __m512 u[4] = {_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2))),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2))),
+                         _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3))),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)))};
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        if (i < nk)
+            _mm512_storeu_ps(s + i * ATTN_QB, _mm512_maskz_mov_ps(0x000F, u[i]));
+        if (4 + i < nk)
+            _mm512_storeu_ps(s + (4 + i) * ATTN_QB, _mm512_maskz_shuffle_f32x4(0x000F, u[i], u[i], 1));
+        if (8 + i < nk)
+            _mm512_storeu_ps(s + (8 + i) * ATTN_QB, _mm512_maskz_shuffle_f32x4(0x000F, u[i], u[i], 2));
+        if (12 + i < nk)
+            _mm512_storeu_ps(s + (12 + i) * ATTN_QB, _mm512_maskz_shuffle_f32x4(0x000F, u[i], u[i], 3));
+    }
+}
+
+/* Eight 32-bit elements from byte byte0 (f32, or 16-bit pairs) of rows b and b + 8 of k_rows (zero past nk) in one
+ * vector: lanes 0..7 row b, lanes 8..15 row b + 8. */
+static inline __attribute__((always_inline)) __m512 k512_rows8_pair(const void *const *k_rows, int b, int nk,
+                                                                    int64_t byte0) {
+    const __m256 lo =
+        b < nk ? _mm256_loadu_ps((const float *)(const void *)((const char *)k_rows[b] + byte0)) : _mm256_setzero_ps();
+    const __m256 hi = b + 8 < nk ? _mm256_loadu_ps((const float *)(const void *)((const char *)k_rows[b + 8] + byte0))
+                                 : _mm256_setzero_ps();
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+
+/* 8×8 transposes within both 256-bit halves: on return x[j] lane b = old x[b] lane j and lane 8 + b = old x[b]
+ * lane 8 + j (b, j < 8). With x[b] from k512_rows8_pair: x[j] lane b = element j of key b, for 16 keys. */
+static inline __attribute__((always_inline)) void k512_transpose8x2(__m512 x[8]) {
+    __m512 t[8], u[8];
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(x[2 * i], x[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(x[2 * i], x[2 * i + 1]);
+    }
+    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
+        u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    /* u[i] / u[4 + i]: 128-bit lanes 0, 1 (rows 0..3 / 4..7 of the low half) and 2, 3 (the high half) hold element
+     * i resp. 4 + i ... of four rows each; the permutes gather the eight rows of each element */
+    const __m512i lo_idx = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    const __m512i hi_idx = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        x[i] = _mm512_permutex2var_ps(u[i], lo_idx, u[4 + i]);
+        x[4 + i] = _mm512_permutex2var_ps(u[i], hi_idx, u[4 + i]);
+    }
+}
+
+/* R <= 4 rows, f32 or 16-bit K, head_size a multiple of 16, keys [0, nk) with 16 < nk <= 32: two groups of 16 keys
+ * (A: keys 0..15, B: 16..31) whose FMA chains are interleaved, so that 2R accumulator chains are in flight instead
+ * of R (at four rows or fewer one group's chains leave the FMA pipes idle for most of their latency). Rows are read
+ * 32 bytes at a time, 16 per group, to keep both groups' transposed K in registers. Every score is the same single
+ * chain over d ascending as k512_qk_kv_keys16, so the bits are the same. */
+static inline __attribute__((always_inline)) void k512_qk_kv_keys32(const float *restrict q_t, int64_t head_size,
+                                                                    const void *const *k_rows, int nk,
+                                                                    float *restrict s, const int R, const int DT) {
+    __m512 acc_a[4], acc_b[4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc_a[r] = acc_b[r] = _mm512_setzero_ps();
+    const int64_t es = DT == ATTN_DTYPE_F32 ? 4 : 2, step = DT == ATTN_DTYPE_F32 ? 8 : 16; /* dims per 32 bytes */
+    for (int64_t d0 = 0; d0 < head_size; d0 += step) {
+        __m512 xa[8], xb[8];
+        _Pragma("GCC unroll 8") for (int b = 0; b < 8; b++) {
+            xa[b] = k512_rows8_pair(k_rows, b, 16, d0 * es);
+            xb[b] = k512_rows8_pair(k_rows + 16, b, nk - 16, d0 * es);
+        }
+        k512_transpose8x2(xa);
+        k512_transpose8x2(xb);
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+            if (DT == ATTN_DTYPE_F32) {
+                const float *q = q_t + (d0 + j) * ATTN_QB;
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    const __m512 qr = _mm512_set1_ps(q[r]);
+                    acc_a[r] = _mm512_fmadd_ps(xa[j], qr, acc_a[r]);
+                    acc_b[r] = _mm512_fmadd_ps(xb[j], qr, acc_b[r]);
+                }
+            } else {
+                const __m512 lo_a = k512_pair_lo(xa[j], DT), hi_a = k512_pair_hi(xa[j], DT);
+                const __m512 lo_b = k512_pair_lo(xb[j], DT), hi_b = k512_pair_hi(xb[j], DT);
+                const float *q0 = q_t + (d0 + 2 * j) * ATTN_QB, *q1 = q0 + ATTN_QB;
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    const __m512 q0r = _mm512_set1_ps(q0[r]);
+                    acc_a[r] = _mm512_fmadd_ps(lo_a, q0r, acc_a[r]);
+                    acc_b[r] = _mm512_fmadd_ps(lo_b, q0r, acc_b[r]);
+                }
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    const __m512 q1r = _mm512_set1_ps(q1[r]);
+                    acc_a[r] = _mm512_fmadd_ps(hi_a, q1r, acc_a[r]);
+                    acc_b[r] = _mm512_fmadd_ps(hi_b, q1r, acc_b[r]);
+                }
+            }
+        }
+    }
+    k512_qk_store4(acc_a, 16, s, R);
+    k512_qk_store4(acc_b, nk - 16, s + 16 * ATTN_QB, R);
+}
+
+/* 1 where k512_qk_kv_keys32 serves R rows of DT keys from k_rows: rows whose distance is a multiple of 4 KiB
+ * (2 KiB for f32) put the 32 rows' half-line loads into one or two L1 sets, and there the two groups ran slower
+ * than one (Zen 5, 64 keys in L1: f32 rows 4 KiB apart 9.0 → 17 ns per key at 4 rows × 128, bf16 rows 4 KiB apart
+ * 8.5 → 13 ns; rows 384 B or 2 KiB (bf16) apart 1.4× and 1.1× faster). */
+static inline __attribute__((always_inline)) int k512_qk_two_groups(const void *const *k_rows, int64_t head_size,
+                                                                    int64_t num_keys, const int R, const int DT) {
+    if (R > 4 || num_keys <= 16 || head_size % 16 != 0)
+        return 0;
+    if (DT != ATTN_DTYPE_F32 && DT != ATTN_DTYPE_BF16 && DT != ATTN_DTYPE_F16)
+        return 0;
+    const uintptr_t dist = (uintptr_t)k_rows[1] - (uintptr_t)k_rows[0];
+    return (dist & (DT == ATTN_DTYPE_F32 ? 2047u : 4095u)) != 0;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Q·Kᵀ: s[k][r] for 16 keys (nk valid) × R rows, keys in lanes; lanes r ≥ R of written s rows are 0.
  * --------------------------------------------------------------------------------------------- */
@@ -228,6 +349,10 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
                 _mm512_fmadd_ps(kj, _mm512_set1_ps(q[r]), acc[r]);
         }
     }
+    if (R <= 4) {
+        k512_qk_store4(acc, nk, s, R);
+        return;
+    }
     _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++) x[r] = r < R ? acc[r] : _mm512_setzero_ps();
     k512_transpose16(x); /* x[b] lane r = s[b][r] */
     _Pragma("GCC unroll 16") for (int b = 0; b < 16; b++) if (b < nk) _mm512_storeu_ps(s + b * ATTN_QB, x[b]);
@@ -237,6 +362,10 @@ static inline __attribute__((always_inline)) void k512_qk_kv_few(const float *q_
                                                                  const void *const *k_rows, int64_t num_keys, float *s,
                                                                  const int R, const int DT) {
     int64_t k = 0;
+    if (k512_qk_two_groups(k_rows, head_size, num_keys, R, DT))
+        for (; k + 16 < num_keys; k += 32)
+            k512_qk_kv_keys32(q_t, head_size, k_rows + k, num_keys - k < 32 ? (int)(num_keys - k) : 32, s + k * ATTN_QB,
+                              R, DT);
     for (; k + 16 <= num_keys; k += 16)
         k512_qk_kv_keys16(q_t, head_size, k_rows + k, 16, s + k * ATTN_QB, R, DT);
     if (k < num_keys)
