@@ -210,7 +210,66 @@ static void attn_fx_prefetch_span_l2(const char *ptr, int64_t bytes) {
     for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(ptr + off, 0, 2);
 }
 
-#define ATTN_FX_CHUNK 16 /* keys per step of the token-major schedule */
+/* Row pointers of tokens [a, b) of kv head g, K rows (phase 0) or V rows: one block-table lookup per cache block
+ * the range touches, then steps of one row stride (no division per token). */
+static void attn_fx_token_rows(const attn_seq_view *seq, int phase, int64_t g, int64_t a, int64_t b,
+                               const char **rows) {
+    const int64_t rs = phase == 0 ? seq->k_row_stride : seq->v_row_stride;
+    for (int64_t t = a; t < b;) {
+        int64_t e = b;
+        if (seq->block_table) {
+            const int64_t block_end = (t / seq->block_size + 1) * seq->block_size;
+            if (block_end < e)
+                e = block_end;
+        }
+        const char *r = phase == 0 ? attn_seq_k_row(seq, t, g) : attn_seq_v_row(seq, t, g);
+        for (; t < e; t++, r += rs)
+            rows[t - a] = r;
+    }
+}
+
+/* Prefetch into L1 (l1) or L2 of `span` bytes from kv head g0's row of every token in [a, b): where rows are back
+ * to back (span = the row stride: the item holds every kv head), each run of tokens inside one cache block is one
+ * range of lines. Used for 32-key steps, whose chunks are small; for 16-key steps the schedule keeps one row
+ * lookup per token: there the ranges (bursts of up to 32 KiB) made b1 × 16k bf16 decode on two threads 1.3×
+ * slower (bench_decode, 32/8 heads × 128, Zen 5). No effect on results. */
+static void attn_fx_prefetch_tokens(const attn_seq_view *seq, int phase, int64_t g0, int64_t span, int64_t a, int64_t b,
+                                    int l1) {
+    const int64_t rs = phase == 0 ? seq->k_row_stride : seq->v_row_stride;
+    for (int64_t t = a; t < b;) {
+        int64_t e = b;
+        if (seq->block_table) {
+            const int64_t block_end = (t / seq->block_size + 1) * seq->block_size;
+            if (block_end < e)
+                e = block_end;
+        }
+        const char *r = phase == 0 ? attn_seq_k_row(seq, t, g0) : attn_seq_v_row(seq, t, g0);
+        if (rs == span) {
+            if (l1)
+                attn_fx_prefetch_span(r, (e - t) * span);
+            else
+                attn_fx_prefetch_span_l2(r, (e - t) * span);
+            t = e;
+        } else {
+            for (; t < e; t++, r += rs) {
+                if (l1)
+                    attn_fx_prefetch_span(r, span);
+                else
+                    attn_fx_prefetch_span_l2(r, span);
+            }
+        }
+    }
+}
+
+/* Keys per step of the token-major schedule: ATTN_FX_CHUNK_MAX where that many tokens' rows of the item's kv heads
+ * take at most ATTN_FX_CHUNK_BYTES (the next chunk is prefetched into L1 while this one is consumed), else
+ * ATTN_FX_CHUNK_MIN. Each block's Q·Kᵀ then gets up to 32 keys per call, which lets a few-row kernel keep two
+ * groups of 16 keys in flight (at four rows or fewer one group leaves the FMA pipes idle); on a Zen 5 core
+ * (bench_decode, 9/3 heads × 64, one thread) that took bf16 b1 × 8k keys from 0.31 to 0.26 ms. With eight kv heads
+ * × 128, 32 tokens of bf16 rows (64 KiB) overran L1 and decode ran 1.3× slower, hence the bound. */
+#define ATTN_FX_CHUNK_MIN   16
+#define ATTN_FX_CHUNK_MAX   32
+#define ATTN_FX_CHUNK_BYTES (24 * 1024)
 /* Partitions of at most this many keys are walked without software prefetch: at a 100-key decode (9/3 heads × 64)
  * the prefetch instructions cost ~0.45 µs of a ~5 µs call whether the cache was hot or cold, while from 512 keys up
  * (b8 × 4k keys, bf16) dropping them makes decode 1.6× slower. */
@@ -226,21 +285,21 @@ static void attn_fx_prefetch_span_l2(const char *ptr, int64_t bytes) {
 
 /* Tokens [*pa, *pb) of the chunk `ahead` steps after chunk ci of `phase` in consumption order (K chunks of a
  * tile, then its V chunks, then the next tile's), *phase_out its phase; an empty range past hi_all. */
-static void attn_fx_chunk_ahead(int64_t ahead, int phase, int64_t ci, int64_t ta, int64_t tb, int64_t hi_all,
-                                int *phase_out, int64_t *pa, int64_t *pb) {
+static void attn_fx_chunk_ahead(int64_t ch, int64_t ahead, int phase, int64_t ci, int64_t ta, int64_t tb,
+                                int64_t hi_all, int *phase_out, int64_t *pa, int64_t *pb) {
     int64_t base = ta, end = tb, pf = ci + ahead;
     int ph = phase;
     for (;;) {
         if (base >= end) { *pa = *pb = 0; *phase_out = ph; return; }
-        const int64_t nc = (end - 1) / ATTN_FX_CHUNK - base / ATTN_FX_CHUNK + 1;
+        const int64_t nc = (end - 1) / ch - base / ch + 1;
         if (pf < nc) break;
         pf -= nc;
         if (ph == 0) ph = 1;
         else ph = 0, base = end, end = end + ATTN_KV_TILE < hi_all ? end + ATTN_KV_TILE : hi_all;
     }
     *phase_out = ph;
-    *pa = pf == 0 ? base : (base / ATTN_FX_CHUNK + pf) * ATTN_FX_CHUNK;
-    *pb = (base / ATTN_FX_CHUNK + pf + 1) * ATTN_FX_CHUNK;
+    *pa = pf == 0 ? base : (base / ch + pf) * ch;
+    *pb = (base / ch + pf + 1) * ch;
     if (*pb > end) *pb = end;
 }
 
@@ -262,23 +321,23 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
     const int64_t kspan = (g1 - g0) * seq->k_head_stride + p->head_size * es;
     const int64_t vspan = (g1 - g0) * seq->v_head_stride + p->head_size_v * es;
     const int prefetch = hi_all - lo_all > ATTN_FX_PREFETCH_MIN_KEYS, prefetch_far = prefetch && es > 1;
+    const int64_t span = kspan > vspan ? kspan : vspan;
+    const int64_t ch = ATTN_FX_CHUNK_MAX * span <= ATTN_FX_CHUNK_BYTES ? ATTN_FX_CHUNK_MAX : ATTN_FX_CHUNK_MIN;
     for (int64_t t0 = (lo_all / ATTN_KV_TILE) * ATTN_KV_TILE; t0 < hi_all; t0 += ATTN_KV_TILE) {
         const int64_t ta = t0 > lo_all ? t0 : lo_all, tb = t0 + ATTN_KV_TILE < hi_all ? t0 + ATTN_KV_TILE : hi_all;
-        const int64_t nchunks = (tb - 1) / ATTN_FX_CHUNK - ta / ATTN_FX_CHUNK + 1;
+        const int64_t nchunks = (tb - 1) / ch - ta / ch + 1;
         for (int phase = 0; phase < 2; phase++) { /* 0: K and Q·Kᵀ, then the softmax; 1: V and P·V */
             for (int64_t ci = 0; ci < nchunks; ci++) {
-                const int64_t c0 = ci == 0 ? ta : (ta / ATTN_FX_CHUNK + ci) * ATTN_FX_CHUNK;
-                const int64_t c1 = (ta / ATTN_FX_CHUNK + ci + 1) * ATTN_FX_CHUNK < tb
-                                       ? (ta / ATTN_FX_CHUNK + ci + 1) * ATTN_FX_CHUNK : tb;
+                const int64_t c0 = ci == 0 ? ta : (ta / ch + ci) * ch;
+                const int64_t c1 = (ta / ch + ci + 1) * ch < tb ? (ta / ch + ci + 1) * ch : tb;
                 /* the chunks ATTN_FX_PREFETCH_AHEAD and ATTN_FX_PREFETCH_FAR steps ahead of this one */
                 int pf_phase, pf2_phase;
                 int64_t pa, pb, pa2, pb2;
-                attn_fx_chunk_ahead(ATTN_FX_PREFETCH_AHEAD, phase, ci, ta, tb, hi_all, &pf_phase, &pa, &pb);
-                attn_fx_chunk_ahead(ATTN_FX_PREFETCH_FAR, phase, ci, ta, tb, hi_all, &pf2_phase, &pa2, &pb2);
+                attn_fx_chunk_ahead(ch, ATTN_FX_PREFETCH_AHEAD, phase, ci, ta, tb, hi_all, &pf_phase, &pa, &pb);
+                attn_fx_chunk_ahead(ch, ATTN_FX_PREFETCH_FAR, phase, ci, ta, tb, hi_all, &pf2_phase, &pa2, &pb2);
                 /* rows of kv head g0 for the chunk's tokens; head g is (g − g0) head strides further */
-                const char *base[ATTN_FX_CHUNK];
-                for (int64_t t = c0; t < c1; t++)
-                    base[t - c0] = phase == 0 ? attn_seq_k_row(seq, t, g0) : attn_seq_v_row(seq, t, g0);
+                const char *base[ATTN_FX_CHUNK_MAX];
+                attn_fx_token_rows(seq, phase, g0, c0, c1, base);
                 const int64_t head_stride = phase == 0 ? seq->k_head_stride : seq->v_head_stride;
                 int64_t done = 0, done2 = 0;
                 for (int64_t i = 0, j; i < n; i = j) { /* blocks [i, j) share kv head g */
@@ -293,21 +352,35 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                     }
                     /* this step's share of the prefetches: tokens [pa + done, pa + upto), [pa2 + done2, ...) */
                     const int64_t upto = prefetch ? (pb - pa) * j / n : 0;
-                    for (int64_t t = pa + done; t < pa + upto; t++) {
-                        if (pf_phase == 0) attn_fx_prefetch_span(attn_seq_k_row(seq, t, g0), kspan);
-                        else attn_fx_prefetch_span(attn_seq_v_row(seq, t, g0), vspan);
+                    if (ch == ATTN_FX_CHUNK_MAX) {
+                        attn_fx_prefetch_tokens(seq, pf_phase, g0, pf_phase == 0 ? kspan : vspan, pa + done, pa + upto,
+                                                1);
+                    } else {
+                        for (int64_t t = pa + done; t < pa + upto; t++) {
+                            if (pf_phase == 0)
+                                attn_fx_prefetch_span(attn_seq_k_row(seq, t, g0), kspan);
+                            else
+                                attn_fx_prefetch_span(attn_seq_v_row(seq, t, g0), vspan);
+                        }
                     }
                     done = upto;
                     const int64_t upto2 = prefetch_far ? (pb2 - pa2) * j / n : 0;
-                    for (int64_t t = pa2 + done2; t < pa2 + upto2; t++) {
-                        if (pf2_phase == 0) attn_fx_prefetch_span_l2(attn_seq_k_row(seq, t, g0), kspan);
-                        else attn_fx_prefetch_span_l2(attn_seq_v_row(seq, t, g0), vspan);
+                    if (ch == ATTN_FX_CHUNK_MAX) {
+                        attn_fx_prefetch_tokens(seq, pf2_phase, g0, pf2_phase == 0 ? kspan : vspan, pa2 + done2,
+                                                pa2 + upto2, 0);
+                    } else {
+                        for (int64_t t = pa2 + done2; t < pa2 + upto2; t++) {
+                            if (pf2_phase == 0)
+                                attn_fx_prefetch_span_l2(attn_seq_k_row(seq, t, g0), kspan);
+                            else
+                                attn_fx_prefetch_span_l2(attn_seq_v_row(seq, t, g0), vspan);
+                        }
                     }
                     done2 = upto2;
                     if (ka_all >= kb_all) continue;
                     const void **raw = phase == 0 ? sc->k_raw : sc->v_raw;
                     for (int64_t t = ka_all; t < kb_all; t++) raw[t - ka_all] = base[t - c0] + (g - g0) * head_stride;
-                    if (attn_fx_widens(p, kern)) /* <= ATTN_FX_CHUNK rows of this head, widened */
+                    if (attn_fx_widens(p, kern)) /* <= ATTN_FX_CHUNK_MAX rows of this head, widened */
                         attn_fx_widen_fp8(p, kern, raw, kb_all - ka_all, phase == 0 ? p->head_size : p->head_size_v,
                                           phase == 0 ? sc->k_tile : sc->v_tile);
                     for (int64_t k = i; k < j; k++) {
