@@ -198,6 +198,8 @@ class Shape:
     @property
     def name(self) -> str:
         c = f"{self.ctx // 1024}k" if self.ctx >= 1024 and self.ctx % 1024 == 0 else str(self.ctx)
+        if self.kind == "decode" and (self.heads, self.kv_heads, self.head_size) != (32, 8, 128):
+            return f"decode {self.heads}/{self.kv_heads}x{self.head_size} b{self.batch} ctx{c} {self.dtype}"
         if self.kind == "decode":
             return f"decode b{self.batch} ctx{c} {self.dtype}"
         if self.kind == "small":
@@ -234,6 +236,10 @@ def build_cases(quick: bool) -> List[Shape]:
         for L in (4096, 16384, 32768):
             for dt in ("f32", "bf16", "f16"):
                 cases.append(Shape("decode", b, L, 32, 8, 128, dt, dec))
+    # the end-to-end model's shape (SmolLM2-135M: 9/3 heads x 64) at the end-to-end cases' lengths
+    for b, L in ((8, 4096), (1, 8192)):
+        for dt in ("f32", "bf16"):
+            cases.append(Shape("decode", b, L, 9, 3, 64, dt, dec))
     for dt in ("f32", "bf16"):
         cases.append(Shape("small", 1, 100, 9, 3, 64, dt, dec))
     cases.append(Shape("cache-write", 1, 100, 9, 3, 64, "f32", ["attn", "vllm"]))
@@ -999,7 +1005,8 @@ def main() -> int:
                "(~0.3 GB/s; `--all-sdpa`), NumPy on 16-bit KV (no 16-bit GEMM)",
                "threads: `torch.set_num_threads(n)` (torch, vLLM: one libgomp), `attn.Context(num_threads=n)`, "
                "threadpoolctl for NumPy's OpenBLAS",
-               "shapes: decode 32 query / 8 kv heads, head_size 128, one new token per request, K/V cold "
+               "shapes: decode 32 query / 8 kv heads, head_size 128 (rows named 9/3x64: the end-to-end model's "
+               "9 / 3 heads, head_size 64), one new token per request, K/V cold "
                f"(copies cycled, ≥ {args.cold_mb} MB); small model 9 / 3 heads, head_size 64, 100 keys, one "
                "request; prefill 32 / 8 heads, head_size 128, one request, causal; q and output in the KV dtype; "
                "quant: one sequence, 4 heads, head_size 128, non-causal, bf16 inputs and output (the diffusion "
