@@ -210,19 +210,24 @@ static void attn_fx_prefetch_span_l2(const char *ptr, int64_t bytes) {
     for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(ptr + off, 0, 2);
 }
 
-/* Row pointers of tokens [a, b) of kv head g, K rows (phase 0) or V rows: one block-table lookup per cache block
- * the range touches, then steps of one row stride (no division per token). */
+/* The end of the run of tokens from t (< b) whose rows lie in one cache block (b for contiguous K/V), and the
+ * first row of the run, K (phase 0) or V, of kv head g: runs step by one row stride, no division per token. */
+static int64_t attn_fx_token_run(const attn_seq_view *seq, int phase, int64_t g, int64_t t, int64_t b,
+                                 const char **first) {
+    *first = phase == 0 ? attn_seq_k_row(seq, t, g) : attn_seq_v_row(seq, t, g);
+    if (!seq->block_table)
+        return b;
+    const int64_t block_end = (t / seq->block_size + 1) * seq->block_size;
+    return block_end < b ? block_end : b;
+}
+
+/* Row pointers of tokens [a, b) of kv head g, K rows (phase 0) or V rows. */
 static void attn_fx_token_rows(const attn_seq_view *seq, int phase, int64_t g, int64_t a, int64_t b,
                                const char **rows) {
     const int64_t rs = phase == 0 ? seq->k_row_stride : seq->v_row_stride;
     for (int64_t t = a; t < b;) {
-        int64_t e = b;
-        if (seq->block_table) {
-            const int64_t block_end = (t / seq->block_size + 1) * seq->block_size;
-            if (block_end < e)
-                e = block_end;
-        }
-        const char *r = phase == 0 ? attn_seq_k_row(seq, t, g) : attn_seq_v_row(seq, t, g);
+        const char *r;
+        const int64_t e = attn_fx_token_run(seq, phase, g, t, b, &r);
         for (; t < e; t++, r += rs)
             rows[t - a] = r;
     }
@@ -237,27 +242,16 @@ static void attn_fx_prefetch_tokens(const attn_seq_view *seq, int phase, int64_t
                                     int l1) {
     const int64_t rs = phase == 0 ? seq->k_row_stride : seq->v_row_stride;
     for (int64_t t = a; t < b;) {
-        int64_t e = b;
-        if (seq->block_table) {
-            const int64_t block_end = (t / seq->block_size + 1) * seq->block_size;
-            if (block_end < e)
-                e = block_end;
-        }
-        const char *r = phase == 0 ? attn_seq_k_row(seq, t, g0) : attn_seq_v_row(seq, t, g0);
-        if (rs == span) {
+        const char *r;
+        const int64_t e = attn_fx_token_run(seq, phase, g0, t, b, &r);
+        const int64_t rows = rs == span ? 1 : e - t, bytes = rs == span ? (e - t) * span : span;
+        for (int64_t i = 0; i < rows; i++, r += rs) {
             if (l1)
-                attn_fx_prefetch_span(r, (e - t) * span);
+                attn_fx_prefetch_span(r, bytes);
             else
-                attn_fx_prefetch_span_l2(r, (e - t) * span);
-            t = e;
-        } else {
-            for (; t < e; t++, r += rs) {
-                if (l1)
-                    attn_fx_prefetch_span(r, span);
-                else
-                    attn_fx_prefetch_span_l2(r, span);
-            }
+                attn_fx_prefetch_span_l2(r, bytes);
         }
+        t = e;
     }
 }
 

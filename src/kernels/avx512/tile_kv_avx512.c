@@ -183,30 +183,6 @@ static inline __attribute__((always_inline)) __m512 k512_rows8_pair(const void *
     return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
 }
 
-/* 8×8 transposes within both 256-bit halves: on return x[j] lane b = old x[b] lane j and lane 8 + b = old x[b]
- * lane 8 + j (b, j < 8). With x[b] from k512_rows8_pair: x[j] lane b = element j of key b, for 16 keys. */
-static inline __attribute__((always_inline)) void k512_transpose8x2(__m512 x[8]) {
-    __m512 t[8], u[8];
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(x[2 * i], x[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(x[2 * i], x[2 * i + 1]);
-    }
-    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
-        u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
-        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
-        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-    }
-    /* u[i] / u[4 + i]: 128-bit lanes 0, 1 (rows 0..3 / 4..7 of the low half) and 2, 3 (the high half) hold element
-     * i resp. 4 + i ... of four rows each; the permutes gather the eight rows of each element */
-    const __m512i lo_idx = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
-    const __m512i hi_idx = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-        x[i] = _mm512_permutex2var_ps(u[i], lo_idx, u[4 + i]);
-        x[4 + i] = _mm512_permutex2var_ps(u[i], hi_idx, u[4 + i]);
-    }
-}
-
 /* R <= 4 rows, f32 or 16-bit K, head_size a multiple of 16, keys [0, nk) with 16 < nk <= 32: two groups of 16 keys
  * (A: keys 0..15, B: 16..31) whose FMA chains are interleaved, so that 2R accumulator chains are in flight instead
  * of R (at four rows or fewer one group's chains leave the FMA pipes idle for most of their latency). Rows are read
