@@ -92,11 +92,15 @@ static uint64_t bd_read_range(const bd_read_job *j, int64_t r, int64_t k0, int64
         const int64_t t1 = t0 + BD_TILE < k1 ? t0 + BD_TILE : k1;
         for (int half = 0; half < 2; half++)
             for (int64_t b = t0 / BD_BS; b < (t1 + BD_BS - 1) / BD_BS; b++) {
-                const int64_t rows = (b + 1) * BD_BS < t1 ? BD_BS : t1 - b * BD_BS;
-                const uint64_t *src = (const uint64_t *)(const void *)(j->kv + half * j->v_offset +
-                                                                       (int64_t)j->bt[r * j->max_blocks + b] *
-                                                                           j->block_bytes);
-                const int64_t words = rows * (j->block_bytes / BD_BS) / 8;
+                /* the tile's rows in block b: [first, end) of the block (a block may be longer than a tile) */
+                const int64_t first = t0 > b * BD_BS ? t0 - b * BD_BS : 0;
+                const int64_t end = (b + 1) * BD_BS < t1 ? BD_BS : t1 - b * BD_BS;
+                const int64_t row_bytes = j->block_bytes / BD_BS;
+                const uint64_t *src =
+                    (const uint64_t *)(const void *)(j->kv + half * j->v_offset +
+                                                     (int64_t)j->bt[r * j->max_blocks + b] * j->block_bytes +
+                                                     first * row_bytes);
+                const int64_t words = (end - first) * row_bytes / 8;
                 for (int64_t w = 0; w + 8 <= words; w += 8)
                     for (int q = 0; q < 8; q++) acc[q] += src[w + q];
             }
@@ -234,7 +238,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (batch < 1 || L < 1 || threads < 1 || reps < 1 || BD_HKV < 1 || BD_H % BD_HKV != 0 || BD_D < 1 || BD_BS < 1)
+    if (batch < 1 || L < 1 || threads < 1 || reps < 1 || BD_H < 1 || BD_HKV < 1 || BD_H % BD_HKV != 0 || BD_D < 1 ||
+        BD_BS < 1)
         return 2;
     attn_ctx *ctx = NULL;
     if (attn_ctx_create(&ctx) != ATTN_STATUS_OK) return 1;
