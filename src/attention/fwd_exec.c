@@ -298,14 +298,14 @@ static void attn_fx_chunk_ahead(int64_t ch, int64_t ahead, int phase, int64_t ci
 }
 
 /* Token-major schedule of one partition for items whose blocks all have few rows (decode): per kv tile, the
- * K rows of every kv head of the item are read in memory order 16 tokens at a time (a token's rows of all
- * heads are one contiguous span in BSND and in a cache page), each block's scores going to its own tile s;
- * then every block's softmax; then the V rows in the same order into each block's row-major accumulator.
- * Each block sees exactly the per-key Q·Kᵀ chains, the softmax of the same [a, b) and the P·V chain in key
- * order of attn_fwd_tile (chunking keys changes neither: scores are independent, and P·V carries o_d
- * through memory), so the bits are those of every other schedule. The spans ATTN_FX_PREFETCH_AHEAD and
- * ATTN_FX_PREFETCH_FAR steps ahead in consumption order (K of this tile, then V, then K of the next tile) are
- * prefetched, spread over the blocks' steps, in partitions of more than ATTN_FX_PREFETCH_MIN_KEYS keys. */
+ * K rows of every kv head of the item are read in memory order a chunk (16 or 32 tokens) at a time (a token's rows of
+ * all heads are one contiguous span in BSND and in a cache page), each block's scores going to its own tile s; then
+ * every block's softmax; then the V rows in the same order into each block's row-major accumulator. Each block sees
+ * exactly the per-key Q·Kᵀ chains, the softmax of the same [a, b) and the P·V chain in key order of attn_fwd_tile
+ * (chunking keys changes neither: scores are independent, and P·V carries o_d through memory), so the bits are those of
+ * every other schedule. The spans ATTN_FX_PREFETCH_AHEAD and ATTN_FX_PREFETCH_FAR steps ahead in consumption order (K
+ * of this tile, then V, then K of the next tile) are prefetched, spread over the blocks' steps, in partitions of more
+ * than ATTN_FX_PREFETCH_MIN_KEYS keys. */
 static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
                                      int64_t n, int64_t lo_all, int64_t hi_all) {
     attn_fx_slot *sl = attn_fx_slots(sc);

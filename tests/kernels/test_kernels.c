@@ -478,9 +478,20 @@ static void test_kv_kernels(void **state) {
                         }
                         /* qk */
                         memset(s_ref, 0, ATTN_KV_TILE * QB * sizeof(float));
-                        memset(s_got, 0, ATTN_KV_TILE * QB * sizeof(float));
+                        memset(s_got, 0xA5, ATTN_KV_TILE * QB * sizeof(float)); /* rows >= nk must keep it */
                         tables[ti]->qk_tile(t->q_t, nr, D, fl, nk, s_ref);
                         tables[ti]->qk_tile_kv(t->q_t, nr, D, raw, dt, nk, s_got);
+                        for (int64_t k = nk; k < ATTN_KV_TILE; k++)
+                            for (int32_t lane = 0; lane < QB; lane++) {
+                                uint32_t u;
+                                memcpy(&u, &s_got[k * QB + lane], 4);
+                                if (u != 0xA5A5A5A5u && fails++ < 10)
+                                    fprintf(stderr,
+                                            "REPRO test_kernels qk_tile_kv wrote past the keys: isa=%s dtype=%d D=%lld "
+                                            "keys=%lld rows=%d key=%lld\n",
+                                            tables[ti]->name, (int)dt, (long long)D, (long long)nk, (int)nr,
+                                            (long long)k);
+                            }
                         for (int64_t k = 0; k < nk; k++)
                             for (int32_t row = 0; row < nr; row++)
                                 if (memcmp(&s_ref[k * QB + row], &s_got[k * QB + row], 4) != 0) {
