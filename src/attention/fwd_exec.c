@@ -228,8 +228,9 @@ static void attn_fx_token_rows(const attn_seq_view *seq, int phase, int64_t g, i
     for (int64_t t = a; t < b;) {
         const char *r;
         const int64_t e = attn_fx_token_run(seq, phase, g, t, b, &r);
-        for (; t < e; t++, r += rs)
-            rows[t - a] = r;
+        for (int64_t i = 0; i < e - t; i++) /* (no pointer past the run's last row is formed) */
+            rows[t - a + i] = r + i * rs;
+        t = e;
     }
 }
 
@@ -245,11 +246,11 @@ static void attn_fx_prefetch_tokens(const attn_seq_view *seq, int phase, int64_t
         const char *r;
         const int64_t e = attn_fx_token_run(seq, phase, g0, t, b, &r);
         const int64_t rows = rs == span ? 1 : e - t, bytes = rs == span ? (e - t) * span : span;
-        for (int64_t i = 0; i < rows; i++, r += rs) {
+        for (int64_t i = 0; i < rows; i++) {
             if (l1)
-                attn_fx_prefetch_span(r, bytes);
+                attn_fx_prefetch_span(r + i * rs, bytes);
             else
-                attn_fx_prefetch_span_l2(r, bytes);
+                attn_fx_prefetch_span_l2(r + i * rs, bytes);
         }
         t = e;
     }
