@@ -234,13 +234,24 @@ static void attn_fx_token_rows(const attn_seq_view *seq, int phase, int64_t g, i
     }
 }
 
-/* Prefetch into L1 (l1) or L2 of `span` bytes from kv head g0's row of every token in [a, b): where rows are back
- * to back (span = the row stride: the item holds every kv head), each run of tokens inside one cache block is one
- * range of lines. Used for 32-key steps, whose chunks are small; for 16-key steps the schedule keeps one row
- * lookup per token: there the ranges (bursts of up to 32 KiB) made b1 × 16k bf16 decode on two threads 1.3×
- * slower (bench_decode, 32/8 heads × 128, Zen 5). No effect on results. */
+/* Prefetch into L1 (l1) or L2 of `span` bytes from kv head g0's row of every token in [a, b). With `ranges` (32-key
+ * steps, whose chunks are small) each run of tokens inside one cache block is walked by row strides, and where rows
+ * are back to back (span = the row stride: the item holds every kv head) it is one range of lines. Without it (16-key
+ * steps) every token's row is looked up on its own: there the ranges (bursts of up to 32 KiB) made b1 × 16k bf16
+ * decode on two threads 1.3× slower, and so did walking rows by strides (bench_decode, 32/8 heads × 128, Zen 5: the
+ * pacing of the prefetches matters, not their addresses). No effect on results. */
 static void attn_fx_prefetch_tokens(const attn_seq_view *seq, int phase, int64_t g0, int64_t span, int64_t a, int64_t b,
-                                    int l1) {
+                                    int l1, int ranges) {
+    if (!ranges) {
+        for (int64_t t = a; t < b; t++) {
+            const char *r = phase == 0 ? attn_seq_k_row(seq, t, g0) : attn_seq_v_row(seq, t, g0);
+            if (l1)
+                attn_fx_prefetch_span(r, span);
+            else
+                attn_fx_prefetch_span_l2(r, span);
+        }
+        return;
+    }
     const int64_t rs = phase == 0 ? seq->k_row_stride : seq->v_row_stride;
     for (int64_t t = a; t < b;) {
         const char *r;
@@ -317,7 +328,8 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
     const int64_t vspan = (g1 - g0) * seq->v_head_stride + p->head_size_v * es;
     const int prefetch = hi_all - lo_all > ATTN_FX_PREFETCH_MIN_KEYS, prefetch_far = prefetch && es > 1;
     const int64_t span = kspan > vspan ? kspan : vspan;
-    const int64_t ch = ATTN_FX_CHUNK_MAX * span <= ATTN_FX_CHUNK_BYTES ? ATTN_FX_CHUNK_MAX : ATTN_FX_CHUNK_MIN;
+    const int ranges = ATTN_FX_CHUNK_MAX * span <= ATTN_FX_CHUNK_BYTES; /* 32-key steps (attn_fx_prefetch_tokens) */
+    const int64_t ch = ranges ? ATTN_FX_CHUNK_MAX : ATTN_FX_CHUNK_MIN;
     for (int64_t t0 = (lo_all / ATTN_KV_TILE) * ATTN_KV_TILE; t0 < hi_all; t0 += ATTN_KV_TILE) {
         const int64_t ta = t0 > lo_all ? t0 : lo_all, tb = t0 + ATTN_KV_TILE < hi_all ? t0 + ATTN_KV_TILE : hi_all;
         const int64_t nchunks = (tb - 1) / ch - ta / ch + 1;
@@ -347,30 +359,12 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                     }
                     /* this step's share of the prefetches: tokens [pa + done, pa + upto), [pa2 + done2, ...) */
                     const int64_t upto = prefetch ? (pb - pa) * j / n : 0;
-                    if (ch == ATTN_FX_CHUNK_MAX) {
-                        attn_fx_prefetch_tokens(seq, pf_phase, g0, pf_phase == 0 ? kspan : vspan, pa + done, pa + upto,
-                                                1);
-                    } else {
-                        for (int64_t t = pa + done; t < pa + upto; t++) {
-                            if (pf_phase == 0)
-                                attn_fx_prefetch_span(attn_seq_k_row(seq, t, g0), kspan);
-                            else
-                                attn_fx_prefetch_span(attn_seq_v_row(seq, t, g0), vspan);
-                        }
-                    }
+                    attn_fx_prefetch_tokens(seq, pf_phase, g0, pf_phase == 0 ? kspan : vspan, pa + done, pa + upto, 1,
+                                            ranges);
                     done = upto;
                     const int64_t upto2 = prefetch_far ? (pb2 - pa2) * j / n : 0;
-                    if (ch == ATTN_FX_CHUNK_MAX) {
-                        attn_fx_prefetch_tokens(seq, pf2_phase, g0, pf2_phase == 0 ? kspan : vspan, pa2 + done2,
-                                                pa2 + upto2, 0);
-                    } else {
-                        for (int64_t t = pa2 + done2; t < pa2 + upto2; t++) {
-                            if (pf2_phase == 0)
-                                attn_fx_prefetch_span_l2(attn_seq_k_row(seq, t, g0), kspan);
-                            else
-                                attn_fx_prefetch_span_l2(attn_seq_v_row(seq, t, g0), vspan);
-                        }
-                    }
+                    attn_fx_prefetch_tokens(seq, pf2_phase, g0, pf2_phase == 0 ? kspan : vspan, pa2 + done2,
+                                            pa2 + upto2, 0, ranges);
                     done2 = upto2;
                     if (ka_all >= kb_all) continue;
                     const void **raw = phase == 0 ? sc->k_raw : sc->v_raw;
