@@ -137,7 +137,7 @@ static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int th
     const int64_t max_blocks = (L + BD_BS - 1) / BD_BS, nb = batch * max_blocks;
     bd_cache c;
     if (bd_cache_make(&c, dt, nb, huge)) {
-        fprintf(stderr, "bench_decode: out of memory\n");
+        fprintf(stderr, "bench_decode: no cache: %s\n", huge ? attn_last_error() : "out of memory");
         return 1;
     }
     bd_fill(&c, dt);
@@ -177,7 +177,6 @@ static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int th
     const bd_read_job job = {(const unsigned char *)c.kv.data, bt, max_blocks, L, BD_BS * BD_HKV * BD_D * es,
                              nb * BD_BS * BD_HKV * BD_D * es};
     double td[64], tr[64];
-    if (reps > 64) reps = 64;
     uint64_t sink = 0;
     int rc = 0;
     for (int r = -1; r < reps && rc == 0; r++) { /* r = −1: warm-up */
@@ -228,8 +227,11 @@ int main(int argc, char **argv) {
             BD_BS = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--pages") && i + 1 < argc) {
             const char *v = argv[++i];
-            pages = !strcmp(v, "huge") ? 1 : !strcmp(v, "4k") ? 2 : 3;
+            pages = !strcmp(v, "huge") ? 1 : !strcmp(v, "4k") ? 2 : !strcmp(v, "both") ? 3 : 0;
         } else {
+            pages = 0; /* an unknown option: the usage below */
+        }
+        if (pages == 0) {
             fprintf(stderr,
                     "usage: %s [--batch B] [--ctx L] [--dtype f32|bf16|e4m3|e5m2|all] [--threads T] "
                     "[--pages huge|4k|both] [--reps N] [--shuffle] [--num-heads H] [--num-kv-heads HKV] "
@@ -238,9 +240,13 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (batch < 1 || L < 1 || threads < 1 || reps < 1 || BD_H < 1 || BD_HKV < 1 || BD_H % BD_HKV != 0 || BD_D < 1 ||
-        BD_BS < 1)
+    if (batch < 1 || L < 1 || L > INT32_MAX || threads < 1 || reps < 1 || reps > 64 || BD_H < 1 || BD_HKV < 1 ||
+        BD_H % BD_HKV != 0 || BD_D < 1 || BD_BS < 1 || (strcmp(dts, "all") && bd_dtype(dts) == (attn_dtype)-1)) {
+        fprintf(stderr, "bench_decode: expected batch, threads, num_heads, num_kv_heads, head_size, block_size >= 1, "
+                        "1 <= ctx <= 2^31 - 1, 1 <= reps <= 64, num_heads a multiple of num_kv_heads and a dtype of "
+                        "f32|bf16|e4m3|e5m2|all\n");
         return 2;
+    }
     attn_ctx *ctx = NULL;
     if (attn_ctx_create(&ctx) != ATTN_STATUS_OK) return 1;
     printf("# isa %s; %d thread(s); %lld requests x %lld keys, %lld/%lld heads, head_size %lld, block_size %lld%s\n",
