@@ -221,9 +221,18 @@ static void bench_kv(const struct attn_kernels *kt, const char *name, bench_bufs
             const int64_t nr = rows[ri];
             double tq[64], tp[64];
             const int n = reps > 64 ? 64 : reps;
+            /* an opt-in table reads q in the form its qk_prep_kv writes (kernels.h) */
+            static float q_prep[ATTN_HEAD_SIZE_MAX * ATTN_QB];
+            const float *q = b->q_t;
+            if (kt->qk_prep_kv) {
+                memcpy(q_prep, b->q_t, sizeof q_prep);
+                kt->qk_prep_kv(q_prep, nr, D, dt);
+                q = q_prep;
+            }
             for (int r = -1; r < n; r++) {
                 const double t0 = bench_now();
-                for (int it = 0; it < 50; it++) kt->qk_tile_kv(b->q_t, nr, D, kv_rows, dt, NK, b->s);
+                for (int it = 0; it < 50; it++)
+                    kt->qk_tile_kv(q, nr, D, kv_rows, dt, NK, b->s);
                 const double t1 = bench_now();
                 for (int it = 0; it < 50; it++) kt->pv_rows_kv(b->s0, NK, nr, kv_rows, dt, D, b->o_t);
                 const double t2 = bench_now();
@@ -286,6 +295,13 @@ int main(int argc, char **argv) {
             const char *name = attn_isa_name(i);
             const struct attn_kernels *kt = attn_dispatch_by_name(name);
             if ((only && strcmp(only, name)) || !kt) continue;
+            bench_kv(kt, name, &b, reps, peak);
+        }
+        for (int32_t i = 0; attn_isa_opt_in_name(i); i++) { /* the opt-in tables usable here */
+            const char *name = attn_isa_opt_in_name(i);
+            const struct attn_kernels *kt = attn_dispatch_by_name(name);
+            if ((only && strcmp(only, name)) || !kt)
+                continue;
             bench_kv(kt, name, &b, reps, peak);
         }
         return 0;
