@@ -223,11 +223,13 @@ void attn_k_qk_prep_kv_avx512bf16(float *q_t, int64_t num_rows, int64_t head_siz
 extern const struct attn_kernels attn_kernels_avx512bf16;
 #endif
 #if defined(ATTN_HAVE_AMX)
-/* the opt-in amx table: avx512bf16 plus AMX prefill kernels for bf16 K/V (tile_amx.c) */
+/* the opt-in amx table: AMX prefill kernels and few-row Q·Kᵀ for bf16 K/V (tile_amx.c) */
 void attn_k_qk_tile_amx(const float *q_t, int64_t num_rows, int64_t head_size, const float *const *k_rows,
                         int64_t num_keys, float *s);
 void attn_k_pv_tile_amx(const float *p, int64_t num_keys, int64_t num_rows, const float *const *v_rows,
                         int64_t head_size_v, float *o_t);
+void attn_k_qk_tile_kv_amx(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                           attn_dtype kv_dtype, int64_t num_keys, float *s);
 extern const struct attn_kernels attn_kernels_amx;
 #endif
 #if defined(ATTN_HAVE_NEON)

@@ -1,14 +1,14 @@
 /*
- * test_amx_emulated.c — the amx table's prefill kernels (src/kernels/amx/tile_amx.c) on a machine with
- * or without AMX. The kernel source is compiled here a second time with ATTN_AMX_EMULATE: amx_ops.h then runs
- * a scalar model of LDTILECFG / TILELOADD / TILESTORED / TILEZERO / TDPBF16PS (Intel SDM pseudo-code, tile shapes
- * checked: a bad shape aborts), so the data layout — bf16 narrowing of K and V, q and Pᵀ pairs, tile strides,
- * padding of odd key / head counts, the partial stores and the transposed accumulation into o_t — is checked
- * against float64 on every x86-64 machine with AVX512-BF16. Where the CPU runs the real "amx" table, the same
- * checks run on it too; elsewhere the test prints why not.
- * Expected values: q and P rounded to bf16 (round to nearest even), products summed in float64; tolerance
- * 2^-21 of Σ|terms| (f32 accumulation over <= 256 terms). Rows that are not all bf16 values must give the avx512
- * kernels' bits (the amx kernels fall back), and nothing outside s[0..num_keys) / o_t[0..head_size_v) is written.
+ * test_amx_emulated.c — the amx table's tile kernels (src/kernels/amx/tile_amx.c: prefill qk_tile / pv_tile, decode
+ * qk_tile_kv on bf16 rows read in place) on a machine with or without AMX. The kernel source is compiled here a second
+ * time with ATTN_AMX_EMULATE: amx_ops.h then runs a scalar model of LDTILECFG / TILELOADD / TILESTORED / TILEZERO /
+ * TDPBF16PS (Intel SDM pseudo-code, tile shapes checked: a bad shape aborts), so the data layout — bf16 narrowing of K
+ * and V, q and Pᵀ pairs, tile strides, padding of odd key / head counts, the partial stores and the transposed
+ * accumulation into o_t — is checked against float64 on every x86-64 machine with AVX512-BF16. Where the CPU runs the
+ * real "amx" table, the same checks run on it too; elsewhere the test prints why not. Expected values: q and P rounded
+ * to bf16 (round to nearest even), products summed in float64; tolerance 2^-21 of Σ|terms| (f32 accumulation over <=
+ * 256 terms). Rows that are not all bf16 values must give the avx512 kernels' bits (the amx kernels fall back), and
+ * nothing outside s[0..num_keys) / o_t[0..head_size_v) is written.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -31,6 +31,8 @@ void attn_k_qk_tile_amx_emulated(const float *q_t, int64_t num_rows, int64_t hea
                                  int64_t num_keys, float *s);
 void attn_k_pv_tile_amx_emulated(const float *p, int64_t num_keys, int64_t num_rows, const float *const *v_rows,
                                  int64_t head_size_v, float *o_t);
+void attn_k_qk_tile_kv_amx_emulated(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                                    attn_dtype kv_dtype, int64_t num_keys, float *s);
 #endif
 
 #define QB       ATTN_QB
@@ -38,6 +40,7 @@ void attn_k_pv_tile_amx_emulated(const float *p, int64_t num_keys, int64_t num_r
 
 typedef void (*qk_fn)(const float *, int64_t, int64_t, const float *const *, int64_t, float *);
 typedef void (*pv_fn)(const float *, int64_t, int64_t, const float *const *, int64_t, float *);
+typedef void (*qk_kv_fn)(const float *, int64_t, int64_t, const void *const *, attn_dtype, int64_t, float *);
 
 static float bf16_round(float x) {
     return attn_bf16_to_f32(attn_f32_to_bf16(x));
@@ -159,12 +162,99 @@ static int check_table(const char *name, qk_fn qk, pv_fn pv) {
     return fails;
 }
 
+/* qk_tile_kv (few-row Q·Kᵀ on bf16 rows read in place): rows packed, rows a cache-like stride apart, and rows not
+ * evenly spaced (the kernel copies them); against float64 of bf16(q) · K within 2^-21 of Σ|terms|. Blocks of more than
+ * 16 rows, head sizes that are not a multiple of 32 and f32 rows must give the avx512bf16 kernel's bits. Nothing
+ * outside s[0..num_keys)[0..num_rows) is written. */
+static int check_kv(const char *name, qk_kv_fn qk_kv) {
+    static const int64_t rows[] = {1, 3, 4, 8, 16, 17};
+    static const int64_t keys[] = {1, 2, 15, 16, 17, 31, 32, 33, 64};
+    static const int64_t dims[] = {32, 64, 96, 128, 256};
+    const struct attn_kernels *kbf = attn_dispatch_by_name("avx512bf16");
+    if (!kbf) {
+        fprintf(stderr, "test_amx_emulated: %s qk_tile_kv not run: the avx512bf16 table is not usable here\n", name);
+        return 0;
+    }
+    enum { MAXSTRIDE = 3 * ATTN_HEAD_SIZE_MAX + 32 }; /* in bf16 elements */
+    static uint16_t cache[ATTN_KV_TILE + 1][MAXSTRIDE];
+    static float f32rows[ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX];
+    static float q[ATTN_HEAD_SIZE_MAX * QB], qp[ATTN_HEAD_SIZE_MAX * QB], s[(ATTN_KV_TILE + 1) * QB],
+        s2[(ATTN_KV_TILE + 1) * QB];
+    const void *ptr[ATTN_KV_TILE];
+    th_rng rng;
+    th_rng_seed(&rng, 0xD3C);
+    int fails = 0;
+    double worst = 0;
+    for (size_t i = 0; i < NELEM(q); i++)
+        q[i] = (float)th_rng_range(&rng, -2, 2);
+    for (size_t ri = 0; ri < NELEM(rows); ri++)
+        for (size_t ki = 0; ki < NELEM(keys); ki++)
+            for (size_t di = 0; di < NELEM(dims); di++)
+                for (int layout = 0; layout < 4; layout++) { /* packed, strided, uneven, f32 rows */
+                    const int64_t R = rows[ri], K = keys[ki], D = dims[di];
+                    const int64_t stride = layout == 0 ? D : 3 * D + 32;
+                    const attn_dtype dt = layout == 3 ? ATTN_DTYPE_F32 : ATTN_DTYPE_BF16;
+                    for (int64_t k = 0; k < K; k++) {
+                        /* uneven: every third row one row further on */
+                        const int64_t slot = layout == 2 ? k + k / 3 : k;
+                        uint16_t *row = (uint16_t *)cache + slot * stride;
+                        for (int64_t d = 0; d < D; d++) {
+                            row[d] = attn_f32_to_bf16((float)th_rng_range(&rng, -1.5, 1.5));
+                            f32rows[k][d] = (float)th_rng_range(&rng, -1.5, 1.5);
+                        }
+                        ptr[k] = layout == 3 ? (const void *)f32rows[k] : (const void *)row;
+                    }
+                    memcpy(qp, q, sizeof q);
+                    kbf->qk_prep_kv(qp, R, D, dt);
+                    for (size_t i = 0; i < NELEM(s); i++)
+                        s[i] = s2[i] = CANARY;
+                    qk_kv(qp, R, D, ptr, dt, K, s);
+                    const int fallback = R > 16 || D % 32 != 0 || dt != ATTN_DTYPE_BF16;
+                    if (fallback)
+                        kbf->qk_tile_kv(qp, R, D, ptr, dt, K, s2);
+                    for (int64_t k = 0; k <= K; k++)
+                        for (int64_t r = 0; r < QB; r++) {
+                            const float g = s[k * QB + r];
+                            const char *bad = NULL;
+                            double ref = 0, mag = 0;
+                            if (fallback) {
+                                if (memcmp(&g, &s2[k * QB + r], 4))
+                                    bad = "not the avx512bf16 bits";
+                            } else if (k == K || r >= R) {
+                                if (g != CANARY)
+                                    bad = "written outside s[num_keys][num_rows]";
+                            } else {
+                                const uint16_t *row = (const uint16_t *)ptr[k];
+                                for (int64_t d = 0; d < D; d++) {
+                                    const double t = (double)bf16_round(q[d * QB + r]) * attn_bf16_to_f32(row[d]);
+                                    ref += t, mag += fabs(t);
+                                }
+                                const double err = fabs(g - ref) / (mag + 1e-30);
+                                if (err > worst)
+                                    worst = err;
+                                if (!(err <= 0x1p-21))
+                                    bad = "outside 2^-21 of sum|terms|";
+                            }
+                            if (bad && fails++ < 5)
+                                fprintf(stderr,
+                                        "REPRO %s qk_tile_kv R=%lld K=%lld D=%lld layout %d [%lld][%lld] = %.9g: %s\n",
+                                        name, (long long)R, (long long)K, (long long)D, layout, (long long)k,
+                                        (long long)r, g, bad);
+                        }
+                }
+    fprintf(stderr,
+            "test_amx_emulated: %s qk_tile_kv: max relative error %.3g of sum|terms| (bound 2^-21), %d failures\n",
+            name, worst, fails);
+    return fails;
+}
+
 static void test_amx_kernels(void **state) {
     (void)state;
     int fails = 0;
 #if defined(ATTN_TEST_AMX_EMULATED)
     if (attn_isa_available("avx512bf16"))
-        fails += check_table("amx (emulated tiles)", attn_k_qk_tile_amx_emulated, attn_k_pv_tile_amx_emulated);
+        fails += check_table("amx (emulated tiles)", attn_k_qk_tile_amx_emulated, attn_k_pv_tile_amx_emulated) +
+                 check_kv("amx (emulated tiles)", attn_k_qk_tile_kv_amx_emulated);
     else
         fprintf(stderr, "test_amx_emulated: emulated tiles not run: this CPU lacks AVX512-BF16 (the kernels' "
                         "data preparation uses it)\n");
@@ -177,7 +267,7 @@ static void test_amx_kernels(void **state) {
         compiled |= strcmp(attn_isa_opt_in_name(i), "amx") == 0;
     const struct attn_kernels *kt = attn_dispatch_by_name("amx");
     if (kt)
-        fails += check_table("amx (hardware)", kt->qk_tile, kt->pv_tile);
+        fails += check_table("amx (hardware)", kt->qk_tile, kt->pv_tile) + check_kv("amx (hardware)", kt->qk_tile_kv);
     else
         fprintf(stderr, "test_amx_emulated: amx hardware table not run: %s\n",
                 compiled ? "this CPU/OS does not offer AMX-TILE + AMX-BF16 with the tile state enabled and the Linux "

@@ -6,7 +6,9 @@
  *  - kernels, bitwise: qk_tile_kv / pv_rows_kv on bf16 rows equal a scalar model of what the table documents
  *    (q and P rounded to bf16 with round to nearest even, VDPBF16PS = two FMAs per lane, the high bf16 of each
  *    pair first; odd counts padded with zero pairs), for row counts 1..32, key counts 1..130, head sizes 1..256;
- *    f32 / f16 rows give the avx512 table's bits;
+ *    f32 / f16 rows give the avx512 table's bits. amx: its P·V is the avx512 table's (bitwise), its Q·Kᵀ on tiles
+ *    (≤ 16 rows, head sizes a multiple of 32) is checked against float64 in test_amx_emulated.c, and every other
+ *    Q·Kᵀ is the avx512bf16 model's;
  *  - end to end, against the oracle with the table's stated tolerance (docs/SEMANTICS.md §7): dense decode
  *    (GQA, MQA, causal bottom-right, sliding windows with odd starts, softcap, ALiBi) and plan-less paged decode
  *    over a bf16 cache; bitwise identical for 1, 2 and 3 threads, and a request's rows bitwise the same alone
@@ -203,6 +205,7 @@ static void kbuf_fill(kbuf *b, th_rng *r) {
 static void kernels_model(const struct attn_kernels *kt) {
     const struct attn_kernels *k512 = attn_dispatch_by_name("avx512");
     assert_non_null(k512);
+    const int amx = strcmp(kt->name, "amx") == 0;
     static const int64_t rows[] = {1, 2, 3, 4, 5, 8, 12, 13, 16, 17, 24, 32};
     static const int64_t keys[] = {1, 2, 3, 15, 16, 17, 33, 64, 65, 130};
     static const int64_t dims[] = {1, 2, 3, 16, 31, 32, 33, 48, 64, 96, 100, 128, 192, 255, 256};
@@ -216,7 +219,8 @@ static void kernels_model(const struct attn_kernels *kt) {
             for (size_t di = 0; di < NELEM(dims); di++) {
                 const int64_t R = rows[ri], K = keys[ki], D = dims[di];
                 /* qk: the kernel's table entry is called on ≤ ATTN_KV_TILE keys; check those */
-                if (K <= ATTN_KV_TILE) {
+                const int tiles = amx && R <= 16 && D % 32 == 0; /* amx's Q·Kᵀ on tiles: test_amx_emulated.c */
+                if (K <= ATTN_KV_TILE && !tiles) {
                     memset(b->s, 0, sizeof b->s), memset(b->s_ref, 0, sizeof b->s_ref);
                     memcpy(b->q_prep, b->q_t, sizeof b->q_t);
                     if (kt->qk_prep_kv)
@@ -231,6 +235,8 @@ static void kernels_model(const struct attn_kernels *kt) {
                                             (long long)R, (long long)K, (long long)D, (long long)k, (long long)r,
                                             b->s[k * QB + r], b->s_ref[k * QB + r]);
                             }
+                }
+                if (K <= ATTN_KV_TILE) {
                     /* f32 rows: the avx512 table's bits (qk_prep_kv leaves q_t alone for them) */
                     memcpy(b->q_prep, b->q_t, sizeof b->q_t);
                     if (kt->qk_prep_kv)
@@ -248,7 +254,10 @@ static void kernels_model(const struct attn_kernels *kt) {
                 for (int64_t i = 0; i < R * D; i++)
                     b->o[i] = b->o_ref[i] = (float)th_rng_range(&rng, -1, 1);
                 kt->pv_rows_kv(b->p, K, R, b->ptr, ATTN_DTYPE_BF16, D, b->o);
-                model_pv(b->p, K, R, b->ptr, D, b->o_ref);
+                if (amx) /* amx: the avx512 table's P·V */
+                    k512->pv_rows_kv(b->p, K, R, b->ptr, ATTN_DTYPE_BF16, D, b->o_ref);
+                else
+                    model_pv(b->p, K, R, b->ptr, D, b->o_ref);
                 for (int64_t i = 0; i < R * D; i++)
                     if (attn_f32_bits(b->o[i]) != attn_f32_bits(b->o_ref[i]) && fails++ < 5)
                         fprintf(stderr, "REPRO pv R=%lld K=%lld D=%lld o[%lld] %a vs model %a\n", (long long)R,

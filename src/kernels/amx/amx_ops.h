@@ -1,9 +1,9 @@
 /*
  * amx_ops.h — the AMX tile operations the amx table uses, as macros: the intrinsics (-mamx-tile -mamx-bf16) in
  * the library, or, with ATTN_AMX_EMULATE defined (tests/kernels/test_amx_emulated.c), a scalar model of them
- * written from the Intel SDM pseudo-code (LDTILECFG palette 1, TILELOADD/TILESTORED, TILEZERO, TDPBF16PS with
- * its tile-shape rules checked), so the kernels' data layout is tested on machines without AMX. Only static
- * inline functions (docs/CONTRIBUTING.md §7).
+ * written from the Intel SDM pseudo-code (LDTILECFG palette 1, STTILECFG, TILELOADD/TILESTORED, TILEZERO, TDPBF16PS
+ * with its tile-shape rules checked), so the kernels' data layout is tested on machines without AMX. Only static inline
+ * functions (docs/CONTRIBUTING.md §7).
  */
 #ifndef ATTN_KERNELS_AMX_OPS_H
 #define ATTN_KERNELS_AMX_OPS_H
@@ -75,19 +75,19 @@ static inline void kamx_emu_dp(int c, int a, int b) {
         }
 }
 #define KAMX_LOADCFG(cfg) kamx_emu_loadcfg(cfg)
+#define KAMX_STORECFG(cfg)          (*(cfg) = kamx_emu_cfg)
 #define KAMX_LOAD(t, base, stride) kamx_emu_load(t, base, stride)
 #define KAMX_STORE(t, base, stride) kamx_emu_store(t, base, stride)
 #define KAMX_ZERO(t) kamx_emu_zero(t)
-#define KAMX_DP(c, a, b) kamx_emu_dp(c, a, b)
-#define KAMX_RELEASE() ((void)0)
+#define KAMX_DP(c, a, b)            kamx_emu_dp(c, a, b)
 #else
 #include <immintrin.h>
 #define KAMX_LOADCFG(cfg) _tile_loadconfig(cfg)
+#define KAMX_STORECFG(cfg)          _tile_storeconfig(cfg)
 #define KAMX_LOAD(t, base, stride) _tile_loadd(t, base, stride)
 #define KAMX_STORE(t, base, stride) _tile_stored(t, base, stride)
 #define KAMX_ZERO(t) _tile_zero(t)
-#define KAMX_DP(c, a, b) _tile_dpbf16ps(c, a, b)
-#define KAMX_RELEASE() _tile_release()
+#define KAMX_DP(c, a, b)            _tile_dpbf16ps(c, a, b)
 #endif
 
 #endif

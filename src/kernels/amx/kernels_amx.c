@@ -1,6 +1,8 @@
 /*
- * kernels_amx.c — the opt-in "amx" kernel table: avx512bf16 (its VDPBF16PS decode entries) plus the
- * prefill kernels qk_tile / pv_tile on AMX tiles (tile_amx.c) for bf16 K/V. Selected by name only (ATTN_ISA=amx,
+ * kernels_amx.c — the opt-in "amx" kernel table: the prefill kernels qk_tile / pv_tile and the few-row Q·Kᵀ
+ * qk_tile_kv on AMX tiles (tile_amx.c) for bf16 K/V, the avx512 table's P·V of few rows (on the cores that have
+ * AMX, VDPBF16PS runs at half the FMA rate, so avx512bf16's P·V would be slower and round P), avx512bf16's q form
+ * (qk_prep_kv: the bf16 pairs TDPBF16PS reads) and its fallbacks. Selected by name only (ATTN_ISA=amx,
  * attn_ctx_set_isa), usable where CPUID reports AMX-TILE and AMX-BF16, XCR0 enables the tile state and Linux
  * grants the tile-data permission (arch_prctl ARCH_REQ_XCOMP_PERM; src/dispatch/cpu_features.c).
  */
@@ -19,8 +21,8 @@ const struct attn_kernels attn_kernels_amx = {
     .qk_tile = attn_k_qk_tile_amx,
     .softmax_tile = attn_k_softmax_tile_avx512,
     .pv_tile = attn_k_pv_tile_amx,
-    .qk_tile_kv = attn_k_qk_tile_kv_avx512bf16,
-    .pv_rows_kv = attn_k_pv_rows_kv_avx512bf16,
+    .qk_tile_kv = attn_k_qk_tile_kv_amx,
+    .pv_rows_kv = attn_k_pv_rows_kv_avx512,
     .transpose = attn_k_transpose_avx512,
     .scale_tile = attn_k_scale_tile_avx512,
     .qk_prep_kv = attn_k_qk_prep_kv_avx512bf16,

@@ -1,12 +1,12 @@
 /*
- * tile_amx.c — qk_tile / pv_tile of the opt-in "amx" table (AMX tiles for bf16 prefill): the many-row
+ * tile_amx.c — qk_tile / pv_tile / qk_tile_kv of the opt-in "amx" table (AMX tiles for bf16 K/V): the many-row
  * (prefill) kernels on TDPBF16PS where the tile's K (or V) rows are all bf16 values — a bf16 cache or bf16 K/V,
  * which the driver widens exactly to f32 — and the avx512 kernels otherwise (f32/f16 values keep their bits).
  * q and P are rounded to bf16 (round to nearest even); TDPBF16PS adds two bf16 products per step into f32
  * (SDM: even element first, each an FMA with round to nearest even, denormals flushed). Not the pinned chains:
  * tolerance and contract in docs/SEMANTICS.md §7.
  *
- * Layout (palette 1, every tile 16 rows × 64 bytes):
+ * Layout (palette 1; qk / pv: every tile 16 rows × 64 bytes):
  *  qk: C[key][row] (s rows, 16 keys × 16 query rows, stored with the s row stride) += A[key][dims] · B[dim
  *      pair][row]: A = 16 K rows × 32 head dimensions in bf16 (the rows narrowed, exact), B = the bf16 pairs
  *      (q_t[2j][r], q_t[2j+1][r]) — the VNNI layout TDPBF16PS wants, 16 pairs × 16 rows. Per 32 keys: 4 C
@@ -14,6 +14,10 @@
  *  pv: C[row][dim] (16 query rows × 16 head dimensions) += A[row][keys] · B[key pair][dim]: A = Pᵀ in bf16
  *      (transposed in registers), B = the pairs (v[2i][d], v[2i+1][d]) of consecutive V rows. C starts at zero
  *      per call and is added, transposed, into o_t (o_t[d][r] += C[r][d]).
+ *  qk_tile_kv (decode): K read in place from the cache page (below).
+ * The tile configuration is loaded only when the thread's differs (kamx_use) and is left loaded after a call:
+ * TILERELEASE and LDTILECFG on every call cost 3–9 % of a 512–1024-token prefill and ~100 ns per decode call (twice
+ * the tile work of 16 keys × 4 rows × 128; bench_kernels --kv: 64-key calls from 218 to 335 GFLOP/s).
  * Compiled twice: into the library with -mamx-tile -mamx-bf16, and with ATTN_AMX_EMULATE (amx_ops.h's scalar
  * model of the tile instructions) into tests/kernels/test_amx_emulated.c, under other names.
  */
@@ -41,13 +45,23 @@
 
 #define KAMX_ALIGN __attribute__((aligned(64)))
 
-/* One configuration for every call: 8 tiles of 16 rows × 64 bytes. */
+/* Loads cfg unless the thread's tiles already have it (STTILECFG reads the current one; LDTILECFG, which also
+ * clears every tile, costs more than a few tile products). No kernel keeps data in tiles across calls, so a
+ * configuration left by an earlier call, or changed by other code in between, only decides whether to load. */
+static inline void kamx_use(const kamx_cfg *cfg) {
+    kamx_cfg cur;
+    KAMX_STORECFG(&cur);
+    if (memcmp(&cur, cfg, sizeof cur))
+        KAMX_LOADCFG(cfg);
+}
+
+/* One configuration for the prefill kernels: 8 tiles of 16 rows × 64 bytes. */
 static inline void kamx_config(void) {
     kamx_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette_id = 1;
     for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-    KAMX_LOADCFG(&cfg);
+    kamx_use(&cfg);
 }
 
 /* 1 if every element of rows[0..n) (width w) is a bf16 value (low 16 bits zero): then narrowing is exact. */
@@ -131,7 +145,6 @@ void KAMX_NAME(qk_tile)(const float *q_t, int64_t num_rows, int64_t head_size, c
             if (halves == 2) KAMX_STORE_S(3, k0 + 16, 16, v1);
         }
     }
-    KAMX_RELEASE();
 }
 
 void KAMX_NAME(pv_tile)(const float *p, int64_t num_keys, int64_t num_rows, const float *const *v_rows,
@@ -182,5 +195,66 @@ void KAMX_NAME(pv_tile)(const float *p, int64_t num_keys, int64_t num_rows, cons
                 _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), x[d]));
             }
         }
-    KAMX_RELEASE();
+}
+
+/* Few-row Q·Kᵀ (decode) on tiles, bf16 K read in place: C[key][row] (16 keys × num_rows, stored straight into s with
+ * its row stride) += A[key][dims] · B[dim pair][row], A = 16 K rows × 32 head dimensions loaded from the cache with
+ * the rows' own stride (or from a copy when the group's rows are not evenly spaced), B = the q pairs qk_prep_kv wrote
+ * (q_t[j][r] = (q[2j][r], q[2j+1][r]), the VNNI layout). Tiles are shaped to the call: C and B num_rows columns wide,
+ * a last group of fewer than 16 keys in tiles of that many rows, so nothing is read past a row or written past
+ * num_keys or num_rows. Other dtypes, more than 16 rows, head sizes that are not a multiple of 32: avx512bf16. */
+#define KAMX_KV_C      0 /* C, 16 keys                */
+#define KAMX_KV_A      1 /* A, 16 keys                */
+#define KAMX_KV_B      2 /* B, 16 dimension pairs     */
+#define KAMX_KV_C_TAIL 3 /* C, the last group's keys  */
+#define KAMX_KV_A_TAIL 4 /* A, the last group's keys  */
+/* one group of keys: C = 0, then C += A · B over the head dimensions 32 at a time, C into s */
+#define KAMX_KV_GROUP(c, a)                                                                                            \
+    do {                                                                                                               \
+        KAMX_ZERO(c);                                                                                                  \
+        for (int64_t d0 = 0; d0 < head_size; d0 += 32) {                                                               \
+            KAMX_LOAD(a, base + d0 * 2, ld);                                                                           \
+            KAMX_LOAD(KAMX_KV_B, q_t + (d0 / 2) * ATTN_QB, ATTN_QB * 4);                                               \
+            KAMX_DP(c, a, KAMX_KV_B);                                                                                  \
+        }                                                                                                              \
+        KAMX_STORE(c, s + k0 * ATTN_QB, ATTN_QB * 4);                                                                  \
+    } while (0)
+
+void KAMX_NAME(qk_tile_kv)(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                           attn_dtype kv_dtype, int64_t num_keys, float *s) {
+    if (kv_dtype != ATTN_DTYPE_BF16 || num_rows <= 0 || num_rows > 16 || num_keys <= 0 || head_size <= 0 ||
+        head_size % 32 != 0 || head_size > ATTN_HEAD_SIZE_MAX) {
+        attn_k_qk_tile_kv_avx512bf16(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s);
+        return;
+    }
+    const int64_t tail = num_keys % 16;
+    uint16_t kb[16][ATTN_HEAD_SIZE_MAX] KAMX_ALIGN;
+    kamx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette_id = 1;
+    cfg.rows[KAMX_KV_C] = cfg.rows[KAMX_KV_A] = cfg.rows[KAMX_KV_B] = 16;
+    cfg.colsb[KAMX_KV_C] = cfg.colsb[KAMX_KV_B] = cfg.colsb[KAMX_KV_C_TAIL] = (uint16_t)(4 * num_rows);
+    cfg.colsb[KAMX_KV_A] = cfg.colsb[KAMX_KV_A_TAIL] = 64;
+    cfg.rows[KAMX_KV_C_TAIL] = cfg.rows[KAMX_KV_A_TAIL] = (uint8_t)(tail ? tail : 16);
+    kamx_use(&cfg);
+    for (int64_t k0 = 0; k0 < num_keys; k0 += 16) {
+        const int64_t nk = num_keys - k0 < 16 ? num_keys - k0 : 16;
+        /* the rows evenly spaced (a positive stride): A straight from them, else from a copy */
+        const char *base = (const char *)k_rows[k0];
+        const int64_t stride = nk > 1 ? (const char *)k_rows[k0 + 1] - base : 2 * head_size;
+        int even = stride >= 2 * head_size;
+        for (int64_t i = 2; i < nk && even; i++)
+            even = (const char *)k_rows[k0 + i] - base == i * stride;
+        int64_t ld = stride;
+        if (!even) {
+            for (int64_t i = 0; i < nk; i++)
+                memcpy(kb[i], k_rows[k0 + i], (size_t)head_size * 2);
+            base = (const char *)kb, ld = ATTN_HEAD_SIZE_MAX * 2;
+        }
+        /* (tile numbers are immediates: one branch per tile shape) */
+        if (nk == 16)
+            KAMX_KV_GROUP(KAMX_KV_C, KAMX_KV_A);
+        else
+            KAMX_KV_GROUP(KAMX_KV_C_TAIL, KAMX_KV_A_TAIL);
+    }
 }
