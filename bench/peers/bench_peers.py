@@ -63,17 +63,21 @@ except ImportError:  # pragma: no cover
 
 TORCH_DT = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 ELSIZE = {"f32": 4, "bf16": 2, "f16": 2}
-SYSTEMS = ["attn", "attn-bf16dot", "attn-planless", "attn-dense", "attn-dense-f32", "attn-quant-e4m3",
+SYSTEMS = ["attn", "attn-bf16dot", "attn-planless", "attn-dense", "attn-amx", "attn-dense-f32", "attn-quant-e4m3",
            "attn-quant-mxfp8", "attn-quant-mxfp4", "vllm", "torch-sdpa", "numpy"]
+# the opt-in table the decode rows' attn-bf16dot runs: amx (tile Q·Kᵀ) where usable, else avx512bf16
+OPT_ISA = "amx" if attn.isa_available("amx") else "avx512bf16"
 # quantized attention (attn.diffusion.forward_quant, rotation on, default block sizes) per system name
 QUANT = {"attn-quant-e4m3": "fp8_e4m3", "attn-quant-mxfp8": "mxfp8", "attn-quant-mxfp4": "mxfp4"}
-LABEL = {"attn": "attn (plan)", "attn-bf16dot": "attn (plan, opt-in avx512bf16 table)",
+LABEL = {"attn": "attn (plan)", "attn-bf16dot": "attn (plan, opt-in table: amx where usable, else avx512bf16)",
          "attn-planless": "attn paged_attention (no plan)",
-         "attn-dense": "attn flash_attn_func", "attn-dense-f32": "attn flash_attn_func (f32 inputs)",
+         "attn-dense": "attn flash_attn_func", "attn-amx": "attn flash_attn_func (opt-in amx table)",
+         "attn-dense-f32": "attn flash_attn_func (f32 inputs)",
          "attn-quant-e4m3": "attn forward_quant fp8 e4m3", "attn-quant-mxfp8": "attn forward_quant MXFP8",
          "attn-quant-mxfp4": "attn forward_quant MXFP4", "vllm": "vLLM CPU cpu_attention_with_kv_cache",
          "torch-sdpa": "torch SDPA", "numpy": "NumPy unfused"}
 COLOR = {"attn": "#1f77b4", "attn-bf16dot": "#08306b", "attn-planless": "#9ecae1", "attn-dense": "#6baed6",
+         "attn-amx": "#3f007d",
          "attn-dense-f32": "#c6dbef", "attn-quant-e4m3": "#2ca02c", "attn-quant-mxfp8": "#98df8a",
          "attn-quant-mxfp4": "#006d2c",
          "vllm": "#d62728",
@@ -220,7 +224,8 @@ QUANT_SYSTEMS = ["attn-dense", "attn-dense-f32", "attn-quant-e4m3", "attn-quant-
 
 def build_cases(quick: bool) -> List[Shape]:
     cases: List[Shape] = []
-    # attn-bf16dot: the opt-in avx512bf16 table (VDPBF16PS decode kernels; docs/SEMANTICS.md §7) where this CPU
+    # attn-bf16dot: an opt-in bf16 table (docs/SEMANTICS.md §7; OPT_ISA: amx's tile Q·Kᵀ where the CPU has AMX, else
+    # avx512bf16's VDPBF16PS kernels) where this CPU
     # has AVX512-BF16, bf16 KV only (dropped elsewhere in Problem.__init__)
     dec = ["attn", "attn-bf16dot", "attn-planless", "vllm", "torch-sdpa", "numpy"]
     if quick:
@@ -243,10 +248,12 @@ def build_cases(quick: bool) -> List[Shape]:
     for dt in ("f32", "bf16"):
         cases.append(Shape("small", 1, 100, 9, 3, 64, dt, dec))
     cases.append(Shape("cache-write", 1, 100, 9, 3, 64, "f32", ["attn", "vllm"]))
+    # attn-amx: the opt-in amx table (TDPBF16PS prefill kernels; docs/SEMANTICS.md §7) where this CPU has AMX,
+    # bf16 only (dropped elsewhere in Problem.__init__)
     for S in (512, 2048):
         for dt in ("f32", "bf16"):
             cases.append(Shape("prefill", 1, S, 32, 8, 128, dt,
-                               ["attn", "attn-dense", "vllm", "torch-sdpa", "numpy"]))
+                               ["attn", "attn-dense", "attn-amx", "vllm", "torch-sdpa", "numpy"]))
     for S in (1024, 4096):
         cases.append(Shape("quant", 1, S, 4, 4, 128, "bf16", QUANT_SYSTEMS))
     return cases
@@ -357,8 +364,10 @@ class Prepared:
             self.systems.remove("torch-sdpa")
         if vl.error:
             self.systems = [s for s in self.systems if s != "vllm"]
-        if "attn-bf16dot" in self.systems and (sh.dtype != "bf16" or not attn.isa_available("avx512bf16")):
+        if "attn-bf16dot" in self.systems and (sh.dtype != "bf16" or not attn.isa_available(OPT_ISA)):
             self.systems.remove("attn-bf16dot")
+        if "attn-amx" in self.systems and (sh.dtype != "bf16" or not attn.isa_available("amx")):
+            self.systems.remove("attn-amx")
         need_attn_cache = any(s in self.systems for s in ("attn", "attn-bf16dot", "attn-planless"))
         need_vllm = "vllm" in self.systems
         if sh.kind == "cache-write":
@@ -446,7 +455,9 @@ class Prepared:
         torch.set_num_threads(n)
         self.ctx = attn.Context(num_threads=n)
         if "attn-bf16dot" in self.systems:
-            self.ctx_bf16dot = attn.Context(num_threads=n, isa="avx512bf16")
+            self.ctx_bf16dot = attn.Context(num_threads=n, isa=OPT_ISA)
+        if "attn-amx" in self.systems:
+            self.ctx_amx = attn.Context(num_threads=n, isa="amx")
         if "vllm" in self.systems and self.sh.kind != "cache-write":
             # The scheduler metadata splits work over omp_get_max_threads(): built after set_num_threads,
             # once per step like vLLM's metadata builder (outside the timed call).
@@ -475,6 +486,9 @@ class Prepared:
         elif system == "attn-dense":
             attn.flash_attn_func(self.q_tok, self.k_tok, self.v_tok, softmax_scale=self.scale,
                                  causal=self.prefill, out=out.view(self.q_tok.shape), ctx=self.ctx)
+        elif system == "attn-amx":
+            attn.flash_attn_func(self.q_tok, self.k_tok, self.v_tok, softmax_scale=self.scale,
+                                 causal=self.prefill, out=out.view(self.q_tok.shape), ctx=self.ctx_amx)
         elif system == "attn-dense-f32":
             attn.flash_attn_func(self.q32, self.k32, self.v32, softmax_scale=self.scale,
                                  causal=self.prefill, out=out.view(self.q32.shape), ctx=self.ctx)
@@ -680,7 +694,7 @@ def summary_table(rows: List[dict]) -> List[str]:
     for r in rows:
         by.setdefault((r["case"], r["threads"]), {})[r["system"]] = r
     head = ("| case | threads | attn | vLLM CPU | torch SDPA | NumPy | attn ÷ vLLM | attn ÷ SDPA | "
-            "attn % of ceiling | vLLM % of ceiling | attn opt-in avx512bf16 | opt-in ÷ vLLM |")
+            "attn % of ceiling | vLLM % of ceiling | attn opt-in table | opt-in ÷ vLLM |")
     out = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (case, th), d in by.items():
         if any(r["kind"] == "quant" for r in d.values()):
@@ -702,9 +716,12 @@ def summary_table(rows: List[dict]) -> List[str]:
             r = d.get(s)
             return fmt_pct(r["frac_ceiling_min"]) if r and r.get("ceiling") and r["status"] == "ok" else "–"
 
+        # the opt-in table's row: OPT_ISA for decode (attn-bf16dot), amx for prefill (attn-amx)
+        opt = "attn-amx" if "attn-amx" in d else "attn-bf16dot"
+        name = {"attn-amx": "amx ", "attn-bf16dot": OPT_ISA + " "}[opt] if opt in d else ""
         out.append(f"| {case} | {th} | {t('attn')} | {t('vllm')} | {t('torch-sdpa')} | {t('numpy')} | "
                    f"{ratio('vllm')} | {ratio('torch-sdpa')} | {pct('attn')} | {pct('vllm')} | "
-                   f"{t('attn-bf16dot')} | {ratio('vllm', 'attn-bf16dot')} |")
+                   f"{name}{t(opt)} | {ratio('vllm', opt)} |")
     return out
 
 
