@@ -64,16 +64,16 @@ static inline void kamx_config(void) {
     kamx_use(&cfg);
 }
 
-/* 1 if every element of rows[0..n) (width w) is a bf16 value (low 16 bits zero): then narrowing is exact. */
-static inline int kamx_rows_bf16(const float *const *rows, int64_t n, int64_t w) {
-    const __m512i low = _mm512_set1_epi32(0xFFFF);
+/* 1 if the first row's w values are bf16 values (low 16 bits zero): a cheap early exit for f32 K/V, whose rows
+ * would otherwise be narrowed in full before the kernel finds out. */
+static inline int kamx_row_bf16(const float *row, int64_t w) {
     __m512i acc = _mm512_setzero_si512();
-    for (int64_t k = 0; k < n; k++) {
-        int64_t d = 0;
-        for (; d + 16 <= w; d += 16) acc = _mm512_or_si512(acc, _mm512_loadu_si512((const void *)(rows[k] + d)));
-        if (d < w) acc = _mm512_or_si512(acc, _mm512_maskz_loadu_epi32((__mmask16)((1u << (w - d)) - 1u), rows[k] + d));
-    }
-    return _mm512_test_epi32_mask(acc, low) == 0;
+    int64_t d = 0;
+    for (; d + 16 <= w; d += 16)
+        acc = _mm512_or_si512(acc, _mm512_loadu_si512((const void *)(row + d)));
+    if (d < w)
+        acc = _mm512_or_si512(acc, _mm512_maskz_loadu_epi32((__mmask16)((1u << (w - d)) - 1u), row + d));
+    return _mm512_test_epi32_mask(acc, _mm512_set1_epi32(0xFFFF)) == 0;
 }
 
 /* 16 floats of a row from d (masked to w), or zeros past the row. */
@@ -98,7 +98,7 @@ static inline __m512 kamx_load16(const float *row, int64_t d, int64_t w) {
 void KAMX_NAME(qk_tile)(const float *q_t, int64_t num_rows, int64_t head_size, const float *const *k_rows,
                         int64_t num_keys, float *s) {
     if (num_rows <= 0 || num_keys <= 0 || head_size <= 0 || num_keys > ATTN_KV_TILE ||
-        !kamx_rows_bf16(k_rows, num_keys, head_size)) {
+        !kamx_row_bf16(k_rows[0], head_size)) {
         attn_k_qk_tile_avx512(q_t, num_rows, head_size, k_rows, num_keys, s);
         return;
     }
@@ -107,12 +107,20 @@ void KAMX_NAME(qk_tile)(const float *q_t, int64_t num_rows, int64_t head_size, c
     uint16_t kb[ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX] KAMX_ALIGN;
     uint32_t qp[ATTN_HEAD_SIZE_MAX / 2][ATTN_QB] KAMX_ALIGN;
     float tmp[16][16] KAMX_ALIGN;
-    for (int64_t k = 0; k < kpad; k++) /* K narrowed to bf16 (exact), zero rows and columns as padding */
+    /* K narrowed to bf16, zero rows and columns as padding; in the same pass, whether every value was a bf16 value
+     * (low 16 bits zero: then the narrowing is exact), else the avx512 kernel (nothing is written before) */
+    __m512i low = _mm512_setzero_si512();
+    for (int64_t k = 0; k < kpad; k++)
         for (int64_t d0 = 0; d0 < dpad; d0 += 32) {
             const __m512 lo = k < num_keys ? kamx_load16(k_rows[k], d0, head_size) : _mm512_setzero_ps();
             const __m512 hi = k < num_keys ? kamx_load16(k_rows[k], d0 + 16, head_size) : _mm512_setzero_ps();
+            low = _mm512_ternarylogic_epi32(low, _mm512_castps_si512(lo), _mm512_castps_si512(hi), 0xFE); /* | */
             _mm512_store_si512((void *)(kb[k] + d0), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
         }
+    if (_mm512_test_epi32_mask(low, _mm512_set1_epi32(0xFFFF))) {
+        attn_k_qk_tile_avx512(q_t, num_rows, head_size, k_rows, num_keys, s);
+        return;
+    }
     for (int64_t j = 0; j < dpad / 2; j++) /* q as bf16 pairs; zero past head_size */
         for (int h = 0; h < halves; h++)
             _mm512_store_si512((void *)(qp[j] + 16 * h), kbf_row_pair(q_t, j, h, head_size));
@@ -150,7 +158,7 @@ void KAMX_NAME(qk_tile)(const float *q_t, int64_t num_rows, int64_t head_size, c
 void KAMX_NAME(pv_tile)(const float *p, int64_t num_keys, int64_t num_rows, const float *const *v_rows,
                         int64_t head_size_v, float *o_t) {
     if (num_rows <= 0 || num_keys <= 0 || head_size_v <= 0 || num_keys > ATTN_KV_TILE ||
-        !kamx_rows_bf16(v_rows, num_keys, head_size_v)) {
+        !kamx_row_bf16(v_rows[0], head_size_v)) {
         attn_k_pv_tile_avx512(p, num_keys, num_rows, v_rows, head_size_v, o_t);
         return;
     }
@@ -168,16 +176,24 @@ void KAMX_NAME(pv_tile)(const float *p, int64_t num_keys, int64_t num_rows, cons
             for (int r = 0; r < 16; r++)
                 _mm256_store_si256((__m256i *)(pt[16 * h + r] + k0), (__m256i)_mm512_cvtneps_pbh(x[r]));
         }
+    /* V pairs (v[2i][d], v[2i+1][d]); in the same pass, whether every value was a bf16 value (then the bits move
+     * exactly), else the avx512 kernel (nothing is written before) */
     const __m512i hi_mask = _mm512_set1_epi32((int)0xFFFF0000u);
-    for (int64_t i = 0; i < kpad / 2; i++) /* V pairs (v[2i][d], v[2i+1][d]): bf16 values, so bits move exactly */
+    __m512i low = _mm512_setzero_si512();
+    for (int64_t i = 0; i < kpad / 2; i++)
         for (int64_t d0 = 0; d0 < dvpad; d0 += 16) {
             const __m512 lo = 2 * i < num_keys ? kamx_load16(v_rows[2 * i], d0, head_size_v) : _mm512_setzero_ps();
             const __m512 hi =
                 2 * i + 1 < num_keys ? kamx_load16(v_rows[2 * i + 1], d0, head_size_v) : _mm512_setzero_ps();
+            low = _mm512_ternarylogic_epi32(low, _mm512_castps_si512(lo), _mm512_castps_si512(hi), 0xFE); /* | */
             _mm512_store_si512((void *)(vp[i] + d0),
                                _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(lo), 16),
                                                _mm512_and_si512(_mm512_castps_si512(hi), hi_mask)));
         }
+    if (_mm512_test_epi32_mask(low, _mm512_set1_epi32(0xFFFF))) {
+        attn_k_pv_tile_avx512(p, num_keys, num_rows, v_rows, head_size_v, o_t);
+        return;
+    }
     kamx_config();
     for (int h = 0; h < halves; h++)
         for (int64_t d0 = 0; d0 < dvpad; d0 += 16) {
