@@ -176,7 +176,8 @@ static int check_kv(const char *name, qk_kv_fn qk_kv) {
         return 0;
     }
     enum { MAXSTRIDE = 3 * ATTN_HEAD_SIZE_MAX + 32 }; /* in bf16 elements */
-    static uint16_t cache[ATTN_KV_TILE + 1][MAXSTRIDE];
+    /* rows at slots up to K + K / 3 (the uneven layout), each up to MAXSTRIDE elements from the last */
+    static uint16_t cache[(ATTN_KV_TILE + ATTN_KV_TILE / 3 + 1) * MAXSTRIDE];
     static float f32rows[ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX];
     static float q[ATTN_HEAD_SIZE_MAX * QB], qp[ATTN_HEAD_SIZE_MAX * QB], s[(ATTN_KV_TILE + 1) * QB],
         s2[(ATTN_KV_TILE + 1) * QB];
@@ -197,7 +198,7 @@ static int check_kv(const char *name, qk_kv_fn qk_kv) {
                     for (int64_t k = 0; k < K; k++) {
                         /* uneven: every third row one row further on */
                         const int64_t slot = layout == 2 ? k + k / 3 : k;
-                        uint16_t *row = (uint16_t *)cache + slot * stride;
+                        uint16_t *row = cache + slot * stride;
                         for (int64_t d = 0; d < D; d++) {
                             row[d] = attn_f32_to_bf16((float)th_rng_range(&rng, -1.5, 1.5));
                             f32rows[k][d] = (float)th_rng_range(&rng, -1.5, 1.5);
