@@ -220,13 +220,17 @@ ATTN_API const char *attn_isa_name(int32_t index);
  * (attn_ctx_set_isa, ATTN_ISA), because their arithmetic is not the pinned chains of the default tables. Today
  * "avx512bf16" (x86-64 with AVX512-BF16): the avx512 table except that blocks of <= 16 query rows
  * (decode, speculative decode, a prefill's last short block) over bf16 K/V use VDPBF16PS, which rounds the
- * scaled query and the probabilities P to bf16 (round to nearest even) and adds two products per step;
+ * unscaled query and the probabilities P to bf16 (round to nearest even) and adds two products per step;
  * f32/f16/fp8 K/V and bigger blocks give the avx512 bits. Results are within the tolerance stated in
  * docs/SEMANTICS.md §7 of the oracle (2e-2 of max|V| + 2e-2 relative; LSE 2e-2), bitwise identical for every
  * thread count and batch composition, not the default tables' bits, and a chunked prefill may differ from the
  * whole call in the last bits. And "amx" (AMX-TILE + AMX-BF16, tile state in XCR0 and the Linux tile-data
- * permission, requested once): avx512bf16 plus the prefill (> 16 rows) Q·Kᵀ and P·V on AMX tiles for kv tiles
- * whose K / V rows are bf16 values, same contract. attn_isa_available reports whether this CPU runs a table. */
+ * permission, requested once): the prefill (> 16 rows) Q·Kᵀ and P·V on AMX tiles (TDPBF16PS; q and P rounded to
+ * bf16) for each kv tile whose K / V values are all bf16 values (a bf16 or fp8 cache, or f32/f16 K/V that happen to
+ * hold bf16 values), the Q·Kᵀ of blocks of <= 16 rows over bf16 K with a head size that is a multiple of 32 on AMX
+ * tiles too (other such blocks: avx512bf16's Q·Kᵀ), and the P·V of every block of <= 16 rows the avx512 table's
+ * exact kernel; same tolerance and determinism contract. Its tile configuration stays loaded in the calling thread
+ * after a call. attn_isa_available reports whether this CPU runs a table. */
 ATTN_API const char *attn_isa_opt_in_name(int32_t index);
 /* 1 if this CPU and OS can run the named kernel table (CPUID plus XGETBV for AVX state on x86-64,
  * getauxval(AT_HWCAP) on aarch64 Linux), else 0. */

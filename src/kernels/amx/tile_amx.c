@@ -255,7 +255,7 @@ void KAMX_NAME(qk_tile_kv)(const float *q_t, int64_t num_rows, int64_t head_size
     kamx_use(&cfg);
     for (int64_t k0 = 0; k0 < num_keys; k0 += 16) {
         const int64_t nk = num_keys - k0 < 16 ? num_keys - k0 : 16;
-        /* the rows evenly spaced (a positive stride): A straight from them, else from a copy */
+        /* the rows evenly spaced, at least a row apart: A straight from them, else from a copy */
         const char *base = (const char *)k_rows[k0];
         const int64_t stride = nk > 1 ? (const char *)k_rows[k0 + 1] - base : 2 * head_size;
         int even = stride >= 2 * head_size;
