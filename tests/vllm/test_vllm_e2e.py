@@ -9,7 +9,8 @@ prompt span several blocks and prefill chunks while short requests decode, so st
 prefills; the shared system prompt makes later requests hit the prefix cache.
 
 Checked: attn ran in every attn engine (its marker; through attn._ext when it is built) and never in
-vLLM's; greedy tokens identical to vLLM's backend in f32 over batch sizes 1, 3 and 8; bf16 answers equal;
+vLLM's; greedy tokens identical to vLLM's backend in f32 over batch sizes 1, 3 and 8; bf16 answers close (equal up to a
+near-tie, as vLLM's check_logprobs_close);
 a step with both decodes and prefills ran, with attn's plan order equal to vLLM's (no row moved);
 prefix-cache hits; MiniLM embeddings cosine >= 0.9999 vs the sentence-transformers fixture (the demo's);
 kv_cache_dtype="fp8" (bf16 model) within the stated tolerance of the bf16 cache (FP8_* below).
@@ -114,9 +115,26 @@ def test_f32_greedy_tokens_identical(runs):
         assert all(len(t) > 0 for t in ja["tokens"])
 
 
-def test_bf16_answers_equal(runs):
-    a, v = runs["attn_bf16"]["jobs"][0], runs["vllm_bf16"]["jobs"][0]
-    assert a["tokens"] == v["tokens"], f"attn {a['texts']} != vLLM {v['texts']}"
+def _greedy_close(a, b, label_a, label_b, tag):
+    """Greedy answers of two engines (jobs with logprobs=FP8_GREEDY_TOPK) as vLLM's own check_logprobs_close
+    compares them: the first token equal, then equal up to the first position where they differ, and there each
+    side's token among the other's top candidates (a near-tie that a rounding difference flips)."""
+    for i, (ta, tb) in enumerate(zip(a["tokens"], b["tokens"])):
+        what = f"request {i}: {label_b} {b['texts'][i]!r} vs {label_a} {a['texts'][i]!r}"
+        assert ta and tb and ta[0] == tb[0], what
+        j = next((j for j, (x, y) in enumerate(zip(ta, tb)) if x != y), None)
+        print(f"\n[vllm e2e] {tag}, request {i}: " + ("identical" if j is None else f"first difference at token {j}"))
+        if j is not None:
+            top_a, top_b = a["top_tokens"][i][j], b["top_tokens"][i][j]
+            assert tb[j] in top_a and ta[j] in top_b, f"{what}: token {j} {tb[j]} / {ta[j]} vs top {top_a} / {top_b}"
+
+
+def test_bf16_answers_close(runs):
+    """bf16 model, attn vs vLLM's backend: close as vLLM's tests define it (_greedy_close), not equal. Both
+    accumulate in f32 but differently; where vLLM runs its bf16 attention on AMX tiles (probabilities rounded to
+    bf16: an Intel Xeon, 2026-12-05) a near-tie flipped at the second token of one of the three answers, where it
+    runs its vector kernels (a Zen 5) all answers were equal."""
+    _greedy_close(runs["vllm_bf16"]["jobs"][0], runs["attn_bf16"]["jobs"][0], "vLLM", "attn", "attn vs vLLM bf16 greedy")
 
 
 def test_mixed_decode_prefill_step_and_prefix_cache(runs):
@@ -150,13 +168,4 @@ def test_fp8_kv_cache_within_tolerance_of_bf16(runs):
               f"top-1 agreement {top1:.3f}")
         assert dlp <= FP8_MAX_MEAN_DLOGP, f"text {i}: mean |dlogprob| {dlp:.4f} > {FP8_MAX_MEAN_DLOGP}"
         assert top1 >= FP8_MIN_TOP1, f"text {i}: top-1 agreement {top1:.3f} < {FP8_MIN_TOP1}"
-    a, b = runs["attn_bf16"]["jobs"][0], runs["attn_fp8"]["jobs"][0]
-    for i, (ta, tb) in enumerate(zip(a["tokens"], b["tokens"])):
-        what = f"request {i}: fp8 {b['texts'][i]!r} vs bf16 {a['texts'][i]!r}"
-        assert ta and tb and ta[0] == tb[0], what
-        j = next((j for j, (x, y) in enumerate(zip(ta, tb)) if x != y), None)
-        print(f"\n[vllm e2e] fp8 vs bf16 greedy, request {i}: "
-              + ("identical" if j is None else f"first difference at token {j}"))
-        if j is not None:  # vLLM's check_logprobs_close: each token among the other's top candidates there
-            top_a, top_b = a["top_tokens"][i][j], b["top_tokens"][i][j]
-            assert tb[j] in top_a and ta[j] in top_b, f"{what}: token {j} {tb[j]} / {ta[j]} vs top {top_a} / {top_b}"
+    _greedy_close(runs["attn_bf16"]["jobs"][0], runs["attn_fp8"]["jobs"][0], "bf16", "fp8", "fp8 vs bf16 greedy")
