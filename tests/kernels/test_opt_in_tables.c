@@ -525,6 +525,55 @@ static void run_paged(const char *isa, int64_t window_left) {
     assert_int_equal(fails, 0);
 }
 
+/* Paged decode over an fp8 (E4M3) cache: the opt-in tables' few-row kernels fall back to the avx512 table's, which
+ * read fp8 rows in place (fp8_kv) bitwise equal to widening them first, so out and LSE must be the avx512 bits, for
+ * 1 and 2 threads. */
+static void run_paged_fp8(const char *isa) {
+    th_rng rng;
+    th_rng_seed(&rng, 78);
+    const int64_t R = 3, H = 8, G = 2, D = 128, BS = 16, NB = 96;
+    const int32_t seq_lens[3] = {1, 700, 333};
+    int32_t bt[3 * 44];
+    for (int64_t i = 0; i < 3 * 44; i++)
+        bt[i] = (int32_t)((i * 37) % NB);
+    const size_t ncache = (size_t)(2 * NB * BS * G * D);
+    uint8_t *cache = (uint8_t *)malloc(ncache); /* random finite E4M3 codes (0x7F / 0xFF are NaN) */
+    for (size_t i = 0; i < ncache; i++) {
+        const uint8_t c = (uint8_t)th_rng_range(&rng, 0, 256);
+        cache[i] = (c & 0x7F) == 0x7F ? (uint8_t)(c ^ 1) : c;
+    }
+    float *q = (float *)th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(R * H * D), -2, 2);
+    int32_t qsl[4] = {0, 1, 2, 3};
+    int64_t cs[5] = {2, NB, BS, G, D}, qs[3] = {R, H, D}, one[1] = {R + 1}, rs[1] = {R}, bs2[2] = {R, 44};
+    int64_t ls[2] = {H, R};
+    attn_tensor tc = attn_tensor_make(cache, ATTN_DTYPE_FP8_E4M3, 5, cs),
+                tq = attn_tensor_make(q, ATTN_DTYPE_F32, 3, qs);
+    attn_tensor tqsl = attn_tensor_make(qsl, ATTN_DTYPE_I32, 1, one),
+                tsl = attn_tensor_make((void *)seq_lens, ATTN_DTYPE_I32, 1, rs);
+    attn_tensor tbt = attn_tensor_make(bt, ATTN_DTYPE_I32, 2, bs2);
+    attn_params prm;
+    attn_params_init(&prm);
+    prm.causal = 1;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    float o[3][8 * 3 * 128], l[3][8 * 3];
+    int fails = 0;
+    for (int t = 0; t < 3; t++) { /* 0: avx512, 2 threads; 1, 2: the opt-in table on 1 and 2 threads */
+        attn_tensor to = attn_tensor_make(o[t], ATTN_DTYPE_F32, 3, qs),
+                    tl = attn_tensor_make(l[t], ATTN_DTYPE_F32, 2, ls);
+        assert_int_equal(attn_ctx_set_isa(ctx, t == 0 ? "avx512" : isa), ATTN_STATUS_OK);
+        assert_int_equal(attn_ctx_set_num_threads(ctx, t == 1 ? 1 : 2), ATTN_STATUS_OK);
+        assert_int_equal(attn_paged_attention(ctx, &tq, &tc, &tqsl, &tsl, &tbt, &prm, &to, &tl), ATTN_STATUS_OK);
+        if (t > 0 && (memcmp(o[t], o[0], sizeof o[0]) || memcmp(l[t], l[0], sizeof l[0]))) {
+            fprintf(stderr, "REPRO paged fp8 %s, %d thread(s): not the avx512 bits\n", isa, t);
+            fails++;
+        }
+    }
+    free(cache), free(q);
+    attn_ctx_destroy(ctx);
+    assert_int_equal(fails, 0);
+}
+
 static void test_paged_decode(void **state) {
     (void)state;
     for (size_t t = 0; t < NELEM(opt_tables); t++) {
@@ -532,6 +581,7 @@ static void test_paged_decode(void **state) {
             continue;
         run_paged(opt_tables[t], -1);
         run_paged(opt_tables[t], 332); /* odd first visible keys (seq_len − 1 − 332 for the long requests) */
+        run_paged_fp8(opt_tables[t]);
     }
 }
 
