@@ -74,19 +74,19 @@ static inline void kamx_emu_dp(int c, int a, int b) {
             memcpy(&kamx_emu_tile[c][m][4 * n], &acc, 4);
         }
 }
-#define KAMX_LOADCFG(cfg) kamx_emu_loadcfg(cfg)
+#define KAMX_LOADCFG(cfg)           kamx_emu_loadcfg(cfg)
 #define KAMX_STORECFG(cfg)          (*(cfg) = kamx_emu_cfg)
-#define KAMX_LOAD(t, base, stride) kamx_emu_load(t, base, stride)
+#define KAMX_LOAD(t, base, stride)  kamx_emu_load(t, base, stride)
 #define KAMX_STORE(t, base, stride) kamx_emu_store(t, base, stride)
-#define KAMX_ZERO(t) kamx_emu_zero(t)
+#define KAMX_ZERO(t)                kamx_emu_zero(t)
 #define KAMX_DP(c, a, b)            kamx_emu_dp(c, a, b)
 #else
 #include <immintrin.h>
-#define KAMX_LOADCFG(cfg) _tile_loadconfig(cfg)
+#define KAMX_LOADCFG(cfg)           _tile_loadconfig(cfg)
 #define KAMX_STORECFG(cfg)          _tile_storeconfig(cfg)
-#define KAMX_LOAD(t, base, stride) _tile_loadd(t, base, stride)
+#define KAMX_LOAD(t, base, stride)  _tile_loadd(t, base, stride)
 #define KAMX_STORE(t, base, stride) _tile_stored(t, base, stride)
-#define KAMX_ZERO(t) _tile_zero(t)
+#define KAMX_ZERO(t)                _tile_zero(t)
 #define KAMX_DP(c, a, b)            _tile_dpbf16ps(c, a, b)
 #endif
 
