@@ -35,6 +35,28 @@ static inline int64_t attn_rows_kv_col(int64_t d, int64_t head_size_v, attn_dtyp
     return (d & ~(int64_t)31) + (d & 1) * 16 + ((d & 31) >> 1);
 }
 
+/* Cache lines a few-row kernel is asked to prefetch while it works (no effect on results): l1_lines lines from l1
+ * into L1 and l2_lines from l2 into L2, in address order; the kernel advances the pointers and lowers the counts by
+ * what it issued, spread over its loop, and the caller issues what is left after the call. */
+typedef struct attn_kv_prefetch {
+    const char *l1, *l2;
+    int64_t l1_lines, l2_lines;
+} attn_kv_prefetch;
+
+/* The lines per step for a kernel that will take `steps` steps to issue all of *pf (0 when there is nothing). */
+static inline int64_t attn_kv_prefetch_rate(const attn_kv_prefetch *pf, int64_t steps) {
+    const int64_t lines = pf->l1_lines > pf->l2_lines ? pf->l1_lines : pf->l2_lines;
+    return lines > 0 ? (lines + (steps > 0 ? steps : 1) - 1) / (steps > 0 ? steps : 1) : 0;
+}
+
+/* One step of a kernel: issue up to n of the L1 and n of the L2 prefetches left in *pf (no effect on results). */
+static inline __attribute__((always_inline)) void attn_kv_prefetch_step(attn_kv_prefetch *pf, int64_t n) {
+    for (int64_t i = 0; i < n && pf->l1_lines > 0; i++, pf->l1 += 64, pf->l1_lines--)
+        __builtin_prefetch(pf->l1, 0, 3);
+    for (int64_t i = 0; i < n && pf->l2_lines > 0; i++, pf->l2 += 64, pf->l2_lines--)
+        __builtin_prefetch(pf->l2, 0, 2);
+}
+
 struct attn_kernels {
     const char *name;
 #define ATTN_X_FIELD(ret, name, args) ret(*name) args;
@@ -51,6 +73,12 @@ struct attn_kernels {
      * over an fp8 cache reads one byte per element and makes no conversion pass. 0 (the default of a table
      * that omits it): the driver widens fp8 rows into a scratch tile first and passes F32. */
     int fp8_kv; /* avx2, avx512, neon */
+    /* Optional: qk_tile_kv / pv_rows_kv that also issue (part of) the prefetches in *pf between their steps (the
+     * bits are those of qk_tile_kv / pv_rows_kv); NULL: the driver issues them before the call. */
+    void (*qk_tile_kv_pf)(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                          attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf);
+    void (*pv_rows_kv_pf)(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
+                          attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf);
 };
 
 /* The quantized-attention kernels (attn_forward_quant, src/attention/fwd_quant.c, docs/DIFFUSION.md §5): Q, K and
@@ -208,9 +236,17 @@ ATTN_KERNEL_LIST(ATTN_X_PROTO_NEON)
 extern const struct attn_kernels attn_kernels_generic;
 #if defined(ATTN_HAVE_AVX2)
 extern const struct attn_kernels attn_kernels_avx2;
+void attn_k_qk_tile_kv_pf_avx2(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                               attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf);
+void attn_k_pv_rows_kv_pf_avx2(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
+                               attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf);
 #endif
 #if defined(ATTN_HAVE_AVX512)
 extern const struct attn_kernels attn_kernels_avx512;
+void attn_k_qk_tile_kv_pf_avx512(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                                 attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf);
+void attn_k_pv_rows_kv_pf_avx512(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
+                                 attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf);
 #endif
 #if defined(ATTN_HAVE_AVX512BF16)
 /* the opt-in avx512bf16 table: avx512 with the bf16 decode entries on VDPBF16PS, not on the pinned

@@ -413,6 +413,25 @@ static void test_dispatch_registry(void **state) {
  * --------------------------------------------------------------------------------------------- */
 #define KV_ROW_STRIDE 1024 /* elements between K rows, like 8 kv heads × 128 */
 
+/* A table's qk_tile_kv_pf / pv_rows_kv_pf (kernels.h) left *after from *before: each stream advanced by 64 bytes per
+ * line issued, never more lines than asked; with `all` every line issued. Returns the number of faults (reported). */
+static int kv_pf_faults(const char *what, const char *isa, const attn_kv_prefetch *before,
+                        const attn_kv_prefetch *after, int all) {
+    int faults = 0;
+    const int64_t got1 = before->l1_lines - after->l1_lines, got2 = before->l2_lines - after->l2_lines;
+    if (got1 < 0 || after->l1_lines < 0 || after->l1 != before->l1 + 64 * got1)
+        faults++;
+    if (got2 < 0 || after->l2_lines < 0 || after->l2 != before->l2 + 64 * got2)
+        faults++;
+    if (all && (after->l1_lines != 0 || after->l2_lines != 0))
+        faults++;
+    if (faults)
+        fprintf(stderr, "REPRO test_kernels %s: isa=%s asked %lld/%lld lines, left %lld/%lld (all=%d)\n", what, isa,
+                (long long)before->l1_lines, (long long)before->l2_lines, (long long)after->l1_lines,
+                (long long)after->l2_lines, all);
+    return faults;
+}
+
 static void test_kv_kernels(void **state) {
     (void)state;
     const struct attn_kernels *tables[8];
@@ -430,7 +449,10 @@ static void test_kv_kernels(void **state) {
     float *s_got = (float *)malloc(ATTN_KV_TILE * QB * sizeof(float));
     float *o_ref = (float *)malloc(ATTN_HEAD_SIZE_MAX * QB * sizeof(float));
     float *o_got = (float *)malloc(ATTN_HEAD_SIZE_MAX * QB * sizeof(float));
-    int fails = 0, cases = 0;
+    float *s_pf = (float *)malloc(ATTN_KV_TILE * QB * sizeof(float));
+    float *o_pf = (float *)malloc(ATTN_HEAD_SIZE_MAX * QB * sizeof(float));
+    char *pf_area = (char *)malloc(2 * 64 * 512); /* what the _pf kernels are asked to prefetch */
+    int fails = 0, cases = 0, pf_cases = 0;
     for (int ti = 0; ti < nt; ti++) /* the SIMD tables read fp8 in place: their fp8 cases must run */
         if ((!strcmp(tables[ti]->name, "avx2") || !strcmp(tables[ti]->name, "avx512") ||
              !strcmp(tables[ti]->name, "neon")) &&
@@ -503,6 +525,23 @@ static void test_kv_kernels(void **state) {
                                                 (long long)k, (int)row, (double)s_got[k * QB + row],
                                                 (double)s_ref[k * QB + row]);
                                 }
+                        /* qk_tile_kv_pf: the same bits, the prefetch streams accounted for; the decode shape
+                         * (16 or 32 keys, head size a multiple of 64, up to four rows) issues every line */
+                        const int pf_all = (nk == 16 || nk == 32) && D % 64 == 0 && nr <= 4;
+                        if (tables[ti]->qk_tile_kv_pf) {
+                            attn_kv_prefetch pf = {pf_area, pf_area + 64 * 512, th_rng_int(&r, 0, 300),
+                                                   th_rng_int(&r, 0, 300)};
+                            const attn_kv_prefetch pf0 = pf;
+                            memset(s_pf, 0xA5, ATTN_KV_TILE * QB * sizeof(float));
+                            tables[ti]->qk_tile_kv_pf(t->q_t, nr, D, raw, dt, nk, s_pf, &pf);
+                            fails += kv_pf_faults("qk_tile_kv_pf", tables[ti]->name, &pf0, &pf, pf_all);
+                            if (memcmp(s_pf, s_got, ATTN_KV_TILE * QB * sizeof(float)) != 0 && fails++ < 10)
+                                fprintf(stderr,
+                                        "REPRO test_kernels qk_tile_kv_pf bits: isa=%s dtype=%d D=%lld keys=%lld "
+                                        "rows=%d\n",
+                                        tables[ti]->name, (int)dt, (long long)D, (long long)nk, (int)nr);
+                            pf_cases++;
+                        }
                         /* pv: P from the tile's scores (any values do), o from the random o_t */
                         for (int64_t k = 0; k < nk; k++)
                             for (int32_t row = 0; row < QB; row++)
@@ -511,8 +550,22 @@ static void test_kv_kernels(void **state) {
                         for (int32_t row = 0; row < nr; row++)
                             for (int64_t d = 0; d < D; d++)
                                 o_got[row * D + attn_rows_kv_col(d, D, dt)] = t->o_t[d * QB + row];
+                        memcpy(o_pf, o_got, (size_t)nr * (size_t)D * sizeof(float));
                         tables[ti]->pv_tile(s_ref, nk, nr, fl, D, o_ref);
                         tables[ti]->pv_rows_kv(s_ref, nk, nr, raw, dt, D, o_got);
+                        if (tables[ti]->pv_rows_kv_pf) {
+                            attn_kv_prefetch pf = {pf_area, pf_area + 64 * 512, th_rng_int(&r, 0, 300),
+                                                   th_rng_int(&r, 0, 300)};
+                            const attn_kv_prefetch pf0 = pf;
+                            tables[ti]->pv_rows_kv_pf(s_ref, nk, nr, raw, dt, D, o_pf, &pf);
+                            fails += kv_pf_faults("pv_rows_kv_pf", tables[ti]->name, &pf0, &pf, pf_all);
+                            if (memcmp(o_pf, o_got, (size_t)nr * (size_t)D * sizeof(float)) != 0 && fails++ < 10)
+                                fprintf(stderr,
+                                        "REPRO test_kernels pv_rows_kv_pf bits: isa=%s dtype=%d D=%lld keys=%lld "
+                                        "rows=%d\n",
+                                        tables[ti]->name, (int)dt, (long long)D, (long long)nk, (int)nr);
+                            pf_cases++;
+                        }
                         for (int32_t row = 0; row < nr; row++)
                             for (int64_t d = 0; d < D; d++)
                                 if (memcmp(&o_ref[d * QB + row], &o_got[row * D + attn_rows_kv_col(d, D, dt)], 4) !=
@@ -529,8 +582,9 @@ static void test_kv_kernels(void **state) {
                         cases++;
                         free(t);
                     }
-    fprintf(stderr, "kv kernels: %d cases over %d tables, %d mismatches\n", cases, nt, fails);
-    free(store), free(conv), free(s_ref), free(s_got), free(o_ref), free(o_got);
+    fprintf(stderr, "kv kernels: %d cases over %d tables (%d of the _pf entries), %d mismatches\n", cases, nt, pf_cases,
+            fails);
+    free(store), free(conv), free(s_ref), free(s_got), free(o_ref), free(o_got), free(s_pf), free(o_pf), free(pf_area);
     assert_true(cases > 0);
     assert_int_equal(fails, 0);
 }

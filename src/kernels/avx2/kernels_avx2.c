@@ -22,6 +22,8 @@ const struct attn_kernels attn_kernels_avx2 = {
     .transpose = attn_k_transpose_avx2,
     .scale_tile = attn_k_scale_tile_avx2,
     .fp8_kv = 1,
+    .qk_tile_kv_pf = attn_k_qk_tile_kv_pf_avx2,
+    .pv_rows_kv_pf = attn_k_pv_rows_kv_pf_avx2,
 };
 
 /* The quantized-attention table on AVX2 (f32 staging: the driver runs the context's float kernels on the widened

@@ -83,7 +83,8 @@ static inline __attribute__((always_inline)) __m256 k256_kv_load_part(const void
  * --------------------------------------------------------------------------------------------- */
 static inline __attribute__((always_inline)) void k256_qk_kv_keys8(const float *restrict q_t, int64_t head_size,
                                                                    const void *const *k_rows, int nk, float *restrict s,
-                                                                   const int R, const int DT) {
+                                                                   const int R, const int DT, attn_kv_prefetch *pf,
+                                                                   int64_t pfn) {
     __m256 acc[K256_KV_QK_ROWS];
     __m256 x[8];
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
@@ -96,6 +97,7 @@ static inline __attribute__((always_inline)) void k256_qk_kv_keys8(const float *
                        : _mm256_setzero_ps();
             k256_transpose8(x);
             _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+                attn_kv_prefetch_step(pf, pfn);
                 const __m256i u = _mm256_castps_si256(x[j]);
                 const __m256 lo = _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
                 const __m256 hi = _mm256_castsi256_ps(_mm256_and_si256(u, hi_mask));
@@ -112,6 +114,7 @@ static inline __attribute__((always_inline)) void k256_qk_kv_keys8(const float *
             b < nk ? k256_kv_load8(k_rows[b], d0, DT) : _mm256_setzero_ps();
         k256_transpose8(x); /* x[j] lane b = K[b][d0 + j] */
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+            attn_kv_prefetch_step(pf, pfn);
             const float *q = q_t + (d0 + j) * ATTN_QB;
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] =
                 _mm256_fmadd_ps(x[j], _mm256_broadcast_ss(q + r), acc[r]);
@@ -135,30 +138,33 @@ static inline __attribute__((always_inline)) void k256_qk_kv_keys8(const float *
 
 static inline __attribute__((always_inline)) void k256_qk_kv_few(const float *q_t, int64_t head_size,
                                                                  const void *const *k_rows, int64_t num_keys, float *s,
-                                                                 const int R, const int DT) {
+                                                                 const int R, const int DT, attn_kv_prefetch *pf) {
+    /* one step per transposed column: head_size / (head dimensions per column) per 8 keys */
+    const int64_t per = DT == ATTN_DTYPE_BF16 ? 2 : 1;
+    const int64_t pfn = attn_kv_prefetch_rate(pf, (num_keys + 7) / 8 * ((head_size + per - 1) / per));
     int64_t k = 0;
     for (; k + 8 <= num_keys; k += 8)
-        k256_qk_kv_keys8(q_t, head_size, k_rows + k, 8, s + k * ATTN_QB, R, DT);
+        k256_qk_kv_keys8(q_t, head_size, k_rows + k, 8, s + k * ATTN_QB, R, DT, pf, pfn);
     if (k < num_keys)
-        k256_qk_kv_keys8(q_t, head_size, k_rows + k, (int)(num_keys - k), s + k * ATTN_QB, R, DT);
+        k256_qk_kv_keys8(q_t, head_size, k_rows + k, (int)(num_keys - k), s + k * ATTN_QB, R, DT, pf, pfn);
 }
 
 #define K256_QK_KV_CASE(n)                                                                                             \
     case n:                                                                                                            \
         if (kv_dtype == ATTN_DTYPE_F32)                                                                                \
-            k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F32);                                    \
+            k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F32, pf);                                \
         else if (kv_dtype == ATTN_DTYPE_BF16)                                                                          \
-            k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_BF16);                                   \
+            k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_BF16, pf);                               \
         else if (kv_dtype == ATTN_DTYPE_FP8_E4M3)                                                                      \
-            k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E4M3);                               \
+            k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E4M3, pf);                           \
         else if (kv_dtype == ATTN_DTYPE_FP8_E5M2)                                                                      \
-            k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E5M2);                               \
+            k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E5M2, pf);                           \
         else                                                                                                           \
-            k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F16);                                    \
+            k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F16, pf);                                \
         return;
 
-void attn_k_qk_tile_kv_avx2(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
-                            attn_dtype kv_dtype, int64_t num_keys, float *s) {
+void attn_k_qk_tile_kv_pf_avx2(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                               attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf) {
     switch (num_rows) {
         K256_QK_KV_CASE(1)
         K256_QK_KV_CASE(2)
@@ -175,6 +181,12 @@ void attn_k_qk_tile_kv_avx2(const float *q_t, int64_t num_rows, int64_t head_siz
                          attn_k_cvt_to_f32_avx2);
 }
 
+void attn_k_qk_tile_kv_avx2(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                            attn_dtype kv_dtype, int64_t num_keys, float *s) {
+    attn_kv_prefetch none = {0};
+    attn_k_qk_tile_kv_pf_avx2(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, &none);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * P·V into the row-major accumulator o_d[num_rows][head_size_v]: groups of RB rows × NC chunks of 8 head
  * dimensions in registers over all keys (keys outer, no transposes; ≤ 12 accumulators).
@@ -183,7 +195,8 @@ void attn_k_qk_tile_kv_avx2(const float *q_t, int64_t num_rows, int64_t head_siz
 static inline __attribute__((always_inline)) void k256_pv_rows_pass(const float *restrict p, int64_t num_keys,
                                                                     const void *const *v_rows, int64_t r0, int64_t d0,
                                                                     int nd, int64_t head_size_v, float *restrict o_d,
-                                                                    const int RB, const int NC, const int DT) {
+                                                                    const int RB, const int NC, const int DT,
+                                                                    attn_kv_prefetch *pf, int64_t pfn) {
     __m256 acc[4][4];
     float *o = o_d + r0 * head_size_v + d0;
     if (nd == 8 * NC) {
@@ -191,6 +204,7 @@ static inline __attribute__((always_inline)) void k256_pv_rows_pass(const float 
             acc[r][c] = _mm256_loadu_ps(o + r * head_size_v + 8 * c);
         for (int64_t k = 0; k < num_keys; k++) {
             __m256 v[4];
+            attn_kv_prefetch_step(pf, pfn);
             _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) v[c] = k256_kv_load8(v_rows[k], d0 + 8 * c, DT);
             const float *pk = p + k * ATTN_QB + r0;
             _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) {
@@ -224,16 +238,16 @@ static inline __attribute__((always_inline)) void k256_pv_rows_pass(const float 
 /* bf16 V, one full 32-column block at d0 in the pair-split layout (attn_rows_kv_col), rows [r0, r0 + RB),
  * RB ≤ 2: two 32-byte loads per key (columns d0..15, d0+16..31); slots 0..7 = even columns of the first,
  * 8..15 = even of the second, 16..23 / 24..31 = their odd columns. */
-static inline __attribute__((always_inline)) void k256_pv_rows_pass_pairs(const float *restrict p, int64_t num_keys,
-                                                                          const void *const *v_rows, int64_t r0,
-                                                                          int64_t d0, int64_t head_size_v,
-                                                                          float *restrict o_d, const int RB) {
+static inline __attribute__((always_inline)) void
+k256_pv_rows_pass_pairs(const float *restrict p, int64_t num_keys, const void *const *v_rows, int64_t r0, int64_t d0,
+                        int64_t head_size_v, float *restrict o_d, const int RB, attn_kv_prefetch *pf, int64_t pfn) {
     __m256 acc[2][4];
     float *o = o_d + r0 * head_size_v + d0;
     _Pragma("GCC unroll 2") for (int r = 0; r < RB; r++) _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) acc[r][c] =
         _mm256_loadu_ps(o + r * head_size_v + 8 * c);
     const __m256i hi_mask = _mm256_set1_epi32((int)0xFFFF0000u);
     for (int64_t k = 0; k < num_keys; k++) {
+        attn_kv_prefetch_step(pf, pfn);
         const uint16_t *vr = (const uint16_t *)v_rows[k] + d0;
         const __m256i a = _mm256_loadu_si256((const __m256i *)vr), b = _mm256_loadu_si256((const __m256i *)(vr + 16));
         const __m256 v[4] = {
@@ -254,7 +268,7 @@ static inline __attribute__((always_inline)) void k256_pv_rows_pass_pairs(const 
 static inline __attribute__((always_inline)) void k256_pv_rows_group(const float *p, int64_t num_keys,
                                                                      const void *const *v_rows, int64_t r0,
                                                                      int64_t head_size_v, float *o_d, const int RB,
-                                                                     const int DT) {
+                                                                     const int DT, attn_kv_prefetch *pf, int64_t pfn) {
     const int NC = RB <= 2 ? 4 : 3;
     int64_t d0 = 0;
     if (DT == ATTN_DTYPE_BF16) {
@@ -262,50 +276,59 @@ static inline __attribute__((always_inline)) void k256_pv_rows_group(const float
         for (; d0 < full; d0 += 32) {
             int r = 0;
             for (; r + 2 <= RB; r += 2)
-                k256_pv_rows_pass_pairs(p, num_keys, v_rows, r0 + r, d0, head_size_v, o_d, 2);
+                k256_pv_rows_pass_pairs(p, num_keys, v_rows, r0 + r, d0, head_size_v, o_d, 2, pf, pfn);
             if (r < RB)
-                k256_pv_rows_pass_pairs(p, num_keys, v_rows, r0 + r, d0, head_size_v, o_d, 1);
+                k256_pv_rows_pass_pairs(p, num_keys, v_rows, r0 + r, d0, head_size_v, o_d, 1, pf, pfn);
         }
     }
     for (; d0 + 8 * NC <= head_size_v; d0 += 8 * NC)
-        k256_pv_rows_pass(p, num_keys, v_rows, r0, d0, 8 * NC, head_size_v, o_d, RB, NC, DT);
+        k256_pv_rows_pass(p, num_keys, v_rows, r0, d0, 8 * NC, head_size_v, o_d, RB, NC, DT, pf, pfn);
     for (; d0 + 8 <= head_size_v; d0 += 8)
-        k256_pv_rows_pass(p, num_keys, v_rows, r0, d0, 8, head_size_v, o_d, RB, 1, DT);
+        k256_pv_rows_pass(p, num_keys, v_rows, r0, d0, 8, head_size_v, o_d, RB, 1, DT, pf, pfn);
     if (d0 < head_size_v)
-        k256_pv_rows_pass(p, num_keys, v_rows, r0, d0, (int)(head_size_v - d0), head_size_v, o_d, RB, 1, DT);
+        k256_pv_rows_pass(p, num_keys, v_rows, r0, d0, (int)(head_size_v - d0), head_size_v, o_d, RB, 1, DT, pf, pfn);
 }
 
 static inline __attribute__((always_inline)) void k256_pv_rows_dt(const float *p, int64_t num_keys, int64_t num_rows,
                                                                   const void *const *v_rows, int64_t head_size_v,
-                                                                  float *o_d, const int DT) {
+                                                                  float *o_d, const int DT, attn_kv_prefetch *pf) {
+    /* one step per key of each pass: at least one pass of up to 32 head dimensions per group of four rows */
+    const int64_t pfn =
+        attn_kv_prefetch_rate(pf, num_keys * ((num_rows + 3) / 4) * (head_size_v >= 64 ? head_size_v / 32 : 1));
     int64_t r0 = 0;
     for (; r0 + 4 <= num_rows; r0 += 4)
-        k256_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 4, DT);
+        k256_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 4, DT, pf, pfn);
     switch (num_rows - r0) {
     case 3:
-        k256_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 3, DT);
+        k256_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 3, DT, pf, pfn);
         break;
     case 2:
-        k256_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 2, DT);
+        k256_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 2, DT, pf, pfn);
         break;
     case 1:
-        k256_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 1, DT);
+        k256_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 1, DT, pf, pfn);
         break;
     default:
         break;
     }
 }
 
+void attn_k_pv_rows_kv_pf_avx2(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
+                               attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf) {
+    if (kv_dtype == ATTN_DTYPE_F32)
+        k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F32, pf);
+    else if (kv_dtype == ATTN_DTYPE_BF16)
+        k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_BF16, pf);
+    else if (kv_dtype == ATTN_DTYPE_FP8_E4M3)
+        k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E4M3, pf);
+    else if (kv_dtype == ATTN_DTYPE_FP8_E5M2)
+        k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E5M2, pf);
+    else
+        k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F16, pf);
+}
+
 void attn_k_pv_rows_kv_avx2(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
                             attn_dtype kv_dtype, int64_t head_size_v, float *o_d) {
-    if (kv_dtype == ATTN_DTYPE_F32)
-        k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F32);
-    else if (kv_dtype == ATTN_DTYPE_BF16)
-        k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_BF16);
-    else if (kv_dtype == ATTN_DTYPE_FP8_E4M3)
-        k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E4M3);
-    else if (kv_dtype == ATTN_DTYPE_FP8_E5M2)
-        k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E5M2);
-    else
-        k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F16);
+    attn_kv_prefetch none = {0};
+    attn_k_pv_rows_kv_pf_avx2(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, &none);
 }

@@ -23,4 +23,6 @@ const struct attn_kernels attn_kernels_avx512 = {
     .transpose = attn_k_transpose_avx512,
     .scale_tile = attn_k_scale_tile_avx512,
     .fp8_kv = 1,
+    .qk_tile_kv_pf = attn_k_qk_tile_kv_pf_avx512,
+    .pv_rows_kv_pf = attn_k_pv_rows_kv_pf_avx512,
 };

@@ -190,7 +190,8 @@ static inline __attribute__((always_inline)) __m512 k512_rows8_pair(const void *
  * chain over d ascending as k512_qk_kv_keys16, so the bits are the same. */
 static inline __attribute__((always_inline)) void k512_qk_kv_keys32(const float *restrict q_t, int64_t head_size,
                                                                     const void *const *k_rows, int nk,
-                                                                    float *restrict s, const int R, const int DT) {
+                                                                    float *restrict s, const int R, const int DT,
+                                                                    attn_kv_prefetch *pf, int64_t pfn) {
     __m512 acc_a[4], acc_b[4];
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc_a[r] = acc_b[r] = _mm512_setzero_ps();
     const int64_t es = DT == ATTN_DTYPE_F32 ? 4 : 2, step = DT == ATTN_DTYPE_F32 ? 8 : 16; /* dims per 32 bytes */
@@ -203,6 +204,7 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys32(const float 
         k512_transpose8x2(xa);
         k512_transpose8x2(xb);
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+            attn_kv_prefetch_step(pf, 2 * pfn);
             if (DT == ATTN_DTYPE_F32) {
                 const float *q = q_t + (d0 + j) * ATTN_QB;
                 _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
@@ -250,7 +252,8 @@ static inline __attribute__((always_inline)) int k512_qk_two_groups(const void *
  * --------------------------------------------------------------------------------------------- */
 static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float *restrict q_t, int64_t head_size,
                                                                     const void *const *k_rows, int nk,
-                                                                    float *restrict s, const int R, const int DT) {
+                                                                    float *restrict s, const int R, const int DT,
+                                                                    attn_kv_prefetch *pf, int64_t pfn) {
     __m512 acc[K512_KV_QK_ROWS];
     __m512 x[16];
     _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
@@ -268,6 +271,7 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
                        : _mm512_setzero_ps();
             k512_transpose16(x);
             _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
+                attn_kv_prefetch_step(pf, pfn);
                 __m512i lo, hi;
                 k512_fp8x64_to_f16(_mm512_permutexvar_epi32(dsel, _mm512_shuffle_epi8(_mm512_castps_si512(x[j]), bsel)),
                                    &lo, &hi, DT);
@@ -291,6 +295,7 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
                        : _mm512_setzero_ps();
             k512_transpose16(x);
             _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
+                attn_kv_prefetch_step(pf, pfn);
                 const __m512 lo = k512_pair_lo(x[j], DT), hi = k512_pair_hi(x[j], DT);
                 const float *q0 = q_t + (d0 + 2 * j) * ATTN_QB, *q1 = q0 + ATTN_QB;
                 _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) {
@@ -305,6 +310,7 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
             b < nk ? k512_kv_load16(k_rows[b], d0, DT) : _mm512_setzero_ps();
         k512_transpose16(x); /* x[j] lane b = K[b][d0 + j] */
         _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
+            attn_kv_prefetch_step(pf, pfn);
             const float *q = q_t + (d0 + j) * ATTN_QB;
             _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) acc[r] =
                 _mm512_fmadd_ps(x[j], _mm512_set1_ps(q[r]), acc[r]);
@@ -336,34 +342,37 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
 
 static inline __attribute__((always_inline)) void k512_qk_kv_few(const float *q_t, int64_t head_size,
                                                                  const void *const *k_rows, int64_t num_keys, float *s,
-                                                                 const int R, const int DT) {
+                                                                 const int R, const int DT, attn_kv_prefetch *pf) {
+    /* one tick per transposed column j: head_size / (head dimensions per column) per 16 keys */
+    const int64_t per = DT == ATTN_DTYPE_F32 ? 1 : k512_is_fp8(DT) ? 4 : 2;
+    const int64_t pfn = attn_kv_prefetch_rate(pf, (num_keys + 15) / 16 * ((head_size + per - 1) / per));
     int64_t k = 0;
     if (k512_qk_two_groups(k_rows, head_size, num_keys, R, DT))
         for (; k + 16 < num_keys; k += 32)
             k512_qk_kv_keys32(q_t, head_size, k_rows + k, num_keys - k < 32 ? (int)(num_keys - k) : 32, s + k * ATTN_QB,
-                              R, DT);
+                              R, DT, pf, pfn);
     for (; k + 16 <= num_keys; k += 16)
-        k512_qk_kv_keys16(q_t, head_size, k_rows + k, 16, s + k * ATTN_QB, R, DT);
+        k512_qk_kv_keys16(q_t, head_size, k_rows + k, 16, s + k * ATTN_QB, R, DT, pf, pfn);
     if (k < num_keys)
-        k512_qk_kv_keys16(q_t, head_size, k_rows + k, (int)(num_keys - k), s + k * ATTN_QB, R, DT);
+        k512_qk_kv_keys16(q_t, head_size, k_rows + k, (int)(num_keys - k), s + k * ATTN_QB, R, DT, pf, pfn);
 }
 
 #define K512_QK_KV_CASE(n)                                                                                             \
     case n:                                                                                                            \
         if (kv_dtype == ATTN_DTYPE_F32)                                                                                \
-            k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F32);                                    \
+            k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F32, pf);                                \
         else if (kv_dtype == ATTN_DTYPE_BF16)                                                                          \
-            k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_BF16);                                   \
+            k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_BF16, pf);                               \
         else if (kv_dtype == ATTN_DTYPE_FP8_E4M3)                                                                      \
-            k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E4M3);                               \
+            k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E4M3, pf);                           \
         else if (kv_dtype == ATTN_DTYPE_FP8_E5M2)                                                                      \
-            k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E5M2);                               \
+            k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E5M2, pf);                           \
         else                                                                                                           \
-            k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F16);                                    \
+            k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F16, pf);                                \
         return;
 
-void attn_k_qk_tile_kv_avx512(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
-                              attn_dtype kv_dtype, int64_t num_keys, float *s) {
+void attn_k_qk_tile_kv_pf_avx512(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                                 attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf) {
     switch (num_rows) {
         K512_QK_KV_CASE(1)
         K512_QK_KV_CASE(2)
@@ -384,6 +393,12 @@ void attn_k_qk_tile_kv_avx512(const float *q_t, int64_t num_rows, int64_t head_s
                          attn_k_cvt_to_f32_avx512);
 }
 
+void attn_k_qk_tile_kv_avx512(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                              attn_dtype kv_dtype, int64_t num_keys, float *s) {
+    attn_kv_prefetch none = {0};
+    attn_k_qk_tile_kv_pf_avx512(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, &none);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * P·V into the row-major accumulator o_d[num_rows][head_size_v]: groups of RB rows × NC chunks of 16 head
  * dimensions held in registers over all keys (keys outer: each V row is read front to back, NC·64 B at a
@@ -392,12 +407,14 @@ void attn_k_qk_tile_kv_avx512(const float *q_t, int64_t num_rows, int64_t head_s
 static inline __attribute__((always_inline)) void k512_pv_rows_pass(const float *restrict p, int64_t num_keys,
                                                                     const void *const *v_rows, int64_t r0, int64_t d0,
                                                                     int64_t head_size_v, float *restrict o_d,
-                                                                    const int RB, const int NC, const int DT) {
+                                                                    const int RB, const int NC, const int DT,
+                                                                    attn_kv_prefetch *pf, int64_t pfn) {
     __m512 acc[4][8];
     _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) _Pragma("GCC unroll 8") for (int c = 0; c < NC; c++)
         acc[r][c] = _mm512_loadu_ps(o_d + (r0 + r) * head_size_v + d0 + 16 * c);
     for (int64_t k = 0; k < num_keys; k++) {
         __m512 v[8];
+        attn_kv_prefetch_step(pf, pfn);
         if (k512_is_fp8(DT) && NC % 2 == 0) { /* 32 codes per widening */
             _Pragma("GCC unroll 4") for (int c = 0; c < NC; c += 2)
                 k512_fp8x32_load((const uint8_t *)v_rows[k] + d0 + 16 * c, &v[c], &v[c + 1], DT);
@@ -436,13 +453,15 @@ static inline __attribute__((always_inline)) void k512_pv_rows_tail(const float 
  * block and key, even columns = low halves << 16, odd columns = high halves masked. */
 static inline __attribute__((always_inline)) void
 k512_pv_rows_pass_pairs(const float *restrict p, int64_t num_keys, const void *const *v_rows, int64_t r0, int64_t d0,
-                        int64_t head_size_v, float *restrict o_d, const int RB, const int NB) {
+                        int64_t head_size_v, float *restrict o_d, const int RB, const int NB, attn_kv_prefetch *pf,
+                        int64_t pfn) {
     __m512 acc[4][8];
     _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) _Pragma("GCC unroll 8") for (int c = 0; c < 2 * NB; c++)
         acc[r][c] = _mm512_loadu_ps(o_d + (r0 + r) * head_size_v + d0 + 16 * c);
     const __m512i hi_mask = _mm512_set1_epi32((int)0xFFFF0000u);
     for (int64_t k = 0; k < num_keys; k++) {
         __m512 v[8];
+        attn_kv_prefetch_step(pf, pfn);
         _Pragma("GCC unroll 4") for (int b = 0; b < NB; b++) {
             const __m512i u = _mm512_loadu_si512((const void *)((const uint16_t *)v_rows[k] + d0 + 32 * b));
             v[2 * b] = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
@@ -463,55 +482,64 @@ k512_pv_rows_pass_pairs(const float *restrict p, int64_t num_keys, const void *c
 static inline __attribute__((always_inline)) void k512_pv_rows_group(const float *p, int64_t num_keys,
                                                                      const void *const *v_rows, int64_t r0,
                                                                      int64_t head_size_v, float *o_d, const int RB,
-                                                                     const int DT) {
+                                                                     const int DT, attn_kv_prefetch *pf, int64_t pfn) {
     const int NC = RB <= 2 ? 8 : 4;
     int64_t d0 = 0;
     if (DT == ATTN_DTYPE_BF16) {
         const int64_t full = head_size_v & ~(int64_t)31;
         for (; d0 + 16 * NC <= full; d0 += 16 * NC)
-            k512_pv_rows_pass_pairs(p, num_keys, v_rows, r0, d0, head_size_v, o_d, RB, NC / 2);
+            k512_pv_rows_pass_pairs(p, num_keys, v_rows, r0, d0, head_size_v, o_d, RB, NC / 2, pf, pfn);
         for (; d0 < full; d0 += 32)
-            k512_pv_rows_pass_pairs(p, num_keys, v_rows, r0, d0, head_size_v, o_d, RB, 1);
+            k512_pv_rows_pass_pairs(p, num_keys, v_rows, r0, d0, head_size_v, o_d, RB, 1, pf, pfn);
     }
     for (; d0 + 16 * NC <= head_size_v; d0 += 16 * NC)
-        k512_pv_rows_pass(p, num_keys, v_rows, r0, d0, head_size_v, o_d, RB, NC, DT);
+        k512_pv_rows_pass(p, num_keys, v_rows, r0, d0, head_size_v, o_d, RB, NC, DT, pf, pfn);
     for (; d0 + 16 <= head_size_v; d0 += 16)
-        k512_pv_rows_pass(p, num_keys, v_rows, r0, d0, head_size_v, o_d, RB, 1, DT);
+        k512_pv_rows_pass(p, num_keys, v_rows, r0, d0, head_size_v, o_d, RB, 1, DT, pf, pfn);
     if (d0 < head_size_v)
         k512_pv_rows_tail(p, num_keys, v_rows, r0, d0, head_size_v, o_d, RB, DT);
 }
 
 static inline __attribute__((always_inline)) void k512_pv_rows_dt(const float *p, int64_t num_keys, int64_t num_rows,
                                                                   const void *const *v_rows, int64_t head_size_v,
-                                                                  float *o_d, const int DT) {
+                                                                  float *o_d, const int DT, attn_kv_prefetch *pf) {
+    /* one tick per key of each pass: passes of 64 head dimensions (128 for one or two rows) per group of four rows */
+    const int64_t cols = num_rows <= 2 ? 128 : 64;
+    const int64_t pfn = attn_kv_prefetch_rate(pf, num_keys * ((num_rows + 3) / 4) * ((head_size_v + cols - 1) / cols));
     int64_t r0 = 0;
     for (; r0 + 4 <= num_rows; r0 += 4)
-        k512_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 4, DT);
+        k512_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 4, DT, pf, pfn);
     switch (num_rows - r0) {
     case 3:
-        k512_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 3, DT);
+        k512_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 3, DT, pf, pfn);
         break;
     case 2:
-        k512_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 2, DT);
+        k512_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 2, DT, pf, pfn);
         break;
     case 1:
-        k512_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 1, DT);
+        k512_pv_rows_group(p, num_keys, v_rows, r0, head_size_v, o_d, 1, DT, pf, pfn);
         break;
     default:
         break;
     }
 }
 
+void attn_k_pv_rows_kv_pf_avx512(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
+                                 attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf) {
+    if (kv_dtype == ATTN_DTYPE_F32)
+        k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F32, pf);
+    else if (kv_dtype == ATTN_DTYPE_BF16)
+        k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_BF16, pf);
+    else if (kv_dtype == ATTN_DTYPE_FP8_E4M3)
+        k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E4M3, pf);
+    else if (kv_dtype == ATTN_DTYPE_FP8_E5M2)
+        k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E5M2, pf);
+    else
+        k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F16, pf);
+}
+
 void attn_k_pv_rows_kv_avx512(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
                               attn_dtype kv_dtype, int64_t head_size_v, float *o_d) {
-    if (kv_dtype == ATTN_DTYPE_F32)
-        k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F32);
-    else if (kv_dtype == ATTN_DTYPE_BF16)
-        k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_BF16);
-    else if (kv_dtype == ATTN_DTYPE_FP8_E4M3)
-        k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E4M3);
-    else if (kv_dtype == ATTN_DTYPE_FP8_E5M2)
-        k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E5M2);
-    else
-        k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F16);
+    attn_kv_prefetch none = {0};
+    attn_k_pv_rows_kv_pf_avx512(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, &none);
 }
