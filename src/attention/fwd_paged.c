@@ -212,7 +212,14 @@ void attn_fwd_run_work(const attn_problem *const prob[2], const attn_fwd_work *w
      * thread; which blocks share an item never changes a bit */
     if (work->num_decodes > 0 && work->num_decodes < ex->num_threads) {
         const int64_t per_req = prob[0]->num_kv_heads * job.sh.head_chunks;
-        job.decode_run_max = attn_fwd_units_per_item(per_req, work->num_decodes, per_req, ex->num_threads);
+        /* unless split-KV already gives every thread enough items of whole runs (one per partition of a split
+         * decode request, one per unsplit one): a whole run reads each token's rows of every kv head as one
+         * span of the cache page, split runs read every other part of it */
+        const int64_t split_reqs = work->num_split_blocks / per_req;
+        const int64_t whole =
+            work->num_split_items / per_req + (work->num_decodes > split_reqs ? work->num_decodes - split_reqs : 0);
+        if (whole < (int64_t)ATTN_FWD_ITEMS_PER_THREAD * ex->num_threads)
+            job.decode_run_max = attn_fwd_units_per_item(per_req, work->num_decodes, per_req, ex->num_threads);
     }
     /* prefill super-blocks as large as the threads allow (dense rule); a step without a prefill-shaped request
      * (every decode step) skips the count: the size is then never used */

@@ -4,7 +4,8 @@
  *     with reshape_and_cache and attends over the cache) gives identical rows;
  *   - batch invariance: a request's rows do not change when other requests join the batch (before or
  *     after it, decodes or prefills) — including a long decode that runs split-KV;
- *   - thread invariance: 1, 2, 3 and 7 threads give identical bits, plan path and plan-less path.
+ *   - thread invariance: 1, 2, 3 and 7 threads give identical bits, plan path and plan-less path, for a mixed batch
+ *     and for one long decode (2 threads: its split-KV items hold every kv head; 3 and 7: the heads are split).
  * Token values depend only on (request id, position), so the same request sees the same inputs anywhere.
  */
 #include <setjmp.h>
@@ -25,6 +26,7 @@
 #define NUM_BLOCKS 1200
 
 static int32_t g_blocks[8][NUM_BLOCKS / 8]; /* disjoint block lists, one per request slot */
+static int64_t g_max_blocks = NUM_BLOCKS / 8; /* the plans' max_blocks_per_req */
 
 static void setup_blocks(void) {
     th_rng rng;
@@ -37,7 +39,7 @@ static void setup_blocks(void) {
 static void config(attn_plan_config *cfg) {
     attn_plan_config_init(cfg);
     cfg->num_blocks = NUM_BLOCKS, cfg->block_size = BLOCK_SIZE, cfg->num_heads = NUM_HEADS;
-    cfg->num_kv_heads = NUM_KV_HEADS, cfg->head_size = HEAD_SIZE, cfg->max_blocks_per_req = NUM_BLOCKS / 8;
+    cfg->num_kv_heads = NUM_KV_HEADS, cfg->head_size = HEAD_SIZE, cfg->max_blocks_per_req = g_max_blocks;
     cfg->num_speculative_tokens = 3;
 }
 
@@ -148,8 +150,7 @@ static void test_batch_invariance(void **state) {
     attn_ctx_destroy(ctx);
 }
 
-static void test_thread_invariance(void **state) {
-    (void)state;
+static void thread_invariance(const sf_req *reqs, int64_t num_reqs) {
     setup_blocks();
     attn_ctx *ctx = NULL;
     assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
@@ -157,7 +158,6 @@ static void test_thread_invariance(void **state) {
     attn_params_init(&p);
     p.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     p.window_left = 700;
-    sf_req reqs[5] = {req(30, 0, 1500, 1), req(31, 1, 20, 1), req(32, 2, 300, 45), req(33, 3, 0, 64), req(34, 4, 900, 3)};
     const int threads[4] = {1, 2, 3, 7};
     void *ref_out = NULL;
     float *ref_lse = NULL;
@@ -171,7 +171,7 @@ static void test_thread_invariance(void **state) {
         attn_plan_config cfg;
         config(&cfg);
         sf_step s;
-        assert_int_equal(sf_run_step(ctx, &c, &cfg, reqs, 5, ATTN_DTYPE_BF16, &p, &s), ATTN_STATUS_OK);
+        assert_int_equal(sf_run_step(ctx, &c, &cfg, reqs, num_reqs, ATTN_DTYPE_BF16, &p, &s), ATTN_STATUS_OK);
         out_bytes = (size_t)(s.info.num_tokens * NUM_HEADS * HEAD_SIZE) * 2;
         lse_bytes = (size_t)(s.info.num_tokens * NUM_HEADS) * 4;
         if (i == 0) {
@@ -201,11 +201,30 @@ static void test_thread_invariance(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+static void test_thread_invariance(void **state) {
+    (void)state;
+    const sf_req reqs[5] = {req(30, 0, 1500, 1), req(31, 1, 20, 1), req(32, 2, 300, 45), req(33, 3, 0, 64),
+                            req(34, 4, 900, 3)};
+    thread_invariance(reqs, 5);
+}
+
+/* One decode over 4200 keys (9 partitions, the blocks of slots 0 and 1): on 2 threads split-KV alone gives enough
+ * items and each holds both kv heads, on 3 and 7 the kv heads go to separate items. */
+static void test_thread_invariance_long_decode(void **state) {
+    (void)state;
+    g_max_blocks = 2 * (NUM_BLOCKS / 8);
+    sf_req r = req(40, 0, 4200, 1);
+    r.num_blocks = g_max_blocks; /* g_blocks[0] and g_blocks[1] are contiguous */
+    thread_invariance(&r, 1);
+    g_max_blocks = NUM_BLOCKS / 8;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunked_prefill_bitwise),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_thread_invariance),
+        cmocka_unit_test(test_thread_invariance_long_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
