@@ -266,6 +266,8 @@ void attn_k_pv_tile_amx(const float *p, int64_t num_keys, int64_t num_rows, cons
                         int64_t head_size_v, float *o_t);
 void attn_k_qk_tile_kv_amx(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
                            attn_dtype kv_dtype, int64_t num_keys, float *s);
+void attn_k_qk_tile_kv_pf_amx(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                              attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf);
 extern const struct attn_kernels attn_kernels_amx;
 #endif
 #if defined(ATTN_HAVE_NEON)

@@ -33,6 +33,8 @@ void attn_k_pv_tile_amx_emulated(const float *p, int64_t num_keys, int64_t num_r
                                  int64_t head_size_v, float *o_t);
 void attn_k_qk_tile_kv_amx_emulated(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
                                     attn_dtype kv_dtype, int64_t num_keys, float *s);
+void attn_k_qk_tile_kv_pf_amx_emulated(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                                       attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf);
 #endif
 
 #define QB       ATTN_QB
@@ -41,6 +43,8 @@ void attn_k_qk_tile_kv_amx_emulated(const float *q_t, int64_t num_rows, int64_t 
 typedef void (*qk_fn)(const float *, int64_t, int64_t, const float *const *, int64_t, float *);
 typedef void (*pv_fn)(const float *, int64_t, int64_t, const float *const *, int64_t, float *);
 typedef void (*qk_kv_fn)(const float *, int64_t, int64_t, const void *const *, attn_dtype, int64_t, float *);
+typedef void (*qk_kv_pf_fn)(const float *, int64_t, int64_t, const void *const *, attn_dtype, int64_t, float *,
+                            attn_kv_prefetch *);
 
 static float bf16_round(float x) {
     return attn_bf16_to_f32(attn_f32_to_bf16(x));
@@ -165,8 +169,9 @@ static int check_table(const char *name, qk_fn qk, pv_fn pv) {
 /* qk_tile_kv (few-row Q·Kᵀ on bf16 rows read in place): rows packed, rows a cache-like stride apart, and rows not
  * evenly spaced (the kernel copies them); against float64 of bf16(q) · K within 2^-21 of Σ|terms|. Blocks of more than
  * 16 rows, head sizes that are not a multiple of 32 and f32 rows must give the avx512bf16 kernel's bits. Nothing
- * outside s[0..num_keys)[0..num_rows) is written. */
-static int check_kv(const char *name, qk_kv_fn qk_kv) {
+ * outside s[0..num_keys)[0..num_rows) is written. qk_kv_pf (the entry that also issues prefetches) gives the same
+ * bits, advances each prefetch stream by 64 bytes per line issued and, on the tiles, issues every line. */
+static int check_kv(const char *name, qk_kv_fn qk_kv, qk_kv_pf_fn qk_kv_pf) {
     static const int64_t rows[] = {1, 3, 4, 8, 16, 17};
     static const int64_t keys[] = {1, 2, 15, 16, 17, 31, 32, 33, 64};
     static const int64_t dims[] = {32, 64, 96, 128, 256};
@@ -180,7 +185,8 @@ static int check_kv(const char *name, qk_kv_fn qk_kv) {
     static uint16_t cache[(ATTN_KV_TILE + ATTN_KV_TILE / 3 + 1) * MAXSTRIDE];
     static float f32rows[ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX];
     static float q[ATTN_HEAD_SIZE_MAX * QB], qp[ATTN_HEAD_SIZE_MAX * QB], s[(ATTN_KV_TILE + 1) * QB],
-        s2[(ATTN_KV_TILE + 1) * QB];
+        s2[(ATTN_KV_TILE + 1) * QB], s3[(ATTN_KV_TILE + 1) * QB];
+    static char pf_area[64 * 512];
     const void *ptr[ATTN_KV_TILE];
     th_rng rng;
     th_rng_seed(&rng, 0xD3C);
@@ -211,6 +217,19 @@ static int check_kv(const char *name, qk_kv_fn qk_kv) {
                         s[i] = s2[i] = CANARY;
                     qk_kv(qp, R, D, ptr, dt, K, s);
                     const int fallback = R > 16 || D % 32 != 0 || dt != ATTN_DTYPE_BF16;
+                    for (size_t i = 0; i < NELEM(s3); i++)
+                        s3[i] = CANARY;
+                    attn_kv_prefetch pf = {pf_area, pf_area + 64 * 256, th_rng_int(&rng, 0, 200),
+                                           th_rng_int(&rng, 0, 200)};
+                    const attn_kv_prefetch pf0 = pf;
+                    qk_kv_pf(qp, R, D, ptr, dt, K, s3, &pf);
+                    const int64_t got1 = pf0.l1_lines - pf.l1_lines, got2 = pf0.l2_lines - pf.l2_lines;
+                    if ((memcmp(s, s3, sizeof s) != 0 || got1 < 0 || got2 < 0 || pf.l1 != pf0.l1 + 64 * got1 ||
+                         pf.l2 != pf0.l2 + 64 * got2 || (!fallback && (pf.l1_lines || pf.l2_lines))) &&
+                        fails++ < 5)
+                        fprintf(stderr,
+                                "REPRO %s qk_tile_kv_pf R=%lld K=%lld D=%lld layout %d: bits or prefetch lines\n", name,
+                                (long long)R, (long long)K, (long long)D, layout);
                     if (fallback)
                         kbf->qk_tile_kv(qp, R, D, ptr, dt, K, s2);
                     for (int64_t k = 0; k <= K; k++)
@@ -255,7 +274,7 @@ static void test_amx_kernels(void **state) {
 #if defined(ATTN_TEST_AMX_EMULATED)
     if (attn_isa_available("avx512bf16"))
         fails += check_table("amx (emulated tiles)", attn_k_qk_tile_amx_emulated, attn_k_pv_tile_amx_emulated) +
-                 check_kv("amx (emulated tiles)", attn_k_qk_tile_kv_amx_emulated);
+                 check_kv("amx (emulated tiles)", attn_k_qk_tile_kv_amx_emulated, attn_k_qk_tile_kv_pf_amx_emulated);
     else
         fprintf(stderr, "test_amx_emulated: emulated tiles not run: this CPU lacks AVX512-BF16 (the kernels' "
                         "data preparation uses it)\n");
@@ -268,7 +287,8 @@ static void test_amx_kernels(void **state) {
         compiled |= strcmp(attn_isa_opt_in_name(i), "amx") == 0;
     const struct attn_kernels *kt = attn_dispatch_by_name("amx");
     if (kt)
-        fails += check_table("amx (hardware)", kt->qk_tile, kt->pv_tile) + check_kv("amx (hardware)", kt->qk_tile_kv);
+        fails += check_table("amx (hardware)", kt->qk_tile, kt->pv_tile) +
+                 check_kv("amx (hardware)", kt->qk_tile_kv, kt->qk_tile_kv_pf);
     else
         fprintf(stderr, "test_amx_emulated: amx hardware table not run: %s\n",
                 compiled ? "this CPU/OS does not offer AMX-TILE + AMX-BF16 with the tile state enabled and the Linux "

@@ -23,6 +23,7 @@ const struct attn_kernels attn_kernels_amx = {
     .pv_tile = attn_k_pv_tile_amx,
     .qk_tile_kv = attn_k_qk_tile_kv_amx,
     .pv_rows_kv = attn_k_pv_rows_kv_avx512,
+    .qk_tile_kv_pf = attn_k_qk_tile_kv_pf_amx,
     .pv_rows_kv_pf = attn_k_pv_rows_kv_pf_avx512,
     .transpose = attn_k_transpose_avx512,
     .scale_tile = attn_k_scale_tile_avx512,

@@ -229,6 +229,7 @@ void KAMX_NAME(pv_tile)(const float *p, int64_t num_keys, int64_t num_rows, cons
     do {                                                                                                               \
         KAMX_ZERO(c);                                                                                                  \
         for (int64_t d0 = 0; d0 < head_size; d0 += 32) {                                                               \
+            attn_kv_prefetch_step(pf, pfn);                                                                            \
             KAMX_LOAD(a, base + d0 * 2, ld);                                                                           \
             KAMX_LOAD(KAMX_KV_B, q_t + (d0 / 2) * ATTN_QB, ATTN_QB * 4);                                               \
             KAMX_DP(c, a, KAMX_KV_B);                                                                                  \
@@ -236,13 +237,15 @@ void KAMX_NAME(pv_tile)(const float *p, int64_t num_keys, int64_t num_rows, cons
         KAMX_STORE(c, s + k0 * ATTN_QB, ATTN_QB * 4);                                                                  \
     } while (0)
 
-void KAMX_NAME(qk_tile_kv)(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
-                           attn_dtype kv_dtype, int64_t num_keys, float *s) {
+void KAMX_NAME(qk_tile_kv_pf)(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                              attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf) {
     if (kv_dtype != ATTN_DTYPE_BF16 || num_rows <= 0 || num_rows > 16 || num_keys <= 0 || head_size <= 0 ||
         head_size % 32 != 0 || head_size > ATTN_HEAD_SIZE_MAX) {
-        attn_k_qk_tile_kv_avx512bf16(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s);
+        attn_k_qk_tile_kv_avx512bf16(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s); /* (pf left) */
         return;
     }
+    /* one prefetch step per 32 head dimensions of each group of 16 keys */
+    const int64_t pfn = attn_kv_prefetch_rate(pf, (num_keys + 15) / 16 * (head_size / 32));
     const int64_t tail = num_keys % 16;
     uint16_t kb[16][ATTN_HEAD_SIZE_MAX] KAMX_ALIGN;
     kamx_cfg cfg;
@@ -273,4 +276,10 @@ void KAMX_NAME(qk_tile_kv)(const float *q_t, int64_t num_rows, int64_t head_size
         else
             KAMX_KV_GROUP(KAMX_KV_C_TAIL, KAMX_KV_A_TAIL);
     }
+}
+
+void KAMX_NAME(qk_tile_kv)(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                           attn_dtype kv_dtype, int64_t num_keys, float *s) {
+    attn_kv_prefetch none = {0};
+    KAMX_NAME(qk_tile_kv_pf)(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, &none);
 }
