@@ -272,20 +272,20 @@ static void attn_fx_prefetch_tokens(const attn_seq_view *seq, int phase, int64_t
     }
 }
 
-/* The lines of `span` bytes from kv head g0's row of every token in [a, b) as one range (*first, *lines) when
- * those rows are back to back in one cache block (0 lines for an empty range); 0 when they are not. */
-static int attn_fx_pf_range(const attn_seq_view *seq, int phase, int64_t g0, int64_t span, int64_t a, int64_t b,
-                            const char **first, int64_t *lines) {
+/* A step's share of one prefetch (as attn_fx_prefetch_tokens: `span` bytes from kv head g0's row of every token in
+ * [a, b), into L1 or L2): handed to the step's kernels as one range of lines (*first, *lines) when they take it
+ * (in_kernel) and those rows are back to back in one cache block; else issued here (*lines = 0). */
+static void attn_fx_prefetch_share(const attn_seq_view *seq, int phase, int64_t g0, int64_t span, int64_t a, int64_t b,
+                                   int l1, int ranges, int in_kernel, const char **first, int64_t *lines) {
     *lines = 0;
     if (a >= b)
-        return 1;
+        return;
     const int64_t rs = phase == 0 ? seq->k_row_stride : seq->v_row_stride;
-    if (b - a > 1 && rs != span)
-        return 0;
-    if (attn_fx_token_run(seq, phase, g0, a, b, first) < b)
-        return 0;
-    *lines = ((b - a - 1) * rs + span + 63) / 64;
-    return 1;
+    if (in_kernel && (b - a == 1 || rs == span) && attn_fx_token_run(seq, phase, g0, a, b, first) >= b) {
+        *lines = ((b - a - 1) * rs + span + 63) / 64;
+        return;
+    }
+    attn_fx_prefetch_tokens(seq, phase, g0, span, a, b, l1, ranges);
 }
 
 /* The prefetches a kernel left in *pf. */
@@ -345,8 +345,8 @@ static void attn_fx_chunk_ahead(int64_t ch, int64_t ahead, int phase, int64_t ci
  * every other schedule. The spans ATTN_FX_PREFETCH_AHEAD and ATTN_FX_PREFETCH_FAR steps ahead in consumption order (K
  * of this tile, then V, then K of the next tile) are prefetched, spread over the blocks' steps, in partitions of more
  * than ATTN_FX_PREFETCH_MIN_KEYS keys. Where the phase's kernel has a _pf entry and a step's share is one range of
- * lines (attn_fx_pf_range), the kernel issues it between its own steps and the driver what is left after the calls:
- * issued in one burst before the call, the core stalled on the requests instead of computing (Intel Xeon,
+ * lines (attn_fx_prefetch_share), the kernel issues it between its own steps and the driver what is left after the
+ * calls: issued in one burst before the call, the core stalled on the requests instead of computing (Intel Xeon,
  * bench_decode b8 × 4k, 32/8 heads × 128, one thread: bf16 16.9 → 14.2 ms, f32 30.7 → 26.4, fp8 e4m3 15.8 → 12.3). */
 static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
                                      int64_t n, int64_t lo_all, int64_t hi_all) {
@@ -392,16 +392,12 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                     /* this step's share of the prefetches: tokens [pa + done, pa + upto), [pa2 + done2, ...) */
                     const int64_t upto = prefetch ? (pb - pa) * j / n : 0;
                     attn_kv_prefetch pf = {0};
-                    if (!in_kernel || !attn_fx_pf_range(seq, pf_phase, g0, pf_phase == 0 ? kspan : vspan, pa + done,
-                                                        pa + upto, &pf.l1, &pf.l1_lines))
-                        attn_fx_prefetch_tokens(seq, pf_phase, g0, pf_phase == 0 ? kspan : vspan, pa + done, pa + upto,
-                                                1, ranges);
+                    attn_fx_prefetch_share(seq, pf_phase, g0, pf_phase == 0 ? kspan : vspan, pa + done, pa + upto, 1,
+                                           ranges, in_kernel, &pf.l1, &pf.l1_lines);
                     done = upto;
                     const int64_t upto2 = prefetch_far ? (pb2 - pa2) * j / n : 0;
-                    if (!in_kernel || !attn_fx_pf_range(seq, pf2_phase, g0, pf2_phase == 0 ? kspan : vspan, pa2 + done2,
-                                                        pa2 + upto2, &pf.l2, &pf.l2_lines))
-                        attn_fx_prefetch_tokens(seq, pf2_phase, g0, pf2_phase == 0 ? kspan : vspan, pa2 + done2,
-                                                pa2 + upto2, 0, ranges);
+                    attn_fx_prefetch_share(seq, pf2_phase, g0, pf2_phase == 0 ? kspan : vspan, pa2 + done2, pa2 + upto2,
+                                           0, ranges, in_kernel, &pf.l2, &pf.l2_lines);
                     done2 = upto2;
                     if (ka_all >= kb_all) {
                         attn_fx_prefetch_rest(&pf);

@@ -45,8 +45,8 @@ typedef struct attn_kv_prefetch {
 
 /* The lines per step for a kernel that will take `steps` steps to issue all of *pf (0 when there is nothing). */
 static inline int64_t attn_kv_prefetch_rate(const attn_kv_prefetch *pf, int64_t steps) {
-    const int64_t lines = pf->l1_lines > pf->l2_lines ? pf->l1_lines : pf->l2_lines;
-    return lines > 0 ? (lines + (steps > 0 ? steps : 1) - 1) / (steps > 0 ? steps : 1) : 0;
+    const int64_t lines = pf->l1_lines > pf->l2_lines ? pf->l1_lines : pf->l2_lines, n = steps > 0 ? steps : 1;
+    return lines > 0 ? (lines + n - 1) / n : 0;
 }
 
 /* One step of a kernel: issue up to n of the L1 and n of the L2 prefetches left in *pf (no effect on results). */
