@@ -258,6 +258,9 @@ ATTN_API void(attn_quant_params_init)(attn_quant_params *qp, attn_quant_format f
  *     to nearest even), FP8 Q/K scales multiplying the finished dot. Not bitwise the fake-quantization result:
  *     |out − oracle| <= 4e-3·max|v| + 4e-3·|out| beyond the output dtype's rounding, |LSE − oracle| <= 2e-4
  *     (tests/conformance/test_quant_codes.c over random shapes).
+ *   "amx" (CPU with AMX-TILE + AMX-BF16 and AVX512-BF16/VNNI, the OS granting the tile state; contexts on any
+ *     table but avx2/generic): the "avx512bf16" path with Q·Kᵀ and P·V on TDPBF16PS tiles, MXFP4 included (no
+ *     int8 dots); the same tolerance.
  *   "avx2" (CPU with AVX2+FMA, or a context on the avx2/generic table): codes + scales in the workspace,
  *     widened to float32 per tile and run on the context's float kernels: bitwise the fake-quantization path
  *     on the same table, which matches attn_ref_forward_quant within float32 tolerance.
@@ -286,8 +289,9 @@ ATTN_API attn_status attn_forward_quant(attn_ctx *ctx, attn_layout layout, const
                                         const attn_quant_params *qp, const attn_params *params,
                                         attn_tensor *out, attn_tensor *lse_opt, void *workspace,
                                         size_t workspace_size);
-/* The name of the kernels attn_forward_quant runs on ctx (NULL: a default context): "avx512bf16", "avx2" or
- * "fake" (see attn_forward_quant). A static string; never NULL. */
+/* The name of the kernels attn_forward_quant runs on ctx (NULL: a default context): "amx", "avx512bf16", "avx2"
+ * or "fake" (see attn_forward_quant; ATTN_QUANT_KERNELS=avx512bf16 in the environment picks that table where amx's
+ * would run, =fake the fake-quantization path). A static string; never NULL. */
 ATTN_API const char *attn_forward_quant_kernels(const attn_ctx *ctx);
 /* Oracle: rotation as a literal d×d product in double, quantization by nearest-code search over the
  * format's code table, then the float oracle on the dequantized values. Allocates its own buffers

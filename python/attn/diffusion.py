@@ -316,7 +316,8 @@ def forward_quant(q: Array, k: Array, v: Array, format: str = "fp8_e4m3", *,
 
 
 def quant_kernels(ctx: Optional[Context] = None) -> str:
-    """The kernels :func:`forward_quant` runs on ``ctx`` (attn_forward_quant_kernels): "avx512bf16" (bf16
+    """The kernels :func:`forward_quant` runs on ``ctx`` (attn_forward_quant_kernels): "amx" (the bf16 path on
+    AMX tiles, every format, P rounded to bf16), "avx512bf16" (bf16
     products, P rounded to bf16; MXFP4 with AVX512-VNNI on int8 dots, P as bytes per 32-key block), "avx2"
     (bitwise the fake quantization) or "fake" (docs/DIFFUSION.md §5)."""
     return _capi.ext.attn_forward_quant_kernels(_ctx_ptr(ctx))

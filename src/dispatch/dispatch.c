@@ -166,8 +166,13 @@ const struct attn_quant_kernels *attn_dispatch_quant(const struct attn_kernels *
     const attn_cpu_feature_set *f = attn_cpu_detect();
     const int float_is_avx2 = float_table && (strcmp(float_table->name, "avx2") == 0 ||
                                               strcmp(float_table->name, "generic") == 0);
-    const char *env = getenv("ATTN_QUANT_KERNELS"); /* "fake": the fake-quantization path (tests, bench) */
+    /* "fake": the fake-quantization path; "avx512bf16": that table where amx's would be chosen (tests, bench) */
+    const char *env = getenv("ATTN_QUANT_KERNELS");
     if (env && strcmp(env, "fake") == 0) return NULL;
+#if defined(ATTN_HAVE_AMX)
+    if (!float_is_avx2 && attn_usable_amx(f) && f->avx512vnni && !(env && strcmp(env, "avx512bf16") == 0))
+        return &attn_quant_kernels_amx;
+#endif
 #if defined(ATTN_HAVE_AVX512BF16)
     if (!float_is_avx2 && attn_usable_avx512bf16(f))
         return f->avx512vnni ? &attn_quant_kernels_avx512bf16 : &attn_quant_kernels_avx512bf16_novnni;

@@ -218,6 +218,15 @@ void attn_k_v_quads_e2m1_avx512bf16(const uint8_t *const rows[4], int64_t n, uin
 void attn_k_pv_e2m1_i8_avx512bf16(const uint32_t *pq, const float *pfac, int64_t num_keys, int64_t num_rows,
                                   const uint32_t *vq, int64_t vq_stride, const float *vfac, int64_t vfac_stride,
                                   int64_t head_size_v, float *o_t);
+/* The avx512bf16 quant table's entries but its name, qk_bf16 and pv_pairs_bf16, which the amx quant table shares
+ * (kernels_avx512bf16.c, kernels_amx.c); the VPDPBUSD MXFP4 entries are listed by each table that has them. */
+#define ATTN_QUANT_AVX512BF16_SHARED                                                                                   \
+    .dequant_row = attn_k_dequant_row_avx512bf16, .hadamard_row = attn_k_hadamard_row_avx512bf16,                      \
+    .absmax_bits = attn_k_absmax_bits_avx512bf16, .absmax_cols = attn_k_absmax_cols_avx512bf16,                        \
+    .encode_e2m1 = attn_k_encode_e2m1_avx512bf16, .mx_scale_row = attn_k_mx_scale_row_avx512bf16,                      \
+    .mx_rot_row = attn_k_mx_rot_row_avx512bf16, .dequant_row_bf16 = attn_k_dequant_row_bf16_avx512bf16,                \
+    .v_pairs_bf16 = attn_k_v_pairs_bf16_avx512bf16, .fp8_bf16_row = attn_k_fp8_bf16_row_avx512bf16,                    \
+    .mx_rot_row_bf16 = attn_k_mx_rot_row_bf16_avx512bf16, .softmax_pairs_bf16 = attn_k_softmax_pairs_bf16_avx512bf16
 /* with the AVX512-VNNI entries (qk_e2m1_i8) and without them, for a CPU that has AVX512-BF16 but not VNNI */
 extern const struct attn_quant_kernels attn_quant_kernels_avx512bf16;
 extern const struct attn_quant_kernels attn_quant_kernels_avx512bf16_novnni;
@@ -269,6 +278,12 @@ void attn_k_qk_tile_kv_amx(const float *q_t, int64_t num_rows, int64_t head_size
 void attn_k_qk_tile_kv_pf_amx(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
                               attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf);
 extern const struct attn_kernels attn_kernels_amx;
+/* the quant table on AMX CPUs: avx512bf16's with Q·Kᵀ and P·V of the bf16 path on TDPBF16PS (quant_amx.c) */
+void attn_k_qk_bf16_amx(const uint32_t *qp, int64_t num_rows, int64_t head_size, const uint16_t *k16, int64_t k_stride,
+                        int64_t num_keys, const float *row_scale, const float *key_scale, float *s);
+void attn_k_pv_pairs_bf16_amx(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtp,
+                              int64_t vt_stride, int64_t head_size_v, float *o_t);
+extern const struct attn_quant_kernels attn_quant_kernels_amx;
 #endif
 #if defined(ATTN_HAVE_NEON)
 extern const struct attn_kernels attn_kernels_neon;

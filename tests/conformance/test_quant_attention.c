@@ -69,7 +69,7 @@ static void test_fast_equals_reference(void **state) {
             size_t bad, bad_l;
             /* the avx512bf16 quant kernels round P to bf16, or for MXFP4 with VNNI to bytes per 32-key block
              * (docs/DIFFUSION.md §5); the others are float32 */
-            const th_tol tol = strcmp(attn_forward_quant_kernels(ctx), "avx512bf16") != 0
+            const th_tol tol = !th_quant_kernels_bf16(attn_forward_quant_kernels(ctx))
                                    ? th_tol_for(dt)
                                    : th_tol_for_quant_kernels(dt, fmt);
             const double err = th_compare(&to, &tor, tol, 1.0, &bad);

@@ -3,11 +3,11 @@
  * src/attention/fwd_quant.c; docs/DIFFUSION.md §5), per quant kernel table:
  *   "avx2" (a context on the avx2 table): bitwise equal to the fake-quantization path (ATTN_QUANT_KERNELS=fake)
  *   on the same table, out and LSE;
- *   "avx512bf16" (only where the CPU has AVX512-BF16; skipped with the reason printed elsewhere): within
- *   th_tol_for_quant_bf16 of the double oracle attn_ref_forward_quant;
- * both over random shapes (head sizes 64..256 and odd 33 / 7, rotation on where a power of two, GQA, BSND/BNSD, partial scale
- * blocks, head_size_v != head_size, f32/f16/bf16 inputs, LSE), and bitwise the same for 1, 2 and 3 threads.
- * REPRO lines give the seed; ATTN_TEST_SEED reruns one case.
+ *   "avx512bf16" and "amx" (the bf16 path; where the CPU has AVX512-BF16, and AMX for the second; skipped with
+ *   the reason printed elsewhere): within th_tol_for_quant_bf16 of the double oracle attn_ref_forward_quant;
+ * both over random shapes (head sizes 64..256 and odd 33 / 7, rotation on where a power of two, GQA, BSND/BNSD, partial
+ * scale blocks, head_size_v != head_size, f32/f16/bf16 inputs, LSE), and bitwise the same for 1, 2 and 3 threads. REPRO
+ * lines give the seed; ATTN_TEST_SEED reruns one case.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
@@ -202,14 +202,24 @@ static void test_avx2_bitwise_fake(void **state) {
     attn_ctx_destroy(ctx);
 }
 
-static void test_bf16_vs_oracle(void **state) {
-    (void)state;
+/* The avx512bf16 quant table with its VPDPBUSD MXFP4 entries where the CPU has them: on a CPU with AMX the default
+ * quant table is amx's, whose MXFP4 runs the bf16 path on tiles, so the table is asked for by name
+ * (ATTN_QUANT_KERNELS=avx512bf16, read by attn_dispatch_quant). */
+static const struct attn_quant_kernels *vnni_quant(const struct attn_kernels *f) {
+    setenv("ATTN_QUANT_KERNELS", "avx512bf16", 1);
+    const struct attn_quant_kernels *qk = attn_dispatch_quant(f);
+    unsetenv("ATTN_QUANT_KERNELS");
+    return qk;
+}
+
+static void bf16_vs_oracle(void) {
     attn_ctx *ctx = NULL;
     assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
-    if (strcmp(attn_forward_quant_kernels(ctx), "avx512bf16") != 0) {
-        print_message("skipped: the avx512bf16 quant kernels do not run here (CPU without AVX512-BF16, or not "
-                      "compiled in); a default context runs \"%s\"\n",
-                      attn_forward_quant_kernels(ctx));
+    if (!th_quant_kernels_bf16(attn_forward_quant_kernels(ctx))) {
+        print_message(
+            "skipped: the bf16 quant kernels (avx512bf16, amx) do not run here (CPU without AVX512-BF16, or not "
+            "compiled in); a default context runs \"%s\"\n",
+            attn_forward_quant_kernels(ctx));
         attn_ctx_destroy(ctx);
         skip();
     }
@@ -262,8 +272,24 @@ static void test_bf16_vs_oracle(void **state) {
             check_threads(ctx, &c, &b, &fast);
         free(fast.o), free(fast.l), free(ref.o), free(ref.l), free(b.q), free(b.k), free(b.v);
     }
-    print_message("avx512bf16 vs oracle over %d cases: max |out err| %.3g, max |LSE err| %.3g\n", n, worst, worst_l);
+    print_message("%s vs oracle over %d cases: max |out err| %.3g, max |LSE err| %.3g\n",
+                  attn_forward_quant_kernels(ctx), n, worst, worst_l);
     attn_ctx_destroy(ctx);
+}
+
+/* The default bf16-path table (amx's where the CPU has AMX), then avx512bf16's by name where that is another one. */
+static void test_bf16_vs_oracle(void **state) {
+    (void)state;
+    bf16_vs_oracle();
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    const int other = strcmp(attn_forward_quant_kernels(ctx), "amx") == 0;
+    attn_ctx_destroy(ctx);
+    if (other) {
+        setenv("ATTN_QUANT_KERNELS", "avx512bf16", 1);
+        bf16_vs_oracle();
+        unsetenv("ATTN_QUANT_KERNELS");
+    }
 }
 
 /* The rotation, the E2M1 encoder and the maxima of every usable quant table equal the scalar reference bit for bit (the
@@ -275,7 +301,7 @@ static void test_quant_helpers(void **state) {
     int ran = 0;
     for (int t = 0; t < 2; t++) {
         const struct attn_quant_kernels *qk = tabs[t] ? attn_dispatch_quant(tabs[t]) : NULL;
-        if (!qk || (t == 1 && strcmp(qk->name, "avx512bf16") != 0))
+        if (!qk || (t == 1 && !th_quant_kernels_bf16(qk->name)))
             continue;
         ran++;
         enum { N = 4099 };
@@ -456,7 +482,7 @@ static void test_quant_helpers(void **state) {
 static void test_e2m1_i8_model(void **state) {
     (void)state;
     const struct attn_kernels *f = attn_dispatch_by_name("avx512");
-    const struct attn_quant_kernels *qk = f ? attn_dispatch_quant(f) : NULL;
+    const struct attn_quant_kernels *qk = f ? vnni_quant(f) : NULL;
     if (!qk || !qk->qk_e2m1_i8) {
         print_message("skipped: no quant table with the VPDPBUSD MXFP4 Q·Kᵀ here (CPU without AVX512-BF16 and "
                       "AVX512-VNNI, or not compiled in)\n");
@@ -549,7 +575,7 @@ static void test_e2m1_i8_model(void **state) {
 static void test_e2m1_pv_i8_model(void **state) {
     (void)state;
     const struct attn_kernels *f = attn_dispatch_by_name("avx512");
-    const struct attn_quant_kernels *qk = f ? attn_dispatch_quant(f) : NULL;
+    const struct attn_quant_kernels *qk = f ? vnni_quant(f) : NULL;
     if (!qk || !qk->pv_e2m1_i8) {
         print_message("skipped: no quant table with the VPDPBUSD MXFP4 P·V here (CPU without AVX512-BF16 and "
                       "AVX512-VNNI, or not compiled in)\n");

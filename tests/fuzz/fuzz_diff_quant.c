@@ -58,7 +58,7 @@ static int fzd_quant_run(const uint8_t *data, size_t size) {
             fzd_tol tol = fzd_tol_of(&fzd_tables[t], c.qdt, 2.0 * c.vmax,
                                      4.0 * fzd_logit_mag(&c.o, c.D, c.qmax, c.kmax, c.Sq + c.Sk), c.D, &c.o, c.Sk + 1,
                                      c.Sq + c.Sk, 0);
-            if (strcmp(attn_forward_quant_kernels(fzd_tables[t].ctx), "avx512bf16") == 0) {
+            if (th_quant_kernels_bf16(attn_forward_quant_kernels(fzd_tables[t].ctx))) {
                 /* the bf16 kernels, which any table's context runs where the CPU has AVX512-BF16 (the kernels are
                  * chosen by CPU features, not by the table): P·v_scale rounded to bf16 (docs/DIFFUSION.md §5;
                  * what th_tol_for_quant_bf16 adds to the dtype's tolerance in the conformance tests), or for MXFP4

@@ -70,6 +70,10 @@ th_tol th_tol_for(attn_dtype dtype) {
     return t;
 }
 
+int th_quant_kernels_bf16(const char *name) {
+    return name && (strcmp(name, "avx512bf16") == 0 || strcmp(name, "amx") == 0);
+}
+
 th_tol th_tol_for_quant_bf16(attn_dtype dtype) {
     /* attn_forward_quant on the "avx512bf16" kernels: P·v_scale rounded to bf16 (2^-9 relative per term, so the
      * output moves by <= 2^-9·max|V| plus the dot products' reordering), Q/K/V values exact; l and the LSE use

@@ -46,7 +46,10 @@ typedef struct th_tol {
 } th_tol;
 /* Output tolerance for attention outputs in `dtype` (output dtype = query dtype). */
 th_tol th_tol_for(attn_dtype dtype);
-/* attn_forward_quant on the "avx512bf16" kernels against attn_ref_forward_quant (P rounded to bf16). */
+/* 1 if attn_forward_quant_kernels named kernels of the bf16 path ("avx512bf16", or "amx": the same staging with
+ * the products on AMX tiles), which round P to bf16 and get th_tol_for_quant_kernels. */
+int th_quant_kernels_bf16(const char *name);
+/* attn_forward_quant on the bf16-path kernels against attn_ref_forward_quant (P rounded to bf16). */
 th_tol th_tol_for_quant_bf16(attn_dtype dtype);
 /* and for MXFP4 where the P·V runs on VPDPBUSD over bytes of P (the quant table's pv_e2m1_i8) */
 th_tol th_tol_for_quant_mxfp4_i8(attn_dtype dtype);

@@ -6,4 +6,5 @@
  */
 #define ATTN_AMX_EMULATE 1
 #define ATTN_HAVE_AVX512BF16 1 /* the avx512bf16 table is compiled in (tests.cmake): its entries are declared */
+#include "kernels/amx/quant_amx.c"
 #include "kernels/amx/tile_amx.c"

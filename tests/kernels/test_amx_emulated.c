@@ -35,6 +35,11 @@ void attn_k_qk_tile_kv_amx_emulated(const float *q_t, int64_t num_rows, int64_t 
                                     attn_dtype kv_dtype, int64_t num_keys, float *s);
 void attn_k_qk_tile_kv_pf_amx_emulated(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
                                        attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf);
+void attn_k_qk_bf16_amx_emulated(const uint32_t *qp, int64_t num_rows, int64_t head_size, const uint16_t *k16,
+                                 int64_t k_stride, int64_t num_keys, const float *row_scale, const float *key_scale,
+                                 float *s);
+void attn_k_pv_pairs_bf16_amx_emulated(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtp,
+                                       int64_t vt_stride, int64_t head_size_v, float *o_t);
 #endif
 
 #define QB       ATTN_QB
@@ -43,6 +48,9 @@ void attn_k_qk_tile_kv_pf_amx_emulated(const float *q_t, int64_t num_rows, int64
 typedef void (*qk_fn)(const float *, int64_t, int64_t, const float *const *, int64_t, float *);
 typedef void (*pv_fn)(const float *, int64_t, int64_t, const float *const *, int64_t, float *);
 typedef void (*qk_kv_fn)(const float *, int64_t, int64_t, const void *const *, attn_dtype, int64_t, float *);
+typedef void (*qk_bf16_fn)(const uint32_t *, int64_t, int64_t, const uint16_t *, int64_t, int64_t, const float *,
+                           const float *, float *);
+typedef void (*pv_pairs_fn)(const uint32_t *, int64_t, int64_t, const uint32_t *, int64_t, int64_t, float *);
 typedef void (*qk_kv_pf_fn)(const float *, int64_t, int64_t, const void *const *, attn_dtype, int64_t, float *,
                             attn_kv_prefetch *);
 
@@ -268,13 +276,129 @@ static int check_kv(const char *name, qk_kv_fn qk_kv, qk_kv_pf_fn qk_kv_pf) {
     return fails;
 }
 
+/* The quant table's bf16-path Q·Kᵀ (qk_bf16) and P·V (pv_pairs_bf16) on tiles against double sums of the same bf16
+ * products (within 2^-21 of Σ|terms|: an f32 chain of ≤ 256 terms, where a layout slip is off by O(1)): rows 1–32,
+ * keys 1–64 (partial last groups and pairs), head sizes on the tiles and off them (the avx512bf16 fallback), K rows
+ * and V pairs with their own strides; K rows and V pairs past num_keys hold NaN (never read), s rows past num_keys
+ * and o_t lanes past the row halves keep their canary. */
+static int check_quant(const char *name, qk_bf16_fn qk, pv_pairs_fn pv) {
+    static const int64_t rows[] = {1, 7, 16, 17, 32};
+    static const int64_t keys[] = {1, 2, 15, 16, 17, 31, 32, 33, 47, 64};
+    static const int64_t dims[] = {32, 64, 80, 96, 128, 256};
+    enum { KS = ATTN_HEAD_SIZE_MAX + 16, VS = ATTN_HEAD_SIZE_MAX + 8 };
+    static uint32_t qp[ATTN_HEAD_SIZE_MAX / 2 * QB], pp[ATTN_KV_TILE / 2 * QB], vtp[ATTN_KV_TILE / 2 * VS];
+    static uint16_t k16[ATTN_KV_TILE * KS];
+    static float s[(ATTN_KV_TILE + 1) * QB], o[ATTN_HEAD_SIZE_MAX * QB], o0[ATTN_HEAD_SIZE_MAX * QB];
+    float row_scale[QB], key_scale[ATTN_KV_TILE];
+    th_rng rng;
+    th_rng_seed(&rng, 0xB16);
+    int fails = 0;
+    double worst = 0;
+    for (size_t ir = 0; ir < NELEM(rows); ir++)
+        for (size_t ik = 0; ik < NELEM(keys); ik++)
+            for (size_t id = 0; id < NELEM(dims); id++) {
+                const int64_t R = rows[ir], K = keys[ik], D = dims[id], L = R > 16 ? 2 : 1, np = (K + 1) / 2;
+                for (size_t i = 0; i < NELEM(qp); i++) /* lanes past the rows hold zeros, as the driver stages */
+                    qp[i] = (int64_t)(i % QB) < R ? ((uint32_t)attn_f32_to_bf16((float)th_rng_range(&rng, -2, 2)) |
+                                                     (uint32_t)attn_f32_to_bf16((float)th_rng_range(&rng, -2, 2)) << 16)
+                                                  : 0u;
+                for (int64_t k = 0; k < ATTN_KV_TILE; k++)
+                    for (int64_t d = 0; d < KS; d++)
+                        k16[k * KS + d] = k < K ? attn_f32_to_bf16((float)th_rng_range(&rng, -2, 2)) : 0x7FC0u;
+                for (int r = 0; r < QB; r++)
+                    row_scale[r] = (float)th_rng_range(&rng, 0.5, 2);
+                for (int64_t k = 0; k < ATTN_KV_TILE; k++)
+                    key_scale[k] = (float)th_rng_range(&rng, 0.5, 2);
+                for (size_t i = 0; i < NELEM(s); i++)
+                    s[i] = CANARY;
+                const int scaled = (int)((ir + ik + id) % 2);
+                qk(qp, R, D, k16, KS, K, scaled ? row_scale : NULL, scaled ? key_scale : NULL, s);
+                for (int64_t k = 0; k <= K && k < ATTN_KV_TILE + 1; k++)
+                    for (int64_t r = 0; r < QB; r++) {
+                        const float g = s[k * QB + r];
+                        if (k == K || r >= 16 * L) { /* past the keys or the written halves: the canary */
+                            fails += g != CANARY;
+                            continue;
+                        }
+                        double acc = 0, mag = 0;
+                        for (int64_t d = 0; d < D; d++) {
+                            const uint32_t w = qp[(d / 2) * QB + r];
+                            const double t = (double)attn_bf16_to_f32((uint16_t)(d % 2 ? w >> 16 : w & 0xFFFF)) *
+                                             (double)attn_bf16_to_f32(k16[k * KS + d]);
+                            acc += t, mag += fabs(t);
+                        }
+                        double ref = acc;
+                        if (scaled)
+                            ref = ref * row_scale[r] * key_scale[k], mag *= row_scale[r] * key_scale[k];
+                        const double err = fabs((double)g - ref) / (mag + 1e-30);
+                        worst = err > worst ? err : worst;
+                        if (!(fabs((double)g - ref) <= ldexp(mag, -21) + 1e-30)) {
+                            if (fails++ < 5)
+                                fprintf(stderr,
+                                        "REPRO %s qk_bf16 R=%lld K=%lld D=%lld [%lld][%lld] = %.9g, expected %.9g\n",
+                                        name, (long long)R, (long long)K, (long long)D, (long long)k, (long long)r, g,
+                                        ref);
+                        }
+                    }
+                /* P·V: head_size_v = D, pairs of keys (2j, 2j + 1), the last one's odd key 0 when K is odd */
+                for (int64_t j = 0; j < ATTN_KV_TILE / 2; j++)
+                    for (int64_t r = 0; r < QB; r++)
+                        pp[j * QB + r] =
+                            j < np && r < R
+                                ? ((uint32_t)attn_f32_to_bf16((float)th_rng_range(&rng, 0, 1)) |
+                                   (2 * j + 1 < K ? (uint32_t)attn_f32_to_bf16((float)th_rng_range(&rng, 0, 1)) << 16
+                                                  : 0u))
+                                : 0u;
+                for (int64_t j = 0; j < ATTN_KV_TILE / 2; j++)
+                    for (int64_t d = 0; d < VS; d++)
+                        vtp[j * VS + d] = j < np ? ((uint32_t)attn_f32_to_bf16((float)th_rng_range(&rng, -1, 1)) |
+                                                    (uint32_t)attn_f32_to_bf16((float)th_rng_range(&rng, -1, 1)) << 16)
+                                                 : 0x7FC07FC0u;
+                for (size_t i = 0; i < NELEM(o0); i++)
+                    o0[i] = o[i] = (float)th_rng_range(&rng, -1, 1);
+                pv(pp, K, R, vtp, VS, D, o);
+                for (int64_t d = 0; d < D; d++)
+                    for (int64_t r = 0; r < QB; r++) {
+                        const float g = o[d * QB + r];
+                        if (r >= 16 * L) {
+                            fails += g != o0[d * QB + r];
+                            continue;
+                        }
+                        double acc = o0[d * QB + r], mag = fabs(acc);
+                        for (int64_t j = 0; j < np; j++) {
+                            const uint32_t a = pp[j * QB + r], v = vtp[j * VS + d];
+                            const double t0 = (double)attn_bf16_to_f32((uint16_t)(a & 0xFFFF)) *
+                                              (double)attn_bf16_to_f32((uint16_t)(v & 0xFFFF));
+                            const double t1 = (double)attn_bf16_to_f32((uint16_t)(a >> 16)) *
+                                              (double)attn_bf16_to_f32((uint16_t)(v >> 16));
+                            acc += t0 + t1, mag += fabs(t0) + fabs(t1);
+                        }
+                        const double err = fabs((double)g - acc) / (mag + 1e-30);
+                        worst = err > worst ? err : worst;
+                        if (!(fabs((double)g - acc) <= ldexp(mag, -21) + 1e-30)) {
+                            if (fails++ < 5)
+                                fprintf(
+                                    stderr,
+                                    "REPRO %s pv_pairs_bf16 R=%lld K=%lld D=%lld [%lld][%lld] = %.9g, expected %.9g\n",
+                                    name, (long long)R, (long long)K, (long long)D, (long long)d, (long long)r, g, acc);
+                        }
+                    }
+            }
+    fprintf(stderr,
+            "test_amx_emulated: %s quant qk_bf16 / pv_pairs_bf16: max relative error %.3g of sum|terms| "
+            "(bound 2^-21), %d failures\n",
+            name, worst, fails);
+    return fails;
+}
+
 static void test_amx_kernels(void **state) {
     (void)state;
     int fails = 0;
 #if defined(ATTN_TEST_AMX_EMULATED)
     if (attn_isa_available("avx512bf16"))
         fails += check_table("amx (emulated tiles)", attn_k_qk_tile_amx_emulated, attn_k_pv_tile_amx_emulated) +
-                 check_kv("amx (emulated tiles)", attn_k_qk_tile_kv_amx_emulated, attn_k_qk_tile_kv_pf_amx_emulated);
+                 check_kv("amx (emulated tiles)", attn_k_qk_tile_kv_amx_emulated, attn_k_qk_tile_kv_pf_amx_emulated) +
+                 check_quant("amx (emulated tiles)", attn_k_qk_bf16_amx_emulated, attn_k_pv_pairs_bf16_amx_emulated);
     else
         fprintf(stderr, "test_amx_emulated: emulated tiles not run: this CPU lacks AVX512-BF16 (the kernels' "
                         "data preparation uses it)\n");
@@ -289,7 +413,13 @@ static void test_amx_kernels(void **state) {
     if (kt)
         fails += check_table("amx (hardware)", kt->qk_tile, kt->pv_tile) +
                  check_kv("amx (hardware)", kt->qk_tile_kv, kt->qk_tile_kv_pf);
-    else
+    const struct attn_quant_kernels *qt = kt ? attn_dispatch_quant(attn_dispatch_by_name("avx512")) : NULL;
+    if (qt && strcmp(qt->name, "amx") == 0)
+        fails += check_quant("amx (hardware)", qt->qk_bf16, qt->pv_pairs_bf16);
+    else if (kt)
+        fprintf(stderr, "test_amx_emulated: amx quant table not run: the quant kernels here are \"%s\"\n",
+                qt ? qt->name : "none");
+    if (!kt)
         fprintf(stderr, "test_amx_emulated: amx hardware table not run: %s\n",
                 compiled ? "this CPU/OS does not offer AMX-TILE + AMX-BF16 with the tile state enabled and the Linux "
                            "tile-data permission"

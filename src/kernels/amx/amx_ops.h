@@ -90,4 +90,24 @@ static inline void kamx_emu_dp(int c, int a, int b) {
 #define KAMX_DP(c, a, b)            _tile_dpbf16ps(c, a, b)
 #endif
 
+/* Loads cfg unless the thread's tiles already have it (STTILECFG reads the current one; LDTILECFG, which also
+ * clears every tile, costs more than a few tile products). No kernel keeps data in tiles across calls, so a
+ * configuration left by an earlier call, or changed by other code in between, only decides whether to load. */
+static inline void kamx_use(const kamx_cfg *cfg) {
+    kamx_cfg cur;
+    KAMX_STORECFG(&cur);
+    if (memcmp(&cur, cfg, sizeof cur))
+        KAMX_LOADCFG(cfg);
+}
+
+/* One configuration for the tile kernels of whole tiles: 8 tiles of 16 rows × 64 bytes. */
+static inline void kamx_config(void) {
+    kamx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette_id = 1;
+    for (int t = 0; t < 8; t++)
+        cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    kamx_use(&cfg);
+}
+
 #endif

@@ -30,3 +30,14 @@ const struct attn_kernels attn_kernels_amx = {
     .qk_prep_kv = attn_k_qk_prep_kv_avx512bf16,
     .fp8_kv = 1, /* fp8 few-row blocks: avx512's in-place kernels (through the fallbacks) */
 };
+
+/* The quantized-attention table where the CPU has AMX (chosen by CPU features like avx512bf16's, src/dispatch/
+ * dispatch.c attn_dispatch_quant): avx512bf16's entries, with the bf16 path's Q·Kᵀ and P·V on TDPBF16PS
+ * (quant_amx.c). On the cores that have AMX, VDPBF16PS runs at half the FMA rate; a tile product does 16 × 16 × 32
+ * multiply-adds. Contract (tolerance against the oracle): docs/DIFFUSION.md §5. */
+const struct attn_quant_kernels attn_quant_kernels_amx = {
+    .name = "amx",
+    ATTN_QUANT_AVX512BF16_SHARED,
+    .qk_bf16 = attn_k_qk_bf16_amx,
+    .pv_pairs_bf16 = attn_k_pv_pairs_bf16_amx,
+};

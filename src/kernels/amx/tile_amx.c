@@ -45,25 +45,6 @@
 
 #define KAMX_ALIGN __attribute__((aligned(64)))
 
-/* Loads cfg unless the thread's tiles already have it (STTILECFG reads the current one; LDTILECFG, which also
- * clears every tile, costs more than a few tile products). No kernel keeps data in tiles across calls, so a
- * configuration left by an earlier call, or changed by other code in between, only decides whether to load. */
-static inline void kamx_use(const kamx_cfg *cfg) {
-    kamx_cfg cur;
-    KAMX_STORECFG(&cur);
-    if (memcmp(&cur, cfg, sizeof cur))
-        KAMX_LOADCFG(cfg);
-}
-
-/* One configuration for the prefill kernels: 8 tiles of 16 rows × 64 bytes. */
-static inline void kamx_config(void) {
-    kamx_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette_id = 1;
-    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-    kamx_use(&cfg);
-}
-
 /* 1 if the first row's w values are bf16 values (low 16 bits zero): a cheap early exit for f32 K/V, whose rows
  * would otherwise be narrowed in full before the kernel finds out. */
 static inline int kamx_row_bf16(const float *row, int64_t w) {

@@ -29,13 +29,7 @@ const struct attn_kernels attn_kernels_avx512bf16 = {
  * src/dispatch/dispatch.c attn_dispatch_quant; contract in docs/DIFFUSION.md §5): MXFP4 Q·Kᵀ on VPDPBUSD where
  * the CPU also has AVX512-VNNI, on VDPBF16PS otherwise. */
 #define ATTN_QUANT_AVX512BF16_ENTRIES                                                                                  \
-    .name = "avx512bf16", .dequant_row = attn_k_dequant_row_avx512bf16,                                                \
-    .hadamard_row = attn_k_hadamard_row_avx512bf16, .absmax_bits = attn_k_absmax_bits_avx512bf16,                      \
-    .absmax_cols = attn_k_absmax_cols_avx512bf16, .encode_e2m1 = attn_k_encode_e2m1_avx512bf16,                        \
-    .mx_scale_row = attn_k_mx_scale_row_avx512bf16, .mx_rot_row = attn_k_mx_rot_row_avx512bf16,                        \
-    .dequant_row_bf16 = attn_k_dequant_row_bf16_avx512bf16, .v_pairs_bf16 = attn_k_v_pairs_bf16_avx512bf16,            \
-    .fp8_bf16_row = attn_k_fp8_bf16_row_avx512bf16, .mx_rot_row_bf16 = attn_k_mx_rot_row_bf16_avx512bf16,              \
-    .qk_bf16 = attn_k_qk_bf16_avx512bf16, .softmax_pairs_bf16 = attn_k_softmax_pairs_bf16_avx512bf16,                  \
+    .name = "avx512bf16", ATTN_QUANT_AVX512BF16_SHARED, .qk_bf16 = attn_k_qk_bf16_avx512bf16,                          \
     .pv_pairs_bf16 = attn_k_pv_pairs_bf16_avx512bf16
 
 const struct attn_quant_kernels attn_quant_kernels_avx512bf16 = {

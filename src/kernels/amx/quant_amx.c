@@ -1,0 +1,214 @@
+/*
+ * quant_amx.c — Q·Kᵀ and P·V of quantized attention's bf16 path (struct attn_quant_kernels: qk_bf16,
+ * pv_pairs_bf16; contract in kernels.h) on AMX tiles, for the quant table of CPUs with AMX (kernels_amx.c). The
+ * operands are the bf16 rows and pairs the avx512bf16 table's staging makes, so only the products move: TDPBF16PS
+ * adds two bf16 products per step into f32 (SDM: even element first, each an FMA with round to nearest even,
+ * denormals flushed), where VDPBF16PS adds them in its own order; both sit within the bf16 path's tolerance against
+ * the oracle (docs/DIFFUSION.md §5), neither is bitwise the other.
+ *
+ * Layout (palette 1, every tile 16 rows × 64 bytes; kamx_config):
+ *  qk: C[key][row] (16 keys × 16 query rows, stored into s with its row stride) += A[key][dims] · B[dim pair][row]:
+ *      A = 16 bf16 K rows × 32 head dimensions loaded in place with the rows' stride, B = qp's pairs (the VNNI
+ *      layout), then s *= row_scale[r] · key_scale[k] in that order. Per 32 keys: 2 key groups × up to 2 row
+ *      halves of C, 2 A, 2 B.
+ *  pv: C[row][dim] (16 query rows × 16 head dimensions) += A[row][key pairs] · B[key pair][dim]: A = ppᵀ
+ *      (transposed in registers, once per call), B = vtp's pairs in place. C starts at zero per call and is added,
+ *      transposed, into o_t (o_t[d][r] += C[r][d]); four C tiles (64 head dimensions) share each A.
+ * A last group of fewer than 16 keys (or pairs) is copied into a zero-padded local tile, so nothing is read past
+ * the caller's rows and no garbage meets a zero. Head sizes that are not a multiple of 32 (Q·Kᵀ) or 16 (P·V) go
+ * to the avx512bf16 entries. Compiled twice: into the library with -mamx-tile -mamx-bf16, and with
+ * ATTN_AMX_EMULATE (amx_ops.h's scalar model) into tests/kernels/test_amx_emulated.c under other names.
+ */
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__) ||             \
+    !defined(__AVX512BF16__)
+#error "quant_amx.c must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16"
+#endif
+/* GCC spells the feature macros __AMX_TILE__ / __AMX_BF16__, clang __AMXTILE__ / __AMXBF16__ */
+#if !defined(ATTN_AMX_EMULATE) &&                                                                                      \
+    (!(defined(__AMX_TILE__) || defined(__AMXTILE__)) || !(defined(__AMX_BF16__) || defined(__AMXBF16__)))
+#error "quant_amx.c must be compiled with -mamx-tile -mamx-bf16 (or ATTN_AMX_EMULATE for the test model)"
+#endif
+#include <immintrin.h>
+
+#include "kernels/amx/amx_ops.h"
+#include "kernels/avx512/transpose_avx512.h"
+#include "kernels/kernels.h"
+
+#if defined(ATTN_AMX_EMULATE)
+#define KQA_NAME(k) attn_k_##k##_amx_emulated
+#else
+#define KQA_NAME(k) attn_k_##k##_amx
+#endif
+
+#define KQA_ALIGN __attribute__((aligned(64)))
+
+/* C tile t (16 keys × 16 lanes) into s rows [k0, k0 + valid) from lane l0, through tmp when fewer than 16 (a
+ * macro: the tile number is an immediate). */
+#define KQA_STORE_S(t, k0, l0, valid)                                                                                  \
+    do {                                                                                                               \
+        if ((valid) >= 16) {                                                                                           \
+            KAMX_STORE(t, s + (k0)*ATTN_QB + (l0), ATTN_QB * 4);                                                       \
+        } else {                                                                                                       \
+            KAMX_STORE(t, tmp, 64);                                                                                    \
+            for (int64_t i_ = 0; i_ < (valid); i_++)                                                                   \
+                memcpy(s + ((k0) + i_) * ATTN_QB + (l0), tmp[i_], 64);                                                 \
+        }                                                                                                              \
+    } while (0)
+
+/* Base and stride (bytes) of the A tile of keys [k0, k0 + 16): in place when all 16 are keys, else the valid rows
+ * copied into kt (head_size elements each) and the rest zero. */
+static inline const uint16_t *kqa_k_rows(const uint16_t *k16, int64_t k_stride, int64_t k0, int64_t num_keys,
+                                         int64_t head_size, uint16_t (*kt)[ATTN_HEAD_SIZE_MAX], int64_t *ld) {
+    if (k0 + 16 <= num_keys) {
+        *ld = k_stride * 2;
+        return k16 + k0 * k_stride;
+    }
+    for (int64_t i = 0; i < 16; i++) {
+        if (k0 + i < num_keys)
+            memcpy(kt[i], k16 + (k0 + i) * k_stride, (size_t)head_size * 2);
+        else
+            memset(kt[i], 0, (size_t)head_size * 2);
+    }
+    *ld = ATTN_HEAD_SIZE_MAX * 2;
+    return kt[0];
+}
+
+void KQA_NAME(qk_bf16)(const uint32_t *qp, int64_t num_rows, int64_t head_size, const uint16_t *k16, int64_t k_stride,
+                       int64_t num_keys, const float *row_scale, const float *key_scale, float *s) {
+    if (num_rows <= 0 || num_rows > ATTN_QB || num_keys <= 0 || num_keys > ATTN_KV_TILE || head_size <= 0 ||
+        head_size % 32 != 0 || head_size > ATTN_HEAD_SIZE_MAX) {
+        attn_k_qk_bf16_avx512bf16(qp, num_rows, head_size, k16, k_stride, num_keys, row_scale, key_scale, s);
+        return;
+    }
+    const int halves = num_rows > 16 ? 2 : 1;
+    uint16_t kt[2][16][ATTN_HEAD_SIZE_MAX] KQA_ALIGN;
+    float tmp[16][16] KQA_ALIGN;
+    kamx_config();
+    for (int64_t k0 = 0; k0 < num_keys; k0 += 32) {
+        const int two = k0 + 16 < num_keys;
+        int64_t ld0 = 0, ld1 = 0;
+        const uint16_t *a0 = kqa_k_rows(k16, k_stride, k0, num_keys, head_size, kt[0], &ld0);
+        const uint16_t *a1 = two ? kqa_k_rows(k16, k_stride, k0 + 16, num_keys, head_size, kt[1], &ld1) : NULL;
+        KAMX_ZERO(0);
+        KAMX_ZERO(1);
+        KAMX_ZERO(2);
+        KAMX_ZERO(3);
+        for (int64_t d0 = 0; d0 < head_size; d0 += 32) {
+            KAMX_LOAD(4, a0 + d0, ld0);
+            KAMX_LOAD(6, qp + (d0 / 2) * ATTN_QB, ATTN_QB * 4);
+            KAMX_DP(0, 4, 6);
+            if (halves == 2) {
+                KAMX_LOAD(7, qp + (d0 / 2) * ATTN_QB + 16, ATTN_QB * 4);
+                KAMX_DP(1, 4, 7);
+            }
+            if (two) {
+                KAMX_LOAD(5, a1 + d0, ld1);
+                KAMX_DP(2, 5, 6);
+                if (halves == 2)
+                    KAMX_DP(3, 5, 7);
+            }
+        }
+        KQA_STORE_S(0, k0, 0, num_keys - k0);
+        if (halves == 2)
+            KQA_STORE_S(1, k0, 16, num_keys - k0);
+        if (two) {
+            KQA_STORE_S(2, k0 + 16, 0, num_keys - k0 - 16);
+            if (halves == 2)
+                KQA_STORE_S(3, k0 + 16, 16, num_keys - k0 - 16);
+        }
+    }
+    if (!row_scale && !key_scale)
+        return;
+    for (int64_t k = 0; k < num_keys; k++)
+        for (int h = 0; h < halves; h++) {
+            __m512 x = _mm512_loadu_ps(s + k * ATTN_QB + 16 * h);
+            if (row_scale)
+                x = _mm512_mul_ps(x, _mm512_loadu_ps(row_scale + 16 * h));
+            if (key_scale)
+                x = _mm512_mul_ps(x, _mm512_set1_ps(key_scale[k]));
+            _mm512_storeu_ps(s + k * ATTN_QB + 16 * h, x);
+        }
+}
+
+void KQA_NAME(pv_pairs_bf16)(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtp,
+                             int64_t vt_stride, int64_t head_size_v, float *o_t) {
+    if (num_rows <= 0 || num_rows > ATTN_QB || num_keys <= 0 || num_keys > ATTN_KV_TILE || head_size_v <= 0 ||
+        head_size_v % 16 != 0 || head_size_v > ATTN_HEAD_SIZE_MAX) {
+        attn_k_pv_pairs_bf16_avx512bf16(pp, num_keys, num_rows, vtp, vt_stride, head_size_v, o_t);
+        return;
+    }
+    const int halves = num_rows > 16 ? 2 : 1;
+    const int64_t npairs = (num_keys + 1) / 2, full = npairs & ~(int64_t)15, jpad = (npairs + 15) & ~(int64_t)15;
+    uint32_t pt[ATTN_QB][ATTN_KV_TILE / 2] KQA_ALIGN;
+    uint32_t vtail[16][ATTN_HEAD_SIZE_MAX] KQA_ALIGN;
+    float tmp[16][16] KQA_ALIGN;
+    __m512 x[16];
+    for (int h = 0; h < halves; h++) /* A = ppᵀ: pt[r][j] = pp[j][r], zero past the last pair */
+        for (int64_t j0 = 0; j0 < jpad; j0 += 16) {
+            for (int b = 0; b < 16; b++)
+                x[b] = j0 + b < npairs
+                           ? _mm512_loadu_ps((const float *)(const void *)(pp + (j0 + b) * ATTN_QB + 16 * h))
+                           : _mm512_setzero_ps();
+            k512_transpose16(x); /* x[r] lane b = pp[j0 + b][16h + r] */
+            for (int r = 0; r < 16; r++)
+                _mm512_store_ps((float *)(void *)(pt[16 * h + r] + j0), x[r]);
+        }
+    if (full < npairs) /* the last pairs' V rows, zero-padded to 16 */
+        for (int64_t i = 0; i < 16; i++) {
+            if (full + i < npairs)
+                memcpy(vtail[i], vtp + (full + i) * vt_stride, (size_t)head_size_v * 4);
+            else
+                memset(vtail[i], 0, (size_t)head_size_v * 4);
+        }
+    kamx_config();
+    for (int h = 0; h < halves; h++)
+        for (int64_t d0 = 0; d0 < head_size_v; d0 += 64) {
+            const int nd = head_size_v - d0 >= 64 ? 4 : (int)((head_size_v - d0) / 16);
+            KAMX_ZERO(0);
+            KAMX_ZERO(1);
+            KAMX_ZERO(2);
+            KAMX_ZERO(3);
+            for (int64_t j0 = 0; j0 < jpad; j0 += 16) {
+                const uint32_t *b = j0 < full ? vtp + j0 * vt_stride + d0 : vtail[0] + d0;
+                const int64_t ldb = j0 < full ? vt_stride * 4 : ATTN_HEAD_SIZE_MAX * 4;
+                KAMX_LOAD(4, pt[16 * h] + j0, ATTN_KV_TILE / 2 * 4);
+                KAMX_LOAD(5, b, ldb);
+                KAMX_DP(0, 4, 5);
+                if (nd > 1) {
+                    KAMX_LOAD(6, b + 16, ldb);
+                    KAMX_DP(1, 4, 6);
+                }
+                if (nd > 2) {
+                    KAMX_LOAD(7, b + 32, ldb);
+                    KAMX_DP(2, 4, 7);
+                }
+                if (nd > 3) {
+                    KAMX_LOAD(5, b + 48, ldb);
+                    KAMX_DP(3, 4, 5);
+                }
+            }
+            for (int c = 0; c < nd; c++) {
+                switch (c) { /* the tile number is an immediate */
+                case 0:
+                    KAMX_STORE(0, tmp, 64);
+                    break;
+                case 1:
+                    KAMX_STORE(1, tmp, 64);
+                    break;
+                case 2:
+                    KAMX_STORE(2, tmp, 64);
+                    break;
+                default:
+                    KAMX_STORE(3, tmp, 64);
+                    break;
+                }
+                for (int r = 0; r < 16; r++)
+                    x[r] = _mm512_load_ps(tmp[r]);
+                k512_transpose16(x); /* x[d] lane r = C[r][d] */
+                for (int d = 0; d < 16; d++) {
+                    float *o = o_t + (d0 + 16 * c + d) * ATTN_QB + 16 * h;
+                    _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), x[d]));
+                }
+            }
+        }
+}
