@@ -266,6 +266,12 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
             int64_t vts = 0, kts = 0;
             const void *kt, *vt;
             attn_fq_stage(j, mat, a, e, &sc, k_scale, v_scale, &vts, k_fac, ke, v_fac, &kt, &kts, &vt);
+            /* the V pairs by head dimension, once per tile for every block, where the table's P·V reads them so
+             * (v_pairs_t; o_tmp, the float path's one-row scratch, is free on the bf16 path) */
+            const uint32_t *vtt = NULL;
+            if (bf16 && !j->pv8 && j->qk->v_pairs_t &&
+                j->qk->v_pairs_t((const uint32_t *)vt, vts, nk, p->head_size_v, (uint32_t *)(void *)sc.o_tmp))
+                vtt = (const uint32_t *)(const void *)sc.o_tmp;
             for (int64_t i = 0; i < nblocks; i++) {
                 attn_fq_block *fb = &fbs[i];
                 const int64_t nr = fb->blk.num_rows;
@@ -295,8 +301,12 @@ static void attn_fq_item(void *arg, int64_t item, int32_t tid) {
                     }
                     j->qk->softmax_pairs_bf16(sc.s, nk, nr, qa->mx ? NULL : v_scale, fb->m_acc, fb->l_acc,
                                               fb->o_acc, p->head_size_v, (uint32_t *)(void *)sc.p_tmp);
-                    j->qk->pv_pairs_bf16((const uint32_t *)(const void *)sc.p_tmp, nk, nr, (const uint32_t *)vt, vts,
-                                         p->head_size_v, fb->o_acc);
+                    if (vtt)
+                        j->qk->pv_pairs_t_bf16((const uint32_t *)(const void *)sc.p_tmp, nk, nr, vtt, p->head_size_v,
+                                               fb->o_acc);
+                    else
+                        j->qk->pv_pairs_bf16((const uint32_t *)(const void *)sc.p_tmp, nk, nr, (const uint32_t *)vt,
+                                             vts, p->head_size_v, fb->o_acc);
                 } else {
                     attn_fwd_tile(p, kern, &fb->blk, &sc, fb->q_t, sc.s, sc.k_rows, sc.v_rows, a, e, fb->m, fb->l,
                                   fb->o);

@@ -118,6 +118,14 @@ struct attn_quant_kernels {
     /* o_t[d][r] += Σ_j dot(pp[j][r], vtp[j][d]) (VDPBF16PS), j < ceil(num_keys / 2) */
     void (*pv_pairs_bf16)(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtp,
                           int64_t vt_stride, int64_t head_size_v, float *o_t);
+    /* optional (NULL: not offered; both or neither): P·V on the pairs by head dimension. v_pairs_t transposes a kv
+     * tile's pairs once, vtt[d][j] = vtp[j][d] for d < head_size_v, j < ceil(num_keys / 2) and 0 up to the next
+     * multiple of 16 (rows ATTN_KV_TILE / 2 words apart; vtt holds ATTN_HEAD_SIZE_MAX rows), and returns 1, or
+     * returns 0 without writing for a shape it does not take (then pv_pairs_bf16 runs); pv_pairs_t_bf16 is
+     * pv_pairs_bf16 on them: o_t[d][r] += Σ_j dot(pp[j][r], vtt[d][j]), j < ceil(num_keys / 2) */
+    int (*v_pairs_t)(const uint32_t *vtp, int64_t vt_stride, int64_t num_keys, int64_t head_size_v, uint32_t *vtt);
+    void (*pv_pairs_t_bf16)(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtt,
+                            int64_t head_size_v, float *o_t);
     /* quantization helpers (generic/quant_prep.h, bitwise the scalar reference): the Hadamard rotation of a row
      * (attn_hadamard_row, norm = 1/sqrt(n)), max |x| as float bits over non-NaN values with a NaN/inf flag, the same
      * per column of rows, and E2M1 encoding into nibbles (attn_qfmt_encode) */
@@ -281,8 +289,9 @@ extern const struct attn_kernels attn_kernels_amx;
 /* the quant table on AMX CPUs: avx512bf16's with Q·Kᵀ and P·V of the bf16 path on TDPBF16PS (quant_amx.c) */
 void attn_k_qk_bf16_amx(const uint32_t *qp, int64_t num_rows, int64_t head_size, const uint16_t *k16, int64_t k_stride,
                         int64_t num_keys, const float *row_scale, const float *key_scale, float *s);
-void attn_k_pv_pairs_bf16_amx(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtp,
-                              int64_t vt_stride, int64_t head_size_v, float *o_t);
+int attn_k_v_pairs_t_amx(const uint32_t *vtp, int64_t vt_stride, int64_t num_keys, int64_t head_size_v, uint32_t *vtt);
+void attn_k_pv_pairs_t_bf16_amx(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtt,
+                                int64_t head_size_v, float *o_t);
 extern const struct attn_quant_kernels attn_quant_kernels_amx;
 #endif
 #if defined(ATTN_HAVE_NEON)

@@ -38,8 +38,10 @@ void attn_k_qk_tile_kv_pf_amx_emulated(const float *q_t, int64_t num_rows, int64
 void attn_k_qk_bf16_amx_emulated(const uint32_t *qp, int64_t num_rows, int64_t head_size, const uint16_t *k16,
                                  int64_t k_stride, int64_t num_keys, const float *row_scale, const float *key_scale,
                                  float *s);
-void attn_k_pv_pairs_bf16_amx_emulated(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtp,
-                                       int64_t vt_stride, int64_t head_size_v, float *o_t);
+int attn_k_v_pairs_t_amx_emulated(const uint32_t *vtp, int64_t vt_stride, int64_t num_keys, int64_t head_size_v,
+                                  uint32_t *vtt);
+void attn_k_pv_pairs_t_bf16_amx_emulated(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtt,
+                                         int64_t head_size_v, float *o_t);
 #endif
 
 #define QB       ATTN_QB
@@ -50,7 +52,8 @@ typedef void (*pv_fn)(const float *, int64_t, int64_t, const float *const *, int
 typedef void (*qk_kv_fn)(const float *, int64_t, int64_t, const void *const *, attn_dtype, int64_t, float *);
 typedef void (*qk_bf16_fn)(const uint32_t *, int64_t, int64_t, const uint16_t *, int64_t, int64_t, const float *,
                            const float *, float *);
-typedef void (*pv_pairs_fn)(const uint32_t *, int64_t, int64_t, const uint32_t *, int64_t, int64_t, float *);
+typedef int (*v_pairs_t_fn)(const uint32_t *, int64_t, int64_t, int64_t, uint32_t *);
+typedef void (*pv_pairs_t_fn)(const uint32_t *, int64_t, int64_t, const uint32_t *, int64_t, float *);
 typedef void (*qk_kv_pf_fn)(const float *, int64_t, int64_t, const void *const *, attn_dtype, int64_t, float *,
                             attn_kv_prefetch *);
 
@@ -276,17 +279,19 @@ static int check_kv(const char *name, qk_kv_fn qk_kv, qk_kv_pf_fn qk_kv_pf) {
     return fails;
 }
 
-/* The quant table's bf16-path Q·Kᵀ (qk_bf16) and P·V (pv_pairs_bf16) on tiles against double sums of the same bf16
- * products (within 2^-21 of Σ|terms|: an f32 chain of ≤ 256 terms, where a layout slip is off by O(1)): rows 1–32,
- * keys 1–64 (partial last groups and pairs), head sizes on the tiles and off them (the avx512bf16 fallback), K rows
- * and V pairs with their own strides; K rows and V pairs past num_keys hold NaN (never read), s rows past num_keys
- * and o_t lanes past the row halves keep their canary. */
-static int check_quant(const char *name, qk_bf16_fn qk, pv_pairs_fn pv) {
+/* The quant table's bf16-path Q·Kᵀ (qk_bf16) and P·V (v_pairs_t + pv_pairs_t_bf16) on tiles against double sums of
+ * the same bf16 products (within 2^-21 of Σ|terms|: an f32 chain of ≤ 256 terms, where a layout slip is off by
+ * O(1)): rows 1–32, keys 1–64 (partial last groups and pairs), head sizes on the tiles and off them (Q·Kᵀ: the
+ * avx512bf16 fallback; v_pairs_t refuses a head_size_v off 16 and writes nothing), K rows and V pairs with their own
+ * strides; K rows, V pairs and P pairs past num_keys hold NaN (never read), s rows past num_keys and o_t lanes past
+ * the row halves keep their canary. */
+static int check_quant(const char *name, qk_bf16_fn qk, v_pairs_t_fn vpt, pv_pairs_t_fn pv) {
     static const int64_t rows[] = {1, 7, 16, 17, 32};
     static const int64_t keys[] = {1, 2, 15, 16, 17, 31, 32, 33, 47, 64};
-    static const int64_t dims[] = {32, 64, 80, 96, 128, 256};
+    static const int64_t dims[] = {32, 40, 64, 80, 96, 128, 256};
     enum { KS = ATTN_HEAD_SIZE_MAX + 16, VS = ATTN_HEAD_SIZE_MAX + 8 };
     static uint32_t qp[ATTN_HEAD_SIZE_MAX / 2 * QB], pp[ATTN_KV_TILE / 2 * QB], vtp[ATTN_KV_TILE / 2 * VS];
+    static uint32_t vtt[ATTN_HEAD_SIZE_MAX * (ATTN_KV_TILE / 2)];
     static uint16_t k16[ATTN_KV_TILE * KS];
     static float s[(ATTN_KV_TILE + 1) * QB], o[ATTN_HEAD_SIZE_MAX * QB], o0[ATTN_HEAD_SIZE_MAX * QB];
     float row_scale[QB], key_scale[ATTN_KV_TILE];
@@ -344,7 +349,8 @@ static int check_quant(const char *name, qk_bf16_fn qk, pv_pairs_fn pv) {
                 for (int64_t j = 0; j < ATTN_KV_TILE / 2; j++)
                     for (int64_t r = 0; r < QB; r++)
                         pp[j * QB + r] =
-                            j < np && r < R
+                            j >= np ? 0x7FC07FC0u /* past the pairs: never read */
+                            : r < R
                                 ? ((uint32_t)attn_f32_to_bf16((float)th_rng_range(&rng, 0, 1)) |
                                    (2 * j + 1 < K ? (uint32_t)attn_f32_to_bf16((float)th_rng_range(&rng, 0, 1)) << 16
                                                   : 0u))
@@ -356,7 +362,17 @@ static int check_quant(const char *name, qk_bf16_fn qk, pv_pairs_fn pv) {
                                                  : 0x7FC07FC0u;
                 for (size_t i = 0; i < NELEM(o0); i++)
                     o0[i] = o[i] = (float)th_rng_range(&rng, -1, 1);
-                pv(pp, K, R, vtp, VS, D, o);
+                for (size_t i = 0; i < NELEM(vtt); i++)
+                    vtt[i] = 0x7FC07FC0u;
+                if (!vpt(vtp, VS, K, D, vtt)) { /* refused (head_size_v off 16): nothing written, no P·V */
+                    int untouched = D % 16 != 0;
+                    for (size_t i = 0; i < NELEM(vtt); i++)
+                        untouched &= vtt[i] == 0x7FC07FC0u;
+                    fails += !untouched;
+                    continue;
+                }
+                fails += D % 16 != 0; /* a shape it should have refused */
+                pv(pp, K, R, vtt, D, o);
                 for (int64_t d = 0; d < D; d++)
                     for (int64_t r = 0; r < QB; r++) {
                         const float g = o[d * QB + r];
@@ -377,15 +393,16 @@ static int check_quant(const char *name, qk_bf16_fn qk, pv_pairs_fn pv) {
                         worst = err > worst ? err : worst;
                         if (!(fabs((double)g - acc) <= ldexp(mag, -21) + 1e-30)) {
                             if (fails++ < 5)
-                                fprintf(
-                                    stderr,
-                                    "REPRO %s pv_pairs_bf16 R=%lld K=%lld D=%lld [%lld][%lld] = %.9g, expected %.9g\n",
-                                    name, (long long)R, (long long)K, (long long)D, (long long)d, (long long)r, g, acc);
+                                fprintf(stderr,
+                                        "REPRO %s pv_pairs_t_bf16 R=%lld K=%lld D=%lld [%lld][%lld] = %.9g, expected "
+                                        "%.9g\n",
+                                        name, (long long)R, (long long)K, (long long)D, (long long)d, (long long)r, g,
+                                        acc);
                         }
                     }
             }
     fprintf(stderr,
-            "test_amx_emulated: %s quant qk_bf16 / pv_pairs_bf16: max relative error %.3g of sum|terms| "
+            "test_amx_emulated: %s quant qk_bf16 / v_pairs_t + pv_pairs_t_bf16: max relative error %.3g of sum|terms| "
             "(bound 2^-21), %d failures\n",
             name, worst, fails);
     return fails;
@@ -398,7 +415,8 @@ static void test_amx_kernels(void **state) {
     if (attn_isa_available("avx512bf16"))
         fails += check_table("amx (emulated tiles)", attn_k_qk_tile_amx_emulated, attn_k_pv_tile_amx_emulated) +
                  check_kv("amx (emulated tiles)", attn_k_qk_tile_kv_amx_emulated, attn_k_qk_tile_kv_pf_amx_emulated) +
-                 check_quant("amx (emulated tiles)", attn_k_qk_bf16_amx_emulated, attn_k_pv_pairs_bf16_amx_emulated);
+                 check_quant("amx (emulated tiles)", attn_k_qk_bf16_amx_emulated, attn_k_v_pairs_t_amx_emulated,
+                             attn_k_pv_pairs_t_bf16_amx_emulated);
     else
         fprintf(stderr, "test_amx_emulated: emulated tiles not run: this CPU lacks AVX512-BF16 (the kernels' "
                         "data preparation uses it)\n");
@@ -415,7 +433,7 @@ static void test_amx_kernels(void **state) {
                  check_kv("amx (hardware)", kt->qk_tile_kv, kt->qk_tile_kv_pf);
     const struct attn_quant_kernels *qt = kt ? attn_dispatch_quant(attn_dispatch_by_name("avx512")) : NULL;
     if (qt && strcmp(qt->name, "amx") == 0)
-        fails += check_quant("amx (hardware)", qt->qk_bf16, qt->pv_pairs_bf16);
+        fails += check_quant("amx (hardware)", qt->qk_bf16, qt->v_pairs_t, qt->pv_pairs_t_bf16);
     else if (kt)
         fprintf(stderr, "test_amx_emulated: amx quant table not run: the quant kernels here are \"%s\"\n",
                 qt ? qt->name : "none");

@@ -33,11 +33,14 @@ const struct attn_kernels attn_kernels_amx = {
 
 /* The quantized-attention table where the CPU has AMX (chosen by CPU features like avx512bf16's, src/dispatch/
  * dispatch.c attn_dispatch_quant): avx512bf16's entries, with the bf16 path's Q·Kᵀ and P·V on TDPBF16PS
- * (quant_amx.c). On the cores that have AMX, VDPBF16PS runs at half the FMA rate; a tile product does 16 × 16 × 32
- * multiply-adds. Contract (tolerance against the oracle): docs/DIFFUSION.md §5. */
+ * (quant_amx.c; P·V on the pairs transposed once per kv tile, v_pairs_t). On the cores that have AMX, VDPBF16PS runs at
+ * half the FMA rate; a tile product does 16 × 16 × 32 multiply-adds. Contract (tolerance against the oracle):
+ * docs/DIFFUSION.md §5. */
 const struct attn_quant_kernels attn_quant_kernels_amx = {
     .name = "amx",
     ATTN_QUANT_AVX512BF16_SHARED,
     .qk_bf16 = attn_k_qk_bf16_amx,
-    .pv_pairs_bf16 = attn_k_pv_pairs_bf16_amx,
+    .pv_pairs_bf16 = attn_k_pv_pairs_bf16_avx512bf16, /* the shapes v_pairs_t does not take */
+    .v_pairs_t = attn_k_v_pairs_t_amx,
+    .pv_pairs_t_bf16 = attn_k_pv_pairs_t_bf16_amx,
 };

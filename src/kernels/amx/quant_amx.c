@@ -1,19 +1,20 @@
 /*
  * quant_amx.c — Q·Kᵀ and P·V of quantized attention's bf16 path (struct attn_quant_kernels: qk_bf16,
- * pv_pairs_bf16; contract in kernels.h) on AMX tiles, for the quant table of CPUs with AMX (kernels_amx.c). The
- * operands are the bf16 rows and pairs the avx512bf16 table's staging makes, so only the products move: TDPBF16PS
- * adds two bf16 products per step into f32 (SDM: even element first, each an FMA with round to nearest even,
- * denormals flushed), where VDPBF16PS adds them in its own order; both sit within the bf16 path's tolerance against
- * the oracle (docs/DIFFUSION.md §5), neither is bitwise the other.
+ * v_pairs_t + pv_pairs_t_bf16; contract in kernels.h) on AMX tiles, for the quant table of CPUs with AMX
+ * (kernels_amx.c). The operands are the bf16 rows and pairs the avx512bf16 table's staging makes, so only the products
+ * move: TDPBF16PS adds two bf16 products per step into f32 (SDM: even element first, each an FMA with round to nearest
+ * even, denormals flushed), where VDPBF16PS adds them in its own order; both sit within the bf16 path's tolerance
+ * against the oracle (docs/DIFFUSION.md §5), neither is bitwise the other.
  *
  * Layout (palette 1, every tile 16 rows × 64 bytes; kamx_config):
  *  qk: C[key][row] (16 keys × 16 query rows, stored into s with its row stride) += A[key][dims] · B[dim pair][row]:
  *      A = 16 bf16 K rows × 32 head dimensions loaded in place with the rows' stride, B = qp's pairs (the VNNI
  *      layout), then s *= row_scale[r] · key_scale[k] in that order. Per 32 keys: 2 key groups × up to 2 row
  *      halves of C, 2 A, 2 B.
- *  pv: C[row][dim] (16 query rows × 16 head dimensions) += A[row][key pairs] · B[key pair][dim]: A = ppᵀ
- *      (transposed in registers, once per call), B = vtp's pairs in place. C starts at zero per call and is added,
- *      transposed, into o_t (o_t[d][r] += C[r][d]); four C tiles (64 head dimensions) share each A.
+ *  pv: C[dim][row] (16 head dimensions × 16 query rows: o_t itself, loaded and stored with its row stride) +=
+ *      A[dim][key pairs] · B[key pair][row]: A = the V pairs by head dimension (v_pairs_t transposes a kv tile's
+ *      pairs once, for every query block of the work item), B = pp as the softmax wrote it; four C tiles (64
+ *      head dimensions) share each B. o_t accumulates in the tiles as it does in VDPBF16PS's registers.
  * A last group of fewer than 16 keys (or pairs) is copied into a zero-padded local tile, so nothing is read past
  * the caller's rows and no garbage meets a zero. Head sizes that are not a multiple of 32 (Q·Kᵀ) or 16 (P·V) go
  * to the avx512bf16 entries. Compiled twice: into the library with -mamx-tile -mamx-bf16, and with
@@ -130,85 +131,75 @@ void KQA_NAME(qk_bf16)(const uint32_t *qp, int64_t num_rows, int64_t head_size, 
         }
 }
 
-void KQA_NAME(pv_pairs_bf16)(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtp,
-                             int64_t vt_stride, int64_t head_size_v, float *o_t) {
-    if (num_rows <= 0 || num_rows > ATTN_QB || num_keys <= 0 || num_keys > ATTN_KV_TILE || head_size_v <= 0 ||
-        head_size_v % 16 != 0 || head_size_v > ATTN_HEAD_SIZE_MAX) {
-        attn_k_pv_pairs_bf16_avx512bf16(pp, num_keys, num_rows, vtp, vt_stride, head_size_v, o_t);
-        return;
-    }
+int KQA_NAME(v_pairs_t)(const uint32_t *vtp, int64_t vt_stride, int64_t num_keys, int64_t head_size_v, uint32_t *vtt) {
+    if (num_keys <= 0 || num_keys > ATTN_KV_TILE || head_size_v <= 0 || head_size_v % 16 != 0 ||
+        head_size_v > ATTN_HEAD_SIZE_MAX)
+        return 0;
+    const int64_t npairs = (num_keys + 1) / 2, jpad = (npairs + 15) & ~(int64_t)15;
+    __m512 x[16];
+    for (int64_t j0 = 0; j0 < jpad; j0 += 16)
+        for (int64_t d0 = 0; d0 < head_size_v; d0 += 16) {
+            for (int b = 0; b < 16; b++)
+                x[b] = j0 + b < npairs ? _mm512_loadu_ps((const float *)(const void *)(vtp + (j0 + b) * vt_stride + d0))
+                                       : _mm512_setzero_ps();
+            k512_transpose16(x); /* x[d] lane b = vtp[j0 + b][d0 + d] */
+            for (int d = 0; d < 16; d++)
+                _mm512_storeu_ps((float *)(void *)(vtt + (d0 + d) * (ATTN_KV_TILE / 2) + j0), x[d]);
+        }
+    return 1;
+}
+
+void KQA_NAME(pv_pairs_t_bf16)(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtt,
+                               int64_t head_size_v, float *o_t) {
     const int halves = num_rows > 16 ? 2 : 1;
     const int64_t npairs = (num_keys + 1) / 2, full = npairs & ~(int64_t)15, jpad = (npairs + 15) & ~(int64_t)15;
-    uint32_t pt[ATTN_QB][ATTN_KV_TILE / 2] KQA_ALIGN;
-    uint32_t vtail[16][ATTN_HEAD_SIZE_MAX] KQA_ALIGN;
-    float tmp[16][16] KQA_ALIGN;
-    __m512 x[16];
-    for (int h = 0; h < halves; h++) /* A = ppᵀ: pt[r][j] = pp[j][r], zero past the last pair */
-        for (int64_t j0 = 0; j0 < jpad; j0 += 16) {
-            for (int b = 0; b < 16; b++)
-                x[b] = j0 + b < npairs
-                           ? _mm512_loadu_ps((const float *)(const void *)(pp + (j0 + b) * ATTN_QB + 16 * h))
-                           : _mm512_setzero_ps();
-            k512_transpose16(x); /* x[r] lane b = pp[j0 + b][16h + r] */
-            for (int r = 0; r < 16; r++)
-                _mm512_store_ps((float *)(void *)(pt[16 * h + r] + j0), x[r]);
-        }
-    if (full < npairs) /* the last pairs' V rows, zero-padded to 16 */
+    uint32_t ptail[16][ATTN_QB] KQA_ALIGN; /* the last pairs' P rows, zero-padded to 16 */
+    if (full < npairs)
         for (int64_t i = 0; i < 16; i++) {
             if (full + i < npairs)
-                memcpy(vtail[i], vtp + (full + i) * vt_stride, (size_t)head_size_v * 4);
+                memcpy(ptail[i], pp + (full + i) * ATTN_QB, sizeof ptail[i]);
             else
-                memset(vtail[i], 0, (size_t)head_size_v * 4);
+                memset(ptail[i], 0, sizeof ptail[i]);
         }
     kamx_config();
     for (int h = 0; h < halves; h++)
         for (int64_t d0 = 0; d0 < head_size_v; d0 += 64) {
             const int nd = head_size_v - d0 >= 64 ? 4 : (int)((head_size_v - d0) / 16);
-            KAMX_ZERO(0);
-            KAMX_ZERO(1);
-            KAMX_ZERO(2);
-            KAMX_ZERO(3);
+            float *o = o_t + d0 * ATTN_QB + 16 * h;
+            const uint32_t *a = vtt + d0 * (ATTN_KV_TILE / 2);
+            KAMX_LOAD(0, o, ATTN_QB * 4);
+            if (nd > 1)
+                KAMX_LOAD(1, o + 16 * ATTN_QB, ATTN_QB * 4);
+            if (nd > 2)
+                KAMX_LOAD(2, o + 32 * ATTN_QB, ATTN_QB * 4);
+            if (nd > 3)
+                KAMX_LOAD(3, o + 48 * ATTN_QB, ATTN_QB * 4);
             for (int64_t j0 = 0; j0 < jpad; j0 += 16) {
-                const uint32_t *b = j0 < full ? vtp + j0 * vt_stride + d0 : vtail[0] + d0;
-                const int64_t ldb = j0 < full ? vt_stride * 4 : ATTN_HEAD_SIZE_MAX * 4;
-                KAMX_LOAD(4, pt[16 * h] + j0, ATTN_KV_TILE / 2 * 4);
-                KAMX_LOAD(5, b, ldb);
-                KAMX_DP(0, 4, 5);
+                if (j0 < full)
+                    KAMX_LOAD(6, pp + j0 * ATTN_QB + 16 * h, ATTN_QB * 4);
+                else
+                    KAMX_LOAD(6, ptail[0] + 16 * h, ATTN_QB * 4);
+                KAMX_LOAD(4, a + j0, ATTN_KV_TILE / 2 * 4);
+                KAMX_DP(0, 4, 6);
                 if (nd > 1) {
-                    KAMX_LOAD(6, b + 16, ldb);
-                    KAMX_DP(1, 4, 6);
+                    KAMX_LOAD(5, a + 16 * (ATTN_KV_TILE / 2) + j0, ATTN_KV_TILE / 2 * 4);
+                    KAMX_DP(1, 5, 6);
                 }
                 if (nd > 2) {
-                    KAMX_LOAD(7, b + 32, ldb);
-                    KAMX_DP(2, 4, 7);
+                    KAMX_LOAD(4, a + 32 * (ATTN_KV_TILE / 2) + j0, ATTN_KV_TILE / 2 * 4);
+                    KAMX_DP(2, 4, 6);
                 }
                 if (nd > 3) {
-                    KAMX_LOAD(5, b + 48, ldb);
-                    KAMX_DP(3, 4, 5);
+                    KAMX_LOAD(5, a + 48 * (ATTN_KV_TILE / 2) + j0, ATTN_KV_TILE / 2 * 4);
+                    KAMX_DP(3, 5, 6);
                 }
             }
-            for (int c = 0; c < nd; c++) {
-                switch (c) { /* the tile number is an immediate */
-                case 0:
-                    KAMX_STORE(0, tmp, 64);
-                    break;
-                case 1:
-                    KAMX_STORE(1, tmp, 64);
-                    break;
-                case 2:
-                    KAMX_STORE(2, tmp, 64);
-                    break;
-                default:
-                    KAMX_STORE(3, tmp, 64);
-                    break;
-                }
-                for (int r = 0; r < 16; r++)
-                    x[r] = _mm512_load_ps(tmp[r]);
-                k512_transpose16(x); /* x[d] lane r = C[r][d] */
-                for (int d = 0; d < 16; d++) {
-                    float *o = o_t + (d0 + 16 * c + d) * ATTN_QB + 16 * h;
-                    _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), x[d]));
-                }
-            }
+            KAMX_STORE(0, o, ATTN_QB * 4);
+            if (nd > 1)
+                KAMX_STORE(1, o + 16 * ATTN_QB, ATTN_QB * 4);
+            if (nd > 2)
+                KAMX_STORE(2, o + 32 * ATTN_QB, ATTN_QB * 4);
+            if (nd > 3)
+                KAMX_STORE(3, o + 48 * ATTN_QB, ATTN_QB * 4);
         }
 }
