@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 double bench_now(void) {
     struct timespec t;
@@ -133,6 +135,54 @@ double bench_peak_dpbusd_gops(void) {
     if (!__builtin_cpu_supports("avx512vnni")) return 0.0;
     const long iters = 10000000;
     return 24.0 * 128.0 * (double)iters / bench_probe_min_seconds(bench_dpbusd, iters) * 1e-9;
+}
+
+/* TDPBF16PS on four independent 16 × 16 f32 tiles (each instruction: 16 × 16 lanes × 32 bf16 products and adds
+ * = 16384 flop), operands from two A and two B tiles that never change. */
+__attribute__((target("amx-tile,amx-bf16"), noinline)) static double bench_amx_bf16(long iters) {
+    struct {
+        uint8_t palette, start, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++)
+        cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    static uint16_t ones[16 * 32] __attribute__((aligned(64)));
+    for (int i = 0; i < 16 * 32; i++)
+        ones[i] = 0x3f80; /* bf16 1.0 */
+    _tile_loadconfig(&cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, ones, 64);
+    _tile_loadd(5, ones, 64);
+    _tile_loadd(6, ones, 64);
+    _tile_loadd(7, ones, 64);
+    for (long k = 0; k < iters; k++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    static float out[16 * 16] __attribute__((aligned(64)));
+    _tile_stored(0, out, 64);
+    _tile_release();
+    return out[0];
+}
+
+double bench_peak_amx_bf16_gflops(void) {
+    __builtin_cpu_init();
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+    if (!(d & (1u << 22)) || !(d & (1u << 24)))
+        return 0.0; /* AMX-BF16, AMX-TILE */
+    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) != 0)
+        return 0.0;
+    const long iters = 2000000;
+    return 4.0 * 16384.0 * (double)iters / bench_probe_min_seconds(bench_amx_bf16, iters) * 1e-9;
 }
 
 /* The streaming read of bench_read_gbs over `buf` (n floats). */

@@ -16,6 +16,8 @@ void bench_min_median(double *t, int n, double *min, double *median);
 double bench_peak_fma_gflops(int width_bits);
 /* Single-thread VDPBF16PS peak in GFLOP/s (a bf16 pair = 2 products + 2 adds per lane; 0 without AVX512-BF16). */
 double bench_peak_dpbf16_gflops(void);
+/* Single-thread TDPBF16PS (AMX tile) peak in GFLOP/s (0 without AMX-BF16 or the Linux tile-data permission). */
+double bench_peak_amx_bf16_gflops(void);
 /* Single-thread VPDPBUSD peak in GOP/s (int8: 4 byte products + 4 adds per 32-bit lane; 0 without AVX512-VNNI). */
 double bench_peak_dpbusd_gops(void);
 /* Single-thread read bandwidth in GB/s over `bytes` (a 2 MiB-aligned heap buffer, pages as the OS gives). */

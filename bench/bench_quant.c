@@ -2,7 +2,8 @@
  * bench_quant.c — attn_forward_quant (fp8 e4m3 block, MXFP8, MXFP4; rotation on) against bf16 and f32
  * attn_forward of the same shape: B = 1, H = 4, D = 128, non-causal prefill of S = 1024 and 4096 tokens, 1 and 2
  * threads; min and median of REPS runs, GFLOP/s (4·S²·D·H flop), the ratio quantized ÷ bf16 time, and the
- * fraction of the single-thread VDPBF16PS, VPDPBUSD (int8) and FMA peaks measured in the same run (× threads;
+ * fraction of the single-thread VDPBF16PS, VPDPBUSD (int8), TDPBF16PS (AMX tiles, where the CPU has them) and FMA
+ * peaks measured in the same run (× threads;
  * measured before and after: the clock of a shared machine moves). The five kinds take turns within each repeat.
  *   bench_quant [reps=5] [seq...]      ATTN_QUANT_KERNELS=fake runs the fake-quantization path for comparison.
  */
@@ -39,11 +40,12 @@ int main(int argc, char **argv) {
             seqs[nseq++] = atoll(argv[i]);
     }
     const double dp = bench_peak_dpbf16_gflops(), i8 = bench_peak_dpbusd_gops(), fma = bench_peak_fma_gflops(512);
-    printf("# single-thread peaks: VDPBF16PS %.1f GFLOP/s, VPDPBUSD %.1f GOP/s, FMA512 %.1f GFLOP/s; quant kernels "
-           "\"%s\"\n",
-           dp, i8, fma, attn_forward_quant_kernels(NULL));
-    printf("%-6s %-3s %-10s %10s %10s %9s %12s %8s %8s %8s\n", "seq", "thr", "kind", "min_ms", "med_ms", "GFLOP/s",
-           "bf16/q min/med", "%dpbf16", "%dpbusd", "%fma");
+    const double amx = bench_peak_amx_bf16_gflops();
+    printf("# single-thread peaks: VDPBF16PS %.1f GFLOP/s, VPDPBUSD %.1f GOP/s, TDPBF16PS %.1f GFLOP/s, FMA512 %.1f "
+           "GFLOP/s; quant kernels \"%s\"\n",
+           dp, i8, amx, fma, attn_forward_quant_kernels(NULL));
+    printf("%-6s %-3s %-10s %10s %10s %9s %12s %8s %8s %8s %8s\n", "seq", "thr", "kind", "min_ms", "med_ms", "GFLOP/s",
+           "bf16/q min/med", "%dpbf16", "%dpbusd", "%amx", "%fma");
     const int64_t B = 1, H = 4, D = 128;
     for (int si = 0; si < nseq; si++) {
         const int64_t S = seqs[si];
@@ -105,9 +107,10 @@ int main(int argc, char **argv) {
                 char ratio[32] = "-";
                 if (kind >= 2)
                     snprintf(ratio, sizeof ratio, "%.2fx/%.2fx", bf16_min / tmin, bf16_med / tmed);
-                printf("%-6lld %-3d %-10s %10.2f %10.2f %9.1f %12s %7.0f%% %7.0f%% %7.0f%%\n", (long long)S, (int)thr,
-                       kinds[kind], tmin * 1e3, tmed * 1e3, g, ratio, dp > 0 ? 100.0 * g / (dp * thr) : 0.0,
-                       i8 > 0 ? 100.0 * g / (i8 * thr) : 0.0, 100.0 * g / (fma * thr));
+                printf("%-6lld %-3d %-10s %10.2f %10.2f %9.1f %12s %7.0f%% %7.0f%% %7.1f%% %7.0f%%\n", (long long)S,
+                       (int)thr, kinds[kind], tmin * 1e3, tmed * 1e3, g, ratio, dp > 0 ? 100.0 * g / (dp * thr) : 0.0,
+                       i8 > 0 ? 100.0 * g / (i8 * thr) : 0.0, amx > 0 ? 100.0 * g / (amx * thr) : 0.0,
+                       100.0 * g / (fma * thr));
             }
             fflush(stdout);
             attn_ctx_destroy(ctx);
@@ -115,7 +118,8 @@ int main(int argc, char **argv) {
         (void)0;
         free(qf), free(kf), free(vf), free(of), free(qb), free(kb), free(vb), free(ob), free(w);
     }
-    printf("# peaks after: VDPBF16PS %.1f GFLOP/s, VPDPBUSD %.1f GOP/s, FMA512 %.1f GFLOP/s\n",
-           bench_peak_dpbf16_gflops(), bench_peak_dpbusd_gops(), bench_peak_fma_gflops(512));
+    printf("# peaks after: VDPBF16PS %.1f GFLOP/s, VPDPBUSD %.1f GOP/s, TDPBF16PS %.1f GFLOP/s, FMA512 %.1f GFLOP/s\n",
+           bench_peak_dpbf16_gflops(), bench_peak_dpbusd_gops(), bench_peak_amx_bf16_gflops(),
+           bench_peak_fma_gflops(512));
     return 0;
 }

@@ -34,6 +34,7 @@ static void *peers_worker(void *arg) {
                 : j->kind == 1 ? bench_read_gbs(j->bytes)
                 : j->kind == 4 ? bench_peak_dpbf16_gflops()
                 : j->kind == 5 ? bench_peak_dpbusd_gops()
+                : j->kind == 6 ? bench_peak_amx_bf16_gflops()
                                : bench_read_gbs_pages(j->bytes, j->kind == 2);
     return NULL;
 }
@@ -79,3 +80,8 @@ double peers_dpbf16_gflops(int threads) { return peers_run(4, threads, 0, 0); }
 
 /* VPDPBUSD GOP/s (4 byte products + 4 adds per 32-bit lane) summed over `threads` (0 without AVX512-VNNI). */
 double peers_dpbusd_gops(int threads) { return peers_run(5, threads, 0, 0); }
+
+/* TDPBF16PS (AMX tile) GFLOP/s summed over `threads` (0 without AMX-BF16 or the Linux tile-data permission). */
+double peers_amx_bf16_gflops(int threads) {
+    return peers_run(6, threads, 0, 0);
+}
