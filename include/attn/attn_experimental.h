@@ -260,7 +260,9 @@ ATTN_API void(attn_quant_params_init)(attn_quant_params *qp, attn_quant_format f
  *     (tests/conformance/test_quant_codes.c over random shapes).
  *   "amx" (CPU with AMX-TILE + AMX-BF16 and AVX512-BF16/VNNI, the OS granting the tile state; contexts on any
  *     table but avx2/generic): the "avx512bf16" path with Q·Kᵀ and P·V on TDPBF16PS tiles, MXFP4 included (no
- *     int8 dots); the same tolerance.
+ *     int8 dots); the same tolerance. The first quantized call on such a CPU asks Linux for the tile data
+ *     (arch_prctl ARCH_REQ_XCOMP_PERM, once per process; it enlarges the process's signal frames by the tile
+ *     state, as any AMX user's request does); where it is refused, "avx512bf16" runs.
  *   "avx2" (CPU with AVX2+FMA, or a context on the avx2/generic table): codes + scales in the workspace,
  *     widened to float32 per tile and run on the context's float kernels: bitwise the fake-quantization path
  *     on the same table, which matches attn_ref_forward_quant within float32 tolerance.
