@@ -316,7 +316,9 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
     for (int32_t r = 0; r < blk->num_rows; r++) {
         const int64_t h = blk->row_head[r];
         double mm = m[r], ll = l[r];
-        if (p->opts.sinks) { /* the sink is one more logit in the denominator, without a value row */
+        /* the sink is one more logit in the denominator, without a value row; a NaN denominator (a visible NaN or
+         * +inf logit) stays NaN, out and LSE alike, as in the oracle */
+        if (p->opts.sinks && !isnan(ll)) {
             const double sink = (double)p->opts.sinks[h];
             const double top = mm > sink ? mm : sink;
             ll = (ll > 0.0 ? ll * exp(mm - top) : 0.0) + exp(sink - top);

@@ -534,6 +534,38 @@ static void test_empty_rows_and_sinks(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* A key with an infinite element makes its logit +inf and the row's denominator NaN: out and LSE are NaN with a
+ * sink as without one, as in the oracle (the sink used to stand in for the NaN denominator: LSE = sink beside a NaN
+ * output). One row, two keys, float32. */
+static void test_nan_row_with_sinks(void **state) {
+    (void)state;
+    attn_ctx *ctx = new_ctx();
+    float q[8], k[16], v[16], o[8], lse[1], ro[8], rlse[1];
+    for (int i = 0; i < 8; i++)
+        q[i] = 0.5f;
+    for (int i = 0; i < 16; i++)
+        k[i] = 0.25f, v[i] = 1.0f;
+    k[3] = INFINITY;
+    const int64_t qs[4] = {1, 1, 1, 8}, ks[4] = {1, 2, 1, 8}, ls[3] = {1, 1, 1};
+    attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 4, qs), tk = attn_tensor_make(k, ATTN_DTYPE_F32, 4, ks),
+                tv = attn_tensor_make(v, ATTN_DTYPE_F32, 4, ks), to = attn_tensor_make(o, ATTN_DTYPE_F32, 4, qs),
+                tl = attn_tensor_make(lse, ATTN_DTYPE_F32, 3, ls), tro = attn_tensor_make(ro, ATTN_DTYPE_F32, 4, qs),
+                trl = attn_tensor_make(rlse, ATTN_DTYPE_F32, 3, ls);
+    const float sink = 0.5f;
+    for (int with_sink = 0; with_sink < 2; with_sink++) {
+        attn_params p;
+        attn_params_init(&p);
+        p.sinks = with_sink ? &sink : NULL;
+        assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, &p, &to, &tl), ATTN_STATUS_OK);
+        assert_int_equal(attn_ref_forward(ATTN_LAYOUT_BSND, &tq, &tk, &tv, &p, &tro, &trl), ATTN_STATUS_OK);
+        assert_true(isnan(rlse[0]) && isnan(ro[0]));
+        assert_true(isnan(lse[0]));
+        for (int d = 0; d < 8; d++)
+            assert_true(isnan(o[d]));
+    }
+    attn_ctx_destroy(ctx);
+}
+
 static void test_degenerate_shapes(void **state) {
     (void)state;
     attn_ctx *ctx = new_ctx();
@@ -654,6 +686,7 @@ int main(void) {
         cmocka_unit_test(test_views),
         cmocka_unit_test(test_more_queries_than_keys),
         cmocka_unit_test(test_empty_rows_and_sinks),
+        cmocka_unit_test(test_nan_row_with_sinks),
         cmocka_unit_test(test_degenerate_shapes),
         cmocka_unit_test(test_large_logits),
         cmocka_unit_test(test_random),
