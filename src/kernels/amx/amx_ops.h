@@ -110,4 +110,18 @@ static inline void kamx_config(void) {
     kamx_use(&cfg);
 }
 
+/* Score rows [k0, k0 + valid) of C tile t (16 keys × 16 rows) into `s` (rows ATTN_QB floats apart) from lane l0:
+ * straight when all 16 keys are valid, else through the caller's `float tmp[16][16]` (rows past the keys are never
+ * written). A macro: the tile number is an immediate; the caller names its scores `s` and its scratch `tmp`. */
+#define KAMX_STORE_S(t, k0, l0, valid)                                                                                 \
+    do {                                                                                                               \
+        if ((valid) >= 16) {                                                                                           \
+            KAMX_STORE(t, s + (k0)*ATTN_QB + (l0), ATTN_QB * 4);                                                       \
+        } else {                                                                                                       \
+            KAMX_STORE(t, tmp, 64);                                                                                    \
+            for (int64_t i_ = 0; i_ < (valid); i_++)                                                                   \
+                memcpy(s + ((k0) + i_) * ATTN_QB + (l0), tmp[i_], 64);                                                 \
+        }                                                                                                              \
+    } while (0)
+
 #endif

@@ -43,19 +43,6 @@
 
 #define KQA_ALIGN __attribute__((aligned(64)))
 
-/* C tile t (16 keys × 16 lanes) into s rows [k0, k0 + valid) from lane l0, through tmp when fewer than 16 (a
- * macro: the tile number is an immediate). */
-#define KQA_STORE_S(t, k0, l0, valid)                                                                                  \
-    do {                                                                                                               \
-        if ((valid) >= 16) {                                                                                           \
-            KAMX_STORE(t, s + (k0)*ATTN_QB + (l0), ATTN_QB * 4);                                                       \
-        } else {                                                                                                       \
-            KAMX_STORE(t, tmp, 64);                                                                                    \
-            for (int64_t i_ = 0; i_ < (valid); i_++)                                                                   \
-                memcpy(s + ((k0) + i_) * ATTN_QB + (l0), tmp[i_], 64);                                                 \
-        }                                                                                                              \
-    } while (0)
-
 /* Base and stride (bytes) of the A tile of keys [k0, k0 + 16): in place when all 16 are keys, else the valid rows
  * copied into kt (head_size elements each) and the rest zero. */
 static inline const uint16_t *kqa_k_rows(const uint16_t *k16, int64_t k_stride, int64_t k0, int64_t num_keys,
@@ -109,13 +96,13 @@ void KQA_NAME(qk_bf16)(const uint32_t *qp, int64_t num_rows, int64_t head_size, 
                     KAMX_DP(3, 5, 7);
             }
         }
-        KQA_STORE_S(0, k0, 0, num_keys - k0);
+        KAMX_STORE_S(0, k0, 0, num_keys - k0);
         if (halves == 2)
-            KQA_STORE_S(1, k0, 16, num_keys - k0);
+            KAMX_STORE_S(1, k0, 16, num_keys - k0);
         if (two) {
-            KQA_STORE_S(2, k0 + 16, 0, num_keys - k0 - 16);
+            KAMX_STORE_S(2, k0 + 16, 0, num_keys - k0 - 16);
             if (halves == 2)
-                KQA_STORE_S(3, k0 + 16, 16, num_keys - k0 - 16);
+                KAMX_STORE_S(3, k0 + 16, 16, num_keys - k0 - 16);
         }
     }
     if (!row_scale && !key_scale)
@@ -130,6 +117,19 @@ void KQA_NAME(qk_bf16)(const uint32_t *qp, int64_t num_rows, int64_t head_size, 
             _mm512_storeu_ps(s + k * ATTN_QB + 16 * h, x);
         }
 }
+
+/* OP (KAMX_LOAD or KAMX_STORE) on the nd C tiles 0..nd-1 of o_t's 16-dimension row groups from `o` (a macro: tile
+ * numbers are immediates). */
+#define KQA_O_TILES(OP)                                                                                                \
+    do {                                                                                                               \
+        OP(0, o, ATTN_QB * 4);                                                                                         \
+        if (nd > 1)                                                                                                    \
+            OP(1, o + 16 * ATTN_QB, ATTN_QB * 4);                                                                      \
+        if (nd > 2)                                                                                                    \
+            OP(2, o + 32 * ATTN_QB, ATTN_QB * 4);                                                                      \
+        if (nd > 3)                                                                                                    \
+            OP(3, o + 48 * ATTN_QB, ATTN_QB * 4);                                                                      \
+    } while (0)
 
 int KQA_NAME(v_pairs_t)(const uint32_t *vtp, int64_t vt_stride, int64_t num_keys, int64_t head_size_v, uint32_t *vtt) {
     if (num_keys <= 0 || num_keys > ATTN_KV_TILE || head_size_v <= 0 || head_size_v % 16 != 0 ||
@@ -167,13 +167,7 @@ void KQA_NAME(pv_pairs_t_bf16)(const uint32_t *pp, int64_t num_keys, int64_t num
             const int nd = head_size_v - d0 >= 64 ? 4 : (int)((head_size_v - d0) / 16);
             float *o = o_t + d0 * ATTN_QB + 16 * h;
             const uint32_t *a = vtt + d0 * (ATTN_KV_TILE / 2);
-            KAMX_LOAD(0, o, ATTN_QB * 4);
-            if (nd > 1)
-                KAMX_LOAD(1, o + 16 * ATTN_QB, ATTN_QB * 4);
-            if (nd > 2)
-                KAMX_LOAD(2, o + 32 * ATTN_QB, ATTN_QB * 4);
-            if (nd > 3)
-                KAMX_LOAD(3, o + 48 * ATTN_QB, ATTN_QB * 4);
+            KQA_O_TILES(KAMX_LOAD);
             for (int64_t j0 = 0; j0 < jpad; j0 += 16) {
                 if (j0 < full)
                     KAMX_LOAD(6, pp + j0 * ATTN_QB + 16 * h, ATTN_QB * 4);
@@ -194,12 +188,6 @@ void KQA_NAME(pv_pairs_t_bf16)(const uint32_t *pp, int64_t num_keys, int64_t num
                     KAMX_DP(3, 5, 6);
                 }
             }
-            KAMX_STORE(0, o, ATTN_QB * 4);
-            if (nd > 1)
-                KAMX_STORE(1, o + 16 * ATTN_QB, ATTN_QB * 4);
-            if (nd > 2)
-                KAMX_STORE(2, o + 32 * ATTN_QB, ATTN_QB * 4);
-            if (nd > 3)
-                KAMX_STORE(3, o + 48 * ATTN_QB, ATTN_QB * 4);
+            KQA_O_TILES(KAMX_STORE);
         }
 }

@@ -64,18 +64,6 @@ static inline __m512 kamx_load16(const float *row, int64_t d, int64_t w) {
     return _mm512_maskz_loadu_ps((__mmask16)((1u << (w - d)) - 1u), row + d);
 }
 
-/* s rows [k0, k0 + valid) of C tile t (16 keys × 16 rows from lane l0): straight when all 16 keys are valid,
- * else through a scratch tile (rows past num_keys are never written). */
-#define KAMX_STORE_S(t, k0, l0, valid)                                                                         \
-    do {                                                                                                       \
-        if ((valid) >= 16) {                                                                                   \
-            KAMX_STORE(t, s + (k0) * ATTN_QB + (l0), ATTN_QB * 4);                                             \
-        } else {                                                                                               \
-            KAMX_STORE(t, tmp, 64);                                                                            \
-            for (int64_t i_ = 0; i_ < (valid); i_++) memcpy(s + ((k0) + i_) * ATTN_QB + (l0), tmp[i_], 64);   \
-        }                                                                                                      \
-    } while (0)
-
 void KAMX_NAME(qk_tile)(const float *q_t, int64_t num_rows, int64_t head_size, const float *const *k_rows,
                         int64_t num_keys, float *s) {
     if (num_rows <= 0 || num_keys <= 0 || head_size <= 0 || num_keys > ATTN_KV_TILE ||
