@@ -258,7 +258,7 @@ ATTN_API void(attn_quant_params_init)(attn_quant_params *qp, attn_quant_format f
  *     to nearest even), FP8 Q/K scales multiplying the finished dot. Not bitwise the fake-quantization result:
  *     |out − oracle| <= 4e-3·max|v| + 4e-3·|out| beyond the output dtype's rounding, |LSE − oracle| <= 2e-4
  *     (tests/conformance/test_quant_codes.c over random shapes).
- *   "amx" (CPU with AMX-TILE + AMX-BF16 and AVX512-BF16/VNNI, the OS granting the tile state; contexts on any
+ *   "amx" (CPU with AMX-TILE + AMX-BF16 and AVX512-BF16, the OS granting the tile state; contexts on any
  *     table but avx2/generic): the "avx512bf16" path with Q·Kᵀ and P·V on TDPBF16PS tiles, MXFP4 included (no
  *     int8 dots); the same tolerance. The first quantized call on such a CPU asks Linux for the tile data
  *     (arch_prctl ARCH_REQ_XCOMP_PERM, once per process; it enlarges the process's signal frames by the tile

@@ -171,7 +171,7 @@ const struct attn_quant_kernels *attn_dispatch_quant(const struct attn_kernels *
     if (env && strcmp(env, "fake") == 0) return NULL;
 #if defined(ATTN_HAVE_AMX)
     /* attn_usable_amx asks Linux for the tile data once per process (signal frames grow by the tile state): last */
-    if (!(env && strcmp(env, "avx512bf16") == 0) && !float_is_avx2 && f->avx512vnni && attn_usable_amx(f))
+    if (!(env && strcmp(env, "avx512bf16") == 0) && !float_is_avx2 && attn_usable_amx(f))
         return &attn_quant_kernels_amx;
 #endif
 #if defined(ATTN_HAVE_AVX512BF16)
