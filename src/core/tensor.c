@@ -109,18 +109,23 @@ attn_status attn_tensor_check_dim(const attn_tensor *t, const char *name, int32_
 void attn_tensor_span(const attn_tensor *t, uintptr_t *lo, uintptr_t *hi) {
     size_t esize = attn_dtype_size(t->dtype);
     uintptr_t base = (uintptr_t)t->data;
-    int64_t last = 0;
+    int64_t below = 0, above = 0;
     if (esize == 0) esize = 1;
-    /* attn_tensor_check bounded every term below; a view that failed it is never measured (validate first) */
+    /* validated views bound every term below (attn_tensor_check; a kv_cache's strides[0], which may be negative,
+     * by attn_kv_layout_of's check of its mirror image); a negative stride reaches below data */
     for (int32_t i = 0; i < t->ndim; i++) {
         if (t->shape[i] == 0) {
             *lo = *hi = base;
             return;
         }
-        last += (t->shape[i] - 1) * t->strides[i];
+        const int64_t reach = (t->shape[i] - 1) * t->strides[i];
+        if (reach < 0)
+            below -= reach;
+        else
+            above += reach;
     }
-    *lo = base;
-    *hi = base + (uintptr_t)(last + 1) * esize;
+    *lo = base - (uintptr_t)below * esize;
+    *hi = base + (uintptr_t)(above + 1) * esize;
 }
 
 int attn_tensor_self_overlaps(const attn_tensor *t) {
@@ -129,24 +134,55 @@ int attn_tensor_self_overlaps(const attn_tensor *t) {
         if (t->shape[d] == 0) return 0;
         if (t->shape[d] > 1) dims[m++] = d;
     }
-    for (int32_t i = 1; i < m; i++) /* insertion sort by stride (m <= ATTN_MAX_DIMS) */
-        for (int32_t j = i; j > 0 && t->strides[dims[j]] < t->strides[dims[j - 1]]; j--) {
+    int64_t mag[ATTN_MAX_DIMS]; /* |stride|: a negative stride walks the same addresses downwards */
+    for (int32_t d = 0; d < ATTN_MAX_DIMS; d++)
+        mag[d] = d < t->ndim && t->strides[d] < 0 ? -t->strides[d] : t->strides[d];
+    for (int32_t i = 1; i < m; i++) /* insertion sort by |stride| (m <= ATTN_MAX_DIMS) */
+        for (int32_t j = i; j > 0 && mag[dims[j]] < mag[dims[j - 1]]; j--) {
             const int32_t x = dims[j];
             dims[j] = dims[j - 1], dims[j - 1] = x;
         }
     int64_t extent = 1; /* elements spanned by the dims seen so far (validated views: no overflow) */
     for (int32_t i = 0; i < m; i++) {
         const int32_t d = dims[i];
-        if (t->strides[d] < extent) return 1;
-        extent += t->strides[d] * (t->shape[d] - 1);
+        if (mag[d] < extent)
+            return 1;
+        extent += mag[d] * (t->shape[d] - 1);
     }
     return 0;
+}
+
+/* 1 with t's two dim-0 slices in *h0 / *h1 when t is [2, ...] and the slices' spans are disjoint (a kv_cache
+ * whose key and value caches are separate allocations), so that a view in the gap between them is not taken
+ * for an overlap. */
+static int attn_tensor_halves(const attn_tensor *t, attn_tensor *h0, attn_tensor *h1) {
+    if (t->ndim < 1 || t->shape[0] != 2)
+        return 0;
+    *h0 = *t;
+    h0->ndim = t->ndim - 1;
+    for (int32_t i = 0; i + 1 < t->ndim; i++) {
+        h0->shape[i] = t->shape[i + 1];
+        h0->strides[i] = t->strides[i + 1];
+    }
+    *h1 = *h0;
+    const int64_t es = attn_dtype_size(t->dtype) ? (int64_t)attn_dtype_size(t->dtype) : 1; /* as attn_tensor_span */
+    h1->data = (char *)(uintptr_t)attn_byte_ptr(t->data, t->strides[0] * es);
+    uintptr_t lo0, hi0, lo1, hi1;
+    attn_tensor_span(h0, &lo0, &hi0);
+    attn_tensor_span(h1, &lo1, &hi1);
+    return lo0 < hi0 && lo1 < hi1 && (hi0 <= lo1 || hi1 <= lo0);
 }
 
 int attn_tensor_overlap(const attn_tensor *a, const attn_tensor *b) {
     uintptr_t alo, ahi, blo, bhi;
     attn_tensor_span(a, &alo, &ahi);
     attn_tensor_span(b, &blo, &bhi);
-    if (alo == ahi || blo == bhi) return 0;
-    return alo < bhi && blo < ahi;
+    if (alo == ahi || blo == bhi || !(alo < bhi && blo < ahi))
+        return 0;
+    attn_tensor h0, h1;
+    if (attn_tensor_halves(a, &h0, &h1))
+        return attn_tensor_overlap(&h0, b) || attn_tensor_overlap(&h1, b);
+    if (attn_tensor_halves(b, &h0, &h1))
+        return attn_tensor_overlap(a, &h0) || attn_tensor_overlap(a, &h1);
+    return 1;
 }

@@ -27,13 +27,15 @@ attn_status attn_tensor_check_dim(const attn_tensor *t, const char *name, int32_
 /* Number of elements (0 if any dim is 0); assumes attn_tensor_check passed. */
 int64_t attn_tensor_numel(const attn_tensor *t);
 
-/* Byte address range [lo, hi) spanned by the view (hi == lo for an empty view). */
+/* Byte address range [lo, hi) spanned by the view (hi == lo for an empty view); a negative stride (only a kv_cache's
+ * strides[0] passes validation with one) reaches below data. */
 void attn_tensor_span(const attn_tensor *t, uintptr_t *lo, uintptr_t *hi);
 
-/* 1 if the byte spans of a and b intersect (both non-empty). */
+/* 1 if the byte spans of a and b intersect (both non-empty); a [2, ...] view whose two slices span disjoint ranges
+ * (a kv_cache over two allocations) is compared slice by slice, so that a view lying between them does not count. */
 int attn_tensor_overlap(const attn_tensor *a, const attn_tensor *b);
 
-/* 1 unless the view's elements provably occupy distinct memory: with its size > 1 dims in ascending stride
+/* 1 unless the view's elements provably occupy distinct memory: with its size > 1 dims in ascending |stride|
  * order, each stride must exceed the extent of the dims inside it (a stride-0 dim of size > 1, as from
  * broadcast_to / expand, fails; so do exotic interleavings such as shape [3, 2] strides [2, 3], which an
  * output never needs). 0 for empty views. Call on validated views only. */

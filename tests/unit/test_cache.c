@@ -2,7 +2,8 @@
  * test_cache.c — the paged KV cache ops: reshape_and_cache writes exactly the target slots
  * (canary bytes everywhere else unchanged, compared with the literal reference), slot −1 writes nothing,
  * f32 → bf16/f16 conversion, every pair of f32 / bf16 / f16 row and cache dtypes element by element (specials
- * included), int32 slot mappings, strided cache views; copy_blocks / swap_blocks move whole
+ * included), int32 slot mappings, strided cache views, key and value caches as two allocations (a negative
+ * strides[0]); copy_blocks / swap_blocks move whole
  * blocks; every bad slot / block id / geometry is rejected with the argument named and nothing written.
  * attn_kv_cache_alloc: the view's shape and strides, zero contents, 2 MiB alignment (and, on Linux where THP
  * advice works, the "hg" flag of the mapping in /proc/self/smaps) for caches >= 2 MiB, 64-byte alignment
@@ -165,6 +166,87 @@ static void test_reshape_int32_strided(void **state) {
             assert_true(buf[NB * block_pad + 5 * block_pad + 2 * row_pad + g * D + d] == value[(2 * HK + g) * D + d]); /* 22 */
         }
     free(key), free(value), free(buf);
+    attn_ctx_destroy(ctx);
+}
+
+/* The key and value caches as two allocations, value below key (kv_cache strides[0] < 0, as flash-attn's separate
+ * k_cache / v_cache): reshape_and_cache writes both where a joint [2, ...] cache has them and nothing in the gap
+ * between; copy_blocks moves both halves; plan-less paged attention gives the joint cache's bits, with out
+ * allowed in the gap and refused on the value half; a stride reaching below address 0 or INT64_MIN is refused. */
+static void test_separate_key_value_caches(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    th_rng rng;
+    th_rng_seed(&rng, 17);
+    const int64_t half = NB * BS * HK * D, gap = 64, T = 10, H = 4;
+    float *key = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(T * HK * D), -2, 2);
+    float *value = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(T * HK * D), -2, 2);
+    float *q = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(2 * H * D), -2, 2);
+    /* buf: [value half | gap | key half]; joint: [key half | value half] */
+    float *buf = (float *)malloc((size_t)(2 * half + gap) * sizeof(float));
+    float *joint = (float *)malloc((size_t)(2 * half) * sizeof(float));
+    for (int64_t i = 0; i < 2 * half + gap; i++)
+        buf[i] = -777.0f;
+    for (int64_t i = 0; i < 2 * half; i++)
+        joint[i] = -777.0f;
+    int64_t cs[5] = {2, NB, BS, HK, D}, ks[3] = {T, HK, D}, ss[1] = {T};
+    attn_tensor tj = attn_tensor_make(joint, ATTN_DTYPE_F32, 5, cs);
+    attn_tensor tc = attn_tensor_make(buf + half + gap, ATTN_DTYPE_F32, 5, cs);
+    tc.strides[0] = -(half + gap);
+    attn_tensor tk = attn_tensor_make(key, ATTN_DTYPE_F32, 3, ks), tv = attn_tensor_make(value, ATTN_DTYPE_F32, 3, ks);
+    int64_t slots[10] = {4, 5, 6, 7, 16, 17, 18, 19, 20, 21}; /* blocks 1, 4 and the first half of 5 */
+    attn_tensor ts = attn_tensor_make(slots, ATTN_DTYPE_I64, 1, ss);
+    assert_int_equal(attn_reshape_and_cache(ctx, &tk, &tv, &tj, &ts), ATTN_STATUS_OK);
+    assert_int_equal(attn_reshape_and_cache(ctx, &tk, &tv, &tc, &ts), ATTN_STATUS_OK);
+    assert_memory_equal(buf + half + gap, joint, (size_t)half * sizeof(float)); /* keys */
+    assert_memory_equal(buf, joint + half, (size_t)half * sizeof(float));       /* values */
+    for (int64_t i = 0; i < gap; i++)
+        assert_true(buf[half + i] == -777.0f);
+
+    /* copy_blocks: block 1 -> 2 in both halves */
+    int64_t map[1][2] = {{1, 2}}, ms[2] = {1, 2};
+    attn_tensor tm = attn_tensor_make(map, ATTN_DTYPE_I64, 2, ms);
+    assert_int_equal(attn_copy_blocks(ctx, &tj, &tm), ATTN_STATUS_OK);
+    assert_int_equal(attn_copy_blocks(ctx, &tc, &tm), ATTN_STATUS_OK);
+    assert_memory_equal(buf + half + gap, joint, (size_t)half * sizeof(float));
+    assert_memory_equal(buf, joint + half, (size_t)half * sizeof(float));
+
+    /* one decode token over 10 keys (blocks 2, 4, 5) and a 1-token request over 3 keys (block 1) */
+    int32_t qsl[3] = {0, 1, 2}, sl[2] = {10, 3}, bt[2][3] = {{2, 4, 5}, {1, 0, 0}};
+    int64_t qs[3] = {2, H, D}, qls[1] = {3}, sls[1] = {2}, bts[2] = {2, 3};
+    attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 3, qs), tqsl = attn_tensor_make(qsl, ATTN_DTYPE_I32, 1, qls);
+    attn_tensor tsl = attn_tensor_make(sl, ATTN_DTYPE_I32, 1, sls), tbt = attn_tensor_make(bt, ATTN_DTYPE_I32, 2, bts);
+    attn_params p;
+    attn_params_init(&p);
+    float *o_joint = (float *)calloc((size_t)(2 * H * D), sizeof(float));
+    attn_tensor toj = attn_tensor_make(o_joint, ATTN_DTYPE_F32, 3, qs);
+    assert_int_equal(attn_paged_attention(ctx, &tq, &tj, &tqsl, &tsl, &tbt, &p, &toj, NULL), ATTN_STATUS_OK);
+    assert_true(gap >= 2 * H * D);
+    attn_tensor tog = attn_tensor_make(buf + half, ATTN_DTYPE_F32, 3, qs); /* out in the gap: no overlap */
+    assert_int_equal(attn_paged_attention(ctx, &tq, &tc, &tqsl, &tsl, &tbt, &p, &tog, NULL), ATTN_STATUS_OK);
+    assert_memory_equal(buf + half, o_joint, (size_t)(2 * H * D) * sizeof(float));
+    float *values = (float *)malloc((size_t)half * sizeof(float));
+    memcpy(values, buf, (size_t)half * sizeof(float));
+    attn_tensor tov = attn_tensor_make(buf + 8, ATTN_DTYPE_F32, 3, qs); /* on the value half */
+    assert_int_equal(attn_paged_attention(ctx, &tq, &tc, &tqsl, &tsl, &tbt, &p, &tov, NULL),
+                     ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "out: overlaps kv_cache in memory"));
+    assert_memory_equal(buf, values, (size_t)half * sizeof(float));
+
+    /* strides[0] reaching below address 0, and INT64_MIN: refused by name */
+    attn_tensor low = tc;
+    low.data = (void *)(uintptr_t)64;
+    low.strides[0] = -1000;
+    assert_int_equal(attn_reshape_and_cache(ctx, &tk, &tv, &low, &ts), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "kv_cache: strides[0]=-1000 reaches below address 0"));
+    low = tc;
+    low.strides[0] = INT64_MIN;
+    assert_int_equal(attn_paged_attention(ctx, &tq, &low, &tqsl, &tsl, &tbt, &p, &toj, NULL),
+                     ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "kv_cache: strides[0]="));
+    assert_non_null(strstr(attn_last_error(), "is negative"));
+    free(key), free(value), free(q), free(buf), free(joint), free(o_joint), free(values);
     attn_ctx_destroy(ctx);
 }
 
@@ -334,6 +416,7 @@ int main(void) {
         cmocka_unit_test(test_reshape_and_cache_convert),
         cmocka_unit_test(test_reshape_int32_strided),
         cmocka_unit_test(test_copy_and_swap_blocks),
+        cmocka_unit_test(test_separate_key_value_caches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
