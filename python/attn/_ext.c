@@ -987,10 +987,13 @@ static void ext_doubled(const attn_tensor *t, attn_tensor *kv) {
 }
 
 /* k / v caches [num_blocks, block_size, num_kv_heads, head_size] (named kn / vn) as the [2, ...] kv_cache libattn
- * takes, in *kv: the halves of one tensor (same strides, v a whole number of elements after k) are viewed in
- * place. Otherwise (two separate allocations; with `flat`, also a cache whose rows do not run evenly across
- * blocks) 1 when copy is NULL (the caller writes each cache on its own), else both are copied into one
- * contiguous buffer, *copy (PyMem). 0 for a view or a copy, -1 with an exception naming the argument. */
+ * takes, in *kv: caches with the same strides are viewed in place, strides[0] the element distance from k to v
+ * (negative when v lies below k: two separate allocations, the usual flash-attn call, are read and written where
+ * they are). Without `copy` (a cache write) only the halves of one tensor are viewed, and 1 is returned for two
+ * allocations (the caller writes each cache on its own). Otherwise (strides that differ, a distance that is not a
+ * whole number of elements; with `flat`, also a cache whose rows do not run evenly across blocks) 1 when copy is
+ * NULL, else both are copied into one contiguous buffer, *copy (PyMem). 0 for a view or a copy, -1 with an
+ * exception naming the argument. */
 static int ext_join(const attn_tensor *k, const attn_tensor *v, const char *kn, const char *vn, int flat,
                     attn_tensor *kv, void **copy) {
     if (copy != NULL)
@@ -1012,7 +1015,7 @@ static int ext_join(const attn_tensor *k, const attn_tensor *v, const char *kn, 
         return -1;
     }
     const int64_t item = (int64_t)attn_dtype_size(k->dtype);
-    const intptr_t delta = (const char *)v->data - (const char *)k->data;
+    const intptr_t delta = (intptr_t)((uintptr_t)v->data - (uintptr_t)k->data);
     int64_t extent = 1, n = 1;
     for (int i = 0; i < 4; i++) {
         same &= k->shape[i] == v->shape[i] && (k->shape[i] <= 1 || k->strides[i] == v->strides[i]);
@@ -1021,8 +1024,9 @@ static int ext_join(const attn_tensor *k, const attn_tensor *v, const char *kn, 
     }
     ext_doubled(k, kv);
     kv->strides[0] = n == 0 ? 0 : (int64_t)(delta / item);
-    if (n == 0 ||
-        (same && delta >= 0 && delta % item == 0 && delta / item <= extent && (!flat || ext_merge_stride(kv, 1) >= 0)))
+    /* (a writer, copy == NULL, writes two allocations one by one, each checked against its own cache) */
+    if (n == 0 || (same && delta % item == 0 && (copy || (delta >= 0 && delta / item <= extent)) &&
+                   (!flat || ext_merge_stride(kv, 1) >= 0)))
         return 0;
     if (copy == NULL)
         return 1;

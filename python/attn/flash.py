@@ -147,8 +147,8 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     Paged K/V: with block_table int32 [batch, max_blocks], k and v are caches [num_blocks, block_size,
     nheads_k, headdim] and sequence b has cu_seqlens_k[b+1] - cu_seqlens_k[b] keys (or seqused_k[b]).
     A sequence may have more queries than keys (bottom-right causal: its first rows see no key, out 0,
-    lse -inf). Paged k/v that are the two halves of one [2, num_blocks, ...] tensor are used in place;
-    two separate allocations are attended through a COPY of both caches (not zero-copy).
+    lse -inf). Paged k/v are read in place, whether they are the two halves of one [2, num_blocks, ...] tensor
+    or two allocations with the same strides (others are copied into one buffer first).
     alibi_slopes: float32 [nheads] or [batch, nheads] (per-batch: one call per sequence on views).
     Returns out [total_q, nheads, headdim_v]; with return_softmax_lse also softmax_lse float32
     [nheads, total_q]; with return_attn_probs (out, softmax_lse, None). When out is allocated here, rows

@@ -146,14 +146,27 @@ def test_flash_attn_with_kvcache_paged_vllm_cache(rng, ctx1):
         np.testing.assert_allclose(out[i], want, atol=2e-5)
 
 
-def test_separate_cache_allocations_fallback(rng, ctx1):
-    """k_cache and v_cache from two allocations in either address order give the same answer."""
-    b, sc, hkv, d = 2, 16, 2, 32
+def test_separate_cache_allocations_read_in_place(rng, ctx1):
+    """k_cache and v_cache from two allocations, in either address order (v below k needs a negative kv_cache
+    stride), give the joint cache's bits, appended rows land in the caller's caches, and neither cache is copied:
+    the call allocates far less than one cache (a copy of both took 2 × the cache per call)."""
+    import tracemalloc
+    b, sc, hkv, d = 2, 256, 2, 32
     k1 = rng.standard_normal((b, sc, hkv, d)).astype(np.float32)
     v1 = rng.standard_normal((b, sc, hkv, d)).astype(np.float32)
     q = rng.standard_normal((b, 3, 4, d)).astype(np.float32)
-    both = np.stack([k1, v1])
-    want = attn.flash_attn_with_kvcache(q, both[0], both[1], cache_seqlens=11, causal=True, ctx=ctx1)
-    swapped = np.stack([v1, k1])  # k_cache above v_cache in memory: no single [2, ...] view exists
-    got = attn.flash_attn_with_kvcache(q, swapped[1], swapped[0], cache_seqlens=11, causal=True, ctx=ctx1)
-    np.testing.assert_array_equal(got, want)
+    kn = rng.standard_normal((b, 3, hkv, d)).astype(np.float32)
+    vn = rng.standard_normal((b, 3, hkv, d)).astype(np.float32)
+    joint = np.stack([k1, v1])
+    want = attn.flash_attn_with_kvcache(q, joint[0], joint[1], kn, vn, cache_seqlens=11, causal=True, ctx=ctx1)
+    for order in ("k below v", "v below k"):
+        pair = np.stack([k1, v1]) if order == "k below v" else np.stack([v1, k1])
+        kc, vc = (pair[0], pair[1]) if order == "k below v" else (pair[1], pair[0])
+        tracemalloc.start()
+        got = attn.flash_attn_with_kvcache(q, kc, vc, kn, vn, cache_seqlens=11, causal=True, ctx=ctx1)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        np.testing.assert_array_equal(got, want, err_msg=order)
+        np.testing.assert_array_equal(kc, joint[0], err_msg=order)  # the new rows at 11..13, the rest as before
+        np.testing.assert_array_equal(vc, joint[1], err_msg=order)
+        assert peak < k1.nbytes // 8, (order, peak, k1.nbytes)
