@@ -148,7 +148,7 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     nheads_k, headdim] and sequence b has cu_seqlens_k[b+1] - cu_seqlens_k[b] keys (or seqused_k[b]).
     A sequence may have more queries than keys (bottom-right causal: its first rows see no key, out 0,
     lse -inf). Paged k/v are read in place, whether they are the two halves of one [2, num_blocks, ...] tensor
-    or two allocations with the same strides (others are copied into one buffer first).
+    or two allocations with the same strides (caches whose strides differ: a COPY into one buffer first).
     alibi_slopes: float32 [nheads] or [batch, nheads] (per-batch: one call per sequence on views).
     Returns out [total_q, nheads, headdim_v]; with return_softmax_lse also softmax_lse float32
     [nheads, total_q]; with return_attn_probs (out, softmax_lse, None). When out is allocated here, rows
@@ -252,9 +252,9 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     j sits at position cache_seqlens[b] + j; query i at cache_seqlens[b] + i when causal or a window is
     set, else at cache_seqlens[b]. Needs k and v (as flash-attn); every position used must be < seqlen_ro.
     alibi_slopes: float32 [nheads] or [batch, nheads].
-    k_cache/v_cache that are the two halves of one tensor (kv[0], kv[1]) are used in place (zero-copy);
-    two separate allocations are attended through a COPY of both joined into one [2, ...] buffer (written back
-    when k/v are appended): not zero-copy, allocate one [2, ...] tensor to avoid it.
+    k_cache/v_cache are read and written in place (zero-copy), whether they are the two halves of one tensor
+    (kv[0], kv[1]) or two allocations, as long as their strides are equal; caches whose strides differ are
+    attended through a COPY of both joined into one [2, ...] buffer (written back when k/v are appended).
     fp8 caches (torch float8_e4m3fn / float8_e5m2, or ml_dtypes): k_descale / v_descale (flash-attn 3) give the
     scales, key = fp8(k_cache)·k_descale, value = fp8(v_cache)·v_descale; new k/v are stored as fp8(k / k_descale)
     (attn_reshape_and_cache_ex). Each is a number or a 0-d / one-element float array (one scale per tensor), a

@@ -296,8 +296,10 @@ def test_requires_grad_warns_once(monkeypatch, ctx1):
 
 
 def test_docstrings_state_copies_and_tails():
-    assert "COPY" in attn.flash_attn_with_kvcache.__doc__ and "not zero-copy" in attn.flash_attn_with_kvcache.__doc__
-    assert "COPY" in attn.flash_attn_varlen_func.__doc__
+    # two allocations with equal strides are read in place (test_flash.py); only differing strides copy
+    doc = " ".join(attn.flash_attn_with_kvcache.__doc__.split())
+    assert "or two allocations, as long as their strides are equal" in doc and "strides differ are attended through a COPY" in doc
+    assert "strides differ: a COPY" in " ".join(attn.flash_attn_varlen_func.__doc__.split())
     assert "past cu_seqlens_q[-1] are zero" in attn.flash_attn_varlen_func.__doc__
 
 
