@@ -770,12 +770,13 @@ ATTN_API attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, co
  * (flash_attn_varlen_func(block_table=...), flash_attn_with_kvcache):
  *   q [num_tokens, num_heads, head_size]; kv_cache as above; out like q; lse_opt float32 [num_heads,
  *   num_tokens] or NULL; query_start_loc int32 [num_reqs + 1] (0, non-decreasing, last <= num_tokens);
- *   seq_lens int32 [num_reqs] (>= 0; q_len > seq_len leaves the first rows without keys); block_table int32 [num_reqs, max_blocks] (row stride
- *   any, entries past ceil(seq_len / block_size) ignored).
- * Validated every call: used block ids in [0, num_blocks) ("block_table: entry [3][7] = 9001 >=
- * num_blocks=4096"), ceil(seq_len / block_size) <= max_blocks. Causal bottom-right per request if
- * params->causal says so. An fp8 kv_cache is dequantized with params->k_scale / v_scale as in
- * attn_forward_paged. Runs the sequential partition fold (no workspace). Returns INVALID_ARGUMENT,
+ *   seq_lens int32 [num_reqs] (>= 0; q_len > seq_len leaves the first rows without keys); block_table int32 [num_reqs,
+ * max_blocks] (row stride any, entries past ceil(seq_len / block_size) ignored). Validated every call: used block ids
+ * in [0, num_blocks) ("block_table: entry [3][7] = 9001 >= num_blocks=4096"), ceil(seq_len / block_size) <= max_blocks.
+ * Causal bottom-right per request if params->causal says so. An fp8 kv_cache is dequantized with params->k_scale /
+ * v_scale as in attn_forward_paged. Folds the partitions in ascending order in the context's scratch (no workspace);
+ * with fewer (sequence, kv-head group) items than threads, each item's partitions are spread over the threads
+ * first (the same bits). Returns INVALID_ARGUMENT,
  * UNSUPPORTED (masks), OVERFLOW. */
 ATTN_API attn_status attn_paged_attention(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *kv_cache,
                                           const attn_tensor *query_start_loc, const attn_tensor *seq_lens,

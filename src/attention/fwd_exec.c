@@ -697,6 +697,175 @@ static void attn_fx_item(void *arg, int64_t item, int32_t tid) {
     attn_fwd_multi_finalize(p, kern, &sc, n);
 }
 
+/* Split-KV lanes of a decode-shaped call with fewer items than threads (a lone request, MQA, few kv heads): each
+ * of the U items (units: a sequence's kv-head group) gets C = threads / U lanes, and one parallel pass (a round)
+ * hands lane (u, c) a contiguous run of S partitions of unit u. A lane works in the multi area of its own scratch
+ * slice (lane index = slice index, whichever thread runs it) and keeps each partition's state in the slots past
+ * its blocks (S: as many as fit). After the round the calling thread folds the states into the unit's folded
+ * state (lane 0's slots) in ascending partition order, the fold of attn_fwd_multi_partition; more rounds follow
+ * only for keys beyond what the lanes' slots hold. Every partition is computed fresh by the same calls as in the
+ * one-item schedule, so the bits do not change; a round is one fork of the threads. */
+typedef struct attn_fx_lanes {
+    const attn_fx_job *job;
+    int64_t lanes;    /* C: lanes per unit                                            */
+    int64_t per_lane; /* S: partitions per lane and round                             */
+    int64_t round;    /* partitions [first + round·C·S, ...) of every unit; 0 also sets up */
+} attn_fx_lanes;
+
+/* Lane `lane`'s scratch: the running thread's slice, with the multi area of slice `lane`. */
+static void attn_fx_lane_scratch(const attn_exec *ex, int64_t lane, int32_t tid, attn_fwd_scratch *sc) {
+    attn_fwd_scratch own;
+    attn_fwd_scratch_carve(ex->scratch + (size_t)lane * attn_fwd_scratch_bytes(), &own);
+    attn_fwd_scratch_carve(ex->scratch + (size_t)tid * attn_fwd_scratch_bytes(), sc);
+    sc->multi = own.multi;
+}
+
+/* The blocks of decode unit `unit` (sequence, kv-head group) into sc; returns their count. */
+static int64_t attn_fx_unit_blocks(const attn_fx_job *job, int64_t unit, attn_fwd_scratch *sc) {
+    const attn_problem *p = job->p;
+    const attn_fwd_shape *sh = &job->sh;
+    attn_seq_view seq;
+    p->get_seq(p, unit / job->items_per_seq, &seq);
+    const int64_t num_tb = (seq.seq_q + sh->tokens_per_block - 1) / sh->tokens_per_block;
+    const int64_t g0 = unit % job->items_per_seq * job->heads_per_item;
+    const int64_t g1 = g0 + job->heads_per_item < p->num_kv_heads ? g0 + job->heads_per_item : p->num_kv_heads;
+    int64_t n = 0;
+    for (int64_t g = g0; g < g1; g++)
+        for (int64_t c = 0; c < sh->head_chunks; c++)
+            for (int64_t tb = 0; tb < num_tb; tb++)
+                attn_fwd_block_init(p, sh, &seq, g, c, tb, attn_fwd_multi_block(p, sc, n++));
+    return n;
+}
+
+/* Floats of one block's stored partition state: m, l [ATTN_QB], o [Dv][ATTN_QB]. */
+static int64_t attn_fx_kept_floats(const attn_problem *p) {
+    return ATTN_QB * (2 + p->head_size_v);
+}
+
+/* Stored state j of block i in a lane of n blocks: past the lane's n slots. */
+static float *attn_fx_kept(const attn_problem *p, attn_fwd_scratch *sc, int64_t n, int64_t j, int64_t i) {
+    return attn_fx_floats(p, sc, n) + (j * n + i) * attn_fx_kept_floats(p);
+}
+
+/* Partitions per lane and round for units of up to n blocks (0: none fit). */
+static int64_t attn_fx_lane_capacity(const attn_problem *p, int64_t n) {
+    const int64_t spare = (attn_fwd_multi_capacity(p) - n) * attn_fx_slot_floats(p);
+    return n > 0 && spare > 0 ? spare / (n * attn_fx_kept_floats(p)) : 0;
+}
+
+/* Partitions [*a, *b) of lane c of a unit with partition range [first, last) in round r. */
+static void attn_fx_lane_range(const attn_fx_lanes *w, int64_t first, int64_t last, int64_t c, int64_t *a, int64_t *b) {
+    *a = first + (w->round * w->lanes + c) * w->per_lane;
+    *b = *a + w->per_lane < last ? *a + w->per_lane : last;
+}
+
+static void attn_fx_lane_item(void *arg, int64_t lane, int32_t tid) {
+    const attn_fx_lanes *w = (const attn_fx_lanes *)arg;
+    const attn_fx_job *job = w->job;
+    const attn_problem *p = job->p;
+    attn_fwd_scratch sc;
+    attn_fx_lane_scratch(job->ex, lane, tid, &sc);
+    const int64_t n = attn_fx_unit_blocks(job, lane / w->lanes, &sc);
+    if (n == 0)
+        return;
+    if (w->round == 0)
+        attn_fwd_multi_begin(p, job->ex->kern, &sc, n);
+    int64_t first, last, a, b;
+    attn_fwd_multi_partitions(p, &sc, n, &first, &last);
+    attn_fx_lane_range(w, first, last, lane % w->lanes, &a, &b);
+    const attn_fx_slot *sl = attn_fx_slots(&sc);
+    for (int64_t part = a; part < b; part++) {
+        attn_fwd_multi_partition(p, job->ex->kern, &sc, n, part, 0);
+        for (int64_t i = 0; i < n; i++) {
+            if (!sl[i].active)
+                continue;
+            const attn_fx_state st = attn_fx_state_of(p, &sc, i);
+            float *k = attn_fx_kept(p, &sc, n, part - a, i);
+            const int64_t nr = sl[i].blk.num_rows;
+            memcpy(k, st.m_part, (size_t)nr * sizeof(float));
+            memcpy(k + ATTN_QB, st.l_part, (size_t)nr * sizeof(float));
+            for (int64_t d = 0; d < p->head_size_v; d++)
+                memcpy(k + (2 + d) * ATTN_QB, st.o_part + d * ATTN_QB, (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+/* Folds stored state j of lane `src` (partition `part`) into the folded states of lane `home`. */
+static void attn_fx_fold_kept(const attn_problem *p, attn_fwd_scratch *home, attn_fwd_scratch *src, int64_t n,
+                              int64_t j, int64_t part) {
+    attn_fx_slot *hs = attn_fx_slots(home);
+    for (int64_t i = 0; i < n; i++) {
+        if (part < hs[i].first || part >= hs[i].last)
+            continue; /* as attn_fwd_multi_partition's `active` */
+        const attn_fx_state h = attn_fx_state_of(p, home, i);
+        const float *k = attn_fx_kept(p, src, n, j, i);
+        const int64_t nr = hs[i].blk.num_rows;
+        if (hs[i].acc_empty) { /* as attn_fwd_multi_partition's first fold: a copy */
+            memcpy(h.m_acc, k, (size_t)nr * sizeof(float));
+            memcpy(h.l_acc, k + ATTN_QB, (size_t)nr * sizeof(float));
+            for (int64_t d = 0; d < p->head_size_v; d++)
+                memcpy(h.o_acc + d * ATTN_QB, k + (2 + d) * ATTN_QB, (size_t)nr * sizeof(float));
+            hs[i].acc_empty = 0;
+            continue;
+        }
+        attn_fwd_fold(nr, p->head_size_v, h.m_acc, h.l_acc, h.o_acc, k, k + ATTN_QB, k + 2 * ATTN_QB);
+    }
+}
+
+/* Runs the decode units with C lanes each (0 when the lanes' slots hold no partition: the caller runs the
+ * one-item schedule). */
+static int attn_fx_run_lanes(const attn_fx_job *job, int64_t units, int64_t lanes) {
+    const attn_exec *ex = job->ex;
+    const attn_problem *p = job->p;
+    int64_t max_n = 0, max_parts = 0;
+    for (int64_t u = 0; u < units; u++) { /* block counts and partition ranges, in lane 0's slots */
+        attn_fwd_scratch home;
+        attn_fx_lane_scratch(ex, u * lanes, 0, &home);
+        const int64_t n = attn_fx_unit_blocks(job, u, &home);
+        attn_fx_slot *sl = attn_fx_slots(&home);
+        for (int64_t i = 0; i < n; i++)
+            attn_fwd_partitions(&sl[i].blk, &sl[i].first, &sl[i].last);
+        int64_t first, last;
+        attn_fwd_multi_partitions(p, &home, n, &first, &last);
+        if (n > max_n)
+            max_n = n;
+        if (last - first > max_parts)
+            max_parts = last - first;
+    }
+    const int64_t cap = attn_fx_lane_capacity(p, max_n);
+    if (cap < 1)
+        return 0;
+    attn_fx_lanes w = {job, lanes, (max_parts + lanes - 1) / lanes, 0};
+    if (w.per_lane > cap)
+        w.per_lane = cap;
+    for (; w.round * lanes * w.per_lane < max_parts; w.round++) {
+        attn_parallel_for(ex->num_threads, units * lanes, attn_fx_lane_item, &w);
+        for (int64_t u = 0; u < units; u++) {
+            attn_fwd_scratch home;
+            attn_fx_lane_scratch(ex, u * lanes, 0, &home);
+            const int64_t n = attn_fx_unit_blocks(job, u, &home);
+            int64_t first, last;
+            attn_fwd_multi_partitions(p, &home, n, &first, &last);
+            for (int64_t c = 0; c < lanes; c++) {
+                attn_fwd_scratch src;
+                attn_fx_lane_scratch(ex, u * lanes + c, 0, &src);
+                int64_t a, b;
+                attn_fx_lane_range(&w, first, last, c, &a, &b);
+                for (int64_t part = a; part < b; part++)
+                    attn_fx_fold_kept(p, &home, &src, n, part - a, part);
+            }
+        }
+    }
+    for (int64_t u = 0; u < units; u++) {
+        attn_fwd_scratch home;
+        attn_fx_lane_scratch(ex, u * lanes, 0, &home);
+        const int64_t n = attn_fx_unit_blocks(job, u, &home);
+        if (n > 0)
+            attn_fwd_multi_finalize(p, ex->kern, &home, n);
+    }
+    return 1;
+}
+
 /* The flop of problem p's sequences, or +inf when it has more than ATTN_FWD_SMALL_MAX_BLOCKS (not counted). */
 static double attn_fx_flops(const attn_problem *p) {
     if (p->num_seqs > ATTN_FWD_SMALL_MAX_BLOCKS)
@@ -708,6 +877,18 @@ static double attn_fx_flops(const attn_problem *p) {
         flops += attn_fwd_flops(p, seq.seq_q * p->num_heads, seq.seq_k);
     }
     return flops;
+}
+
+/* The longest key range of the problem's sequences. */
+static int64_t attn_fx_max_seq_k(const attn_problem *p) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < p->num_seqs; i++) {
+        attn_seq_view seq;
+        p->get_seq(p, i, &seq);
+        if (seq.seq_k > k)
+            k = seq.seq_k;
+    }
+    return k;
 }
 
 int64_t attn_fwd_units_per_item(int64_t units, int64_t num_seqs, int64_t cap, int32_t num_threads) {
@@ -762,6 +943,9 @@ void attn_fwd_run(const attn_problem *p, const attn_exec *ex) {
         job.decode = 1;
         job.heads_per_item = hpi;
         job.items_per_seq = (p->num_kv_heads + hpi - 1) / hpi;
+        const int64_t units = p->num_seqs * job.items_per_seq, lanes = ex->num_threads / units;
+        if (lanes >= 2 && attn_fx_max_seq_k(p) > ATTN_KV_PARTITION && attn_fx_run_lanes(&job, units, lanes))
+            return; /* too few items for the threads: split-KV lanes */
     } else {
         /* Every K/V tile an item reads is fetched (converted, or copied into a padded-stride tile) once for
          * all of its blocks, so larger super-blocks fetch each tile fewer times per call. */

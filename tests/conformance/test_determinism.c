@@ -1,6 +1,7 @@
 /*
- * test_determinism.c — bitwise reproducibility (docs/CONTRIBUTING.md §9): out and LSE are identical for 1, 2 and 3
- * threads on every usable ISA (dense, varlen, causal, window, Sk spanning > 2 split-KV partitions, GQA 7),
+ * test_determinism.c — bitwise reproducibility (docs/CONTRIBUTING.md §9): out and LSE are identical for 1 to 4
+ * threads on every usable ISA (dense, varlen, causal, window, Sk spanning > 2 split-KV partitions, GQA 7, decode
+ * calls with fewer items than threads, split over lanes in one or more rounds),
  * and a sequence's bits do not depend on the batch around it: adding other sequences to a varlen or dense
  * batch, or splitting its queries into chunks (bottom-right alignment keeps each row's position), leaves
  * every one of its rows bit-identical.
@@ -136,16 +137,92 @@ static void test_thread_counts(void **state) {
     (void)state;
     const tcase cases[] = {
         {"dense", 1, 2, {37, 37}, {100, 100}, 8, 2, 64, 64, ATTN_DTYPE_F32, ATTN_DTYPE_F32, 0, -1, -1, 0, 0},
-        {"dense causal bf16", 1, 2, {45, 45}, {45, 45}, 4, 4, 32, 32, ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, 1, -1, -1,
-         0, 1},
+        {"dense causal bf16",
+         1,
+         2,
+         {45, 45},
+         {45, 45},
+         4,
+         4,
+         32,
+         32,
+         ATTN_DTYPE_BF16,
+         ATTN_DTYPE_BF16,
+         1,
+         -1,
+         -1,
+         0,
+         1},
         {"dense window", 1, 1, {70, 0}, {90, 0}, 4, 2, 16, 16, ATTN_DTYPE_F16, ATTN_DTYPE_F16, 1, 16, 0, 1, 0},
-        {"long Sk > 2 partitions", 1, 1, {9, 0}, {1300, 0}, 2, 1, 32, 32, ATTN_DTYPE_F32, ATTN_DTYPE_F32, 1, -1,
-         -1, 0, 0},
+        {"long Sk > 2 partitions",
+         1,
+         1,
+         {9, 0},
+         {1300, 0},
+         2,
+         1,
+         32,
+         32,
+         ATTN_DTYPE_F32,
+         ATTN_DTYPE_F32,
+         1,
+         -1,
+         -1,
+         0,
+         0},
         {"GQA 7", 1, 1, {11, 0}, {150, 0}, 14, 2, 16, 24, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, 0, -1, -1, 0, 1},
-        {"varlen", 0, 4, {13, 0, 1, 40}, {13, 5, 1100, 60}, 7, 1, 16, 16, ATTN_DTYPE_F32, ATTN_DTYPE_F32, 1, -1,
-         -1, 1, 0},
-        {"varlen window", 0, 3, {30, 2, 17}, {30, 600, 17}, 8, 2, 8, 8, ATTN_DTYPE_F16, ATTN_DTYPE_F16, 1, 5, 3,
-         0, 0},
+        {"varlen",
+         0,
+         4,
+         {13, 0, 1, 40},
+         {13, 5, 1100, 60},
+         7,
+         1,
+         16,
+         16,
+         ATTN_DTYPE_F32,
+         ATTN_DTYPE_F32,
+         1,
+         -1,
+         -1,
+         1,
+         0},
+        {"varlen window", 0, 3, {30, 2, 17}, {30, 600, 17}, 8, 2, 8, 8, ATTN_DTYPE_F16, ATTN_DTYPE_F16, 1, 5, 3, 0, 0},
+        /* fewer decode items than threads: split-KV lanes; 8 blocks of 256 dims hold 3 partitions per lane, so
+         * 7 partitions take 2 rounds on 2 threads, 1 on 3 and 4 */
+        {"lanes MQA rounds",
+         1,
+         1,
+         {16, 0},
+         {3100, 0},
+         16,
+         1,
+         256,
+         256,
+         ATTN_DTYPE_F32,
+         ATTN_DTYPE_BF16,
+         1,
+         -1,
+         -1,
+         1,
+         1},
+        {"lanes window", 1, 1, {1, 0}, {5000, 0}, 8, 1, 64, 64, ATTN_DTYPE_F16, ATTN_DTYPE_F16, 1, 1500, 0, 0, 0},
+        {"lanes GQA 2 kv heads",
+         0,
+         1,
+         {3, 0},
+         {2100, 0},
+         8,
+         2,
+         32,
+         32,
+         ATTN_DTYPE_F32,
+         ATTN_DTYPE_F32,
+         1,
+         -1,
+         -1,
+         0,
+         1},
     };
     attn_ctx *ctx = new_ctx();
     int fails = 0;
@@ -164,7 +241,7 @@ static void test_thread_counts(void **state) {
             if (!attn_isa_available(isa)) continue;
             assert_int_equal(attn_ctx_set_isa(ctx, isa), ATTN_STATUS_OK);
             result base = {NULL, NULL, 0, 0};
-            for (int32_t t = 1; t <= 3; t++) {
+            for (int32_t t = 1; t <= 4; t++) {
                 assert_int_equal(attn_ctx_set_num_threads(ctx, t), ATTN_STATUS_OK);
                 assert_int_equal(attn_ctx_num_threads(ctx), t);
                 result r = c->dense ? run_dense(ctx, &p, &prm) : run_varlen(ctx, &p, &prm);
