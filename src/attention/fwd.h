@@ -184,6 +184,17 @@ int64_t attn_fwd_units_per_item(int64_t units, int64_t num_seqs, int64_t cap, in
 int64_t attn_fwd_super_size(int64_t cap, int32_t num_threads, int64_t (*items)(const void *arg, int64_t size),
                             const void *arg);
 
+/* Bytes the token-major decode schedule prefetches from kv head g0's row of each token for an item of heads
+ * [g0, g0 + heads_after]: the item's rows of one token as one span where they lie within that token's row
+ * (BSND, a token-major cache page), else kv head g0's row alone — where kv heads are further apart than tokens
+ * (BNSD, a head-major page) the span would cover other tokens' rows and be prefetched again for every token
+ * (decode 200–2000× slower). Strides and sizes in bytes. */
+static inline int64_t attn_fwd_token_span(int64_t heads_after, int64_t head_stride, int64_t row_bytes,
+                                          int64_t token_stride) {
+    const int64_t span = heads_after * head_stride + row_bytes;
+    return span <= token_stride ? span : row_bytes;
+}
+
 /* Runs a whole validated problem, bitwise equal to running each block alone (block_init, pack_q, then
  * partition + fold in ascending order, finalize; tests/conformance/test_driver_paths.c): prefill items are GQA
  * super-blocks (sequence, kv head, up to 16 query blocks), decode-shaped problems (every sequence

@@ -354,8 +354,8 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
     const attn_seq_view *seq = &sl[0].blk.seq;
     const int64_t es = (int64_t)attn_dtype_size(p->kv_dtype);
     const int64_t g0 = sl[0].blk.kv_head, g1 = sl[n - 1].blk.kv_head;
-    const int64_t kspan = (g1 - g0) * seq->k_head_stride + p->head_size * es;
-    const int64_t vspan = (g1 - g0) * seq->v_head_stride + p->head_size_v * es;
+    const int64_t kspan = attn_fwd_token_span(g1 - g0, seq->k_head_stride, p->head_size * es, seq->k_row_stride);
+    const int64_t vspan = attn_fwd_token_span(g1 - g0, seq->v_head_stride, p->head_size_v * es, seq->v_row_stride);
     const int prefetch = hi_all - lo_all > ATTN_FX_PREFETCH_MIN_KEYS, prefetch_far = prefetch && es > 1;
     const int64_t span = kspan > vspan ? kspan : vspan;
     const int ranges = ATTN_FX_CHUNK_MAX * span <= ATTN_FX_CHUNK_BYTES; /* 32-key steps (attn_fx_prefetch_tokens) */

@@ -619,6 +619,18 @@ static void test_paged(void **state) {
 }
 
 /* Many kv heads (more than one multi-head item per sequence) and head sizes up to the maximum. */
+/* The decode prefetch span: one token's rows of the item's kv heads where they fit that token's row, else one row
+ * (a span over other tokens' rows, prefetched per token, made BNSD decode 200-2000x slower). */
+static void test_token_span(void **state) {
+    (void)state;
+    assert_int_equal(attn_fwd_token_span(7, 256, 256, 8 * 256), 8 * 256);            /* BSND, 8 heads of bf16 × 128 */
+    assert_int_equal(attn_fwd_token_span(7, 300, 256, 8 * 300 + 64), 7 * 300 + 256); /* padded heads */
+    assert_int_equal(attn_fwd_token_span(0, 0, 256, 256), 256);                      /* one head */
+    assert_int_equal(attn_fwd_token_span(7, 4096 * 256, 256, 256), 256);             /* BNSD, 4096 tokens */
+    assert_int_equal(attn_fwd_token_span(7, 16 * 256, 256, 256), 256);               /* head-major page of 16 */
+    assert_int_equal(attn_fwd_token_span(1, 256, 256, 256), 256);                    /* a single-head view */
+}
+
 static void test_wide(void **state) {
     (void)state;
     td_failures = 0;
@@ -640,8 +652,9 @@ static void test_wide(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_prefill_dense), cmocka_unit_test(test_prefill_options), cmocka_unit_test(test_decode),
-        cmocka_unit_test(test_paged),         cmocka_unit_test(test_wide),
+        cmocka_unit_test(test_prefill_dense), cmocka_unit_test(test_prefill_options),
+        cmocka_unit_test(test_decode),        cmocka_unit_test(test_paged),
+        cmocka_unit_test(test_wide),          cmocka_unit_test(test_token_span),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
