@@ -960,17 +960,19 @@ static PyObject *ext_dtype_str(attn_dtype d) {
     return np_dt ? PyObject_Str(np_dt) : PyUnicode_FromString(attn_dtype_name(d));
 }
 
-/* Copies the 4-D view `t` element by element to (into_buf) or from a contiguous buffer. */
+/* Copies the 4-D view `t` to (into_buf) or from a contiguous buffer, a row of its last dimension at a time (a
+ * cache view: libattn wants that dimension contiguous; any stride is copied element by element). */
 static void ext_copy4(const attn_tensor *t, char *buf, int into_buf) {
     const size_t item = attn_dtype_size(t->dtype);
+    const int64_t n = t->shape[3], step = n > 1 && t->strides[3] != 1 ? 1 : n;
     for (int64_t i = 0; i < t->shape[0]; i++)
         for (int64_t j = 0; j < t->shape[1]; j++)
             for (int64_t h = 0; h < t->shape[2]; h++)
-                for (int64_t d = 0; d < t->shape[3]; d++, buf += item) {
+                for (int64_t d = 0; d < n; d += step, buf += (size_t)step * item) {
                     char *p =
                         (char *)t->data +
                         (size_t)(i * t->strides[0] + j * t->strides[1] + h * t->strides[2] + d * t->strides[3]) * item;
-                    memcpy(into_buf ? buf : p, into_buf ? p : buf, item);
+                    memcpy(into_buf ? buf : p, into_buf ? p : buf, (size_t)step * item);
                 }
 }
 
