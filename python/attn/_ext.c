@@ -1302,10 +1302,24 @@ static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches,
         attn_tensor none = a[SM].t;
         none.shape[0] = 0;
         EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[K].t, &a[V].t, &vkv, &none, &ov));
-        if (st == ATTN_STATUS_OK)
-            EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[K].t, &a[K].t, &kv, &a[SM].t, &ok));
-        if (st == ATTN_STATUS_OK)
-            EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[V].t, &a[V].t, &vkv, &a[SM].t, &ov));
+        /* caches with the same strides: one write through a view over both allocations (strides[0] the distance
+         * from one to the other); else each cache through its doubled view, which writes each row twice */
+        const attn_tensor *kc = &kv, *vc = &vkv; /* (the doubled views, in the dtype ext_kv_dtype gave them) */
+        const int64_t item = (int64_t)attn_dtype_size(kc->dtype);
+        const intptr_t delta = (intptr_t)((uintptr_t)vc->data - (uintptr_t)kc->data);
+        int wide = item > 0 && delta % item == 0;
+        for (int i = 1; wide && i < 5; i++)
+            wide = kc->shape[i] <= 1 || kc->strides[i] == vc->strides[i];
+        if (st == ATTN_STATUS_OK && wide) {
+            attn_tensor both = *kc;
+            both.strides[0] = (int64_t)(delta / item);
+            EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[K].t, &a[V].t, &both, &a[SM].t, &o));
+        } else {
+            if (st == ATTN_STATUS_OK)
+                EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[K].t, &a[K].t, &kv, &a[SM].t, &ok));
+            if (st == ATTN_STATUS_OK)
+                EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[V].t, &a[V].t, &vkv, &a[SM].t, &ov));
+        }
     }
     ext_release_all(a, N);
     if (st == ATTN_STATUS_OK && u.error[0] != NULL) { /* the callback's exception, after the write */

@@ -31,6 +31,24 @@ def test_vllm_reshape_and_cache_separate_and_shared_caches(rng, ctx1):
         vllm_ops.reshape_and_cache(k, v, kc, vc, slots, "int8")
 
 
+@pytest.mark.parametrize("order", ["k below v", "v below k"])
+def test_vllm_reshape_and_cache_two_allocations_one_write(rng, ctx1, order):
+    """Two cache allocations with equal strides are written through one view over both (each row converted
+    once): the bytes equal the one-tensor write, for uint8 fp8 caches with distinct k / v scales and for f32."""
+    k = rng.standard_normal((5, 2, 16)).astype(np.float32)
+    v = rng.standard_normal((5, 2, 16)).astype(np.float32)
+    slots = np.array([7, -1, 0, 13, 2])
+    for dt, kv_dtype, scales in ((np.uint8, "fp8", (0.5, 2.0)), (np.float32, "auto", (1.0, 1.0))):
+        joint = np.zeros((2, 4, 4, 2, 16), dt)
+        vllm_ops.reshape_and_cache(k, v, joint[0], joint[1], slots, kv_dtype, *scales, ctx=ctx1)
+        pair = np.zeros((2, 4, 4, 2, 16), dt)
+        kc, vc = (pair[0], pair[1]) if order == "k below v" else (pair[1], pair[0])
+        vllm_ops.reshape_and_cache(k, v, kc, vc, slots, kv_dtype, *scales, ctx=ctx1)
+        np.testing.assert_array_equal(kc, joint[0])
+        np.testing.assert_array_equal(vc, joint[1])
+        assert kc.any() and vc.any()
+
+
 def test_vllm_copy_swap_merge(rng, ctx1):
     layers = [rng.standard_normal((2, 5, 2, 1, 4)).astype(np.float32) for _ in range(2)]
     before = [c.copy() for c in layers]
