@@ -812,8 +812,8 @@ static void attn_fx_fold_kept(const attn_problem *p, attn_fwd_scratch *home, att
     }
 }
 
-/* Runs the decode units with C lanes each (0 when the lanes' slots hold no partition: the caller runs the
- * one-item schedule). */
+/* Runs the decode units with C lanes each (0 when the lanes' slots hold no partition, or no unit has one: the
+ * caller runs the one-item schedule). */
 static int attn_fx_run_lanes(const attn_fx_job *job, int64_t units, int64_t lanes) {
     const attn_exec *ex = job->ex;
     const attn_problem *p = job->p;
@@ -833,7 +833,7 @@ static int attn_fx_run_lanes(const attn_fx_job *job, int64_t units, int64_t lane
             max_parts = last - first;
     }
     const int64_t cap = attn_fx_lane_capacity(p, max_n);
-    if (cap < 1)
+    if (cap < 1 || max_parts < 1) /* (no partition anywhere: no round would set the states up) */
         return 0;
     attn_fx_lanes w = {job, lanes, (max_parts + lanes - 1) / lanes, 0};
     if (w.per_lane > cap)

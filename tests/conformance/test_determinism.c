@@ -197,6 +197,43 @@ static void test_thread_counts(void **state) {
     assert_int_equal(fails, 0);
 }
 
+/* Split-KV lanes with no partition anywhere: request 0 has 513 keys and no query row, request 1 query rows and no
+ * key. Its rows are out 0, LSE -inf on every thread count, also right after a call that left states in the
+ * context's scratch (the lanes once finalized those). */
+static void test_lanes_no_partition(void **state) {
+    (void)state;
+    enum { HK = 1, H = 2, D = 40, NK = 513 };
+    th_rng rng;
+    th_rng_seed(&rng, 41);
+    float *q = th_alloc_fill(&rng, ATTN_DTYPE_F32, 2 * H * D, -2, 2);
+    float *k = th_alloc_fill(&rng, ATTN_DTYPE_F32, NK * HK * D, -2, 2);
+    float *v = th_alloc_fill(&rng, ATTN_DTYPE_F32, NK * HK * D, -2, 2);
+    float o[2 * H * D], lse[2 * H];
+    int32_t cuq[3] = {0, 0, 2}, cuk[3] = {0, NK, NK}, cuk_warm[3] = {0, 0, NK};
+    int64_t qs[3] = {2, H, D}, ks[3] = {NK, HK, D}, c3[1] = {3}, ls[2] = {H, 2};
+    attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 3, qs), tk = attn_tensor_make(k, ATTN_DTYPE_F32, 3, ks);
+    attn_tensor tv = attn_tensor_make(v, ATTN_DTYPE_F32, 3, ks), to = attn_tensor_make(o, ATTN_DTYPE_F32, 3, qs);
+    attn_tensor tl = attn_tensor_make(lse, ATTN_DTYPE_F32, 2, ls);
+    attn_tensor tcq = attn_tensor_make(cuq, ATTN_DTYPE_I32, 1, c3), tck = attn_tensor_make(cuk, ATTN_DTYPE_I32, 1, c3);
+    attn_tensor tckw = attn_tensor_make(cuk_warm, ATTN_DTYPE_I32, 1, c3);
+    attn_params p;
+    attn_params_init(&p);
+    attn_ctx *ctx = new_ctx();
+    for (int32_t t = 1; t <= 4; t++) {
+        assert_int_equal(attn_ctx_set_num_threads(ctx, t), ATTN_STATUS_OK);
+        assert_int_equal(attn_forward_varlen(ctx, &tq, &tk, &tv, &tcq, &tckw, &p, &to, &tl), ATTN_STATUS_OK);
+        for (int i = 0; i < 2 * H * D; i++)
+            o[i] = 123.0f;
+        assert_int_equal(attn_forward_varlen(ctx, &tq, &tk, &tv, &tcq, &tck, &p, &to, &tl), ATTN_STATUS_OK);
+        for (int i = 0; i < 2 * H * D; i++)
+            assert_true(o[i] == 0.0f);
+        for (int i = 0; i < 2 * H; i++)
+            assert_true(isinf(lse[i]) && lse[i] < 0);
+    }
+    attn_ctx_destroy(ctx);
+    free(q), free(k), free(v);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Batch invariance
  * --------------------------------------------------------------------------------------------- */
@@ -332,6 +369,7 @@ static void test_query_chunking(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_thread_counts),
+        cmocka_unit_test(test_lanes_no_partition),
         cmocka_unit_test(test_batch_composition),
         cmocka_unit_test(test_query_chunking),
     };
