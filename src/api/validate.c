@@ -238,11 +238,15 @@ attn_status attn_validate_workspace(const void *workspace, size_t need, size_t a
                "workspace: %p + %zu bytes wraps around the address space", workspace, need);
     for (int i = 0; i < n; i++) {
         if (!views[i]) continue;
-        /* validate before measuring: a view is only spanned once its ndim/shape/strides are known good */
-        ATTN_TRY(attn_tensor_check(views[i], names[i], -1, 0));
-        uintptr_t lo, hi;
-        attn_tensor_span(views[i], &lo, &hi);
-        ATTN_CHECK(lo == hi || hi <= w || lo >= w + need, ATTN_STATUS_INVALID_ARGUMENT,
+        /* validate before measuring: a view is only spanned once its ndim/shape/strides are known good (a kv_cache
+         * over two allocations through its mirror image); then compared as attn_tensor_overlap does, slice by
+         * slice for such a cache, so a workspace in the gap between its halves is not an overlap */
+        attn_tensor m;
+        ATTN_TRY(attn_tensor_mirror0(views[i], names[i], &m));
+        ATTN_TRY(attn_tensor_check(&m, names[i], -1, 0));
+        const int64_t ws_shape[1] = {(int64_t)need};
+        const attn_tensor ws = attn_tensor_make((void *)(uintptr_t)workspace, ATTN_DTYPE_U8, 1, ws_shape);
+        ATTN_CHECK(!attn_tensor_overlap(views[i], &ws), ATTN_STATUS_INVALID_ARGUMENT,
                    "workspace: overlaps %s in memory", names[i]);
     }
     return ATTN_STATUS_OK;

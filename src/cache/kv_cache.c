@@ -16,20 +16,8 @@
 
 static attn_status attn_kv_layout_check(const attn_tensor *c, const char *name, int allow_u8, attn_kv_layout *l) {
     ATTN_CHECK(c != NULL, ATTN_STATUS_INVALID_ARGUMENT, "%s: is NULL", name);
-    /* strides[0] may be negative (the value cache below the key cache, two allocations): the mirror image, with
-     * the halves swapped, holds the same elements, and every other check is the same on it */
-    attn_tensor m = *c;
-    if (m.ndim == 5 && m.strides[0] < 0 && m.strides[0] > INT64_MIN && m.data != NULL) {
-        int64_t back;
-        ATTN_CHECK(
-            attn_mul_i64(m.strides[0], (int64_t)(attn_dtype_size(m.dtype) ? attn_dtype_size(m.dtype) : 1), &back),
-            ATTN_STATUS_OVERFLOW, "%s: strides[0]=%lld times the element size overflows int64", name,
-            (long long)m.strides[0]);
-        ATTN_CHECK((uintptr_t)m.data >= (uintptr_t)(-back), ATTN_STATUS_INVALID_ARGUMENT,
-                   "%s: strides[0]=%lld reaches below address 0", name, (long long)m.strides[0]);
-        m.data = (void *)((uintptr_t)m.data - (uintptr_t)(-back));
-        m.strides[0] = -m.strides[0];
-    }
+    attn_tensor m; /* strides[0] may be negative: two allocations, the value cache below the key cache */
+    ATTN_TRY(attn_tensor_mirror0(c, name, &m));
     ATTN_TRY(attn_tensor_check(&m, name, 5, 1));
     if (allow_u8)
         ATTN_CHECK(attn_dtype_is_float(c->dtype) || attn_dtype_is_fp8(c->dtype) || c->dtype == ATTN_DTYPE_U8,

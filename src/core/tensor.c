@@ -86,6 +86,28 @@ attn_status attn_tensor_check(const attn_tensor *t, const char *name, int32_t nd
     return ATTN_STATUS_OK;
 }
 
+attn_status attn_tensor_mirror0(const attn_tensor *t, const char *name, attn_tensor *m) {
+    *m = *t;
+    if (t->ndim < 1 || t->strides[0] >= 0 || t->strides[0] == INT64_MIN)
+        return ATTN_STATUS_OK;
+    const int64_t es = attn_dtype_size(t->dtype) ? (int64_t)attn_dtype_size(t->dtype) : 1;
+    int64_t back;
+    ATTN_CHECK(attn_mul_i64(t->strides[0], es, &back) && back > INT64_MIN, ATTN_STATUS_OVERFLOW,
+               "%s: strides[0]=%lld times the element size overflows int64", name, (long long)t->strides[0]);
+    m->strides[0] = -t->strides[0];
+    if (t->shape[0] <= 1)
+        return ATTN_STATUS_OK; /* one slice (or none): the stride is never followed */
+    ATTN_CHECK(t->shape[0] == 2, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: strides[0]=%lld is negative (only the two halves of a kv_cache may run backwards)", name,
+               (long long)t->strides[0]);
+    if (t->data != NULL) {
+        ATTN_CHECK((uintptr_t)t->data >= (uintptr_t)(-back), ATTN_STATUS_INVALID_ARGUMENT,
+                   "%s: strides[0]=%lld reaches below address 0", name, (long long)t->strides[0]);
+        m->data = (void *)((uintptr_t)t->data - (uintptr_t)(-back));
+    }
+    return ATTN_STATUS_OK;
+}
+
 attn_status attn_tensor_check_float(const attn_tensor *t, const char *name) {
     ATTN_CHECK(t->dtype == ATTN_DTYPE_F32 || t->dtype == ATTN_DTYPE_F16 || t->dtype == ATTN_DTYPE_BF16,
                ATTN_STATUS_INVALID_ARGUMENT, "%s: dtype %s, expected f32, f16 or bf16", name,

@@ -17,6 +17,13 @@ attn_status attn_tensor_check(const attn_tensor *t, const char *name, int32_t nd
 /* dtype is one of F32/F16/BF16. */
 attn_status attn_tensor_check_float(const attn_tensor *t, const char *name);
 
+/* The mirror image of a view whose strides[0] is negative (a kv_cache over two allocations, the value cache
+ * below the key cache): the same elements with dim 0 reversed, strides[0] positive, in *m, which attn_tensor_check
+ * then validates as any view; other views are copied unchanged (a negative stride elsewhere, or INT64_MIN, is left
+ * for attn_tensor_check to refuse). OVERFLOW when strides[0]·element size does not fit; INVALID_ARGUMENT when the
+ * mirror would start below address 0 or dim 0 is longer than 2 (only a kv_cache's halves may run backwards). */
+attn_status attn_tensor_mirror0(const attn_tensor *t, const char *name, attn_tensor *m);
+
 /* dtype equals `dtype`. */
 attn_status attn_tensor_check_dtype(const attn_tensor *t, const char *name, attn_dtype dtype);
 

@@ -250,6 +250,62 @@ static void test_separate_key_value_caches(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* A plan whose decode needs a split-KV workspace reads a value-below-key cache as the joint one, bitwise, with
+ * the workspace lying in the gap between the caches (not an overlap) and refused on the value cache. */
+static void test_separate_caches_plan_workspace(void **state) {
+    (void)state;
+    enum { PNB = 128, PBS = 16, PHK = 2, PD = 64, PH = 4, L = 1500 };
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    th_rng rng;
+    th_rng_seed(&rng, 23);
+    const int64_t half = (int64_t)PNB * PBS * PHK * PD, gap = 4096;
+    float *joint = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(2 * half), -2, 2);
+    float *split = (float *)aligned_alloc(64, (size_t)(2 * half + gap) * sizeof(float));
+    memcpy(split + half + gap, joint, (size_t)half * sizeof(float)); /* keys above */
+    memcpy(split, joint + half, (size_t)half * sizeof(float));       /* values below */
+    int64_t cs[5] = {2, PNB, PBS, PHK, PD};
+    attn_tensor tj = attn_tensor_make(joint, ATTN_DTYPE_F32, 5, cs);
+    attn_tensor tc = attn_tensor_make(split + half + gap, ATTN_DTYPE_F32, 5, cs);
+    tc.strides[0] = -(half + gap);
+    int32_t ids[PNB];
+    for (int i = 0; i < PNB; i++)
+        ids[i] = (i * 37 + 5) % PNB;
+    attn_plan_config cfg;
+    attn_plan_config_init(&cfg);
+    cfg.num_blocks = PNB, cfg.block_size = PBS, cfg.num_heads = PH, cfg.num_kv_heads = PHK, cfg.head_size = PD;
+    cfg.max_blocks_per_req = PNB;
+    attn_request rq;
+    memset(&rq, 0, sizeof rq);
+    rq.num_computed_tokens = L - 1, rq.num_scheduled_tokens = 1, rq.block_ids = ids,
+    rq.num_block_ids = (L + PBS - 1) / PBS;
+    attn_plan *plan = NULL;
+    assert_int_equal(attn_plan_create(&cfg, &rq, 1, &plan), ATTN_STATUS_OK);
+    const size_t ws = attn_plan_workspace_size(plan);
+    assert_true(ws > 0 && ws <= (size_t)gap * sizeof(float));
+    float *w = (float *)aligned_alloc(64, (ws + 63) / 64 * 64);
+    float *q = th_alloc_fill(&rng, ATTN_DTYPE_F32, PH * PD, -2, 2), oj[PH * PD], oc[PH * PD];
+    int64_t qs[3] = {1, PH, PD};
+    attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 3, qs), toj = attn_tensor_make(oj, ATTN_DTYPE_F32, 3, qs);
+    attn_tensor toc = attn_tensor_make(oc, ATTN_DTYPE_F32, 3, qs);
+    attn_params p;
+    attn_params_init(&p);
+    p.causal = 1;
+    assert_int_equal(attn_forward_paged(ctx, plan, &tq, NULL, NULL, &tj, &p, &toj, NULL, w, ws), ATTN_STATUS_OK);
+    assert_int_equal(attn_forward_paged(ctx, plan, &tq, NULL, NULL, &tc, &p, &toc, NULL, w, ws), ATTN_STATUS_OK);
+    assert_memory_equal(oj, oc, sizeof oj);
+    memset(oc, 0, sizeof oc);
+    assert_int_equal(attn_forward_paged(ctx, plan, &tq, NULL, NULL, &tc, &p, &toc, NULL, split + half, ws),
+                     ATTN_STATUS_OK); /* the workspace in the gap */
+    assert_memory_equal(oj, oc, sizeof oj);
+    assert_int_equal(attn_forward_paged(ctx, plan, &tq, NULL, NULL, &tc, &p, &toc, NULL, split + 64, ws),
+                     ATTN_STATUS_INVALID_ARGUMENT); /* on the value cache */
+    assert_non_null(strstr(attn_last_error(), "workspace: overlaps kv_cache in memory"));
+    attn_plan_free(plan);
+    free(joint), free(split), free(w), free(q);
+    attn_ctx_destroy(ctx);
+}
+
 static void test_copy_and_swap_blocks(void **state) {
     (void)state;
     attn_ctx *ctx = NULL;
@@ -417,6 +473,7 @@ int main(void) {
         cmocka_unit_test(test_reshape_int32_strided),
         cmocka_unit_test(test_copy_and_swap_blocks),
         cmocka_unit_test(test_separate_key_value_caches),
+        cmocka_unit_test(test_separate_caches_plan_workspace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
