@@ -1026,8 +1026,10 @@ static int ext_join(const attn_tensor *k, const attn_tensor *v, const char *kn, 
     }
     ext_doubled(k, kv);
     kv->strides[0] = n == 0 ? 0 : (int64_t)(delta / item);
-    /* (a writer, copy == NULL, writes two allocations one by one, each checked against its own cache) */
-    if (n == 0 || (same && delta % item == 0 && (copy || (delta >= 0 && delta / item <= extent)) &&
+    /* the halves of one tensor as they are; two allocations for a reader when aligned to their elements (others
+     * are copied into an aligned buffer); a writer, copy == NULL, writes two allocations one by one */
+    const int wide = copy != NULL && (uintptr_t)k->data % (uintptr_t)item == 0;
+    if (n == 0 || (same && delta % item == 0 && ((delta >= 0 && delta / item <= extent) || wide) &&
                    (!flat || ext_merge_stride(kv, 1) >= 0)))
         return 0;
     if (copy == NULL)
@@ -1680,7 +1682,8 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
             ext_copy4(&a[KC].t, (char *)copy, 0);
             ext_copy4(&a[VC].t, (char *)copy + attn_dtype_size(kv.dtype) * (size_t)(kv.strides[0]), 0);
         }
-        fn = "attn_paged_attention";
+        if (st == ATTN_STATUS_OK)
+            fn = "attn_paged_attention"; /* (a refused write is reported as the write's) */
     }
     attn_tensor rkv = kv, tlse = ext_i32(lse3, 2, nheads, nheads * nrows);
     tlse.dtype = ATTN_DTYPE_F32;

@@ -170,3 +170,21 @@ def test_separate_cache_allocations_read_in_place(rng, ctx1):
         np.testing.assert_array_equal(kc, joint[0], err_msg=order)  # the new rows at 11..13, the rest as before
         np.testing.assert_array_equal(vc, joint[1], err_msg=order)
         assert peak < k1.nbytes // 8, (order, peak, k1.nbytes)
+
+
+def test_separate_caches_off_element_alignment_are_copied(rng, ctx1):
+    """Two f16 caches each at an odd byte offset (np.frombuffer views of byte blobs): libattn wants element-aligned
+    data, so these two allocations still go through the aligned copy and give the aligned call's bits."""
+    h, hk, d, nb, bs = 4, 2, 16, 12, 8
+    shape, n = (nb, bs, hk, d), nb * bs * hk * d
+    rawk, rawv = np.zeros(2 * n + 2, np.uint8), np.zeros(2 * n + 2, np.uint8)
+    kc = np.frombuffer(rawk.data, np.float16, n, offset=1).reshape(shape)
+    vc = np.frombuffer(rawv.data, np.float16, n, offset=1).reshape(shape)
+    kc[...] = rng.standard_normal(shape)
+    vc[...] = rng.standard_normal(shape)
+    q = rng.standard_normal((2, 1, h, d)).astype(np.float16)
+    bt = np.array([[3, 1, 7, 0], [5, 2, 9, 11]], np.int32)
+    cs = np.array([17, 9], np.int32)
+    want = attn.flash_attn_with_kvcache(q, kc.copy(), vc.copy(), cache_seqlens=cs, block_table=bt, ctx=ctx1)
+    got = attn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=cs, block_table=bt, ctx=ctx1)
+    np.testing.assert_array_equal(got, want)
