@@ -660,26 +660,37 @@ typedef struct attn_fx_job {
     int64_t super_size;     /* prefill: query blocks per super-block                      */
 } attn_fx_job;
 
+/* The blocks of decode unit `unit` (sequence, kv-head group) into sc; returns their count. */
+static int64_t attn_fx_unit_blocks(const attn_fx_job *job, int64_t unit, attn_fwd_scratch *sc) {
+    const attn_problem *p = job->p;
+    const attn_fwd_shape *sh = &job->sh;
+    attn_seq_view seq;
+    p->get_seq(p, unit / job->items_per_seq, &seq);
+    const int64_t num_tb = (seq.seq_q + sh->tokens_per_block - 1) / sh->tokens_per_block;
+    const int64_t g0 = unit % job->items_per_seq * job->heads_per_item;
+    const int64_t g1 = g0 + job->heads_per_item < p->num_kv_heads ? g0 + job->heads_per_item : p->num_kv_heads;
+    int64_t n = 0;
+    for (int64_t g = g0; g < g1; g++)
+        for (int64_t c = 0; c < sh->head_chunks; c++)
+            for (int64_t tb = 0; tb < num_tb; tb++)
+                attn_fwd_block_init(p, sh, &seq, g, c, tb, attn_fwd_multi_block(p, sc, n++));
+    return n;
+}
+
 static void attn_fx_item(void *arg, int64_t item, int32_t tid) {
     const attn_fx_job *job = (const attn_fx_job *)arg;
     const attn_problem *p = job->p;
     const attn_fwd_shape *sh = &job->sh;
-    const int64_t seq_idx = item / job->items_per_seq, rem = item % job->items_per_seq;
-    attn_seq_view seq;
-    p->get_seq(p, seq_idx, &seq);
-    const int64_t num_tb = (seq.seq_q + sh->tokens_per_block - 1) / sh->tokens_per_block;
-
     attn_fwd_scratch sc;
     attn_fwd_scratch_carve(job->ex->scratch + (size_t)tid * attn_fwd_scratch_bytes(), &sc);
     int64_t n = 0;
     if (job->decode) { /* all token blocks of heads [g0, g1), kv head outer */
-        const int64_t g0 = rem * job->heads_per_item;
-        const int64_t g1 = g0 + job->heads_per_item < p->num_kv_heads ? g0 + job->heads_per_item : p->num_kv_heads;
-        for (int64_t g = g0; g < g1; g++)
-            for (int64_t c = 0; c < sh->head_chunks; c++)
-                for (int64_t tb = 0; tb < num_tb; tb++)
-                    attn_fwd_block_init(p, sh, &seq, g, c, tb, attn_fwd_multi_block(p, &sc, n++));
+        n = attn_fx_unit_blocks(job, item, &sc);
     } else { /* entries e = tb·head_chunks + c of kv head g, super-block sb = e / super_size */
+        const int64_t rem = item % job->items_per_seq;
+        attn_seq_view seq;
+        p->get_seq(p, item / job->items_per_seq, &seq);
+        const int64_t num_tb = (seq.seq_q + sh->tokens_per_block - 1) / sh->tokens_per_block;
         const int64_t g = rem / job->supers;
         const int64_t sb = job->supers - 1 - rem % job->supers; /* long causal blocks first */
         for (int64_t e = sb * job->super_size; e < (sb + 1) * job->super_size; e++) {
@@ -718,23 +729,6 @@ static void attn_fx_lane_scratch(const attn_exec *ex, int64_t lane, int32_t tid,
     attn_fwd_scratch_carve(ex->scratch + (size_t)lane * attn_fwd_scratch_bytes(), &own);
     attn_fwd_scratch_carve(ex->scratch + (size_t)tid * attn_fwd_scratch_bytes(), sc);
     sc->multi = own.multi;
-}
-
-/* The blocks of decode unit `unit` (sequence, kv-head group) into sc; returns their count. */
-static int64_t attn_fx_unit_blocks(const attn_fx_job *job, int64_t unit, attn_fwd_scratch *sc) {
-    const attn_problem *p = job->p;
-    const attn_fwd_shape *sh = &job->sh;
-    attn_seq_view seq;
-    p->get_seq(p, unit / job->items_per_seq, &seq);
-    const int64_t num_tb = (seq.seq_q + sh->tokens_per_block - 1) / sh->tokens_per_block;
-    const int64_t g0 = unit % job->items_per_seq * job->heads_per_item;
-    const int64_t g1 = g0 + job->heads_per_item < p->num_kv_heads ? g0 + job->heads_per_item : p->num_kv_heads;
-    int64_t n = 0;
-    for (int64_t g = g0; g < g1; g++)
-        for (int64_t c = 0; c < sh->head_chunks; c++)
-            for (int64_t tb = 0; tb < num_tb; tb++)
-                attn_fwd_block_init(p, sh, &seq, g, c, tb, attn_fwd_multi_block(p, sc, n++));
-    return n;
 }
 
 /* Floats of one block's stored partition state: m, l [ATTN_QB], o [Dv][ATTN_QB]. */
@@ -812,21 +806,30 @@ static void attn_fx_fold_kept(const attn_problem *p, attn_fwd_scratch *home, att
     }
 }
 
+/* Unit u's home (lane 0 of its C lanes, whose slots hold the unit's folded states) as seen from the calling
+ * thread: its blocks (returned count, with their partition ranges, as attn_fwd_multi_begin sets them) and the
+ * unit's range [*first, *last). */
+static int64_t attn_fx_home(const attn_fx_job *job, int64_t u, int64_t lanes, attn_fwd_scratch *home, int64_t *first,
+                            int64_t *last) {
+    attn_fx_lane_scratch(job->ex, u * lanes, 0, home);
+    const int64_t n = attn_fx_unit_blocks(job, u, home);
+    attn_fx_slot *sl = attn_fx_slots(home);
+    for (int64_t i = 0; i < n; i++)
+        attn_fwd_partitions(&sl[i].blk, &sl[i].first, &sl[i].last);
+    attn_fwd_multi_partitions(job->p, home, n, first, last);
+    return n;
+}
+
 /* Runs the decode units with C lanes each (0 when the lanes' slots hold no partition, or no unit has one: the
  * caller runs the one-item schedule). */
 static int attn_fx_run_lanes(const attn_fx_job *job, int64_t units, int64_t lanes) {
     const attn_exec *ex = job->ex;
     const attn_problem *p = job->p;
     int64_t max_n = 0, max_parts = 0;
-    for (int64_t u = 0; u < units; u++) { /* block counts and partition ranges, in lane 0's slots */
+    for (int64_t u = 0; u < units; u++) { /* block counts and partition ranges */
         attn_fwd_scratch home;
-        attn_fx_lane_scratch(ex, u * lanes, 0, &home);
-        const int64_t n = attn_fx_unit_blocks(job, u, &home);
-        attn_fx_slot *sl = attn_fx_slots(&home);
-        for (int64_t i = 0; i < n; i++)
-            attn_fwd_partitions(&sl[i].blk, &sl[i].first, &sl[i].last);
         int64_t first, last;
-        attn_fwd_multi_partitions(p, &home, n, &first, &last);
+        const int64_t n = attn_fx_home(job, u, lanes, &home, &first, &last);
         if (n > max_n)
             max_n = n;
         if (last - first > max_parts)
@@ -842,10 +845,8 @@ static int attn_fx_run_lanes(const attn_fx_job *job, int64_t units, int64_t lane
         attn_parallel_for(ex->num_threads, units * lanes, attn_fx_lane_item, &w);
         for (int64_t u = 0; u < units; u++) {
             attn_fwd_scratch home;
-            attn_fx_lane_scratch(ex, u * lanes, 0, &home);
-            const int64_t n = attn_fx_unit_blocks(job, u, &home);
             int64_t first, last;
-            attn_fwd_multi_partitions(p, &home, n, &first, &last);
+            const int64_t n = attn_fx_home(job, u, lanes, &home, &first, &last);
             for (int64_t c = 0; c < lanes; c++) {
                 attn_fwd_scratch src;
                 attn_fx_lane_scratch(ex, u * lanes + c, 0, &src);
@@ -858,8 +859,8 @@ static int attn_fx_run_lanes(const attn_fx_job *job, int64_t units, int64_t lane
     }
     for (int64_t u = 0; u < units; u++) {
         attn_fwd_scratch home;
-        attn_fx_lane_scratch(ex, u * lanes, 0, &home);
-        const int64_t n = attn_fx_unit_blocks(job, u, &home);
+        int64_t first, last;
+        const int64_t n = attn_fx_home(job, u, lanes, &home, &first, &last);
         if (n > 0)
             attn_fwd_multi_finalize(p, ex->kern, &home, n);
     }
