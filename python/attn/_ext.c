@@ -988,6 +988,20 @@ static void ext_doubled(const attn_tensor *t, attn_tensor *kv) {
     }
 }
 
+/* 1 when v has k's shape and strides and lies a whole number of elements away from it (*s0: that distance, of
+ * either sign), so that the two are one [2, ...] view with strides[0] = *s0 (libattn takes two allocations so). */
+static int ext_pair_stride(const attn_tensor *k, const attn_tensor *v, int64_t *s0) {
+    const int64_t item = (int64_t)attn_dtype_size(k->dtype);
+    const intptr_t delta = (intptr_t)((uintptr_t)v->data - (uintptr_t)k->data);
+    if (item <= 0 || k->ndim != v->ndim || delta % item != 0)
+        return 0;
+    for (int i = 0; i < k->ndim; i++)
+        if (k->shape[i] != v->shape[i] || (k->shape[i] > 1 && k->strides[i] != v->strides[i]))
+            return 0;
+    *s0 = (int64_t)(delta / item);
+    return 1;
+}
+
 /* k / v caches [num_blocks, block_size, num_kv_heads, head_size] (named kn / vn) as the [2, ...] kv_cache libattn
  * takes, in *kv: caches with the same strides are viewed in place, strides[0] the element distance from k to v
  * (negative when v lies below k: two separate allocations, the usual flash-attn call, are read and written where
@@ -1017,20 +1031,18 @@ static int ext_join(const attn_tensor *k, const attn_tensor *v, const char *kn, 
         return -1;
     }
     const int64_t item = (int64_t)attn_dtype_size(k->dtype);
-    const intptr_t delta = (intptr_t)((uintptr_t)v->data - (uintptr_t)k->data);
-    int64_t extent = 1, n = 1;
+    int64_t extent = 1, n = 1, s0 = 0;
     for (int i = 0; i < 4; i++) {
-        same &= k->shape[i] == v->shape[i] && (k->shape[i] <= 1 || k->strides[i] == v->strides[i]);
         extent += k->shape[i] > 0 ? (k->shape[i] - 1) * k->strides[i] : 0;
         n *= k->shape[i];
     }
+    const int pair = ext_pair_stride(k, v, &s0);
     ext_doubled(k, kv);
-    kv->strides[0] = n == 0 ? 0 : (int64_t)(delta / item);
+    kv->strides[0] = n == 0 ? 0 : s0;
     /* the halves of one tensor as they are; two allocations for a reader when aligned to their elements (others
      * are copied into an aligned buffer); a writer, copy == NULL, writes two allocations one by one */
     const int wide = copy != NULL && (uintptr_t)k->data % (uintptr_t)item == 0;
-    if (n == 0 || (same && delta % item == 0 && ((delta >= 0 && delta / item <= extent) || wide) &&
-                   (!flat || ext_merge_stride(kv, 1) >= 0)))
+    if (n == 0 || (pair && ((s0 >= 0 && s0 <= extent) || wide) && (!flat || ext_merge_stride(kv, 1) >= 0)))
         return 0;
     if (copy == NULL)
         return 1;
@@ -1306,15 +1318,10 @@ static PyObject *ext_cache_write(PyObject *const *args, PyObject *const *caches,
         EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[K].t, &a[V].t, &vkv, &none, &ov));
         /* caches with the same strides: one write through a view over both allocations (strides[0] the distance
          * from one to the other); else each cache through its doubled view, which writes each row twice */
-        const attn_tensor *kc = &kv, *vc = &vkv; /* (the doubled views, in the dtype ext_kv_dtype gave them) */
-        const int64_t item = (int64_t)attn_dtype_size(kc->dtype);
-        const intptr_t delta = (intptr_t)((uintptr_t)vc->data - (uintptr_t)kc->data);
-        int wide = item > 0 && delta % item == 0;
-        for (int i = 1; wide && i < 5; i++)
-            wide = kc->shape[i] <= 1 || kc->strides[i] == vc->strides[i];
-        if (st == ATTN_STATUS_OK && wide) {
-            attn_tensor both = *kc;
-            both.strides[0] = (int64_t)(delta / item);
+        int64_t s0; /* (kv / vkv: the doubled views, in the dtype ext_kv_dtype gave them) */
+        if (st == ATTN_STATUS_OK && ext_pair_stride(&kv, &vkv, &s0)) {
+            attn_tensor both = kv;
+            both.strides[0] = s0;
             EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &a[K].t, &a[V].t, &both, &a[SM].t, &o));
         } else {
             if (st == ATTN_STATUS_OK)
