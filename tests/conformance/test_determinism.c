@@ -202,36 +202,23 @@ static void test_thread_counts(void **state) {
  * context's scratch (the lanes once finalized those). */
 static void test_lanes_no_partition(void **state) {
     (void)state;
-    enum { HK = 1, H = 2, D = 40, NK = 513 };
-    th_rng rng;
-    th_rng_seed(&rng, 41);
-    float *q = th_alloc_fill(&rng, ATTN_DTYPE_F32, 2 * H * D, -2, 2);
-    float *k = th_alloc_fill(&rng, ATTN_DTYPE_F32, NK * HK * D, -2, 2);
-    float *v = th_alloc_fill(&rng, ATTN_DTYPE_F32, NK * HK * D, -2, 2);
-    float o[2 * H * D], lse[2 * H];
-    int32_t cuq[3] = {0, 0, 2}, cuk[3] = {0, NK, NK}, cuk_warm[3] = {0, 0, NK};
-    int64_t qs[3] = {2, H, D}, ks[3] = {NK, HK, D}, c3[1] = {3}, ls[2] = {H, 2};
-    attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 3, qs), tk = attn_tensor_make(k, ATTN_DTYPE_F32, 3, ks);
-    attn_tensor tv = attn_tensor_make(v, ATTN_DTYPE_F32, 3, ks), to = attn_tensor_make(o, ATTN_DTYPE_F32, 3, qs);
-    attn_tensor tl = attn_tensor_make(lse, ATTN_DTYPE_F32, 2, ls);
-    attn_tensor tcq = attn_tensor_make(cuq, ATTN_DTYPE_I32, 1, c3), tck = attn_tensor_make(cuk, ATTN_DTYPE_I32, 1, c3);
-    attn_tensor tckw = attn_tensor_make(cuk_warm, ATTN_DTYPE_I32, 1, c3);
+    const int64_t lq[2] = {0, 2}, lk_warm[2] = {0, 513}, lk[2] = {513, 0};
+    pack warm = pack_make(41, 2, lq, lk_warm, 2, 1, 40, 40, ATTN_DTYPE_F32, ATTN_DTYPE_F32);
+    pack cold = pack_make(42, 2, lq, lk, 2, 1, 40, 40, ATTN_DTYPE_F32, ATTN_DTYPE_F32);
     attn_params p;
     attn_params_init(&p);
     attn_ctx *ctx = new_ctx();
     for (int32_t t = 1; t <= 4; t++) {
         assert_int_equal(attn_ctx_set_num_threads(ctx, t), ATTN_STATUS_OK);
-        assert_int_equal(attn_forward_varlen(ctx, &tq, &tk, &tv, &tcq, &tckw, &p, &to, &tl), ATTN_STATUS_OK);
-        for (int i = 0; i < 2 * H * D; i++)
-            o[i] = 123.0f;
-        assert_int_equal(attn_forward_varlen(ctx, &tq, &tk, &tv, &tcq, &tck, &p, &to, &tl), ATTN_STATUS_OK);
-        for (int i = 0; i < 2 * H * D; i++)
-            assert_true(o[i] == 0.0f);
-        for (int i = 0; i < 2 * H; i++)
-            assert_true(isinf(lse[i]) && lse[i] < 0);
+        result w = run_varlen(ctx, &warm, &p), r = run_varlen(ctx, &cold, &p);
+        for (int64_t i = 0; i < r.total_q * cold.H * cold.Dv; i++)
+            assert_true(((const float *)r.out)[i] == 0.0f);
+        for (int64_t i = 0; i < cold.H * r.total_q; i++)
+            assert_true(isinf(r.lse[i]) && r.lse[i] < 0);
+        result_free(&w), result_free(&r);
     }
     attn_ctx_destroy(ctx);
-    free(q), free(k), free(v);
+    pack_free(&warm), pack_free(&cold);
 }
 
 /* ---------------------------------------------------------------------------------------------
