@@ -8,7 +8,6 @@
 
 #include <string.h>
 
-#include "core/checked_math.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
