@@ -52,6 +52,7 @@ void attn_fwd_scratch_carve(void *base, attn_fwd_scratch *sc) {
     sc->v_raw = sc->k_raw + ATTN_KV_TILE;
     sc->v_safe = sc->v_raw + ATTN_KV_TILE;
     sc->multi = (char *)base + (attn_fwd_scratch_bytes() - ATTN_FWD_MULTI_BYTES);
+    sc->v_rows_finite = 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -210,10 +211,12 @@ void attn_fwd_partition(const attn_problem *p, const struct attn_kernels *kern, 
     if (hi > blk->key_hi) hi = blk->key_hi;
     if (lo >= hi) return;
     for (int64_t t0 = (lo / ATTN_KV_TILE) * ATTN_KV_TILE; t0 < hi; t0 += ATTN_KV_TILE) {
-        const int64_t a = t0 > lo ? t0 : lo;
-        const int64_t b = t0 + ATTN_KV_TILE < hi ? t0 + ATTN_KV_TILE : hi;
+        int64_t a = t0 > lo ? t0 : lo;
+        int64_t b = t0 + ATTN_KV_TILE < hi ? t0 + ATTN_KV_TILE : hi;
         const int64_t next_b = t0 + 2 * ATTN_KV_TILE < blk->key_hi ? t0 + 2 * ATTN_KV_TILE : blk->key_hi;
         attn_fwd_prefetch(p, &blk->seq, blk->kv_head, t0 + ATTN_KV_TILE, next_b);
+        if (!attn_mask_tile_span(p, blk, a, b, &a, &b))
+            continue; /* keys no row sees: skipped */
         attn_fwd_rows(kern, &blk->seq, p->kv_dtype, 0, blk->kv_head, a, b, p->head_size, sc->k_tile, sc->k_rows);
         attn_fwd_rows(kern, &blk->seq, p->kv_dtype, 1, blk->kv_head, a, b, p->head_size_v, sc->v_tile,
                       sc->v_rows);
@@ -251,12 +254,7 @@ int attn_fwd_rows_nonfinite(const void *const *rows, attn_dtype dtype, int64_t n
 }
 
 static int attn_fwd_float_rows_nonfinite(const float *const *rows, int64_t n, int64_t width) {
-    for (int64_t k = 0; k < n; k++) {
-        unsigned bad = 0;
-        for (int64_t d = 0; d < width; d++) bad |= !isfinite(rows[k][d]);
-        if (bad) return 1;
-    }
-    return 0;
+    return attn_fwd_rows_nonfinite((const void *const *)rows, ATTN_DTYPE_F32, n, width);
 }
 
 void attn_fwd_pv_safe(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
@@ -283,7 +281,8 @@ void attn_fwd_tile(const attn_problem *p, const struct attn_kernels *kern, const
     kern->qk_tile(q_t, nr, p->head_size, k_rows, b - a, s);
     attn_fwd_tile_logits_mask(p, kern, blk, a, b, s);
     kern->softmax_tile(s, b - a, nr, m, l, o, p->head_size_v);
-    if (!attn_mask_tile_is_full(p, blk, a, b) && attn_fwd_float_rows_nonfinite(v_rows, b - a, p->head_size_v))
+    if (!attn_mask_tile_is_full(p, blk, a, b) && !sc->v_rows_finite &&
+        attn_fwd_float_rows_nonfinite(v_rows, b - a, p->head_size_v))
         attn_fwd_pv_safe(p, kern, blk, sc, s, v_rows, b - a, o);
     else
         kern->pv_tile(s, b - a, nr, v_rows, p->head_size_v, o);

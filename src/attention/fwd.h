@@ -38,6 +38,8 @@ typedef struct attn_fwd_scratch {
     float *zero_row;      /* [ATTN_HEAD_SIZE_MAX + 16] zeros (any dtype)                         */
     float *rows;          /* [ATTN_QB][ATTN_HEAD_SIZE_MAX] a block's rows, row-major (q in, o out)  */
     char *multi;         /* ATTN_FWD_MULTI_BYTES: per-block states of multi-block items (fwd_exec.c) */
+    int v_rows_finite;   /* 1: every V row in v_rows is finite, checked once for the blocks sharing a tile
+                            (attn_fwd_tile then skips its own check); 0: unknown                   */
 } attn_fwd_scratch;
 
 /* Bytes of each thread's scratch that hold the states of a multi-block item (GQA super-block, all kv

@@ -29,6 +29,8 @@ typedef struct attn_fx_slot {
     int64_t lo, hi;      /* keys of the current partition (lo >= hi: no tile)       */
     int active;          /* the current partition is in [first, last)               */
     int safe_pv;         /* token-major: this tile's P·V runs row by row (hidden keys, non-finite V) */
+    int hidden;          /* the current tile hides every key from the block: skipped (attn_mask_tile_span) */
+    int64_t ta, tb;      /* float blocks: the keys of the current tile the block computes (attn_mask_tile_span) */
     int acc_empty;       /* the folded state holds nothing yet (its o is not initialised)           */
     int acc_is_part;     /* the block's only partition: the folded state is the partition state     */
 } attn_fx_slot;
@@ -363,6 +365,12 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
     for (int64_t t0 = (lo_all / ATTN_KV_TILE) * ATTN_KV_TILE; t0 < hi_all; t0 += ATTN_KV_TILE) {
         const int64_t ta = t0 > lo_all ? t0 : lo_all, tb = t0 + ATTN_KV_TILE < hi_all ? t0 + ATTN_KV_TILE : hi_all;
         const int64_t nchunks = (tb - 1) / ch - ta / ch + 1;
+        for (int64_t k = 0; k < n; k++) { /* the block's tile [sa, sb) */
+            attn_fx_slot *s = &sl[k];
+            const int64_t sa = t0 > s->lo ? t0 : s->lo, sb = t0 + ATTN_KV_TILE < s->hi ? t0 + ATTN_KV_TILE : s->hi;
+            int64_t va, vb;
+            s->hidden = s->active && sa < sb && !attn_mask_tile_span(p, &s->blk, sa, sb, &va, &vb);
+        }
         for (int phase = 0; phase < 2; phase++) { /* 0: K and Q·Kᵀ, then the softmax; 1: V and P·V */
             for (int64_t ci = 0; ci < nchunks; ci++) {
                 const int64_t c0 = ci == 0 ? ta : (ta / ch + ci) * ch;
@@ -384,7 +392,8 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                     int64_t ka_all = INT64_MAX, kb_all = 0;
                     for (j = i; j < n && sl[j].blk.kv_head == g; j++) {
                         const attn_fx_slot *s = &sl[j];
-                        if (!s->active) continue;
+                        if (!s->active || s->hidden)
+                            continue;
                         const int64_t a = c0 > s->lo ? c0 : s->lo, b = c1 < s->hi ? c1 : s->hi;
                         if (a < b && a < ka_all) ka_all = a;
                         if (a < b && b > kb_all) kb_all = b;
@@ -410,7 +419,8 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                                           phase == 0 ? sc->k_tile : sc->v_tile);
                     for (int64_t k = i; k < j; k++) {
                         const attn_fx_slot *s = &sl[k];
-                        if (!s->active) continue;
+                        if (!s->active || s->hidden)
+                            continue;
                         const int64_t sa = t0 > s->lo ? t0 : s->lo; /* the block's tile starts at key sa */
                         const int64_t a = c0 > s->lo ? c0 : s->lo, b = c1 < s->hi ? c1 : s->hi;
                         if (a >= b) continue;
@@ -433,7 +443,8 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
             for (int64_t k = 0; k < n; k++) { /* the softmax of each block's tile [sa, sb) */
                 attn_fx_slot *s = &sl[k];
                 s->safe_pv = 0;
-                if (!s->active) continue;
+                if (!s->active || s->hidden)
+                    continue;
                 const int64_t sa = t0 > s->lo ? t0 : s->lo, sb = t0 + ATTN_KV_TILE < s->hi ? t0 + ATTN_KV_TILE : s->hi;
                 if (sa >= sb) continue;
                 const attn_fx_state st = attn_fx_state_of(p, sc, k);
@@ -541,10 +552,13 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
             for (j = i; j < n && sl[j].blk.kv_head == g; j++) {
                 const attn_fx_slot *s = &sl[j];
                 if (s->blk.key_hi > key_hi) key_hi = s->blk.key_hi;
+                sl[j].hidden = 1;
                 if (!s->active || s->lo >= s->hi) continue;
-                const int64_t a = t0 > s->lo ? t0 : s->lo;
-                const int64_t b = t0 + ATTN_KV_TILE < s->hi ? t0 + ATTN_KV_TILE : s->hi;
-                if (a >= b) continue;
+                int64_t a = t0 > s->lo ? t0 : s->lo;
+                int64_t b = t0 + ATTN_KV_TILE < s->hi ? t0 + ATTN_KV_TILE : s->hi;
+                if (a >= b || !attn_mask_tile_span(p, &s->blk, a, b, &a, &b))
+                    continue;
+                sl[j].hidden = 0, sl[j].ta = a, sl[j].tb = b;
                 if (a < ta) ta = a;
                 if (b > tb) tb = b;
             }
@@ -571,7 +585,8 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
              * the others get float rows (in place or converted once for all of them) */
             int any_raw = 0, any_float = 0;
             for (int64_t k = i; k < j; k++) {
-                if (!sl[k].active) continue;
+                if (sl[k].hidden)
+                    continue;
                 if (attn_fx_raw(p, &sl[k].blk)) any_raw = 1;
                 else any_float = 1;
             }
@@ -591,19 +606,26 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                     sc->k_raw[t - ta] = sc->k_rows[t - ta];
                     sc->v_raw[t - ta] = sc->v_rows[t - ta];
                 }
+            sc->v_rows_finite = 0; /* checked once for the float blocks whose tile hides keys (attn_fwd_tile) */
+            int v_checked = 0;
             for (int64_t k = i; k < j; k++) {
                 const attn_fx_slot *s = &sl[k];
-                if (!s->active || s->lo >= s->hi) continue;
-                const int64_t a = t0 > s->lo ? t0 : s->lo;
-                const int64_t b = t0 + ATTN_KV_TILE < s->hi ? t0 + ATTN_KV_TILE : s->hi;
-                if (a >= b) continue;
+                if (s->hidden)
+                    continue;
+                const int64_t a = s->ta, b = s->tb;
                 const attn_fx_state st = attn_fx_state_of(p, sc, k);
+                if (!v_checked && !attn_fx_raw(p, &s->blk) && !attn_mask_tile_is_full(p, &s->blk, a, b)) {
+                    sc->v_rows_finite = !attn_fwd_rows_nonfinite((const void *const *)sc->v_rows, ATTN_DTYPE_F32,
+                                                                 tb - ta, p->head_size_v);
+                    v_checked = 1;
+                }
                 if (attn_fx_raw(p, &s->blk))
                     attn_fx_tile_raw(p, kern, &s->blk, sc, &st, sc->s, sc->k_raw + (a - ta), sc->v_raw + (a - ta), a, b);
                 else
                     attn_fwd_tile(p, kern, &s->blk, sc, st.q_t, sc->s, sc->k_rows + (a - ta), sc->v_rows + (a - ta),
                                   a, b, st.m_part, st.l_part, st.o_part);
             }
+            sc->v_rows_finite = 0;
         }
     }
 store:

@@ -31,6 +31,15 @@ void attn_mask_row_range(const attn_problem *p, int64_t pos, int64_t seq_k, int6
  * (the driver's safe P·V, docs/SEMANTICS.md §7). */
 int attn_mask_tile_is_full(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b);
 
+/* The keys [*va, *vb) of [a, b) that some row of the block may see; 0 (none) when every (row, key) is hidden:
+ * outside the row's causal/window range, a padded key, a keep-mask 0 or an additive −inf. Only a key padding,
+ * keep or additive mask narrows the span (without one it is [a, b) and the result 1); *va keeps an even offset
+ * from a. Keys outside the span are hidden from every row, and a hidden key adds +0 to l and P·V and never moves
+ * m (docs/KERNELS.md §4), so the driver skips them: a tile with nothing visible is not read or computed, and a
+ * tile's Q·Kᵀ, softmax and P·V run on its span. */
+int attn_mask_tile_span(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, int64_t *va,
+                        int64_t *vb);
+
 /* Element offset of (b, h, i, j) in a mask broadcast to [B, H, Sq, Sk]: the view's ndim (1..4) is
  * right-aligned to those four dimensions (NumPy / torch SDPA broadcasting) and a size-1 dimension reads
  * index 0. i and j are the masks' coordinates (attn_seq_q_row / attn_seq_k_token of compacted rows). */

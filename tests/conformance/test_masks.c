@@ -402,11 +402,159 @@ static void test_padded_errors(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* Key visibility of the hidden-tile cases (ht_*): per batch row b a key pattern with whole hidden kv tiles and
+ * partly hidden tiles whose visible keys start and end at odd offsets; kinds 3 and 4 also give each (head, row)
+ * its own window of keys. */
+static int ht_pattern(int64_t b, int64_t j, int64_t Sk) {
+    if (b == 0)
+        return j < 70 || (j >= 201 && j < 211);
+    return (j >= 3 && j < 5) || (j >= 131 && j < 140) || j == Sk - 1;
+}
+
+static int ht_visible(int kind, int64_t b, int64_t h, int64_t i, int64_t j, int64_t Sq, int64_t Sk) {
+    if (kind == 3) {
+        const int64_t x = (h * 53 + i * 7 + b * 11) % Sk;
+        return ht_pattern(b, j, Sk) && j >= x && j < x + 37;
+    }
+    if (kind == 4) {
+        const int64_t x = (h * 31 + i * 13) % Sk;
+        return j >= x && j < x + 50;
+    }
+    if (kind == 5) { /* key padding, bottom-right causal, window_left 40 */
+        const int64_t pos = Sk - Sq + i;
+        return ht_pattern(b, j, Sk) && j <= pos && j >= pos - 40;
+    }
+    return ht_pattern(b, j, Sk);
+}
+
+/* Masks that hide whole kv tiles and the ends of tiles (key padding, keep and additive masks broadcast per key or per
+ * row, with causal and window): the driver skips the keys no row of a block sees (attn_mask_tile_span). Poisoning
+ * every key hidden from all rows with NaN / ±Inf in K and V changes no bit of out or LSE; the result is within
+ * tolerance of the oracle and bitwise the same on 1 and 3 threads; poisoning a key some row sees shows in out. */
+static void test_hidden_tiles(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    const int64_t B = 2, H = 4, Hk = 2, D = 64;
+    const int64_t shapes[4][2] = {{1, 300}, {3, 300}, {40, 300}, {100, 257}};
+    const attn_dtype dts[2] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16};
+    int64_t poisoned_keys = 0, shown = 0;
+    th_rng rng;
+    th_rng_seed(&rng, 77);
+    for (int si = 0; si < 4; si++)
+        for (int kind = 0; kind < 6; kind++)
+            for (int di = 0; di < 2; di++) {
+                const int64_t Sq = shapes[si][0], Sk = shapes[si][1];
+                const attn_dtype dt = dts[di];
+                mt_bufs b;
+                mt_alloc(&b, &rng, dt, B, Sq, Sk, H, Hk, D);
+                const size_t nkv = (size_t)(B * Sk * Hk * D), es = attn_dtype_size(dt);
+                const size_t nm = (size_t)(B * H * Sq * Sk);
+                uint8_t *keep = (uint8_t *)malloc(nm);
+                uint16_t *bias = (uint16_t *)malloc(nm * sizeof(uint16_t));
+                float *bias32 = (float *)malloc((size_t)(B * Sk) * sizeof(float));
+                uint8_t *hidden = (uint8_t *)malloc((size_t)(B * Sk)), *pad = (uint8_t *)malloc((size_t)(B * Sk));
+                for (int64_t bb = 0; bb < B; bb++)
+                    for (int64_t j = 0; j < Sk; j++) {
+                        hidden[bb * Sk + j] = 1;
+                        pad[bb * Sk + j] = (uint8_t)ht_pattern(bb, j, Sk);
+                        bias32[bb * Sk + j] = ht_pattern(bb, j, Sk) ? (float)th_rng_range(&rng, -1, 1) : -INFINITY;
+                        for (int64_t h = 0; h < H; h++)
+                            for (int64_t i = 0; i < Sq; i++) {
+                                const int vis = ht_visible(kind, bb, h, i, j, Sq, Sk);
+                                const size_t e = (size_t)(((bb * H + h) * Sq + i) * Sk + j);
+                                keep[e] = (uint8_t)vis;
+                                th_set(bias, ATTN_DTYPE_BF16, e, vis ? (float)th_rng_range(&rng, -2, 2) : -INFINITY);
+                                hidden[bb * Sk + j] &= (uint8_t)!vis;
+                            }
+                    }
+                attn_params p;
+                attn_params_init(&p);
+                attn_tensor tm;
+                if (kind == 0 || kind == 5) { /* key padding [B, Sk] */
+                    tm = attn_tensor_make(pad, ATTN_DTYPE_BOOL, 2, (const int64_t[]){B, Sk});
+                    p.key_padding_mask = &tm;
+                } else if (kind == 1) { /* keep-mask [B, 1, 1, Sk] */
+                    tm = attn_tensor_make(pad, ATTN_DTYPE_BOOL, 4, (const int64_t[]){B, 1, 1, Sk});
+                    p.mask = &tm;
+                } else if (kind == 2) { /* additive f32 [B, 1, 1, Sk] */
+                    tm = attn_tensor_make(bias32, ATTN_DTYPE_F32, 4, (const int64_t[]){B, 1, 1, Sk});
+                    p.additive_mask = &tm;
+                } else if (kind == 3) { /* keep-mask per row [B, H, Sq, Sk] */
+                    tm = attn_tensor_make(keep, ATTN_DTYPE_BOOL, 4, (const int64_t[]){B, H, Sq, Sk});
+                    p.mask = &tm;
+                } else { /* additive bf16 per row [H, Sq, Sk], broadcast over the batch */
+                    tm = attn_tensor_make(bias, ATTN_DTYPE_BF16, 3, (const int64_t[]){H, Sq, Sk});
+                    p.additive_mask = &tm;
+                }
+                if (kind == 5)
+                    p.causal = ATTN_CAUSAL_BOTTOM_RIGHT, p.window_left = 40;
+                assert_int_equal(attn_ctx_set_num_threads(ctx, 1), ATTN_STATUS_OK);
+                assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &b.tq, &b.tk, &b.tv, &p, &b.to, &b.tl),
+                                 ATTN_STATUS_OK);
+                assert_int_equal(attn_ref_forward(ATTN_LAYOUT_BSND, &b.tq, &b.tk, &b.tv, &p, &b.tor, &b.tlr),
+                                 ATTN_STATUS_OK);
+                mt_expect_close(&b, dt, "hidden tiles");
+                /* the clean result, then 3 threads and poisoned hidden keys: the same bits */
+                void *o1 = malloc((size_t)(B * Sq * H * D) * es), *l1 = malloc((size_t)(B * H * Sq) * sizeof(float));
+                memcpy(o1, b.o, (size_t)(B * Sq * H * D) * es), memcpy(l1, b.l, (size_t)(B * H * Sq) * sizeof(float));
+                void *k0 = b.k, *v0 = b.v;
+                void *k2 = malloc(nkv * es), *v2 = malloc(nkv * es);
+                memcpy(k2, k0, nkv * es), memcpy(v2, v0, nkv * es);
+                const float poisons[3] = {NAN, INFINITY, -INFINITY};
+                for (int64_t bb = 0; bb < B; bb++)
+                    for (int64_t j = 0; j < Sk; j++) {
+                        if (!hidden[bb * Sk + j])
+                            continue;
+                        poisoned_keys++;
+                        for (int64_t e = 0; e < Hk * D; e++) {
+                            th_set(k2, dt, (size_t)((bb * Sk + j) * Hk * D + e), poisons[(j + e) % 3]);
+                            th_set(v2, dt, (size_t)((bb * Sk + j) * Hk * D + e), poisons[(j + e + 1) % 3]);
+                        }
+                    }
+                b.tk.data = k2, b.tv.data = v2;
+                assert_int_equal(attn_ctx_set_num_threads(ctx, 3), ATTN_STATUS_OK);
+                assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &b.tq, &b.tk, &b.tv, &p, &b.to, &b.tl),
+                                 ATTN_STATUS_OK);
+                if (memcmp(o1, b.o, (size_t)(B * Sq * H * D) * es) != 0 ||
+                    memcmp(l1, b.l, (size_t)(B * H * Sq) * sizeof(float)) != 0)
+                    print_error("hidden tiles: Sq %lld Sk %lld kind %d %s: poisoned hidden keys / 3 threads changed "
+                                "the result\n",
+                                (long long)Sq, (long long)Sk, kind, attn_dtype_name(dt));
+                assert_memory_equal(o1, b.o, (size_t)(B * Sq * H * D) * es);
+                assert_memory_equal(l1, b.l, (size_t)(B * H * Sq) * sizeof(float));
+                /* the first key some row sees (batch-major), poisoned: shows */
+                int64_t jv = 0;
+                while (jv < B * Sk && hidden[jv])
+                    jv++;
+                if (jv < B * Sk) {
+                    for (int64_t e = 0; e < Hk * D; e++)
+                        th_set(v2, dt, (size_t)(jv * Hk * D + e), NAN);
+                    assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &b.tq, &b.tk, &b.tv, &p, &b.to, &b.tl),
+                                     ATTN_STATUS_OK);
+                    const int show = memcmp(o1, b.o, (size_t)(B * Sq * H * D) * es) != 0;
+                    if (!show)
+                        print_error("hidden tiles: Sq %lld Sk %lld kind %d %s: NaN in V of key %lld, seen by some row, "
+                                    "changed nothing\n",
+                                    (long long)Sq, (long long)Sk, kind, attn_dtype_name(dt), (long long)jv);
+                    shown += show;
+                }
+                b.tk.data = k0, b.tv.data = v0;
+                free(o1), free(l1), free(k2), free(v2), free(keep), free(bias), free(bias32), free(hidden), free(pad);
+                mt_free(&b);
+            }
+    fprintf(stderr, "hidden tiles: %lld hidden keys poisoned, %lld of 48 cases showed a visible poison\n",
+            (long long)poisoned_keys, (long long)shown);
+    assert_true(poisoned_keys > 48 * 100);
+    assert_int_equal(shown, 48);
+    attn_ctx_destroy(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_explicit_mask_shapes),  cmocka_unit_test(test_cross_attention_key_padding),
         cmocka_unit_test(test_self_attention_padded), cmocka_unit_test(test_padded_bnsd),
-        cmocka_unit_test(test_padded_errors),
+        cmocka_unit_test(test_padded_errors),         cmocka_unit_test(test_hidden_tiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
