@@ -988,6 +988,27 @@ static void ext_doubled(const attn_tensor *t, attn_tensor *kv) {
     }
 }
 
+/* 1 when the bytes two views span (first to last element, any stride signs) intersect; an empty view spans none. */
+static int ext_spans_meet(const attn_tensor *x, const attn_tensor *y) {
+    uintptr_t lo[2], hi[2];
+    const attn_tensor *t[2] = {x, y};
+    for (int i = 0; i < 2; i++) {
+        const int64_t item = (int64_t)attn_dtype_size(t[i]->dtype);
+        int64_t a = 0, b = item;
+        for (int d = 0; d < t[i]->ndim; d++) {
+            if (t[i]->shape[d] == 0)
+                return 0;
+            const int64_t reach = (t[i]->shape[d] - 1) * t[i]->strides[d] * item;
+            if (reach < 0)
+                a += reach;
+            else
+                b += reach;
+        }
+        lo[i] = (uintptr_t)t[i]->data + (uintptr_t)a, hi[i] = (uintptr_t)t[i]->data + (uintptr_t)b;
+    }
+    return lo[0] < hi[1] && lo[1] < hi[0];
+}
+
 /* 1 when v has k's shape and strides and lies a whole number of elements away from it (*s0: that distance, of
  * either sign), so that the two are one [2, ...] view with strides[0] = *s0 (libattn takes two allocations so). */
 static int ext_pair_stride(const attn_tensor *k, const attn_tensor *v, int64_t *s0) {
@@ -1664,6 +1685,12 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     if (ext_view3(&a[OUT].t, "out", &o3))
         goto done;
+    /* an out in a cache would be refused by the attention step after the write (the check below has no rows) */
+    for (int i = KC; append && i <= VC; i++)
+        if (ext_spans_meet(&a[OUT].t, &a[i].t)) {
+            ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "out: overlaps %s in memory", i == KC ? "k_cache" : "v_cache");
+            goto done;
+        }
     /* libattn's checks of the attention step, with no query row, before anything is written */
     if (append || lp || slopes) {
         attn_tensor q0 = q3, o0 = o3;

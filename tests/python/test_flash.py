@@ -188,3 +188,27 @@ def test_separate_caches_off_element_alignment_are_copied(rng, ctx1):
     want = attn.flash_attn_with_kvcache(q, kc.copy(), vc.copy(), cache_seqlens=cs, block_table=bt, ctx=ctx1)
     got = attn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=cs, block_table=bt, ctx=ctx1)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("where", ["k_cache", "v_cache"])
+def test_kvcache_out_in_a_cache_is_refused_before_the_write(rng, ctx1, where):
+    """With new k / v, an `out` that lies in a cache is refused before the rows are appended: a refused call writes
+    nothing (the attention step would refuse it only after the write)."""
+    b, sc, hkv, d = 2, 64, 4, 32
+    k_cache = rng.standard_normal((b, sc, hkv, d)).astype(np.float32)
+    v_cache = rng.standard_normal((b, sc, hkv, d)).astype(np.float32)
+    q = rng.standard_normal((b, 1, hkv, d)).astype(np.float32)
+    k_new = rng.standard_normal((b, 1, hkv, d)).astype(np.float32)
+    v_new = rng.standard_normal((b, 1, hkv, d)).astype(np.float32)
+    cache = k_cache if where == "k_cache" else v_cache
+    out = cache.reshape(-1)[-b * hkv * d:].reshape(b, 1, hkv, d)
+    k0, v0 = k_cache.copy(), v_cache.copy()
+    with pytest.raises(attn.AttnInvalidArgumentError, match=f"out: overlaps {where} in memory"):
+        attn.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cache_seqlens=np.array([10, 20], np.int32),
+                                     out=out, ctx=ctx1)
+    np.testing.assert_array_equal(k_cache, k0)
+    np.testing.assert_array_equal(v_cache, v0)
+    # the same out outside the caches: accepted, and the rows are appended
+    attn.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cache_seqlens=np.array([10, 20], np.int32),
+                                 out=np.empty_like(out), ctx=ctx1)
+    np.testing.assert_array_equal(k_cache[0, 10], k_new[0, 0])
