@@ -583,3 +583,29 @@ def test_kvcache_separate_caches_equal_joined_with_leftpad_and_batch_slopes(rng,
     np.testing.assert_array_equal(l1, l2)
     np.testing.assert_array_equal(kc, both[0])
     np.testing.assert_array_equal(vc, both[1])
+
+
+@pytest.mark.parametrize("nbytes", [64, 8192])
+def test_swap_blocks_bytes_in_pair_order(rng, nbytes):
+    """The byte form copies pairs in order (small blocks go through gathered chunks of 1024 pairs): a dst block
+    named twice takes its last pair's source, across chunks too, and in one buffer a pair reads what an earlier
+    pair wrote. Compared with the copy loop, pair by pair."""
+    def reference(src, dst, bm):
+        sb, db = src.reshape(-1, nbytes), dst.reshape(-1, nbytes)
+        for s_id, d_id in bm.tolist():
+            db[d_id] = sb[s_id]
+    nb = 3000
+    bm = rng.integers(0, nb, (2500, 2)).astype(np.int64)  # repeated dst ids, within and across chunks
+    assert len(np.unique(bm[:, 1])) < len(bm)
+    src = rng.integers(0, 255, (nb, nbytes), dtype=np.uint8)
+    dst, want = np.zeros((nb, nbytes), np.uint8), np.zeros((nb, nbytes), np.uint8)
+    vllm_ops.swap_blocks(src, dst, nbytes, bm)
+    reference(src, want, bm)
+    np.testing.assert_array_equal(dst, want)
+    # one buffer: chained pairs (0 -> 1, 1 -> 2, ...) move block 0 along the chain, as the loop does
+    buf, want = src.copy(), src.copy()
+    chain = np.array([[i, i + 1] for i in range(5)], np.int64)
+    vllm_ops.swap_blocks(buf, buf, nbytes, chain)
+    reference(want, want, chain)
+    np.testing.assert_array_equal(buf, want)
+    assert np.array_equal(buf[5], src[0])

@@ -99,8 +99,22 @@ def _swap_bytes(src: Array, dst: Array, block_size_in_bytes: Any, block_mapping:
         views.append(buf[: (span // nbytes) * nbytes]
                      .reshape(-1, nbytes))
     sb, db = views
-    for s_id, d_id in bm.tolist():
-        db[d_id] = sb[s_id]
+    s_lo, d_lo = sa.__array_interface__["data"][0], da.__array_interface__["data"][0]
+    if nbytes >= 4096 or (s_lo < d_lo + spans[1] and d_lo < s_lo + spans[0]):
+        # large blocks (a row copy costs more than the loop) or src and dst in one buffer (a pair may read a
+        # block an earlier pair wrote): one copy per pair, in order
+        for s_id, d_id in bm.tolist():
+            db[d_id] = sb[s_id]
+        return
+    # small blocks: gathered and scattered 1024 pairs at a time (a Python step per pair cost 9x the copy);
+    # a dst block named twice in a chunk takes its last pair's source, as the loop in order does
+    for i in range(0, bm.shape[0], 1024):
+        s_ids, d_ids = bm[i:i + 1024, 0], bm[i:i + 1024, 1]
+        _, last = np.unique(d_ids[::-1], return_index=True)
+        if last.size != d_ids.size:
+            keep = d_ids.size - 1 - last
+            s_ids, d_ids = s_ids[keep], d_ids[keep]
+        db[d_ids] = np.take(sb, s_ids, axis=0)
 
 
 def swap_blocks(src: Array, dst: Array, block_size_in_bytes: Any = None,
