@@ -27,7 +27,7 @@ size_t attn_fwd_scratch_bytes(void) {
     size_t floats = ATTN_QT_FLOATS + ATTN_S_FLOATS + 2 * (ATTN_QT_FLOATS + 2 * ATTN_QB) + 2 * ATTN_TILE_FLOATS +
                     ATTN_S_FLOATS + ATTN_QT_FLOATS + ATTN_TILE_ROW + ATTN_QT_FLOATS;
     size_t bytes = floats * sizeof(float) + 2 * ATTN_KV_TILE * sizeof(float *) + 3 * ATTN_KV_TILE * sizeof(void *);
-    return ((bytes + 63) & ~(size_t)63) + ATTN_FWD_MULTI_BYTES;
+    return ((bytes + 63) & ~(size_t)63) + ((ATTN_KV_PREP_BYTES + 63) & ~(size_t)63) + ATTN_FWD_MULTI_BYTES;
 }
 
 void attn_fwd_scratch_carve(void *base, attn_fwd_scratch *sc) {
@@ -52,7 +52,10 @@ void attn_fwd_scratch_carve(void *base, attn_fwd_scratch *sc) {
     sc->v_raw = sc->k_raw + ATTN_KV_TILE;
     sc->v_safe = sc->v_raw + ATTN_KV_TILE;
     sc->multi = (char *)base + (attn_fwd_scratch_bytes() - ATTN_FWD_MULTI_BYTES);
+    sc->kv_prep = sc->multi - ((ATTN_KV_PREP_BYTES + 63) & ~(size_t)63);
     sc->v_rows_finite = 0;
+    sc->kv_prepped = 0;
+    sc->kv_prep_key0 = 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -278,12 +281,17 @@ void attn_fwd_tile(const attn_problem *p, const struct attn_kernels *kern, const
                    attn_fwd_scratch *sc, const float *q_t, float *s, const float *const *k_rows,
                    const float *const *v_rows, int64_t a, int64_t b, float *m, float *l, float *o) {
     const int64_t nr = blk->num_rows;
-    kern->qk_tile(q_t, nr, p->head_size, k_rows, b - a, s);
+    if (sc->kv_prepped)
+        kern->qk_tile_prep(q_t, nr, p->head_size, sc->kv_prep, a - sc->kv_prep_key0, b - a, s);
+    else
+        kern->qk_tile(q_t, nr, p->head_size, k_rows, b - a, s);
     attn_fwd_tile_logits_mask(p, kern, blk, a, b, s);
     kern->softmax_tile(s, b - a, nr, m, l, o, p->head_size_v);
     if (!attn_mask_tile_is_full(p, blk, a, b) && !sc->v_rows_finite &&
         attn_fwd_float_rows_nonfinite(v_rows, b - a, p->head_size_v))
         attn_fwd_pv_safe(p, kern, blk, sc, s, v_rows, b - a, o);
+    else if (sc->kv_prepped)
+        kern->pv_tile_prep(s, b - a, nr, sc->kv_prep, a - sc->kv_prep_key0, p->head_size_v, o);
     else
         kern->pv_tile(s, b - a, nr, v_rows, p->head_size_v, o);
 }

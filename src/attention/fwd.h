@@ -40,6 +40,10 @@ typedef struct attn_fwd_scratch {
     char *multi;         /* ATTN_FWD_MULTI_BYTES: per-block states of multi-block items (fwd_exec.c) */
     int v_rows_finite;   /* 1: every V row in v_rows is finite, checked once for the blocks sharing a tile
                             (attn_fwd_tile then skips its own check); 0: unknown                   */
+    void *kv_prep;       /* ATTN_KV_PREP_BYTES: the kv tile in the table's own form (kv_tile_prep)  */
+    int kv_prepped;      /* 1: kv_prep holds the keys from kv_prep_key0 of k_rows / v_rows: attn_fwd_tile
+                            runs qk_tile_prep / pv_tile_prep on it                                  */
+    int64_t kv_prep_key0;
 } attn_fwd_scratch;
 
 /* Bytes of each thread's scratch that hold the states of a multi-block item (GQA super-block, all kv

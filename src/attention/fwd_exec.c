@@ -608,6 +608,11 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                 }
             sc->v_rows_finite = 0; /* checked once for the float blocks whose tile hides keys (attn_fwd_tile) */
             int v_checked = 0;
+            /* an opt-in table's own form of the tile, made once for the float blocks on it (kernels.h) */
+            sc->kv_prepped =
+                any_float && kern->kv_tile_prep &&
+                kern->kv_tile_prep(sc->k_rows, sc->v_rows, tb - ta, p->head_size, p->head_size_v, sc->kv_prep);
+            sc->kv_prep_key0 = ta;
             for (int64_t k = i; k < j; k++) {
                 const attn_fx_slot *s = &sl[k];
                 if (s->hidden)
@@ -625,7 +630,7 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                     attn_fwd_tile(p, kern, &s->blk, sc, st.q_t, sc->s, sc->k_rows + (a - ta), sc->v_rows + (a - ta),
                                   a, b, st.m_part, st.l_part, st.o_part);
             }
-            sc->v_rows_finite = 0;
+            sc->v_rows_finite = 0, sc->kv_prepped = 0;
         }
     }
 store:

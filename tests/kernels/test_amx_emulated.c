@@ -42,6 +42,12 @@ int attn_k_v_pairs_t_amx_emulated(const uint32_t *vtp, int64_t vt_stride, int64_
                                   uint32_t *vtt);
 void attn_k_pv_pairs_t_bf16_amx_emulated(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtt,
                                          int64_t head_size_v, float *o_t);
+int attn_k_kv_tile_prep_amx_emulated(const float *const *k_rows, const float *const *v_rows, int64_t num_keys,
+                                     int64_t head_size, int64_t head_size_v, void *prep);
+void attn_k_qk_tile_prep_amx_emulated(const float *q_t, int64_t num_rows, int64_t head_size, const void *prep,
+                                      int64_t key0, int64_t num_keys, float *s);
+void attn_k_pv_tile_prep_amx_emulated(const float *p, int64_t num_keys, int64_t num_rows, const void *prep,
+                                      int64_t key0, int64_t head_size_v, float *o_t);
 #endif
 
 #define QB       ATTN_QB
@@ -56,6 +62,9 @@ typedef int (*v_pairs_t_fn)(const uint32_t *, int64_t, int64_t, int64_t, uint32_
 typedef void (*pv_pairs_t_fn)(const uint32_t *, int64_t, int64_t, const uint32_t *, int64_t, float *);
 typedef void (*qk_kv_pf_fn)(const float *, int64_t, int64_t, const void *const *, attn_dtype, int64_t, float *,
                             attn_kv_prefetch *);
+typedef int (*kv_prep_fn)(const float *const *, const float *const *, int64_t, int64_t, int64_t, void *);
+typedef void (*qk_prep_fn)(const float *, int64_t, int64_t, const void *, int64_t, int64_t, float *);
+typedef void (*pv_prep_fn)(const float *, int64_t, int64_t, const void *, int64_t, int64_t, float *);
 
 static float bf16_round(float x) {
     return attn_bf16_to_f32(attn_f32_to_bf16(x));
@@ -174,6 +183,84 @@ static int check_table(const char *name, qk_fn qk, pv_fn pv) {
     fprintf(stderr, "test_amx_emulated: %s: max relative error %.3g of sum|terms| (bound 2^-21 = %.3g), %d failures\n",
             name, worst, 0x1p-21, fails);
     free(b);
+    return fails;
+}
+
+/* kv_tile_prep + qk_tile_prep / pv_tile_prep (a kv tile prepared once for every block on it): bitwise qk_tile /
+ * pv_tile on the keys [key0, key0 + num_keys) of the tile's rows, for every key0 and length (odd ones included), row
+ * count and head size; nothing past s[0..num_keys) or o_t[0..head_size_v) written (the same canaries as the plain
+ * kernels'); a tile with a value that is not a bf16 value is refused (0). */
+static int check_prep(const char *name, kv_prep_fn prep, qk_prep_fn qk_prep, pv_prep_fn pv_prep, qk_fn qk, pv_fn pv) {
+    static const int64_t rows[] = {1, 7, 16, 17, 32};
+    static const int64_t tiles[] = {1, 17, 33, 64};
+    static const int64_t dims[] = {1, 31, 64, 100, 128, 256};
+    buf *b = (buf *)calloc(1, sizeof *b), *c = (buf *)calloc(1, sizeof *c);
+    float(*vrows)[ATTN_HEAD_SIZE_MAX] = calloc(ATTN_KV_TILE, sizeof *vrows);
+    void *tile = aligned_alloc(64, (ATTN_KV_PREP_BYTES + 63) & ~(size_t)63);
+    const float *vptr[ATTN_KV_TILE];
+    th_rng rng;
+    th_rng_seed(&rng, 0xB7E);
+    int fails = 0;
+    int64_t compared = 0;
+    for (size_t i = 0; i < NELEM(b->q_t); i++)
+        b->q_t[i] = (float)th_rng_range(&rng, -2, 2);
+    for (size_t i = 0; i < NELEM(b->p); i++)
+        b->p[i] = (float)th_rng_uniform(&rng);
+    for (size_t ti = 0; ti < NELEM(tiles); ti++)
+        for (size_t di = 0; di < NELEM(dims); di++) {
+            const int64_t n = tiles[ti], D = dims[di], Dv = dims[(di + 2) % NELEM(dims)];
+            for (int64_t k = 0; k < n; k++) {
+                for (int64_t d = 0; d < ATTN_HEAD_SIZE_MAX; d++) {
+                    b->rows[k][d] = bf16_round((float)th_rng_range(&rng, -1.5, 1.5));
+                    vrows[k][d] = bf16_round((float)th_rng_range(&rng, -1.5, 1.5));
+                }
+                b->ptr[k] = b->rows[k], vptr[k] = vrows[k];
+            }
+            memset(tile, 0x7F, ATTN_KV_PREP_BYTES); /* stale bytes (NaN bf16s) must not reach a result */
+            if (!prep(b->ptr, vptr, n, D, Dv, tile)) {
+                fprintf(stderr, "REPRO %s kv_tile_prep n=%lld D=%lld Dv=%lld refused bf16 rows\n", name, (long long)n,
+                        (long long)D, (long long)Dv);
+                fails++;
+                continue;
+            }
+            const int64_t spans[4][2] = {{0, n}, {1, n - 1}, {n / 3, n - n / 3}, {n - 1, 1}};
+            for (int si = 0; si < 4; si++)
+                for (size_t ri = 0; ri < NELEM(rows); ri++) {
+                    const int64_t key0 = spans[si][0], nk = spans[si][1], R = rows[ri];
+                    if (nk <= 0)
+                        continue;
+                    for (size_t i = 0; i < NELEM(b->s); i++)
+                        b->s[i] = c->s[i] = CANARY;
+                    qk(b->q_t, R, D, b->ptr + key0, nk, c->s);
+                    qk_prep(b->q_t, R, D, tile, key0, nk, b->s);
+                    for (size_t i = 0; i < NELEM(b->o); i++)
+                        b->o[i] = c->o[i] = i < (size_t)(Dv * QB) ? (float)th_rng_range(&rng, -1, 1) : CANARY;
+                    pv(b->p, nk, R, vptr + key0, Dv, c->o);
+                    pv_prep(b->p, nk, R, tile, key0, Dv, b->o);
+                    compared++;
+                    if ((memcmp(b->s, c->s, sizeof b->s) != 0 || memcmp(b->o, c->o, sizeof b->o) != 0) && fails++ < 5)
+                        fprintf(stderr,
+                                "REPRO %s prep n=%lld key0=%lld num_keys=%lld R=%lld D=%lld Dv=%lld: qk %s, pv %s "
+                                "the plain kernel's bits\n",
+                                name, (long long)n, (long long)key0, (long long)nk, (long long)R, (long long)D,
+                                (long long)Dv, memcmp(b->s, c->s, sizeof b->s) ? "differs from" : "has",
+                                memcmp(b->o, c->o, sizeof b->o) ? "differs from" : "has");
+                }
+        }
+    /* a value that is not a bf16 value, in K or in V: refused */
+    for (int which = 0; which < 2; which++) {
+        const int64_t n = 20, D = 64;
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t d = 0; d < D; d++)
+                b->rows[k][d] = vrows[k][d] = bf16_round((float)th_rng_range(&rng, -1, 1));
+        (which ? vrows[13] : b->rows[13])[5] = 1.0f + 0x1p-20f;
+        if (prep(b->ptr, vptr, n, D, D, tile) && fails++ < 5)
+            fprintf(stderr, "REPRO %s kv_tile_prep took a %s value that is not a bf16 value\n", name,
+                    which ? "V" : "K");
+    }
+    fprintf(stderr, "test_amx_emulated: %s prepared tiles: %lld calls bitwise against qk_tile / pv_tile, %d failures\n",
+            name, (long long)compared, fails);
+    free(b), free(c), free(vrows), free(tile);
     return fails;
 }
 
@@ -416,7 +503,9 @@ static void test_amx_kernels(void **state) {
         fails += check_table("amx (emulated tiles)", attn_k_qk_tile_amx_emulated, attn_k_pv_tile_amx_emulated) +
                  check_kv("amx (emulated tiles)", attn_k_qk_tile_kv_amx_emulated, attn_k_qk_tile_kv_pf_amx_emulated) +
                  check_quant("amx (emulated tiles)", attn_k_qk_bf16_amx_emulated, attn_k_v_pairs_t_amx_emulated,
-                             attn_k_pv_pairs_t_bf16_amx_emulated);
+                             attn_k_pv_pairs_t_bf16_amx_emulated) +
+                 check_prep("amx (emulated tiles)", attn_k_kv_tile_prep_amx_emulated, attn_k_qk_tile_prep_amx_emulated,
+                            attn_k_pv_tile_prep_amx_emulated, attn_k_qk_tile_amx_emulated, attn_k_pv_tile_amx_emulated);
     else
         fprintf(stderr, "test_amx_emulated: emulated tiles not run: this CPU lacks AVX512-BF16 (the kernels' "
                         "data preparation uses it)\n");
@@ -430,7 +519,9 @@ static void test_amx_kernels(void **state) {
     const struct attn_kernels *kt = attn_dispatch_by_name("amx");
     if (kt)
         fails += check_table("amx (hardware)", kt->qk_tile, kt->pv_tile) +
-                 check_kv("amx (hardware)", kt->qk_tile_kv, kt->qk_tile_kv_pf);
+                 check_kv("amx (hardware)", kt->qk_tile_kv, kt->qk_tile_kv_pf) +
+                 check_prep("amx (hardware)", kt->kv_tile_prep, kt->qk_tile_prep, kt->pv_tile_prep, kt->qk_tile,
+                            kt->pv_tile);
     const struct attn_quant_kernels *qt = kt ? attn_dispatch_quant(attn_dispatch_by_name("avx512")) : NULL;
     if (qt && strcmp(qt->name, "amx") == 0)
         fails += check_quant("amx (hardware)", qt->qk_bf16, qt->v_pairs_t, qt->pv_pairs_t_bf16);

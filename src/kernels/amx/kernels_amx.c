@@ -28,6 +28,9 @@ const struct attn_kernels attn_kernels_amx = {
     .transpose = attn_k_transpose_avx512,
     .scale_tile = attn_k_scale_tile_avx512,
     .qk_prep_kv = attn_k_qk_prep_kv_avx512bf16,
+    .kv_tile_prep = attn_k_kv_tile_prep_amx,
+    .qk_tile_prep = attn_k_qk_tile_prep_amx,
+    .pv_tile_prep = attn_k_pv_tile_prep_amx,
     .fp8_kv = 1, /* fp8 few-row blocks: avx512's in-place kernels (through the fallbacks) */
 };
 

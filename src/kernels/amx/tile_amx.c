@@ -15,6 +15,9 @@
  *      (transposed in registers), B = the pairs (v[2i][d], v[2i+1][d]) of consecutive V rows. C starts at zero
  *      per call and is added, transposed, into o_t (o_t[d][r] += C[r][d]).
  *  qk_tile_kv (decode): K read in place from the cache page (below).
+ *  kv_tile_prep + qk_tile_prep / pv_tile_prep (prefill through the driver's multi-block items): the narrowed K rows
+ *      and the transposed V made once per kv tile for every query block on it, and P·V with C in o_t's layout
+ *      (below); bitwise qk_tile / pv_tile.
  * The tile configuration is loaded only when the thread's differs (kamx_use) and is left loaded after a call:
  * TILERELEASE and LDTILECFG on every call cost 3–9 % of a 512–1024-token prefill and ~100 ns per decode call (twice
  * the tile work of 16 keys × 4 rows × 128; bench_kernels --kv: 64-key calls from 218 to 335 GFLOP/s).
@@ -64,6 +67,9 @@ static inline __m512 kamx_load16(const float *row, int64_t d, int64_t w) {
     return _mm512_maskz_loadu_ps((__mmask16)((1u << (w - d)) - 1u), row + d);
 }
 
+static void kamx_qk_tiles(const float *q_t, int64_t num_rows, int64_t head_size,
+                          const uint16_t (*kb)[ATTN_HEAD_SIZE_MAX], int64_t num_keys, float *s);
+
 void KAMX_NAME(qk_tile)(const float *q_t, int64_t num_rows, int64_t head_size, const float *const *k_rows,
                         int64_t num_keys, float *s) {
     if (num_rows <= 0 || num_keys <= 0 || head_size <= 0 || num_keys > ATTN_KV_TILE ||
@@ -72,10 +78,7 @@ void KAMX_NAME(qk_tile)(const float *q_t, int64_t num_rows, int64_t head_size, c
         return;
     }
     const int64_t dpad = (head_size + 31) & ~(int64_t)31, kpad = (num_keys + 15) & ~(int64_t)15;
-    const int halves = num_rows > 16 ? 2 : 1;
     uint16_t kb[ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX] KAMX_ALIGN;
-    uint32_t qp[ATTN_HEAD_SIZE_MAX / 2][ATTN_QB] KAMX_ALIGN;
-    float tmp[16][16] KAMX_ALIGN;
     /* K narrowed to bf16, zero rows and columns as padding; in the same pass, whether every value was a bf16 value
      * (low 16 bits zero: then the narrowing is exact), else the avx512 kernel (nothing is written before) */
     __m512i low = _mm512_setzero_si512();
@@ -90,6 +93,17 @@ void KAMX_NAME(qk_tile)(const float *q_t, int64_t num_rows, int64_t head_size, c
         attn_k_qk_tile_avx512(q_t, num_rows, head_size, k_rows, num_keys, s);
         return;
     }
+    kamx_qk_tiles(q_t, num_rows, head_size, (const uint16_t(*)[ATTN_HEAD_SIZE_MAX])kb, num_keys, s);
+}
+
+/* The tile part of qk_tile: s[k][r] for k < num_keys from the bf16 K rows kb[0..round16(num_keys)) (zero past
+ * head_size up to a multiple of 32; rows past num_keys are read, their scores not stored). */
+static void kamx_qk_tiles(const float *q_t, int64_t num_rows, int64_t head_size,
+                          const uint16_t (*kb)[ATTN_HEAD_SIZE_MAX], int64_t num_keys, float *s) {
+    const int64_t dpad = (head_size + 31) & ~(int64_t)31, kpad = (num_keys + 15) & ~(int64_t)15;
+    const int halves = num_rows > 16 ? 2 : 1;
+    uint32_t qp[ATTN_HEAD_SIZE_MAX / 2][ATTN_QB] KAMX_ALIGN;
+    float tmp[16][16] KAMX_ALIGN;
     for (int64_t j = 0; j < dpad / 2; j++) /* q as bf16 pairs; zero past head_size */
         for (int h = 0; h < halves; h++)
             _mm512_store_si512((void *)(qp[j] + 16 * h), kbf_row_pair(q_t, j, h, head_size));
@@ -180,6 +194,131 @@ void KAMX_NAME(pv_tile)(const float *p, int64_t num_keys, int64_t num_rows, cons
                 _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), x[d]));
             }
         }
+}
+
+/* ---- Prefill on a prepared kv tile (kv_tile_prep, kernels.h): the K rows narrowed and the V rows transposed once
+ * for every block of the work item that reads the tile, instead of once per block and call.
+ *  qk_tile_prep: qk_tile's tiles on the prepared K rows from key0.
+ *  pv_tile_prep: the same products as pv_tile in the same order, with the roles of A and B swapped so that C comes
+ *      out in o_t's layout: C[dim][row] (16 head dimensions × 16 query rows) += A[dim][keys] · B[key pair][row],
+ *      A = the transposed V (16 dimensions × 32 keys from key0 + k0), B = the bf16 pairs (p[2i][r], p[2i + 1][r]).
+ *      TDPBF16PS adds A[m][2i]·B[i][n].lo then A[m][2i + 1]·B[i][n].hi: per element p[2i][r]·v[2i][d] then
+ *      p[2i + 1][r]·v[2i + 1][d], pv_tile's order; C starts at zero and is added to o_t, as in pv_tile. A last group
+ *      of fewer than 32 keys is copied with zeros past num_keys, as pv_tile pads its pairs. So the bits are
+ *      pv_tile's, without its transposes of P and of C. */
+typedef struct kamx_prep {
+    uint16_t k[ATTN_KV_TILE + 16]
+              [ATTN_HEAD_SIZE_MAX];                /* bf16 K rows, zero past head_size (to 32), rows past the keys */
+    uint16_t vt[ATTN_HEAD_SIZE_MAX][ATTN_KV_TILE]; /* vt[d][k] = bf16(v[k][d]), rows past head_size_v zero (to 16) */
+} kamx_prep;
+_Static_assert(sizeof(kamx_prep) <= ATTN_KV_PREP_BYTES, "ATTN_KV_PREP_BYTES holds the amx table's prepared tile");
+
+/* C tile c += A · B for head dimensions d0 + 16c: A (tile a) the transposed V of the group's 32 keys (in place, or the
+ * zero-padded copy of a last group), B in tile 6. A macro: tile numbers are immediates. */
+#define KAMX_PV_PREP_GROUP(c, a)                                                                                       \
+    do {                                                                                                               \
+        if (k0 < tail)                                                                                                 \
+            KAMX_LOAD(a, t->vt[d0 + 16 * (c)] + key0 + k0, ATTN_KV_TILE * 2);                                          \
+        else                                                                                                           \
+            KAMX_LOAD(a, at[c][0], 64);                                                                                \
+        KAMX_DP(c, a, 6);                                                                                              \
+    } while (0)
+
+int KAMX_NAME(kv_tile_prep)(const float *const *k_rows, const float *const *v_rows, int64_t num_keys, int64_t head_size,
+                            int64_t head_size_v, void *prep) {
+    if (num_keys <= 0 || num_keys > ATTN_KV_TILE || head_size <= 0 || head_size > ATTN_HEAD_SIZE_MAX ||
+        head_size_v <= 0 || head_size_v > ATTN_HEAD_SIZE_MAX)
+        return 0;
+    kamx_prep *t = (kamx_prep *)prep;
+    const int64_t dpad = (head_size + 31) & ~(int64_t)31, dvpad = (head_size_v + 15) & ~(int64_t)15;
+    __m512i low = _mm512_setzero_si512(); /* every value a bf16 value (low 16 bits zero): else 0, qk_tile's fallback */
+    for (int64_t k = 0; k < num_keys; k++)
+        for (int64_t d0 = 0; d0 < dpad; d0 += 32) {
+            const __m512 lo = kamx_load16(k_rows[k], d0, head_size), hi = kamx_load16(k_rows[k], d0 + 16, head_size);
+            low = _mm512_ternarylogic_epi32(low, _mm512_castps_si512(lo), _mm512_castps_si512(hi), 0xFE); /* | */
+            _mm512_store_si512((void *)(t->k[k] + d0), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+    for (int64_t k = num_keys; k < num_keys + 16; k++) /* the rows a last group of 16 keys reads */
+        memset(t->k[k], 0, (size_t)dpad * 2);
+    __m512 x[16];
+    for (int64_t k0 = 0; k0 < num_keys; k0 += 16)
+        for (int64_t d0 = 0; d0 < dvpad; d0 += 16) {
+            for (int b = 0; b < 16; b++) {
+                x[b] = k0 + b < num_keys ? kamx_load16(v_rows[k0 + b], d0, head_size_v) : _mm512_setzero_ps();
+                low = _mm512_or_si512(low, _mm512_castps_si512(x[b]));
+            }
+            k512_transpose16(x); /* x[d] lane b = v[k0 + b][d0 + d] */
+            for (int d = 0; d < 16; d++)
+                _mm256_storeu_si256((__m256i *)(void *)(t->vt[d0 + d] + k0), (__m256i)_mm512_cvtneps_pbh(x[d]));
+        }
+    return _mm512_test_epi32_mask(low, _mm512_set1_epi32(0xFFFF)) == 0;
+}
+
+void KAMX_NAME(qk_tile_prep)(const float *q_t, int64_t num_rows, int64_t head_size, const void *prep, int64_t key0,
+                             int64_t num_keys, float *s) {
+    if (num_rows <= 0 || num_keys <= 0)
+        return;
+    kamx_qk_tiles(q_t, num_rows, head_size, (const uint16_t(*)[ATTN_HEAD_SIZE_MAX])((const kamx_prep *)prep)->k[key0],
+                  num_keys, s);
+}
+
+void KAMX_NAME(pv_tile_prep)(const float *p, int64_t num_keys, int64_t num_rows, const void *prep, int64_t key0,
+                             int64_t head_size_v, float *o_t) {
+    if (num_rows <= 0 || num_keys <= 0)
+        return;
+    const kamx_prep *t = (const kamx_prep *)prep;
+    const int64_t kpad = (num_keys + 31) & ~(int64_t)31, dvpad = (head_size_v + 15) & ~(int64_t)15;
+    const int halves = num_rows > 16 ? 2 : 1;
+    uint32_t pp[2][ATTN_KV_TILE / 2][16] KAMX_ALIGN; /* pp[h][i][r] = (bf16 p[2i][16h + r], bf16 p[2i + 1][16h + r]) */
+    uint16_t at[4][16][32] KAMX_ALIGN; /* a last group of fewer than 32 keys, zero past num_keys, per C tile */
+    float tmp[4][16][16] KAMX_ALIGN;
+    for (int64_t i = 0; i < kpad / 2; i++)
+        for (int h = 0; h < halves; h++) {
+            const __m512 a = 2 * i < num_keys ? _mm512_loadu_ps(p + 2 * i * ATTN_QB + 16 * h) : _mm512_setzero_ps();
+            const __m512 b =
+                2 * i + 1 < num_keys ? _mm512_loadu_ps(p + (2 * i + 1) * ATTN_QB + 16 * h) : _mm512_setzero_ps();
+            const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(a));
+            const __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(b));
+            _mm512_store_si512((void *)pp[h][i], _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+    kamx_config();
+    const int64_t tail = num_keys & ~(int64_t)31; /* the first key of a last group of fewer than 32 */
+    for (int64_t d0 = 0; d0 < dvpad; d0 += 64) {  /* four C tiles (64 head dimensions) share each B */
+        const int nd = dvpad - d0 >= 64 ? 4 : (int)((dvpad - d0) / 16);
+        if (tail < num_keys)
+            for (int g = 0; g < nd; g++)
+                for (int i = 0; i < 16; i++) {
+                    memset(at[g][i], 0, sizeof at[g][i]);
+                    memcpy(at[g][i], t->vt[d0 + 16 * g + i] + key0 + tail, (size_t)(num_keys - tail) * 2);
+                }
+        for (int h = 0; h < halves; h++) {
+            KAMX_ZERO(0);
+            KAMX_ZERO(1);
+            KAMX_ZERO(2);
+            KAMX_ZERO(3);
+            for (int64_t k0 = 0; k0 < kpad; k0 += 32) {
+                KAMX_LOAD(6, pp[h][k0 / 2], 64);
+                KAMX_PV_PREP_GROUP(0, 4);
+                if (nd > 1)
+                    KAMX_PV_PREP_GROUP(1, 5);
+                if (nd > 2)
+                    KAMX_PV_PREP_GROUP(2, 4);
+                if (nd > 3)
+                    KAMX_PV_PREP_GROUP(3, 5);
+            }
+            KAMX_STORE(0, tmp[0], 64); /* tmp[g][d][r]: head dimension d0 + 16g + d */
+            if (nd > 1)
+                KAMX_STORE(1, tmp[1], 64);
+            if (nd > 2)
+                KAMX_STORE(2, tmp[2], 64);
+            if (nd > 3)
+                KAMX_STORE(3, tmp[3], 64);
+            for (int64_t d = 0; d < 16 * nd && d0 + d < head_size_v; d++) {
+                float *o = o_t + (d0 + d) * ATTN_QB + 16 * h;
+                _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), _mm512_load_ps(tmp[d / 16][d % 16])));
+            }
+        }
+    }
 }
 
 /* Few-row Q·Kᵀ (decode) on tiles, bf16 K read in place: C[key][row] (16 keys × num_rows, stored straight into s with
