@@ -591,13 +591,30 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                 else any_float = 1;
             }
             const int widen = attn_fx_widens(p, kern); /* few-row blocks read the widened float rows */
+            sc->v_rows_finite = 0; /* checked once for the float blocks whose tile hides keys (attn_fwd_tile) */
+            int v_checked = 0;
+            /* an opt-in table's own form of the tile, made once for the float blocks on it (kernels.h): straight from
+             * bf16 rows, which then are not widened at all when every V row is finite (only the safe P·V, for a
+             * non-finite V, reads the float rows); else from the float rows below */
+            sc->kv_prepped = 0, sc->kv_prep_key0 = ta;
+            int rows_needed = any_float || (any_raw && widen);
+            if (any_float && !any_raw && kern->kv_tile_prep && p->kv_dtype == ATTN_DTYPE_BF16) {
+                for (int64_t t = ta; t < tb; t++) {
+                    sc->k_raw[t - ta] = attn_seq_k_row(seq, t, g);
+                    sc->v_raw[t - ta] = attn_seq_v_row(seq, t, g);
+                }
+                sc->kv_prepped = kern->kv_tile_prep(sc->k_raw, sc->v_raw, ATTN_DTYPE_BF16, tb - ta, p->head_size,
+                                                    p->head_size_v, sc->kv_prep);
+                if (sc->kv_prepped && !attn_fwd_rows_nonfinite(sc->v_raw, ATTN_DTYPE_BF16, tb - ta, p->head_size_v))
+                    sc->v_rows_finite = 1, v_checked = 1, rows_needed = 0;
+            }
             if (any_raw && !widen) {
                 for (int64_t t = ta; t < tb; t++) {
                     sc->k_raw[t - ta] = attn_seq_k_row(seq, t, g);
                     sc->v_raw[t - ta] = attn_seq_v_row(seq, t, g);
                 }
             }
-            if (any_float || (any_raw && widen)) {
+            if (rows_needed) {
                 attn_fwd_rows(kern, seq, p->kv_dtype, 0, g, ta, tb, p->head_size, sc->k_tile, sc->k_rows);
                 attn_fwd_rows(kern, seq, p->kv_dtype, 1, g, ta, tb, p->head_size_v, sc->v_tile, sc->v_rows);
             }
@@ -606,13 +623,9 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                     sc->k_raw[t - ta] = sc->k_rows[t - ta];
                     sc->v_raw[t - ta] = sc->v_rows[t - ta];
                 }
-            sc->v_rows_finite = 0; /* checked once for the float blocks whose tile hides keys (attn_fwd_tile) */
-            int v_checked = 0;
-            /* an opt-in table's own form of the tile, made once for the float blocks on it (kernels.h) */
-            sc->kv_prepped =
-                any_float && kern->kv_tile_prep &&
-                kern->kv_tile_prep(sc->k_rows, sc->v_rows, tb - ta, p->head_size, p->head_size_v, sc->kv_prep);
-            sc->kv_prep_key0 = ta;
+            if (any_float && !sc->kv_prepped && kern->kv_tile_prep)
+                sc->kv_prepped = kern->kv_tile_prep((const void *const *)sc->k_rows, (const void *const *)sc->v_rows,
+                                                    ATTN_DTYPE_F32, tb - ta, p->head_size, p->head_size_v, sc->kv_prep);
             for (int64_t k = i; k < j; k++) {
                 const attn_fx_slot *s = &sl[k];
                 if (s->hidden)

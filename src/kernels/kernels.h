@@ -80,13 +80,14 @@ struct attn_kernels {
     void (*pv_rows_kv_pf)(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
                           attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf);
     /* Optional, NULL in every exact table: a kv tile in this table's own form, made once for every block that reads
-     * it. kv_tile_prep writes K rows k_rows[0..num_keys) and V rows v_rows[0..num_keys) (float rows, as qk_tile /
-     * pv_tile take them) into prep (ATTN_KV_PREP_BYTES, 64-byte aligned) and returns 1, or returns 0 where this
-     * table's qk_tile / pv_tile would not run on that form (e.g. values that are not bf16 values), writing nothing
-     * the caller reads. qk_tile_prep / pv_tile_prep are then qk_tile / pv_tile on the keys [key0, key0 + num_keys)
-     * of the prepared tile, bitwise: the driver may use either for any block on the tile. */
-    int (*kv_tile_prep)(const float *const *k_rows, const float *const *v_rows, int64_t num_keys, int64_t head_size,
-                        int64_t head_size_v, void *prep);
+     * it. kv_tile_prep writes K rows k_rows[0..num_keys) and V rows v_rows[0..num_keys) of `dtype` (F32: the float
+     * rows qk_tile / pv_tile take; BF16: the rows in place, their values the same once widened) into prep
+     * (ATTN_KV_PREP_BYTES, 64-byte aligned) and returns 1, or returns 0 where this table's qk_tile / pv_tile would
+     * not run on that form (e.g. values that are not bf16 values, another dtype), writing nothing the caller reads.
+     * qk_tile_prep / pv_tile_prep are then qk_tile / pv_tile on the keys [key0, key0 + num_keys) of the prepared
+     * tile (on the float rows of the same values), bitwise: the driver may use either for any block on the tile. */
+    int (*kv_tile_prep)(const void *const *k_rows, const void *const *v_rows, attn_dtype dtype, int64_t num_keys,
+                        int64_t head_size, int64_t head_size_v, void *prep);
     void (*qk_tile_prep)(const float *q_t, int64_t num_rows, int64_t head_size, const void *prep, int64_t key0,
                          int64_t num_keys, float *s);
     void (*pv_tile_prep)(const float *p, int64_t num_keys, int64_t num_rows, const void *prep, int64_t key0,
@@ -302,8 +303,8 @@ void attn_k_qk_tile_kv_amx(const float *q_t, int64_t num_rows, int64_t head_size
                            attn_dtype kv_dtype, int64_t num_keys, float *s);
 void attn_k_qk_tile_kv_pf_amx(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
                               attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf);
-int attn_k_kv_tile_prep_amx(const float *const *k_rows, const float *const *v_rows, int64_t num_keys, int64_t head_size,
-                            int64_t head_size_v, void *prep);
+int attn_k_kv_tile_prep_amx(const void *const *k_rows, const void *const *v_rows, attn_dtype dtype, int64_t num_keys,
+                            int64_t head_size, int64_t head_size_v, void *prep);
 void attn_k_qk_tile_prep_amx(const float *q_t, int64_t num_rows, int64_t head_size, const void *prep, int64_t key0,
                              int64_t num_keys, float *s);
 void attn_k_pv_tile_prep_amx(const float *p, int64_t num_keys, int64_t num_rows, const void *prep, int64_t key0,

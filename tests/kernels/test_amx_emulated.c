@@ -42,8 +42,8 @@ int attn_k_v_pairs_t_amx_emulated(const uint32_t *vtp, int64_t vt_stride, int64_
                                   uint32_t *vtt);
 void attn_k_pv_pairs_t_bf16_amx_emulated(const uint32_t *pp, int64_t num_keys, int64_t num_rows, const uint32_t *vtt,
                                          int64_t head_size_v, float *o_t);
-int attn_k_kv_tile_prep_amx_emulated(const float *const *k_rows, const float *const *v_rows, int64_t num_keys,
-                                     int64_t head_size, int64_t head_size_v, void *prep);
+int attn_k_kv_tile_prep_amx_emulated(const void *const *k_rows, const void *const *v_rows, attn_dtype dtype,
+                                     int64_t num_keys, int64_t head_size, int64_t head_size_v, void *prep);
 void attn_k_qk_tile_prep_amx_emulated(const float *q_t, int64_t num_rows, int64_t head_size, const void *prep,
                                       int64_t key0, int64_t num_keys, float *s);
 void attn_k_pv_tile_prep_amx_emulated(const float *p, int64_t num_keys, int64_t num_rows, const void *prep,
@@ -62,7 +62,7 @@ typedef int (*v_pairs_t_fn)(const uint32_t *, int64_t, int64_t, int64_t, uint32_
 typedef void (*pv_pairs_t_fn)(const uint32_t *, int64_t, int64_t, const uint32_t *, int64_t, float *);
 typedef void (*qk_kv_pf_fn)(const float *, int64_t, int64_t, const void *const *, attn_dtype, int64_t, float *,
                             attn_kv_prefetch *);
-typedef int (*kv_prep_fn)(const float *const *, const float *const *, int64_t, int64_t, int64_t, void *);
+typedef int (*kv_prep_fn)(const void *const *, const void *const *, attn_dtype, int64_t, int64_t, int64_t, void *);
 typedef void (*qk_prep_fn)(const float *, int64_t, int64_t, const void *, int64_t, int64_t, float *);
 typedef void (*pv_prep_fn)(const float *, int64_t, int64_t, const void *, int64_t, int64_t, float *);
 
@@ -189,7 +189,8 @@ static int check_table(const char *name, qk_fn qk, pv_fn pv) {
 /* kv_tile_prep + qk_tile_prep / pv_tile_prep (a kv tile prepared once for every block on it): bitwise qk_tile /
  * pv_tile on the keys [key0, key0 + num_keys) of the tile's rows, for every key0 and length (odd ones included), row
  * count and head size; nothing past s[0..num_keys) or o_t[0..head_size_v) written (the same canaries as the plain
- * kernels'); a tile with a value that is not a bf16 value is refused (0). */
+ * kernels'); prepared from the float rows or from the same values as bf16 rows in place; a tile with a value
+ * that is not a bf16 value is refused (0). */
 static int check_prep(const char *name, kv_prep_fn prep, qk_prep_fn qk_prep, pv_prep_fn pv_prep, qk_fn qk, pv_fn pv) {
     static const int64_t rows[] = {1, 7, 16, 17, 32};
     static const int64_t tiles[] = {1, 17, 33, 64};
@@ -197,6 +198,8 @@ static int check_prep(const char *name, kv_prep_fn prep, qk_prep_fn qk_prep, pv_
     buf *b = (buf *)calloc(1, sizeof *b), *c = (buf *)calloc(1, sizeof *c);
     float(*vrows)[ATTN_HEAD_SIZE_MAX] = calloc(ATTN_KV_TILE, sizeof *vrows);
     void *tile = aligned_alloc(64, (ATTN_KV_PREP_BYTES + 63) & ~(size_t)63);
+    uint16_t(*k16)[ATTN_HEAD_SIZE_MAX] = calloc(ATTN_KV_TILE, sizeof *k16);
+    uint16_t(*v16)[ATTN_HEAD_SIZE_MAX] = calloc(ATTN_KV_TILE, sizeof *v16);
     const float *vptr[ATTN_KV_TILE];
     th_rng rng;
     th_rng_seed(&rng, 0xB7E);
@@ -217,7 +220,17 @@ static int check_prep(const char *name, kv_prep_fn prep, qk_prep_fn qk_prep, pv_
                 b->ptr[k] = b->rows[k], vptr[k] = vrows[k];
             }
             memset(tile, 0x7F, ATTN_KV_PREP_BYTES); /* stale bytes (NaN bf16s) must not reach a result */
-            if (!prep(b->ptr, vptr, n, D, Dv, tile)) {
+            /* odd passes prepare the tile from the bf16 rows in place (the driver's bf16 K/V), even ones from the
+             * float rows: the same values, so the same bits */
+            const int from_bf16 = (int)((ti + di) & 1);
+            for (int64_t k = 0; k < n; k++)
+                for (int64_t d = 0; d < ATTN_HEAD_SIZE_MAX; d++)
+                    k16[k][d] = attn_f32_to_bf16(b->rows[k][d]), v16[k][d] = attn_f32_to_bf16(vrows[k][d]);
+            const void *kr[ATTN_KV_TILE], *vr[ATTN_KV_TILE];
+            for (int64_t k = 0; k < n; k++)
+                kr[k] = from_bf16 ? (const void *)k16[k] : (const void *)b->ptr[k],
+                vr[k] = from_bf16 ? (const void *)v16[k] : (const void *)vptr[k];
+            if (!prep(kr, vr, from_bf16 ? ATTN_DTYPE_BF16 : ATTN_DTYPE_F32, n, D, Dv, tile)) {
                 fprintf(stderr, "REPRO %s kv_tile_prep n=%lld D=%lld Dv=%lld refused bf16 rows\n", name, (long long)n,
                         (long long)D, (long long)Dv);
                 fails++;
@@ -254,13 +267,13 @@ static int check_prep(const char *name, kv_prep_fn prep, qk_prep_fn qk_prep, pv_
             for (int64_t d = 0; d < D; d++)
                 b->rows[k][d] = vrows[k][d] = bf16_round((float)th_rng_range(&rng, -1, 1));
         (which ? vrows[13] : b->rows[13])[5] = 1.0f + 0x1p-20f;
-        if (prep(b->ptr, vptr, n, D, D, tile) && fails++ < 5)
+        if (prep((const void *const *)b->ptr, (const void *const *)vptr, ATTN_DTYPE_F32, n, D, D, tile) && fails++ < 5)
             fprintf(stderr, "REPRO %s kv_tile_prep took a %s value that is not a bf16 value\n", name,
                     which ? "V" : "K");
     }
     fprintf(stderr, "test_amx_emulated: %s prepared tiles: %lld calls bitwise against qk_tile / pv_tile, %d failures\n",
             name, (long long)compared, fails);
-    free(b), free(c), free(vrows), free(tile);
+    free(b), free(c), free(vrows), free(tile), free(k16), free(v16);
     return fails;
 }
 

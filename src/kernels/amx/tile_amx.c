@@ -224,17 +224,30 @@ _Static_assert(sizeof(kamx_prep) <= ATTN_KV_PREP_BYTES, "ATTN_KV_PREP_BYTES hold
         KAMX_DP(c, a, 6);                                                                                              \
     } while (0)
 
-int KAMX_NAME(kv_tile_prep)(const float *const *k_rows, const float *const *v_rows, int64_t num_keys, int64_t head_size,
-                            int64_t head_size_v, void *prep) {
+/* 16 values of a float (F32) or bf16 (BF16) row from d, masked to w, as floats (bf16 widened exactly: the bits
+ * moved up), zeros past the row. */
+static inline __m512 kamx_load16_dt(const void *row, attn_dtype dtype, int64_t d, int64_t w) {
+    if (dtype == ATTN_DTYPE_F32)
+        return kamx_load16((const float *)row, d, w);
+    if (d >= w)
+        return _mm512_setzero_ps();
+    const __mmask16 m = d + 16 <= w ? (__mmask16)0xFFFF : (__mmask16)((1u << (w - d)) - 1u);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + d);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+int KAMX_NAME(kv_tile_prep)(const void *const *k_rows, const void *const *v_rows, attn_dtype dtype, int64_t num_keys,
+                            int64_t head_size, int64_t head_size_v, void *prep) {
     if (num_keys <= 0 || num_keys > ATTN_KV_TILE || head_size <= 0 || head_size > ATTN_HEAD_SIZE_MAX ||
-        head_size_v <= 0 || head_size_v > ATTN_HEAD_SIZE_MAX)
+        head_size_v <= 0 || head_size_v > ATTN_HEAD_SIZE_MAX || (dtype != ATTN_DTYPE_F32 && dtype != ATTN_DTYPE_BF16))
         return 0;
     kamx_prep *t = (kamx_prep *)prep;
     const int64_t dpad = (head_size + 31) & ~(int64_t)31, dvpad = (head_size_v + 15) & ~(int64_t)15;
     __m512i low = _mm512_setzero_si512(); /* every value a bf16 value (low 16 bits zero): else 0, qk_tile's fallback */
     for (int64_t k = 0; k < num_keys; k++)
         for (int64_t d0 = 0; d0 < dpad; d0 += 32) {
-            const __m512 lo = kamx_load16(k_rows[k], d0, head_size), hi = kamx_load16(k_rows[k], d0 + 16, head_size);
+            const __m512 lo = kamx_load16_dt(k_rows[k], dtype, d0, head_size);
+            const __m512 hi = kamx_load16_dt(k_rows[k], dtype, d0 + 16, head_size);
             low = _mm512_ternarylogic_epi32(low, _mm512_castps_si512(lo), _mm512_castps_si512(hi), 0xFE); /* | */
             _mm512_store_si512((void *)(t->k[k] + d0), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
         }
@@ -244,7 +257,7 @@ int KAMX_NAME(kv_tile_prep)(const float *const *k_rows, const float *const *v_ro
     for (int64_t k0 = 0; k0 < num_keys; k0 += 16)
         for (int64_t d0 = 0; d0 < dvpad; d0 += 16) {
             for (int b = 0; b < 16; b++) {
-                x[b] = k0 + b < num_keys ? kamx_load16(v_rows[k0 + b], d0, head_size_v) : _mm512_setzero_ps();
+                x[b] = k0 + b < num_keys ? kamx_load16_dt(v_rows[k0 + b], dtype, d0, head_size_v) : _mm512_setzero_ps();
                 low = _mm512_or_si512(low, _mm512_castps_si512(x[b]));
             }
             k512_transpose16(x); /* x[d] lane b = v[k0 + b][d0 + d] */
