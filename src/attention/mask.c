@@ -203,7 +203,8 @@ int attn_mask_tile_span(const attn_problem *p, const attn_fwd_block *blk, int64_
     }
     if (first > last)
         return 0;
-    *va = first - ((first - a) & 1); /* an even offset from a: key pairs of the tile stay pairs */
+    *va = a + (first - a) / 32 * 32; /* a multiple of 32 keys from a: key pairs and the opt-in tables' 32-key
+                                        tile groups stay what they are on the whole tile */
     *vb = last + 1;
     return 1;
 }

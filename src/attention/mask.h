@@ -33,10 +33,11 @@ int attn_mask_tile_is_full(const attn_problem *p, const attn_fwd_block *blk, int
 
 /* The keys [*va, *vb) of [a, b) that some row of the block may see; 0 (none) when every (row, key) is hidden:
  * outside the row's causal/window range, a padded key, a keep-mask 0 or an additive −inf. Only a key padding,
- * keep or additive mask narrows the span (without one it is [a, b) and the result 1); *va keeps an even offset
- * from a. Keys outside the span are hidden from every row, and a hidden key adds +0 to l and P·V and never moves
- * m (docs/KERNELS.md §4), so the driver skips them: a tile with nothing visible is not read or computed, and a
- * tile's Q·Kᵀ, softmax and P·V run on its span. */
+ * keep or additive mask narrows the span (without one it is [a, b) and the result 1); *va stays a multiple of 32
+ * keys from a (the key pairs of avx512bf16 and the 32-key groups of amx's tile products are those of [a, b)). Keys
+ * outside the span are hidden from every row, and a hidden key adds +0 to l and P·V and never moves m (docs/KERNELS.md
+ * §4), so the driver skips them: a tile with nothing visible is not read or computed, and a tile's Q·Kᵀ, softmax and
+ * P·V run on its span. */
 int attn_mask_tile_span(const attn_problem *p, const attn_fwd_block *blk, int64_t a, int64_t b, int64_t *va,
                         int64_t *vb);
 
