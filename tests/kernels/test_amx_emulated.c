@@ -209,6 +209,10 @@ static int check_prep(const char *name, kv_prep_fn prep, qk_prep_fn qk_prep, pv_
         b->q_t[i] = (float)th_rng_range(&rng, -2, 2);
     for (size_t i = 0; i < NELEM(b->p); i++)
         b->p[i] = (float)th_rng_uniform(&rng);
+    /* a NaN row (what a +inf or NaN logit leaves in P) and a NaN P among finite ones: the same NaN bits either way */
+    for (int64_t k = 0; k < ATTN_KV_TILE; k++)
+        b->p[k * QB + 3] = -NAN, b->p[k * QB + 24] = k % 3 ? 0.0f : -NAN; /* (inf − inf makes the negative NaN) */
+    b->p[9 * QB + 20] = NAN;
     for (size_t ti = 0; ti < NELEM(tiles); ti++)
         for (size_t di = 0; di < NELEM(dims); di++) {
             const int64_t n = tiles[ti], D = dims[di], Dv = dims[(di + 2) % NELEM(dims)];

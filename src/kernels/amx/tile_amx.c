@@ -138,64 +138,6 @@ static void kamx_qk_tiles(const float *q_t, int64_t num_rows, int64_t head_size,
     }
 }
 
-void KAMX_NAME(pv_tile)(const float *p, int64_t num_keys, int64_t num_rows, const float *const *v_rows,
-                        int64_t head_size_v, float *o_t) {
-    if (num_rows <= 0 || num_keys <= 0 || head_size_v <= 0 || num_keys > ATTN_KV_TILE ||
-        !kamx_row_bf16(v_rows[0], head_size_v)) {
-        attn_k_pv_tile_avx512(p, num_keys, num_rows, v_rows, head_size_v, o_t);
-        return;
-    }
-    const int64_t kpad = (num_keys + 31) & ~(int64_t)31, dvpad = (head_size_v + 15) & ~(int64_t)15;
-    const int halves = num_rows > 16 ? 2 : 1;
-    uint16_t pt[ATTN_QB][ATTN_KV_TILE] KAMX_ALIGN;
-    uint32_t vp[ATTN_KV_TILE / 2][ATTN_HEAD_SIZE_MAX] KAMX_ALIGN;
-    float tmp[16][16] KAMX_ALIGN;
-    __m512 x[16];
-    for (int64_t k0 = 0; k0 < kpad; k0 += 16) /* Pᵀ in bf16: pt[r][k] = bf16(p[k][r]), zero past num_keys */
-        for (int h = 0; h < halves; h++) {
-            for (int b = 0; b < 16; b++)
-                x[b] = k0 + b < num_keys ? _mm512_loadu_ps(p + (k0 + b) * ATTN_QB + 16 * h) : _mm512_setzero_ps();
-            k512_transpose16(x); /* x[r] lane b = p[k0 + b][16h + r] */
-            for (int r = 0; r < 16; r++)
-                _mm256_store_si256((__m256i *)(pt[16 * h + r] + k0), (__m256i)_mm512_cvtneps_pbh(x[r]));
-        }
-    /* V pairs (v[2i][d], v[2i+1][d]); in the same pass, whether every value was a bf16 value (then the bits move
-     * exactly), else the avx512 kernel (nothing is written before) */
-    const __m512i hi_mask = _mm512_set1_epi32((int)0xFFFF0000u);
-    __m512i low = _mm512_setzero_si512();
-    for (int64_t i = 0; i < kpad / 2; i++)
-        for (int64_t d0 = 0; d0 < dvpad; d0 += 16) {
-            const __m512 lo = 2 * i < num_keys ? kamx_load16(v_rows[2 * i], d0, head_size_v) : _mm512_setzero_ps();
-            const __m512 hi =
-                2 * i + 1 < num_keys ? kamx_load16(v_rows[2 * i + 1], d0, head_size_v) : _mm512_setzero_ps();
-            low = _mm512_ternarylogic_epi32(low, _mm512_castps_si512(lo), _mm512_castps_si512(hi), 0xFE); /* | */
-            _mm512_store_si512((void *)(vp[i] + d0),
-                               _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(lo), 16),
-                                               _mm512_and_si512(_mm512_castps_si512(hi), hi_mask)));
-        }
-    if (_mm512_test_epi32_mask(low, _mm512_set1_epi32(0xFFFF))) {
-        attn_k_pv_tile_avx512(p, num_keys, num_rows, v_rows, head_size_v, o_t);
-        return;
-    }
-    kamx_config();
-    for (int h = 0; h < halves; h++)
-        for (int64_t d0 = 0; d0 < dvpad; d0 += 16) {
-            KAMX_ZERO(0);
-            for (int64_t k0 = 0; k0 < kpad; k0 += 32) {
-                KAMX_LOAD(1, pt[16 * h] + k0, ATTN_KV_TILE * 2);
-                KAMX_LOAD(2, vp[k0 / 2] + d0, ATTN_HEAD_SIZE_MAX * 4);
-                KAMX_DP(0, 1, 2);
-            }
-            KAMX_STORE(0, tmp, 64); /* tmp[r][d − d0] */
-            for (int r = 0; r < 16; r++) x[r] = _mm512_load_ps(tmp[r]);
-            k512_transpose16(x); /* x[d] lane r */
-            for (int d = 0; d < 16 && d0 + d < head_size_v; d++) {
-                float *o = o_t + (d0 + d) * ATTN_QB + 16 * h;
-                _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), x[d]));
-            }
-        }
-}
-
 /* ---- Prefill on a prepared kv tile (kv_tile_prep, kernels.h): the K rows narrowed and the V rows transposed once
  * for every block of the work item that reads the tile, instead of once per block and call.
  *  qk_tile_prep: qk_tile's tiles on the prepared K rows from key0.
@@ -218,7 +160,7 @@ _Static_assert(sizeof(kamx_prep) <= ATTN_KV_PREP_BYTES, "ATTN_KV_PREP_BYTES hold
 #define KAMX_PV_PREP_GROUP(c, a)                                                                                       \
     do {                                                                                                               \
         if (k0 < tail)                                                                                                 \
-            KAMX_LOAD(a, t->vt[d0 + 16 * (c)] + key0 + k0, ATTN_KV_TILE * 2);                                          \
+            KAMX_LOAD(a, vt[d0 + 16 * (c)] + key0 + k0, ATTN_KV_TILE * 2);                                             \
         else                                                                                                           \
             KAMX_LOAD(a, at[c][0], 64);                                                                                \
         KAMX_DP(c, a, 6);                                                                                              \
@@ -236,13 +178,33 @@ static inline __m512 kamx_load16_dt(const void *row, attn_dtype dtype, int64_t d
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* vt[d][k] = bf16(v_rows[k][d]) for k < round16(num_keys) (zero past num_keys), d < round16(head_size_v) (zero past
+ * head_size_v); returns the OR of every value's bits (low 16 bits zero: all were bf16 values, narrowed exactly). */
+static __m512i kamx_vt(const void *const *v_rows, attn_dtype dtype, int64_t num_keys, int64_t head_size_v,
+                       uint16_t (*vt)[ATTN_KV_TILE]) {
+    const int64_t dvpad = (head_size_v + 15) & ~(int64_t)15;
+    __m512i low = _mm512_setzero_si512();
+    __m512 x[16];
+    for (int64_t k0 = 0; k0 < num_keys; k0 += 16)
+        for (int64_t d0 = 0; d0 < dvpad; d0 += 16) {
+            for (int b = 0; b < 16; b++) {
+                x[b] = k0 + b < num_keys ? kamx_load16_dt(v_rows[k0 + b], dtype, d0, head_size_v) : _mm512_setzero_ps();
+                low = _mm512_or_si512(low, _mm512_castps_si512(x[b]));
+            }
+            k512_transpose16(x); /* x[d] lane b = v[k0 + b][d0 + d] */
+            for (int d = 0; d < 16; d++)
+                _mm256_storeu_si256((__m256i *)(void *)(vt[d0 + d] + k0), (__m256i)_mm512_cvtneps_pbh(x[d]));
+        }
+    return low;
+}
+
 int KAMX_NAME(kv_tile_prep)(const void *const *k_rows, const void *const *v_rows, attn_dtype dtype, int64_t num_keys,
                             int64_t head_size, int64_t head_size_v, void *prep) {
     if (num_keys <= 0 || num_keys > ATTN_KV_TILE || head_size <= 0 || head_size > ATTN_HEAD_SIZE_MAX ||
         head_size_v <= 0 || head_size_v > ATTN_HEAD_SIZE_MAX || (dtype != ATTN_DTYPE_F32 && dtype != ATTN_DTYPE_BF16))
         return 0;
     kamx_prep *t = (kamx_prep *)prep;
-    const int64_t dpad = (head_size + 31) & ~(int64_t)31, dvpad = (head_size_v + 15) & ~(int64_t)15;
+    const int64_t dpad = (head_size + 31) & ~(int64_t)31;
     __m512i low = _mm512_setzero_si512(); /* every value a bf16 value (low 16 bits zero): else 0, qk_tile's fallback */
     for (int64_t k = 0; k < num_keys; k++)
         for (int64_t d0 = 0; d0 < dpad; d0 += 32) {
@@ -253,17 +215,7 @@ int KAMX_NAME(kv_tile_prep)(const void *const *k_rows, const void *const *v_rows
         }
     for (int64_t k = num_keys; k < num_keys + 16; k++) /* the rows a last group of 16 keys reads */
         memset(t->k[k], 0, (size_t)dpad * 2);
-    __m512 x[16];
-    for (int64_t k0 = 0; k0 < num_keys; k0 += 16)
-        for (int64_t d0 = 0; d0 < dvpad; d0 += 16) {
-            for (int b = 0; b < 16; b++) {
-                x[b] = k0 + b < num_keys ? kamx_load16_dt(v_rows[k0 + b], dtype, d0, head_size_v) : _mm512_setzero_ps();
-                low = _mm512_or_si512(low, _mm512_castps_si512(x[b]));
-            }
-            k512_transpose16(x); /* x[d] lane b = v[k0 + b][d0 + d] */
-            for (int d = 0; d < 16; d++)
-                _mm256_storeu_si256((__m256i *)(void *)(t->vt[d0 + d] + k0), (__m256i)_mm512_cvtneps_pbh(x[d]));
-        }
+    low = _mm512_or_si512(low, kamx_vt(v_rows, dtype, num_keys, head_size_v, t->vt));
     return _mm512_test_epi32_mask(low, _mm512_set1_epi32(0xFFFF)) == 0;
 }
 
@@ -275,11 +227,10 @@ void KAMX_NAME(qk_tile_prep)(const float *q_t, int64_t num_rows, int64_t head_si
                   num_keys, s);
 }
 
-void KAMX_NAME(pv_tile_prep)(const float *p, int64_t num_keys, int64_t num_rows, const void *prep, int64_t key0,
-                             int64_t head_size_v, float *o_t) {
-    if (num_rows <= 0 || num_keys <= 0)
-        return;
-    const kamx_prep *t = (const kamx_prep *)prep;
+/* P·V on the transposed V rows vt[d][key0 + k] (vt rows ATTN_KV_TILE keys long): pv_tile_prep's and pv_tile's
+ * tiles (one orientation, so one set of bits, NaNs included, for either entry). */
+static void kamx_pv_tiles(const float *p, int64_t num_keys, int64_t num_rows, const uint16_t (*vt)[ATTN_KV_TILE],
+                          int64_t key0, int64_t head_size_v, float *o_t) {
     const int64_t kpad = (num_keys + 31) & ~(int64_t)31, dvpad = (head_size_v + 15) & ~(int64_t)15;
     const int halves = num_rows > 16 ? 2 : 1;
     uint32_t pp[2][ATTN_KV_TILE / 2][16] KAMX_ALIGN; /* pp[h][i][r] = (bf16 p[2i][16h + r], bf16 p[2i + 1][16h + r]) */
@@ -302,7 +253,7 @@ void KAMX_NAME(pv_tile_prep)(const float *p, int64_t num_keys, int64_t num_rows,
             for (int g = 0; g < nd; g++)
                 for (int i = 0; i < 16; i++) {
                     memset(at[g][i], 0, sizeof at[g][i]);
-                    memcpy(at[g][i], t->vt[d0 + 16 * g + i] + key0 + tail, (size_t)(num_keys - tail) * 2);
+                    memcpy(at[g][i], vt[d0 + 16 * g + i] + key0 + tail, (size_t)(num_keys - tail) * 2);
                 }
         for (int h = 0; h < halves; h++) {
             KAMX_ZERO(0);
@@ -332,6 +283,31 @@ void KAMX_NAME(pv_tile_prep)(const float *p, int64_t num_keys, int64_t num_rows,
             }
         }
     }
+}
+
+void KAMX_NAME(pv_tile_prep)(const float *p, int64_t num_keys, int64_t num_rows, const void *prep, int64_t key0,
+                             int64_t head_size_v, float *o_t) {
+    if (num_rows <= 0 || num_keys <= 0)
+        return;
+    kamx_pv_tiles(p, num_keys, num_rows, (const uint16_t(*)[ATTN_KV_TILE])((const kamx_prep *)prep)->vt, key0,
+                  head_size_v, o_t);
+}
+
+void KAMX_NAME(pv_tile)(const float *p, int64_t num_keys, int64_t num_rows, const float *const *v_rows,
+                        int64_t head_size_v, float *o_t) {
+    if (num_rows <= 0 || num_keys <= 0 || head_size_v <= 0 || num_keys > ATTN_KV_TILE ||
+        head_size_v > ATTN_HEAD_SIZE_MAX || !kamx_row_bf16(v_rows[0], head_size_v)) {
+        attn_k_pv_tile_avx512(p, num_keys, num_rows, v_rows, head_size_v, o_t);
+        return;
+    }
+    /* V transposed here, then the prepared tile's P·V (in place of pairing V, transposing P and transposing C) */
+    uint16_t vt[ATTN_HEAD_SIZE_MAX][ATTN_KV_TILE] KAMX_ALIGN;
+    const __m512i low = kamx_vt((const void *const *)v_rows, ATTN_DTYPE_F32, num_keys, head_size_v, vt);
+    if (_mm512_test_epi32_mask(low, _mm512_set1_epi32(0xFFFF))) { /* not all bf16 values: nothing written yet */
+        attn_k_pv_tile_avx512(p, num_keys, num_rows, v_rows, head_size_v, o_t);
+        return;
+    }
+    kamx_pv_tiles(p, num_keys, num_rows, (const uint16_t(*)[ATTN_KV_TILE])vt, 0, head_size_v, o_t);
 }
 
 /* Few-row Q·Kᵀ (decode) on tiles, bf16 K read in place: C[key][row] (16 keys × num_rows, stored straight into s with
