@@ -301,9 +301,11 @@ void attn_fwd_fold(int64_t num_rows, int64_t head_size_v, float *m_acc, float *l
     float wa[ATTN_QB], wb[ATTN_QB];
     for (int64_t r = 0; r < num_rows; r++) {
         const float mm = m_acc[r] > m[r] ? m_acc[r] : m[r];
-        if (mm == -INFINITY) { /* both empty: stays empty */
+        if (mm == -INFINITY) { /* both empty: stays empty, but a NaN sum (a visible NaN logit, which never moves m,
+                                  in a partition with no other visible key) still makes the row NaN: + 0·NaN */
             wa[r] = 1.0f;
             wb[r] = 0.0f;
+            l_acc[r] = l_acc[r] + 0.0f * l[r];
             continue;
         }
         wa[r] = m_acc[r] == -INFINITY ? 0.0f : expf(m_acc[r] - mm);

@@ -550,11 +550,60 @@ static void test_hidden_tiles(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* A row whose only logit that is not −inf is NaN (an additive NaN, every other key −inf) is NaN in out and LSE, as
+ * the oracle's, wherever that key lies: also past the first split-KV partition, where the fold of an empty state
+ * (m = −inf) with one whose sum is NaN dropped the NaN and gave an empty row (out 0, LSE −inf). */
+static void test_nan_logit_past_first_partition(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    const int64_t cases[][3] = {{600, 572, 1},   {600, 572, 4}, {600, 572, 32}, {1100, 1050, 3},
+                                {2000, 1999, 1}, {600, 10, 1},  {1024, 511, 2}, {1024, 512, 40}};
+    th_rng rng;
+    th_rng_seed(&rng, 5);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int threads = 1; threads <= 3; threads += 2) {
+            const int64_t Sk = cases[c][0], pos = cases[c][1], Sq = cases[c][2], H = 2, D = 16;
+            mt_bufs b;
+            mt_alloc(&b, &rng, ATTN_DTYPE_F32, 1, Sq, Sk, H, H, D);
+            float *am = (float *)malloc((size_t)Sk * sizeof(float));
+            for (int64_t j = 0; j < Sk; j++)
+                am[j] = j == pos ? NAN : -INFINITY;
+            attn_tensor tm = attn_tensor_make(am, ATTN_DTYPE_F32, 1, (const int64_t[]){Sk});
+            attn_params p;
+            attn_params_init(&p);
+            p.additive_mask = &tm;
+            assert_int_equal(attn_ctx_set_num_threads(ctx, threads), ATTN_STATUS_OK);
+            assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &b.tq, &b.tk, &b.tv, &p, &b.to, &b.tl),
+                             ATTN_STATUS_OK);
+            assert_int_equal(attn_ref_forward(ATTN_LAYOUT_BSND, &b.tq, &b.tk, &b.tv, &p, &b.tor, &b.tlr),
+                             ATTN_STATUS_OK);
+            const float *o = (const float *)b.o, *l = (const float *)b.l, *lr = (const float *)b.lr;
+            for (int64_t i = 0; i < Sq * H * D; i++) {
+                if (!isnan(o[i]))
+                    print_error("NaN logit at key %lld of %lld, Sq %lld, %d threads: out[%lld] = %g, the oracle NaN\n",
+                                (long long)pos, (long long)Sk, (long long)Sq, threads, (long long)i, (double)o[i]);
+                assert_true(isnan(o[i]));
+            }
+            for (int64_t i = 0; i < Sq * H; i++) {
+                assert_true(isnan(lr[i])); /* the oracle's row */
+                assert_true(isnan(l[i]));
+            }
+            free(am);
+            mt_free(&b);
+        }
+    attn_ctx_destroy(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_explicit_mask_shapes),  cmocka_unit_test(test_cross_attention_key_padding),
-        cmocka_unit_test(test_self_attention_padded), cmocka_unit_test(test_padded_bnsd),
-        cmocka_unit_test(test_padded_errors),         cmocka_unit_test(test_hidden_tiles),
+        cmocka_unit_test(test_explicit_mask_shapes),
+        cmocka_unit_test(test_cross_attention_key_padding),
+        cmocka_unit_test(test_self_attention_padded),
+        cmocka_unit_test(test_padded_bnsd),
+        cmocka_unit_test(test_padded_errors),
+        cmocka_unit_test(test_hidden_tiles),
+        cmocka_unit_test(test_nan_logit_past_first_partition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
