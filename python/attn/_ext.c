@@ -1685,10 +1685,12 @@ static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     if (ext_view3(&a[OUT].t, "out", &o3))
         goto done;
-    /* an out in a cache would be refused by the attention step after the write (the check below has no rows) */
-    for (int i = KC; append && i <= VC; i++)
-        if (ext_spans_meet(&a[OUT].t, &a[i].t)) {
-            ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "out: overlaps %s in memory", i == KC ? "k_cache" : "v_cache");
+    /* out must not meet an input: with new k/v the attention step would refuse it only after the write (the check
+     * below has no rows), and caches that are copied (not one view) hide it from libattn */
+    static const char *const inputs[5] = {"q", "k_cache", "v_cache", "k", "v"};
+    for (int i = Q; i <= VN; i++)
+        if ((i < KN || append) && ext_spans_meet(&a[OUT].t, &a[i].t)) {
+            ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "out: overlaps %s in memory", inputs[i]);
             goto done;
         }
     /* libattn's checks of the attention step, with no query row, before anything is written */

@@ -212,3 +212,25 @@ def test_kvcache_out_in_a_cache_is_refused_before_the_write(rng, ctx1, where):
     attn.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cache_seqlens=np.array([10, 20], np.int32),
                                  out=np.empty_like(out), ctx=ctx1)
     np.testing.assert_array_equal(k_cache[0, 10], k_new[0, 0])
+
+
+def test_kvcache_out_meeting_an_input_writes_nothing(rng, ctx1):
+    """`out` on q or on the new k with an append, and `out` in a k_cache that is copied for the call (a strided view
+    whose strides differ from v_cache's) without one: refused, and no cache changes."""
+    b, sc, hkv, d = 2, 16, 2, 8
+    big = rng.standard_normal((b, sc, hkv, 2 * d)).astype(np.float32)
+    k_strided = big[..., :d]  # strides differ from v_cache's: the extension copies the caches for the call
+    v_cache = rng.standard_normal((b, sc, hkv, d)).astype(np.float32)
+    k_cache = rng.standard_normal((b, sc, hkv, d)).astype(np.float32)
+    q = rng.standard_normal((b, 1, hkv, d)).astype(np.float32)
+    k_new = rng.standard_normal((b, 1, hkv, d)).astype(np.float32)
+    v_new = rng.standard_normal((b, 1, hkv, d)).astype(np.float32)
+    before = [x.copy() for x in (k_cache, v_cache, big)]
+    with pytest.raises(attn.AttnInvalidArgumentError, match="out: overlaps q in memory"):
+        attn.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cache_seqlens=5, out=q, ctx=ctx1)
+    with pytest.raises(attn.AttnInvalidArgumentError, match="out: overlaps k in memory"):
+        attn.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cache_seqlens=5, out=k_new, ctx=ctx1)
+    with pytest.raises(attn.AttnInvalidArgumentError, match="out: overlaps k_cache in memory"):
+        attn.flash_attn_with_kvcache(q, k_strided, v_cache, cache_seqlens=5, out=k_strided[:, 10:11], ctx=ctx1)
+    for x, x0 in zip((k_cache, v_cache, big), before):
+        np.testing.assert_array_equal(x, x0)
