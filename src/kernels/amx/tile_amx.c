@@ -11,13 +11,11 @@
  *      pair][row]: A = 16 K rows × 32 head dimensions in bf16 (the rows narrowed, exact), B = the bf16 pairs
  *      (q_t[2j][r], q_t[2j+1][r]) — the VNNI layout TDPBF16PS wants, 16 pairs × 16 rows. Per 32 keys: 4 C
  *      tiles (2 key groups × 2 row groups), 2 A, 2 B.
- *  pv: C[row][dim] (16 query rows × 16 head dimensions) += A[row][keys] · B[key pair][dim]: A = Pᵀ in bf16
- *      (transposed in registers), B = the pairs (v[2i][d], v[2i+1][d]) of consecutive V rows. C starts at zero
- *      per call and is added, transposed, into o_t (o_t[d][r] += C[r][d]).
+ *  pv: C[dim][row] (16 head dimensions × 16 query rows, o_t's layout) += A[dim][keys] · B[key pair][row]: A = V
+ *      transposed in bf16, B = the pairs (p[2i][r], p[2i+1][r]). C starts at zero per call and is added into o_t.
  *  qk_tile_kv (decode): K read in place from the cache page (below).
  *  kv_tile_prep + qk_tile_prep / pv_tile_prep (prefill through the driver's multi-block items): the narrowed K rows
- *      and the transposed V made once per kv tile for every query block on it, and P·V with C in o_t's layout
- *      (below); bitwise qk_tile / pv_tile.
+ *      and the transposed V made once per kv tile for every query block on it (below); bitwise qk_tile / pv_tile.
  * The tile configuration is loaded only when the thread's differs (kamx_use) and is left loaded after a call:
  * TILERELEASE and LDTILECFG on every call cost 3–9 % of a 512–1024-token prefill and ~100 ns per decode call (twice
  * the tile work of 16 keys × 4 rows × 128; bench_kernels --kv: 64-key calls from 218 to 335 GFLOP/s).
@@ -67,6 +65,35 @@ static inline __m512 kamx_load16(const float *row, int64_t d, int64_t w) {
     return _mm512_maskz_loadu_ps((__mmask16)((1u << (w - d)) - 1u), row + d);
 }
 
+/* 16 values of a float (F32) or bf16 (BF16) row from d, masked to w, as floats (bf16 widened exactly: the bits
+ * moved up), zeros past the row. */
+static inline __m512 kamx_load16_dt(const void *row, attn_dtype dtype, int64_t d, int64_t w) {
+    if (dtype == ATTN_DTYPE_F32)
+        return kamx_load16((const float *)row, d, w);
+    if (d >= w)
+        return _mm512_setzero_ps();
+    const __mmask16 m = d + 16 <= w ? (__mmask16)0xFFFF : (__mmask16)((1u << (w - d)) - 1u);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + d);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* kb[k] = the K row k_rows[k] narrowed to bf16 for k < num_keys, zero rows for num_keys <= k < rows, each zero past
+ * head_size up to a multiple of 32; returns the OR of every value's bits (low 16 bits zero: all were bf16 values,
+ * narrowed exactly). */
+static __m512i kamx_kb(const void *const *k_rows, attn_dtype dtype, int64_t num_keys, int64_t head_size, int64_t rows,
+                       uint16_t (*kb)[ATTN_HEAD_SIZE_MAX]) {
+    const int64_t dpad = (head_size + 31) & ~(int64_t)31;
+    __m512i low = _mm512_setzero_si512();
+    for (int64_t k = 0; k < rows; k++)
+        for (int64_t d0 = 0; d0 < dpad; d0 += 32) {
+            const __m512 lo = k < num_keys ? kamx_load16_dt(k_rows[k], dtype, d0, head_size) : _mm512_setzero_ps();
+            const __m512 hi = k < num_keys ? kamx_load16_dt(k_rows[k], dtype, d0 + 16, head_size) : _mm512_setzero_ps();
+            low = _mm512_ternarylogic_epi32(low, _mm512_castps_si512(lo), _mm512_castps_si512(hi), 0xFE); /* | */
+            _mm512_store_si512((void *)(kb[k] + d0), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+    return low;
+}
+
 static void kamx_qk_tiles(const float *q_t, int64_t num_rows, int64_t head_size,
                           const uint16_t (*kb)[ATTN_HEAD_SIZE_MAX], int64_t num_keys, float *s);
 
@@ -77,18 +104,11 @@ void KAMX_NAME(qk_tile)(const float *q_t, int64_t num_rows, int64_t head_size, c
         attn_k_qk_tile_avx512(q_t, num_rows, head_size, k_rows, num_keys, s);
         return;
     }
-    const int64_t dpad = (head_size + 31) & ~(int64_t)31, kpad = (num_keys + 15) & ~(int64_t)15;
-    uint16_t kb[ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX] KAMX_ALIGN;
     /* K narrowed to bf16, zero rows and columns as padding; in the same pass, whether every value was a bf16 value
-     * (low 16 bits zero: then the narrowing is exact), else the avx512 kernel (nothing is written before) */
-    __m512i low = _mm512_setzero_si512();
-    for (int64_t k = 0; k < kpad; k++)
-        for (int64_t d0 = 0; d0 < dpad; d0 += 32) {
-            const __m512 lo = k < num_keys ? kamx_load16(k_rows[k], d0, head_size) : _mm512_setzero_ps();
-            const __m512 hi = k < num_keys ? kamx_load16(k_rows[k], d0 + 16, head_size) : _mm512_setzero_ps();
-            low = _mm512_ternarylogic_epi32(low, _mm512_castps_si512(lo), _mm512_castps_si512(hi), 0xFE); /* | */
-            _mm512_store_si512((void *)(kb[k] + d0), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-        }
+     * (then the narrowing is exact), else the avx512 kernel (nothing is written before) */
+    uint16_t kb[ATTN_KV_TILE][ATTN_HEAD_SIZE_MAX] KAMX_ALIGN;
+    const __m512i low =
+        kamx_kb((const void *const *)k_rows, ATTN_DTYPE_F32, num_keys, head_size, (num_keys + 15) & ~(int64_t)15, kb);
     if (_mm512_test_epi32_mask(low, _mm512_set1_epi32(0xFFFF))) {
         attn_k_qk_tile_avx512(q_t, num_rows, head_size, k_rows, num_keys, s);
         return;
@@ -166,18 +186,6 @@ _Static_assert(sizeof(kamx_prep) <= ATTN_KV_PREP_BYTES, "ATTN_KV_PREP_BYTES hold
         KAMX_DP(c, a, 6);                                                                                              \
     } while (0)
 
-/* 16 values of a float (F32) or bf16 (BF16) row from d, masked to w, as floats (bf16 widened exactly: the bits
- * moved up), zeros past the row. */
-static inline __m512 kamx_load16_dt(const void *row, attn_dtype dtype, int64_t d, int64_t w) {
-    if (dtype == ATTN_DTYPE_F32)
-        return kamx_load16((const float *)row, d, w);
-    if (d >= w)
-        return _mm512_setzero_ps();
-    const __mmask16 m = d + 16 <= w ? (__mmask16)0xFFFF : (__mmask16)((1u << (w - d)) - 1u);
-    const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + d);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
 /* vt[d][k] = bf16(v_rows[k][d]) for k < round16(num_keys) (zero past num_keys), d < round16(head_size_v) (zero past
  * head_size_v); returns the OR of every value's bits (low 16 bits zero: all were bf16 values, narrowed exactly). */
 static __m512i kamx_vt(const void *const *v_rows, attn_dtype dtype, int64_t num_keys, int64_t head_size_v,
@@ -204,18 +212,10 @@ int KAMX_NAME(kv_tile_prep)(const void *const *k_rows, const void *const *v_rows
         head_size_v <= 0 || head_size_v > ATTN_HEAD_SIZE_MAX || (dtype != ATTN_DTYPE_F32 && dtype != ATTN_DTYPE_BF16))
         return 0;
     kamx_prep *t = (kamx_prep *)prep;
-    const int64_t dpad = (head_size + 31) & ~(int64_t)31;
-    __m512i low = _mm512_setzero_si512(); /* every value a bf16 value (low 16 bits zero): else 0, qk_tile's fallback */
-    for (int64_t k = 0; k < num_keys; k++)
-        for (int64_t d0 = 0; d0 < dpad; d0 += 32) {
-            const __m512 lo = kamx_load16_dt(k_rows[k], dtype, d0, head_size);
-            const __m512 hi = kamx_load16_dt(k_rows[k], dtype, d0 + 16, head_size);
-            low = _mm512_ternarylogic_epi32(low, _mm512_castps_si512(lo), _mm512_castps_si512(hi), 0xFE); /* | */
-            _mm512_store_si512((void *)(t->k[k] + d0), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-        }
-    for (int64_t k = num_keys; k < num_keys + 16; k++) /* the rows a last group of 16 keys reads */
-        memset(t->k[k], 0, (size_t)dpad * 2);
-    low = _mm512_or_si512(low, kamx_vt(v_rows, dtype, num_keys, head_size_v, t->vt));
+    /* every value a bf16 value, else 0 (qk_tile's and pv_tile's fallback); 16 zero rows past the keys, which a last
+     * group of 16 keys from any key0 reads */
+    const __m512i low = _mm512_or_si512(kamx_kb(k_rows, dtype, num_keys, head_size, num_keys + 16, t->k),
+                                        kamx_vt(v_rows, dtype, num_keys, head_size_v, t->vt));
     return _mm512_test_epi32_mask(low, _mm512_set1_epi32(0xFFFF)) == 0;
 }
 
