@@ -256,10 +256,6 @@ int attn_fwd_rows_nonfinite(const void *const *rows, attn_dtype dtype, int64_t n
     return 0;
 }
 
-static int attn_fwd_float_rows_nonfinite(const float *const *rows, int64_t n, int64_t width) {
-    return attn_fwd_rows_nonfinite((const void *const *)rows, ATTN_DTYPE_F32, n, width);
-}
-
 void attn_fwd_pv_safe(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                       attn_fwd_scratch *sc, const float *s, const float *const *v_rows, int64_t nk, float *o) {
     const int64_t dv = p->head_size_v;
@@ -288,7 +284,7 @@ void attn_fwd_tile(const attn_problem *p, const struct attn_kernels *kern, const
     attn_fwd_tile_logits_mask(p, kern, blk, a, b, s);
     kern->softmax_tile(s, b - a, nr, m, l, o, p->head_size_v);
     if (!attn_mask_tile_is_full(p, blk, a, b) && !sc->v_rows_finite &&
-        attn_fwd_float_rows_nonfinite(v_rows, b - a, p->head_size_v))
+        attn_fwd_rows_nonfinite((const void *const *)v_rows, ATTN_DTYPE_F32, b - a, p->head_size_v))
         attn_fwd_pv_safe(p, kern, blk, sc, s, v_rows, b - a, o);
     else if (sc->kv_prepped)
         kern->pv_tile_prep(s, b - a, nr, sc->kv_prep, a - sc->kv_prep_key0, p->head_size_v, o);

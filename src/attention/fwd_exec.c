@@ -598,21 +598,17 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
              * non-finite V, reads the float rows); else from the float rows below */
             sc->kv_prepped = 0, sc->kv_prep_key0 = ta;
             int rows_needed = any_float || (any_raw && widen);
-            if (any_float && !any_raw && kern->kv_tile_prep && p->kv_dtype == ATTN_DTYPE_BF16) {
+            const int prep_raw = any_float && !any_raw && kern->kv_tile_prep && p->kv_dtype == ATTN_DTYPE_BF16;
+            if ((any_raw && !widen) || prep_raw)
                 for (int64_t t = ta; t < tb; t++) {
                     sc->k_raw[t - ta] = attn_seq_k_row(seq, t, g);
                     sc->v_raw[t - ta] = attn_seq_v_row(seq, t, g);
                 }
+            if (prep_raw) {
                 sc->kv_prepped = kern->kv_tile_prep(sc->k_raw, sc->v_raw, ATTN_DTYPE_BF16, tb - ta, p->head_size,
                                                     p->head_size_v, sc->kv_prep);
                 if (sc->kv_prepped && !attn_fwd_rows_nonfinite(sc->v_raw, ATTN_DTYPE_BF16, tb - ta, p->head_size_v))
                     sc->v_rows_finite = 1, v_checked = 1, rows_needed = 0;
-            }
-            if (any_raw && !widen) {
-                for (int64_t t = ta; t < tb; t++) {
-                    sc->k_raw[t - ta] = attn_seq_k_row(seq, t, g);
-                    sc->v_raw[t - ta] = attn_seq_v_row(seq, t, g);
-                }
             }
             if (rows_needed) {
                 attn_fwd_rows(kern, seq, p->kv_dtype, 0, g, ta, tb, p->head_size, sc->k_tile, sc->k_rows);
