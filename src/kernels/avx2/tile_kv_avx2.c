@@ -161,10 +161,12 @@ static inline __attribute__((always_inline)) void k256_qk_kv_few(const float *q_
             k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E5M2, pf);                           \
         else                                                                                                           \
             k256_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F16, pf);                                \
+        *pf_io = st;                                                                                                   \
         return;
 
 void attn_k_qk_tile_kv_pf_avx2(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
-                               attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf) {
+                               attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf_io) {
+    attn_kv_prefetch st = *pf_io, *pf = &st; /* in registers (as in tile_kv_avx512.c) */
     switch (num_rows) {
         K256_QK_KV_CASE(1)
         K256_QK_KV_CASE(2)
@@ -314,7 +316,8 @@ static inline __attribute__((always_inline)) void k256_pv_rows_dt(const float *p
 }
 
 void attn_k_pv_rows_kv_pf_avx2(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
-                               attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf) {
+                               attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf_io) {
+    attn_kv_prefetch st = *pf_io, *pf = &st;
     if (kv_dtype == ATTN_DTYPE_F32)
         k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F32, pf);
     else if (kv_dtype == ATTN_DTYPE_BF16)
@@ -325,6 +328,7 @@ void attn_k_pv_rows_kv_pf_avx2(const float *p, int64_t num_keys, int64_t num_row
         k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E5M2, pf);
     else
         k256_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F16, pf);
+    *pf_io = st;
 }
 
 void attn_k_pv_rows_kv_avx2(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,

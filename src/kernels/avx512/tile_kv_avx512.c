@@ -369,10 +369,14 @@ static inline __attribute__((always_inline)) void k512_qk_kv_few(const float *q_
             k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_FP8_E5M2, pf);                           \
         else                                                                                                           \
             k512_qk_kv_few(q_t, head_size, k_rows, num_keys, s, n, ATTN_DTYPE_F16, pf);                                \
+        *pf_io = st;                                                                                                   \
         return;
 
 void attn_k_qk_tile_kv_pf_avx512(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
-                                 attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf) {
+                                 attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf_io) {
+    /* a local copy the compiler keeps in registers: through *pf_io, every step stored and reloaded the state (the
+     * stores may alias the row pointers), ~10 % of a hot bf16 decode */
+    attn_kv_prefetch st = *pf_io, *pf = &st;
     switch (num_rows) {
         K512_QK_KV_CASE(1)
         K512_QK_KV_CASE(2)
@@ -525,7 +529,8 @@ static inline __attribute__((always_inline)) void k512_pv_rows_dt(const float *p
 }
 
 void attn_k_pv_rows_kv_pf_avx512(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
-                                 attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf) {
+                                 attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf_io) {
+    attn_kv_prefetch st = *pf_io, *pf = &st; /* in registers, as in the Q·Kᵀ entry */
     if (kv_dtype == ATTN_DTYPE_F32)
         k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F32, pf);
     else if (kv_dtype == ATTN_DTYPE_BF16)
@@ -536,6 +541,7 @@ void attn_k_pv_rows_kv_pf_avx512(const float *p, int64_t num_keys, int64_t num_r
         k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_FP8_E5M2, pf);
     else
         k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F16, pf);
+    *pf_io = st;
 }
 
 void attn_k_pv_rows_kv_avx512(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
