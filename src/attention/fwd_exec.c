@@ -297,14 +297,15 @@ static void attn_fx_prefetch_rest(const attn_kv_prefetch *pf) {
 }
 
 /* Keys per step of the token-major schedule: ATTN_FX_CHUNK_MAX where that many tokens' rows of the item's kv heads
- * take at most ATTN_FX_CHUNK_BYTES (the next chunk is prefetched into L1 while this one is consumed), else
- * ATTN_FX_CHUNK_MIN. Each block's Q·Kᵀ then gets up to 32 keys per call, which lets a few-row kernel keep two
- * groups of 16 keys in flight (at four rows or fewer one group leaves the FMA pipes idle); on a Zen 5 core
- * (bench_decode, 9/3 heads × 64, one thread) that took bf16 b1 × 8k keys from 0.31 to 0.26 ms. With eight kv heads
- * × 128, 32 tokens of bf16 rows (64 KiB) overran L1 and decode ran 1.3× slower, hence the bound. */
+ * take at most ATTN_FX_CHUNK_BYTES, else ATTN_FX_CHUNK_MIN. Each block's Q·Kᵀ then gets up to 32 keys per call, which
+ * lets a few-row kernel keep two groups of 16 keys in flight (at four rows or fewer one group leaves the FMA pipes
+ * idle); on a Zen 5 core (bench_decode, 9/3 heads × 64, one thread) that took bf16 b1 × 8k keys from 0.31 to 0.26
+ * ms. The bound was 24 KiB while the next chunk always went to L1 (eight kv heads × 128, 32 tokens of bf16 rows: 64
+ * KiB, and decode ran 1.3× slower on that Zen 5); with chunks that large it now goes to L2 only (ATTN_FX_L1_BYTES),
+ * and 32 tokens of them took a hot b1 × 256-key bf16 decode from 63.5 to 54.7 µs (Intel Xeon, one thread). */
 #define ATTN_FX_CHUNK_MIN   16
 #define ATTN_FX_CHUNK_MAX   32
-#define ATTN_FX_CHUNK_BYTES (24 * 1024)
+#define ATTN_FX_CHUNK_BYTES (64 * 1024)
 /* Partitions of at most this many keys are walked without software prefetch: at a 100-key decode (9/3 heads × 64)
  * the prefetch instructions cost ~0.45 µs of a ~5 µs call whether the cache was hot or cold, while from 512 keys up
  * (b8 × 4k keys, bf16) dropping them makes decode 1.6× slower. */
@@ -317,6 +318,14 @@ static void attn_fx_prefetch_rest(const attn_kv_prefetch *pf) {
  * at ~28 % of the read ceiling, was 3–5 % slower with its extra instructions and takes the near one only. */
 #define ATTN_FX_PREFETCH_AHEAD 1
 #define ATTN_FX_PREFETCH_FAR 3
+/* Where a chunk and the next one do not fit together in this many bytes (an L1 data cache of 48 KiB, as on
+ * recent x86-64 cores), the next chunk is not prefetched into L1: lines of it evicted lines of the chunk being
+ * read before they were used, and the kernels then waited on L2. The schedule then prefetches into L2 only, the
+ * next chunk (ATTN_FX_PREFETCH_FAR_L2; 2 and 4 were no better, 8 worse), for every K/V dtype. Intel Xeon (AMX),
+ * one thread, 2 MiB pages, bench_decode b8 × 4k, decode ÷ the read ceiling of the same run, against the previous
+ * schedule: 32/8 heads × 128 bf16 63–68 → 70–72 %, f32 70 → 80–83 %, 16/4 heads bf16 71–75 → 80–91 %. */
+#define ATTN_FX_L1_BYTES        (48 * 1024)
+#define ATTN_FX_PREFETCH_FAR_L2 1
 
 /* Tokens [*pa, *pb) of the chunk `ahead` steps after chunk ci of `phase` in consumption order (K chunks of a
  * tile, then its V chunks, then the next tile's), *phase_out its phase; an empty range past hi_all. */
@@ -344,9 +353,10 @@ static void attn_fx_chunk_ahead(int64_t ch, int64_t ahead, int phase, int64_t ci
  * every block's softmax; then the V rows in the same order into each block's row-major accumulator. Each block sees
  * exactly the per-key Q·Kᵀ chains, the softmax of the same [a, b) and the P·V chain in key order of attn_fwd_tile
  * (chunking keys changes neither: scores are independent, and P·V carries o_d through memory), so the bits are those of
- * every other schedule. The spans ATTN_FX_PREFETCH_AHEAD and ATTN_FX_PREFETCH_FAR steps ahead in consumption order (K
- * of this tile, then V, then K of the next tile) are prefetched, spread over the blocks' steps, in partitions of more
- * than ATTN_FX_PREFETCH_MIN_KEYS keys. Where the phase's kernel has a _pf entry and a step's share is one range of
+ * every other schedule. The spans ATTN_FX_PREFETCH_AHEAD (into L1, where two chunks fit ATTN_FX_L1_BYTES) and
+ * ATTN_FX_PREFETCH_FAR (or ATTN_FX_PREFETCH_FAR_L2) steps ahead in consumption order (K of this tile, then V, then K
+ * of the next tile) are prefetched, spread over the blocks' steps, in partitions of more than
+ * ATTN_FX_PREFETCH_MIN_KEYS keys. Where the phase's kernel has a _pf entry and a step's share is one range of
  * lines (attn_fx_prefetch_share), the kernel issues it between its own steps and the driver what is left after the
  * calls: issued in one burst before the call, the core stalled on the requests instead of computing (Intel Xeon,
  * bench_decode b8 × 4k, 32/8 heads × 128, one thread: bf16 16.9 → 14.2 ms, f32 30.7 → 26.4, fp8 e4m3 15.8 → 12.3). */
@@ -358,10 +368,12 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
     const int64_t g0 = sl[0].blk.kv_head, g1 = sl[n - 1].blk.kv_head;
     const int64_t kspan = attn_fwd_token_span(g1 - g0, seq->k_head_stride, p->head_size * es, seq->k_row_stride);
     const int64_t vspan = attn_fwd_token_span(g1 - g0, seq->v_head_stride, p->head_size_v * es, seq->v_row_stride);
-    const int prefetch = hi_all - lo_all > ATTN_FX_PREFETCH_MIN_KEYS, prefetch_far = prefetch && es > 1;
     const int64_t span = kspan > vspan ? kspan : vspan;
     const int ranges = ATTN_FX_CHUNK_MAX * span <= ATTN_FX_CHUNK_BYTES; /* 32-key steps (attn_fx_prefetch_tokens) */
     const int64_t ch = ranges ? ATTN_FX_CHUNK_MAX : ATTN_FX_CHUNK_MIN;
+    const int prefetch = hi_all - lo_all > ATTN_FX_PREFETCH_MIN_KEYS;
+    const int near = prefetch && 2 * ch * span <= ATTN_FX_L1_BYTES, prefetch_far = prefetch && (es > 1 || !near);
+    const int64_t far = near ? ATTN_FX_PREFETCH_FAR : ATTN_FX_PREFETCH_FAR_L2;
     for (int64_t t0 = (lo_all / ATTN_KV_TILE) * ATTN_KV_TILE; t0 < hi_all; t0 += ATTN_KV_TILE) {
         const int64_t ta = t0 > lo_all ? t0 : lo_all, tb = t0 + ATTN_KV_TILE < hi_all ? t0 + ATTN_KV_TILE : hi_all;
         const int64_t nchunks = (tb - 1) / ch - ta / ch + 1;
@@ -375,11 +387,11 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
             for (int64_t ci = 0; ci < nchunks; ci++) {
                 const int64_t c0 = ci == 0 ? ta : (ta / ch + ci) * ch;
                 const int64_t c1 = (ta / ch + ci + 1) * ch < tb ? (ta / ch + ci + 1) * ch : tb;
-                /* the chunks ATTN_FX_PREFETCH_AHEAD and ATTN_FX_PREFETCH_FAR steps ahead of this one */
+                /* the chunks ATTN_FX_PREFETCH_AHEAD (into L1) and `far` steps ahead of this one */
                 int pf_phase, pf2_phase;
                 int64_t pa, pb, pa2, pb2;
                 attn_fx_chunk_ahead(ch, ATTN_FX_PREFETCH_AHEAD, phase, ci, ta, tb, hi_all, &pf_phase, &pa, &pb);
-                attn_fx_chunk_ahead(ch, ATTN_FX_PREFETCH_FAR, phase, ci, ta, tb, hi_all, &pf2_phase, &pa2, &pb2);
+                attn_fx_chunk_ahead(ch, far, phase, ci, ta, tb, hi_all, &pf2_phase, &pa2, &pb2);
                 /* rows of kv head g0 for the chunk's tokens; head g is (g − g0) head strides further */
                 const char *base[ATTN_FX_CHUNK_MAX];
                 attn_fx_token_rows(seq, phase, g0, c0, c1, base);
@@ -399,7 +411,7 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                         if (a < b && b > kb_all) kb_all = b;
                     }
                     /* this step's share of the prefetches: tokens [pa + done, pa + upto), [pa2 + done2, ...) */
-                    const int64_t upto = prefetch ? (pb - pa) * j / n : 0;
+                    const int64_t upto = near ? (pb - pa) * j / n : 0;
                     attn_kv_prefetch pf = {0};
                     attn_fx_prefetch_share(seq, pf_phase, g0, pf_phase == 0 ? kspan : vspan, pa + done, pa + upto, 1,
                                            ranges, in_kernel, &pf.l1, &pf.l1_lines);
