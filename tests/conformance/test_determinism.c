@@ -155,6 +155,9 @@ static void test_thread_counts(void **state) {
         {"lanes window", 1, 1, {1, 0}, {5000, 0}, 8, 1, 64, 64, ATTN_DTYPE_F16, ATTN_DTYPE_F16, 1, 1500, 0, 0, 0},
         {"lanes GQA 2 kv heads", 0, 1, {3, 0}, {2100, 0}, 8, 2, 32, 32, ATTN_DTYPE_F32, ATTN_DTYPE_F32, 1, -1, -1,
          0, 1},
+        /* one decode token, eight kv heads: lanes over items of all eight heads (not items of half of them) */
+        {"lanes decode 8 kv heads", 0, 1, {1, 0}, {6500, 0}, 32, 8, 128, 128, ATTN_DTYPE_F32, ATTN_DTYPE_BF16, 1, -1,
+         -1, 0, 0},
     };
     /* clang-format on */
     attn_ctx *ctx = new_ctx();
