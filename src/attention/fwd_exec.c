@@ -989,17 +989,19 @@ void attn_fwd_run(const attn_problem *p, const attn_exec *ex) {
         /* as many kv heads per item as fit, but at least one item per thread (heads are independent:
          * the grouping never changes a bit) */
         int64_t hpi = attn_fwd_units_per_item(p->num_kv_heads, p->num_seqs, cap / blocks_per_head, ex->num_threads);
-        /* unless items of as many kv heads as fit leave at least two split-KV lanes per item and the longest
-         * sequence a partition per lane: such an item reads each token's rows of all its kv heads as one span of
-         * the page (the prefetches of a span go through the kernels, attn_fx_prefetch_share), where items of half
-         * the heads read every other part of it and burst their prefetches. Intel Xeon, bench_decode b1 × 16k,
-         * 32/8 heads × 128 bf16, two threads: 1.49× → 1.9× one thread. */
-        const int64_t whole = cap / blocks_per_head < p->num_kv_heads ? cap / blocks_per_head : p->num_kv_heads;
+        /* unless items of as many kv heads as fit (evenly split) leave at least two split-KV lanes per item, the
+         * lanes' slots hold a partition and the longest sequence has a partition per lane: such an item reads each
+         * token's rows of all its kv heads as one span of the page (the prefetches of a span go through the kernels,
+         * attn_fx_prefetch_share), where items of half the heads read every other part of it and burst their
+         * prefetches. Intel Xeon, bench_decode b1 × 16k, 32/8 heads × 128 bf16, two threads: 1.49× → 1.9× one
+         * thread. (Without room for a partition in the lanes' slots, attn_fx_run_lanes declines and the items would
+         * run alone, fewer than the threads.) */
+        const int64_t fit = cap / blocks_per_head < p->num_kv_heads ? cap / blocks_per_head : p->num_kv_heads;
+        const int64_t groups = (p->num_kv_heads + fit - 1) / fit, whole = (p->num_kv_heads + groups - 1) / groups;
         if (hpi < whole) {
-            const int64_t units_w = p->num_seqs * ((p->num_kv_heads + whole - 1) / whole);
-            const int64_t lanes_w = ex->num_threads / units_w;
-            const int64_t parts = (attn_fx_max_seq_k(p) + ATTN_KV_PARTITION - 1) / ATTN_KV_PARTITION;
-            if (lanes_w >= 2 && parts >= lanes_w)
+            const int64_t lanes_w = ex->num_threads / (p->num_seqs * groups);
+            if (lanes_w >= 2 && attn_fx_lane_capacity(p, whole * blocks_per_head) >= 1 &&
+                (attn_fx_max_seq_k(p) + ATTN_KV_PARTITION - 1) / ATTN_KV_PARTITION >= lanes_w)
                 hpi = whole;
         }
         job.decode = 1;
