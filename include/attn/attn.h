@@ -790,6 +790,39 @@ ATTN_API attn_status attn_ref_paged_attention(const attn_tensor *q, const attn_t
                                               const attn_tensor *block_table, const attn_params *params,
                                               attn_tensor *out, attn_tensor *lse_opt);
 
+/* flash-attn's flash_attn_with_kvcache (flash-attn 2, with flash-attn 3's descales as params' fp8 scales): appends
+ * new keys / values to a cache, in place, then attends the queries over each sequence's keys.
+ *   q [batch, seqlen_q, nheads, headdim] f32/f16/bf16; out like q with headdim_v = the cache's head_size;
+ *   lse_opt float32 [batch, nheads, seqlen_q] (natural log) or NULL.
+ *   kv_cache [2, num_blocks, block_size, nheads_k, headdim] as attn_paged_attention's (halves = flash-attn's
+ *     k_cache and v_cache; they may be two allocations, strides[0] the distance between them). Without a
+ *     block_table a block is one sequence's cache row: [2, batch_cache, seqlen_cache, nheads_k, headdim].
+ *   k_opt / v_opt [batch, seqlen_new, nheads_k, headdim] or both NULL: written at positions cache_seqlens[b] ..
+ *     cache_seqlens[b] + seqlen_new − 1 of sequence b, as attn_reshape_and_cache_ex writes them (fp8 caches with
+ *     params' k_scale(s) / v_scale(s)); the first two dims must merge without a copy.
+ *   cache_seqlens_opt int32 [batch] or 0-d (one length for all): keys already cached; NULL = the whole capacity
+ *     (block_size, or block_table's max_blocks·block_size). Each >= 0, plus seqlen_new <= the capacity.
+ *   cache_batch_idx_opt int32 [batch]: the cache row of sequence b (no block_table; without it batch_cache >= batch
+ *     and row b serves sequence b). block_table_opt int32 [batch, max_blocks] as attn_paged_attention's.
+ *   cache_leftpad_opt int32 [batch]: sequence b's keys are positions cache_leftpad[b] .. cache_seqlens[b] +
+ *     seqlen_new − 1 (0 <= cache_leftpad[b] <= cache_seqlens[b]); positions below are never read; causal masks and
+ *     ALiBi count from the first real key. The cache's rows must run evenly across blocks (one row stride).
+ *   alibi_slopes_opt float32 [batch, nheads], rows contiguous: per-sequence slopes (flash-attn's second form; one
+ *     attention call per sequence); params->alibi_slopes must then be NULL.
+ * Causal is bottom-right over each sequence's keys; seqlen_q may exceed them (those rows: out 0, LSE −inf). Every
+ * argument is checked before the cache is written (out must not overlap q, kv_cache, k or v); the same checks as
+ * attn_paged_attention and attn_reshape_and_cache_ex otherwise. Allocates O(batch) int32 scratch per call (and
+ * batch·longest sequence with cache_leftpad, and nheads·batch·seqlen_q floats of LSE when batch and seqlen_q are
+ * both > 1): decode loops that care use the plan entries. Bits equal attn_paged_attention's on the same keys.
+ * Returns INVALID_ARGUMENT, UNSUPPORTED (masks), OVERFLOW, OUT_OF_MEMORY. Source: flash-attn
+ * flash_attn_interface.flash_attn_with_kvcache. */
+ATTN_API attn_status attn_forward_kvcache(attn_ctx *ctx, const attn_tensor *q, attn_tensor *kv_cache,
+                                          const attn_tensor *k_opt, const attn_tensor *v_opt,
+                                          const attn_tensor *cache_seqlens_opt, const attn_tensor *cache_batch_idx_opt,
+                                          const attn_tensor *cache_leftpad_opt, const attn_tensor *block_table_opt,
+                                          const attn_tensor *alibi_slopes_opt, const attn_params *params,
+                                          attn_tensor *out, attn_tensor *lse_opt);
+
 /* What the serving entries of this library build support (attn_reshape_and_cache, attn_plan_create,
  * attn_forward_paged, attn_paged_attention), so an engine backend declares its features from the library
  * instead of a hand-kept list (vLLM AttentionBackend.supported_dtypes / get_supported_head_sizes /

@@ -898,25 +898,6 @@ static int64_t ext_merge_stride(const attn_tensor *t, int d) {
     return -1;
 }
 
-/* `t` [d0, d1, d2, d3] viewed as [d0*d1, d2, d3]; -1 with a ValueError naming `name` when that needs a copy. */
-static int ext_view3(const attn_tensor *t, const char *name, attn_tensor *o) {
-    const int64_t s = ext_merge_stride(t, 0);
-    if (s < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: strides [%lld, %lld] do not merge the first two dimensions without a copy",
-                     name, (long long)t->strides[0], (long long)t->strides[1]);
-        return -1;
-    }
-    *o = *t;
-    o->ndim = 3;
-    o->shape[0] = t->shape[0] * t->shape[1];
-    o->strides[0] = s;
-    for (int i = 1; i < 3; i++) {
-        o->shape[i] = t->shape[i + 1];
-        o->strides[i] = t->strides[i + 1];
-    }
-    return 0;
-}
-
 /* The shape of `t` as a Python list (for messages). */
 static PyObject *ext_shape(const attn_tensor *t) {
     PyObject *l = PyList_New(t->ndim);
@@ -1080,23 +1061,8 @@ static int ext_join(const attn_tensor *k, const attn_tensor *v, const char *kn, 
     return 0;
 }
 
-/* Element [i] of a 1-D int32 view / [r][c] of a 2-D one. */
-#define EXT_I32_1(t, i)    (((const int32_t *)(t)->data)[(i) * (t)->strides[0]])
-#define EXT_I32_2(t, r, c) (((const int32_t *)(t)->data)[(r) * (t)->strides[0] + (c) * (t)->strides[1]])
-
-/* A contiguous int32 [n] (n0 = n, ndim 1) or [n0, n / n0] (ndim 2) view of `data`. */
-static attn_tensor ext_i32(void *data, int ndim, int64_t n0, int64_t n) {
-    attn_tensor t;
-    memset(&t, 0, sizeof t);
-    t.data = data;
-    t.dtype = ATTN_DTYPE_I32;
-    t.ndim = ndim;
-    t.shape[0] = n0;
-    t.strides[0] = ndim == 2 && n0 > 0 ? n / n0 : 1;
-    t.shape[1] = t.strides[0];
-    t.strides[1] = 1;
-    return t;
-}
+/* Element [i] of a 1-D int32 view. */
+#define EXT_I32_1(t, i) (((const int32_t *)(t)->data)[(i) * (t)->strides[0]])
 
 /* ================================================================================================
  * Hot entries (METH_FASTCALL; argument order fixed by python/attn/ops.py, flash.py, vllm_ops.py)
@@ -1469,298 +1435,92 @@ static PyObject *ext_varlen(PyObject *self, PyObject *const *args, Py_ssize_t na
     return ext_finish(st, reference ? "attn_ref_forward_varlen" : "attn_forward_varlen", a, N, out, lse, want_lse);
 }
 
-/* attn_paged_attention on the whole batch, or with per-batch ALiBi `slopes` [batch, nheads] once per sequence b:
- * q / out rows [b*seqlen_q, (b+1)*seqlen_q) (none when q has none), lse [nheads, *] columns likewise,
- * query_start_loc's first two entries, seq_lens[b] and block table row b. */
-static attn_status ext_paged_calls(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *kv, const attn_tensor *qsl,
-                                   const attn_tensor *sl, const attn_tensor *bt, attn_params *p, const attn_tensor *out,
-                                   const attn_tensor *lse, const attn_tensor *slopes, int64_t seqlen_q) {
-    attn_status st = ATTN_STATUS_OK;
-    for (int64_t b = 0; b < (slopes ? slopes->shape[0] : 1) && st == ATTN_STATUS_OK; b++) {
-        attn_tensor qb = *q, ob = *out, lb, sb = *sl, btb = *bt, qslb = *qsl;
-        if (lse != NULL)
-            lb = *lse;
-        if (slopes) {
-            const int64_t r0 = q->shape[0] ? b * seqlen_q : 0;
-            p->alibi_slopes = (const float *)slopes->data + b * slopes->strides[0];
-            qb.data = (char *)q->data + (size_t)(r0 * q->strides[0]) * attn_dtype_size(q->dtype);
-            ob.data = (char *)out->data + (size_t)(r0 * out->strides[0]) * attn_dtype_size(out->dtype);
-            qb.shape[0] = ob.shape[0] = q->shape[0] ? seqlen_q : 0;
-            if (lse != NULL)
-                lb.data = (float *)lse->data + r0, lb.shape[1] = seqlen_q;
-            sb.data = (int32_t *)sl->data + b, sb.shape[0] = 1, qslb.shape[0] = 2;
-            btb.data = (int32_t *)bt->data + b * bt->strides[0], btb.shape[0] = 1;
-        }
-        EXT_CALL(st, attn_paged_attention(ctx, &qb, kv, &qslb, &sb, &btb, p, &ob, lse ? &lb : NULL));
-    }
-    return st;
-}
-
 /* kvcache(ctx, q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table, softmax_scale, causal,
  *         window_size, softcap, alibi_slopes, sinks, out, want_lse, cache_leftpad, k_descale, v_descale)
- * flash_attn_with_kvcache (python/attn/flash.py; rotary embedding arrives applied to q and k):
- *   q [batch, seqlen_q, nheads, headdim]; k_cache/v_cache [batch_cache, seqlen_cache, nheads_k, headdim], or paged
- *   [num_blocks, block_size, nheads_k, headdim] with block_table int32 [batch, max_blocks]; k/v [batch,
- *   seqlen_new, nheads_k, headdim] written at cache_seqlens[b] (int or int32 [batch]) ...; cache_batch_idx int32
- *   [batch] (not paged); cache_leftpad int32 [batch]: the keys of sequence b start at cache_leftpad[b] (read
- *   through a block table of single rows); alibi_slopes [nheads] or [batch, nheads] (one call per sequence);
- *   k_descale / v_descale as ext_scale.
- * What only this function derives (the slots, lengths and the row tables) is checked here; everything else by
- * libattn: by calls without query rows before the cache write, so nothing is written unless all is valid.
- * Returns out [batch, seqlen_q, nheads, headdim_v] or (out, lse float32 [batch, nheads, seqlen_q]). */
+ * flash_attn_with_kvcache (python/attn/flash.py; rotary embedding arrives applied to q and k) on
+ * attn_forward_kvcache: k_cache / v_cache joined as ext_join (a copy, written back after an append, when their
+ * strides differ); cache_seqlens an int or an int32 array; alibi_slopes [nheads] or [batch, nheads]; k_descale /
+ * v_descale as ext_scale. Returns out [batch, seqlen_q, nheads, headdim_v] or (out, lse float32 [batch, nheads,
+ * seqlen_q]). */
 static PyObject *ext_kvcache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     EXT_NARGS("kvcache", 20);
     enum { Q, KC, VC, KN, VN, CS, BI, BT, LP, OUT, AL, SI, KS, VS, AB, LS, N };
     ext_arg a[N];
     memset(a, 0, sizeof a);
     void *ctx, *copy = NULL;
-    char *scratch = NULL;
     attn_params p;
-    attn_status st = ATTN_STATUS_OK;
-    const char *fn = "attn_paged_attention";
     PyObject *out = NULL, *lse = NULL, *ret = NULL;
     int want_lse, reference;
     if (ext_begin(args, 16, -1, &want_lse, &reference, &ctx))
         return NULL;
     const int append = args[4] != Py_None || args[5] != Py_None;
-    if (append && (args[4] == Py_None || args[5] == Py_None)) {
-        PyErr_SetString(PyExc_ValueError, "k and v must be given together");
-        return NULL;
-    }
-    attn_tensor kv, q3, o3, k3, v3, *bi, *lp;
-    const attn_tensor *ab;
+    attn_tensor kv, *kn, *vn, *cs = NULL, *bi, *bt, *lp, cs0;
+    const attn_tensor *ab, *q = &a[Q].t;
+    int32_t cs_all = 0;
     if (ext_tensor_n(args[1], 0, -1, "q", &a[Q]) || ext_tensor_n(args[2], append, -1, "k_cache", &a[KC]) ||
-        ext_tensor_n(args[3], append, -1, "v_cache", &a[VC]) ||
-        (append && (ext_tensor_n(args[4], 0, -1, "k", &a[KN]) || ext_tensor_n(args[5], 0, -1, "v", &a[VN]))) ||
+        ext_tensor_n(args[3], append, -1, "v_cache", &a[VC]) || ext_opt_tensor_n(args[4], 0, -1, "k", &a[KN], &kn) ||
+        ext_opt_tensor_n(args[5], 0, -1, "v", &a[VN], &vn) ||
         ext_opt_tensor_n(args[7], 0, ATTN_DTYPE_I32, "cache_batch_idx", &a[BI], &bi) ||
+        ext_opt_tensor_n(args[8], 0, ATTN_DTYPE_I32, "block_table", &a[BT], &bt) ||
         ext_opt_tensor_n(args[17], 0, ATTN_DTYPE_I32, "cache_leftpad", &a[LP], &lp))
         goto done;
+    if (PyLong_Check(args[6])) { /* one length for every sequence */
+        int over = 0;
+        const long long v = PyLong_AsLongLongAndOverflow(args[6], &over);
+        if (over || v < INT32_MIN || v > INT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "cache_seqlens=%R does not fit int32", args[6]);
+            goto done;
+        }
+        cs_all = (int32_t)v;
+        cs0 = attn_tensor_make(&cs_all, ATTN_DTYPE_I32, 0, NULL);
+        cs = &cs0;
+    } else if (ext_opt_tensor_n(args[6], 0, ATTN_DTYPE_I32, "cache_seqlens", &a[CS], &cs)) {
+        goto done;
+    }
     ab = args[13] != Py_None && ext_tensor(args[13], 0, ATTN_DTYPE_F32, &a[AB]) == 0 && a[AB].t.ndim == 2 ? &a[AB].t
                                                                                                           : NULL;
     PyErr_Clear(); /* (anything else is ext_options' to convert or refuse) */
-    const attn_tensor *q = &a[Q].t;
     if (q->ndim != 4) {
         ext_bad_shape("q", q, "[batch, seqlen_q, nheads, headdim]");
         goto done;
     }
-    const int64_t batch = q->shape[0], seqlen_q = q->shape[1], nheads = q->shape[2];
-    if (ext_join(&a[KC].t, &a[VC].t, "k_cache", "v_cache", lp != NULL, &kv, &copy))
-        goto done;
-    const int64_t num_blocks = kv.shape[1], block_size = kv.shape[2];
-    if (block_size < 1) {
-        PyErr_Format(PyExc_ValueError,
-                     "k_cache: shape[1]=%lld (the block size, or the cache's sequence length "
-                     "without a block_table), expected >= 1",
-                     (long long)block_size);
-        goto done;
-    }
-    /* the block table: the caller's, or one block (= cache row) per sequence */
-    const attn_tensor *bt_in = NULL;
-    int64_t capacity = block_size;
-    if (args[8] != Py_None) {
-        if (bi != NULL) {
-            PyErr_SetString(PyExc_ValueError, "cache_batch_idx cannot be used with block_table");
-            goto done;
-        }
-        if (ext_tensor_n(args[8], 0, ATTN_DTYPE_I32, "block_table", &a[BT]))
-            goto done;
-        bt_in = &a[BT].t;
-        const int64_t want[2] = {batch, -1};
-        if (ext_expect("block_table", bt_in, 2, want))
-            goto done;
-        capacity = bt_in->shape[1] * block_size;
-    } else if (bi == NULL && num_blocks < batch) {
-        PyErr_Format(PyExc_ValueError,
-                     "k_cache: batch_cache=%lld < batch=%lld; pass cache_batch_idx to map batch "
-                     "rows to cache rows",
-                     (long long)num_blocks, (long long)batch);
-        goto done;
-    }
-    int64_t cs_all = capacity;
-    const attn_tensor *cs = NULL;
-    if (PyLong_Check(args[6])) {
-        int over = 0;
-        cs_all = PyLong_AsLongLongAndOverflow(args[6], &over);
-        if (over || cs_all < INT32_MIN || cs_all > INT32_MAX) {
-            PyErr_Format(PyExc_ValueError, "cache_seqlens=%R does not fit int32", args[6]);
-            goto done;
-        }
-    } else if (args[6] != Py_None) {
-        if (ext_tensor_n(args[6], 0, ATTN_DTYPE_I32, "cache_seqlens", &a[CS]))
-            goto done;
-        cs = &a[CS].t;
-        if (cs->ndim == 0) { /* one length for every sequence */
-            cs_all = *(const int32_t *)cs->data;
-            cs = NULL;
-        }
-    }
-    static const char *const per_batch[4] = {"cache_seqlens", "cache_batch_idx", "cache_leftpad", "alibi_slopes"};
-    const attn_tensor *pb[4] = {cs, bi, lp, ab}, *slopes = ab;
-    const int64_t want_pb[2] = {batch, nheads};
-    for (int i = 0; i < 4; i++) {
-        if (pb[i] && ext_expect(per_batch[i], pb[i], 1 + (i == 3), want_pb))
-            goto done;
-    }
-    int64_t seqlen_new = 0;
-    if (append) {
-        const int64_t sn = a[KN].t.ndim == 4 ? a[KN].t.shape[1] : -1;
-        const int64_t want_k[4] = {batch, sn, kv.shape[3], kv.shape[4]};
-        if (ext_expect("k", &a[KN].t, 4, want_k) || ext_expect("v", &a[VN].t, 4, want_k) ||
-            ext_view3(&a[KN].t, "k", &k3) || ext_view3(&a[VN].t, "v", &v3))
-            goto done;
-        seqlen_new = sn;
-    }
-    PyObject *opt[6] = {args[9], args[10], args[11], args[12], slopes ? Py_None : args[13], args[14]};
-    if (ext_options(opt, 1, nheads, &a[AL], &p) ||
+    PyObject *opt[6] = {args[9], args[10], args[11], args[12], ab ? Py_None : args[13], args[14]};
+    if (ext_join(&a[KC].t, &a[VC].t, "k_cache", "v_cache", lp != NULL, &kv, &copy) ||
+        ext_options(opt, 1, q->shape[2], &a[AL], &p) ||
         ext_scale(args[18], "k_descale", &kv, &a[KS], &p.k_scale, &p.k_scales) ||
-        ext_scale(args[19], "v_descale", &kv, &a[VS], &p.v_scale, &p.v_scales) || ext_view3(q, "q", &q3))
+        ext_scale(args[19], "v_descale", &kv, &a[VS], &p.v_scale, &p.v_scales))
         goto done;
-    /* scratch: slots (int64), lse, then int32: lengths, query_start_loc, zeros, cache rows, leftpad lengths, table */
-    const int64_t nrows = batch * seqlen_q, nslots = batch * seqlen_new;
-    int64_t maxlen = 1;
-    for (int64_t b = 0; b < batch; b++) {
-        const int64_t have = cs ? EXT_I32_1(cs, b) : cs_all;
-        const int64_t pad = lp ? EXT_I32_1(lp, b) : 0;
-        const int64_t row = bi ? EXT_I32_1(bi, b) : b;
-        if (have < 0 || have + seqlen_new > capacity) {
-            if (have < 0)
-                PyErr_Format(PyExc_ValueError, "cache_seqlens: entry %lld = %lld is negative", (long long)b,
-                             (long long)have);
-            else
-                PyErr_Format(PyExc_ValueError,
-                             "cache_seqlens: entry %lld = %lld + seqlen_new=%lld exceeds the cache "
-                             "capacity %lld",
-                             (long long)b, (long long)have, (long long)seqlen_new, (long long)capacity);
-            goto done;
-        }
-        if (pad < 0 || pad > have) {
-            PyErr_Format(PyExc_ValueError,
-                         "cache_leftpad: entry %lld = %lld is outside [0, cache_seqlens[%lld] = %lld]", (long long)b,
-                         (long long)pad, (long long)b, (long long)have);
-            goto done;
-        }
-        if (bi && (row < 0 || row >= num_blocks)) {
-            PyErr_Format(PyExc_ValueError,
-                         "cache_batch_idx: entry %lld = %lld is not a row of k_cache (batch_cache=%lld)", (long long)b,
-                         (long long)row, (long long)num_blocks);
-            goto done;
-        }
-        maxlen = have + seqlen_new - pad > maxlen ? have + seqlen_new - pad : maxlen;
-    }
-    if (nrows > INT32_MAX || (lp && num_blocks * block_size > INT32_MAX)) {
-        PyErr_SetString(PyExc_OverflowError, "q / k_cache: more rows than int32 indices address");
-        goto done;
-    }
-    const size_t n32 = (size_t)(5 * batch + 2 + (lp ? batch * maxlen : 0)),
-                 lse_n = want_lse ? (size_t)(nheads * nrows) : 0;
-    scratch = PyMem_Malloc(n32 * 4 + (size_t)nslots * 8 + lse_n * 4 + 16);
-    if (scratch == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    int64_t *slots = (int64_t *)scratch;
-    float *lse3 = (float *)(slots + nslots);
-    int32_t *sl = (int32_t *)(lse3 + lse_n), *qsl = sl + batch, *zq = qsl + batch + 1, *rows = zq + batch + 1;
-    int32_t *rsl = rows + batch, *tab = rsl + batch;
-    for (int64_t b = 0; b <= batch; b++) {
-        zq[b] = 0;
-        qsl[b] = (int32_t)(b * seqlen_q);
-        if (b < batch) {
-            sl[b] = (int32_t)((cs ? EXT_I32_1(cs, b) : cs_all) + seqlen_new);
-            rows[b] = bi ? EXT_I32_1(bi, b) : (int32_t)b;
-        }
-    }
-    attn_tensor tsl = ext_i32(sl, 1, batch, batch), tqsl = ext_i32(qsl, 1, batch + 1, batch + 1);
-    attn_tensor tzq = ext_i32(zq, 1, batch + 1, batch + 1), bt = bt_in ? *bt_in : ext_i32(rows, 2, batch, batch);
-    /* out: the caller's (its shape checked: it is reshaped here) or allocated */
-    const int64_t out_shape[4] = {batch, seqlen_q, nheads, kv.shape[4]};
+    const int64_t out_shape[4] = {q->shape[0], q->shape[1], q->shape[2], kv.shape[4]};
+    const int64_t lse_shape[3] = {q->shape[0], q->shape[2], q->shape[1]};
     if (args[15] != Py_None) {
         if (ext_tensor_n(args[15], 1, -1, "out", &a[OUT]))
-            goto done;
-        if (ext_expect("out", &a[OUT].t, 4, out_shape))
             goto done;
         out = Py_NewRef(args[15]);
     } else if ((out = ext_alloc(args[1], 4, out_shape, q->dtype, &a[OUT])) == NULL) {
         goto done;
     }
-    if (ext_view3(&a[OUT].t, "out", &o3))
+    if (want_lse && (lse = ext_alloc(args[1], 3, lse_shape, ATTN_DTYPE_F32, &a[LS])) == NULL)
         goto done;
-    /* out must not meet an input: with new k/v the attention step would refuse it only after the write (the check
-     * below has no rows), and caches that are copied (not one view) hide it from libattn */
-    static const char *const inputs[5] = {"q", "k_cache", "v_cache", "k", "v"};
-    for (int i = Q; i <= VN; i++)
-        if ((i < KN || append) && ext_spans_meet(&a[OUT].t, &a[i].t)) {
-            ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "out: overlaps %s in memory", inputs[i]);
+    /* out in a cache: a copied cache hides it from libattn, and its message names the caches as flash-attn does */
+    for (int i = KC; i <= VC; i++)
+        if (ext_spans_meet(&a[OUT].t, &a[i].t)) {
+            ext_error(0, ATTN_STATUS_INVALID_ARGUMENT, "out: overlaps %s in memory", i == KC ? "k_cache" : "v_cache");
             goto done;
         }
-    /* libattn's checks of the attention step, with no query row, before anything is written */
-    if (append || lp || slopes) {
-        attn_tensor q0 = q3, o0 = o3;
-        q0.shape[0] = o0.shape[0] = 0;
-        st = ext_paged_calls((attn_ctx *)ctx, &q0, &kv, &tzq, &tsl, &bt, &p, &o0, NULL, slopes, seqlen_q);
-    }
-    if (st == ATTN_STATUS_OK && append) {
-        for (int64_t b = 0; b < batch; b++) {
-            for (int64_t s = 0; s < seqlen_new; s++) {
-                const int64_t pos = sl[b] - seqlen_new + s;
-                const int64_t blk = bt_in ? EXT_I32_2(bt_in, b, pos / block_size) : rows[b];
-                slots[b * seqlen_new + s] = blk * block_size + pos % block_size;
-            }
-        }
-        attn_tensor sm = ext_i32(slots, 1, nslots, nslots);
-        sm.dtype = ATTN_DTYPE_I64;
-        attn_cache_write_options w;
-        attn_cache_write_options_init_sized(&w, sizeof w);
-        w.k_scale = p.k_scale, w.v_scale = p.v_scale, w.k_scales = p.k_scales, w.v_scales = p.v_scales;
-        fn = "attn_reshape_and_cache_ex";
-        EXT_CALL(st, attn_reshape_and_cache_ex((attn_ctx *)ctx, &k3, &v3, &kv, &sm, &w));
-        if (st == ATTN_STATUS_OK && copy) {
-            ext_copy4(&a[KC].t, (char *)copy, 0);
-            ext_copy4(&a[VC].t, (char *)copy + attn_dtype_size(kv.dtype) * (size_t)(kv.strides[0]), 0);
-        }
-        if (st == ATTN_STATUS_OK)
-            fn = "attn_paged_attention"; /* (a refused write is reported as the write's) */
-    }
-    attn_tensor rkv = kv, tlse = ext_i32(lse3, 2, nheads, nheads * nrows);
-    tlse.dtype = ATTN_DTYPE_F32;
-    if (lp) { /* keys cache_leftpad[b] ... through a table of single rows: kv_cache [2, num_blocks*block_size, 1, ...]
-               */
-        rkv.shape[1] = num_blocks * block_size;
-        rkv.strides[1] = rkv.strides[2] = ext_merge_stride(&kv, 1);
-        rkv.shape[2] = 1;
-        for (int64_t b = 0; b < batch; b++) {
-            const int32_t pad = EXT_I32_1(lp, b);
-            rsl[b] = sl[b] - pad;
-            for (int64_t j = 0; j < rsl[b]; j++) {
-                const int64_t pos = pad + j;
-                const int64_t blk = bt_in ? EXT_I32_2(bt_in, b, pos / block_size) : rows[b];
-                tab[b * maxlen + j] = (int32_t)(blk * block_size + pos % block_size);
-            }
-        }
-        tsl.data = rsl;
-        bt = ext_i32(tab, 2, batch, batch * maxlen);
-    }
-    if (st == ATTN_STATUS_OK)
-        st = ext_paged_calls((attn_ctx *)ctx, &q3, &rkv, &tqsl, &tsl, &bt, &p, &o3, want_lse ? &tlse : NULL, slopes,
-                             seqlen_q);
+    attn_status st;
+    EXT_CALL(st, attn_forward_kvcache((attn_ctx *)ctx, q, &kv, kn, vn, cs, bi, lp, bt, ab, &p, &a[OUT].t,
+                                      want_lse ? &a[LS].t : NULL));
     if (st != ATTN_STATUS_OK) {
-        ext_raise(st, fn);
+        ext_raise(st, "attn_forward_kvcache");
         goto done;
     }
-    if (want_lse) { /* [nheads, batch * seqlen_q] -> [batch, nheads, seqlen_q] */
-        const int64_t lshape[3] = {batch, nheads, seqlen_q};
-        if ((lse = ext_alloc(args[1], 3, lshape, ATTN_DTYPE_F32, &a[LS])) == NULL)
-            goto done;
-        float *l = (float *)a[LS].t.data;
-        for (int64_t b = 0; b < batch; b++)
-            for (int64_t h = 0; h < nheads; h++)
-                for (int64_t s = 0; s < seqlen_q; s++)
-                    l[(b * nheads + h) * seqlen_q + s] = lse3[h * nrows + b * seqlen_q + s];
+    if (copy && append) {
+        ext_copy4(&a[KC].t, (char *)copy, 0);
+        ext_copy4(&a[VC].t, (char *)copy + attn_dtype_size(kv.dtype) * (size_t)(kv.strides[0]), 0);
     }
-    ret = ext_result(Py_NewRef(out), lse, want_lse);
-    lse = NULL;
+    ret = ext_result(out, lse, want_lse);
+    out = lse = NULL;
 done:
-    PyMem_Free(scratch);
     PyMem_Free(copy);
     ext_release_all(a, N);
     Py_XDECREF(out);
@@ -1824,7 +1584,7 @@ static PyObject *ext_varlen_paged(PyObject *self, PyObject *const *args, Py_ssiz
             }
             lens[b] = (int32_t)n;
         }
-        tsl = ext_i32(lens, 1, batch, batch);
+        tsl = attn_tensor_make(lens, ATTN_DTYPE_I32, 1, &batch);
     }
     if (ext_options(&args[8], 1, q->shape[1], &a[AL], &p) ||
         ext_outputs(args[1], args[14], 3, out_shape, q->dtype, Py_None, want_lse, 2, lse_shape, &a[OUT], &a[LSE], &out,
