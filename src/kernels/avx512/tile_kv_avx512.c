@@ -41,6 +41,20 @@ static const uint16_t k512_e4m3_f16[128] __attribute__((aligned(64))) = {
     0x5400, 0x5480, 0x5500, 0x5580, 0x5600, 0x5680, 0x5700, 0x5780, 0x5800, 0x5880, 0x5900, 0x5980, 0x5A00,
     0x5A80, 0x5B00, 0x5B80, 0x5C00, 0x5C80, 0x5D00, 0x5D80, 0x5E00, 0x5E80, 0x5F00, 0x7E00};
 
+/* The same magnitudes → the bfloat16 bits of their values (every E4M3 value is a bfloat16 value), 127 the quiet
+ * NaN 0x7FC0: a bf16 word shifted into the high half of 32 bits is the f32 of the code, bitwise cvt_to_f32's. */
+static const uint16_t k512_e4m3_bf16[128] __attribute__((aligned(64))) = {
+    0x0000, 0x3B00, 0x3B80, 0x3BC0, 0x3C00, 0x3C20, 0x3C40, 0x3C60, 0x3C80, 0x3C90, 0x3CA0, 0x3CB0, 0x3CC0,
+    0x3CD0, 0x3CE0, 0x3CF0, 0x3D00, 0x3D10, 0x3D20, 0x3D30, 0x3D40, 0x3D50, 0x3D60, 0x3D70, 0x3D80, 0x3D90,
+    0x3DA0, 0x3DB0, 0x3DC0, 0x3DD0, 0x3DE0, 0x3DF0, 0x3E00, 0x3E10, 0x3E20, 0x3E30, 0x3E40, 0x3E50, 0x3E60,
+    0x3E70, 0x3E80, 0x3E90, 0x3EA0, 0x3EB0, 0x3EC0, 0x3ED0, 0x3EE0, 0x3EF0, 0x3F00, 0x3F10, 0x3F20, 0x3F30,
+    0x3F40, 0x3F50, 0x3F60, 0x3F70, 0x3F80, 0x3F90, 0x3FA0, 0x3FB0, 0x3FC0, 0x3FD0, 0x3FE0, 0x3FF0, 0x4000,
+    0x4010, 0x4020, 0x4030, 0x4040, 0x4050, 0x4060, 0x4070, 0x4080, 0x4090, 0x40A0, 0x40B0, 0x40C0, 0x40D0,
+    0x40E0, 0x40F0, 0x4100, 0x4110, 0x4120, 0x4130, 0x4140, 0x4150, 0x4160, 0x4170, 0x4180, 0x4190, 0x41A0,
+    0x41B0, 0x41C0, 0x41D0, 0x41E0, 0x41F0, 0x4200, 0x4210, 0x4220, 0x4230, 0x4240, 0x4250, 0x4260, 0x4270,
+    0x4280, 0x4290, 0x42A0, 0x42B0, 0x42C0, 0x42D0, 0x42E0, 0x42F0, 0x4300, 0x4310, 0x4320, 0x4330, 0x4340,
+    0x4350, 0x4360, 0x4370, 0x4380, 0x4390, 0x43A0, 0x43B0, 0x43C0, 0x43D0, 0x43E0, 0x7FC0};
+
 static inline __attribute__((always_inline)) int k512_is_fp8(const int DT) {
     return DT == ATTN_DTYPE_FP8_E4M3 || DT == ATTN_DTYPE_FP8_E5M2;
 }
@@ -50,7 +64,7 @@ static inline __attribute__((always_inline)) int k512_is_fp8(const int DT) {
  * code. E5M2 is the high byte of the binary16 of the same value; E4M3 looks its magnitude up in k512_e4m3_f16
  * (two 64-entry word permutes, bit 6 selects) and ORs the sign in. */
 static inline __attribute__((always_inline)) __m512i k512_fp8x32_to_f16(__m256i codes, const int DT) {
-    const __m512i w = _mm512_cvtepu8_epi16(codes);
+    const __m512i w = _mm512_cvtepi8_epi16(codes); /* sign-extended: bit 15 = the sign, low byte = the code */
     if (DT == ATTN_DTYPE_FP8_E5M2) {
         const __m512i h = _mm512_slli_epi16(w, 8);
         /* NaN: magnitude > 0x7C, i.e. (code << 9) > 0xF800 as 16 bits (the sign shifted out) */
@@ -63,8 +77,7 @@ static inline __attribute__((always_inline)) __m512i k512_fp8x32_to_f16(__m256i 
     const __m512i lo = _mm512_permutex2var_epi16(_mm512_load_si512(t), w, _mm512_load_si512(t + 1));
     const __m512i hi = _mm512_permutex2var_epi16(_mm512_load_si512(t + 2), w, _mm512_load_si512(t + 3));
     const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), lo, hi);
-    return _mm512_ternarylogic_epi32(mag, _mm512_slli_epi16(w, 8), _mm512_set1_epi16((short)0x8000),
-                                     0xF8); /* mag | (sign & 0x8000) */
+    return _mm512_ternarylogic_epi32(mag, w, _mm512_set1_epi16((short)0x8000), 0xF8); /* mag | (w & 0x8000) */
 }
 
 /* 16 fp8 codes (the low 16 bytes of c) widened to f32. */
@@ -75,6 +88,15 @@ static inline __attribute__((always_inline)) __m512 k512_fp8x16_to_f32(__m128i c
 /* E4M3 words w = code | (code & 0x80) << 8 → binary16 bits (k512_e4m3_f16 of the magnitude, the sign ORed in). */
 static inline __attribute__((always_inline)) __m512i k512_e4m3_words_to_f16(__m512i w) {
     const __m512i *t = (const __m512i *)(const void *)k512_e4m3_f16;
+    const __m512i lo = _mm512_permutex2var_epi16(_mm512_load_si512(t), w, _mm512_load_si512(t + 1));
+    const __m512i hi = _mm512_permutex2var_epi16(_mm512_load_si512(t + 2), w, _mm512_load_si512(t + 3));
+    const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), lo, hi);
+    return _mm512_ternarylogic_epi32(mag, w, _mm512_set1_epi16((short)0x8000), 0xF8); /* mag | (w & 0x8000) */
+}
+
+/* E4M3 words w (the code in the low byte, its sign in bit 15) → the bfloat16 bits of their values. */
+static inline __attribute__((always_inline)) __m512i k512_e4m3_words_to_bf16(__m512i w) {
+    const __m512i *t = (const __m512i *)(const void *)k512_e4m3_bf16;
     const __m512i lo = _mm512_permutex2var_epi16(_mm512_load_si512(t), w, _mm512_load_si512(t + 1));
     const __m512i hi = _mm512_permutex2var_epi16(_mm512_load_si512(t + 2), w, _mm512_load_si512(t + 3));
     const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), lo, hi);
@@ -265,6 +287,12 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
         const __m512i bsel =
             _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
         const __m512i dsel = _mm512_setr_epi32(0, 4, 1, 5, 8, 12, 9, 13, 2, 6, 3, 7, 10, 14, 11, 15);
+        /* E4M3: per dword (one key), words (c0, c0), (c1, c1) and (c2, c2), (c3, c3) looked up as bfloat16 (the
+         * code in the low byte, its sign in bit 15): codes 0 and 2 are the low halves of the 32-bit lanes, 1 and 3
+         * the high halves, widened by a shift and a mask (no vcvtph2ps) */
+        const __m512i s01 = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13));
+        const __m512i s23 = _mm512_add_epi8(s01, _mm512_set1_epi8(2));
+        const __m512i hi16 = _mm512_set1_epi32((int)0xFFFF0000u);
         for (; d0 + 64 <= head_size; d0 += 64) {
             _Pragma("GCC unroll 16") for (int b = 0; b < 16; b++) x[b] =
                 b < nk ? _mm512_loadu_ps((const float *)(const void *)((const uint8_t *)k_rows[b] + d0))
@@ -272,6 +300,20 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
             k512_transpose16(x);
             _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
                 attn_kv_prefetch_step(pf, pfn);
+                if (DT == ATTN_DTYPE_FP8_E4M3) {
+                    const __m512i w01 = k512_e4m3_words_to_bf16(_mm512_shuffle_epi8(_mm512_castps_si512(x[j]), s01));
+                    const __m512i w23 = k512_e4m3_words_to_bf16(_mm512_shuffle_epi8(_mm512_castps_si512(x[j]), s23));
+                    const __m512 k4[4] = {_mm512_castsi512_ps(_mm512_slli_epi32(w01, 16)),
+                                          _mm512_castsi512_ps(_mm512_and_si512(w01, hi16)),
+                                          _mm512_castsi512_ps(_mm512_slli_epi32(w23, 16)),
+                                          _mm512_castsi512_ps(_mm512_and_si512(w23, hi16))};
+                    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+                        const float *q = q_t + (d0 + 4 * j + i) * ATTN_QB;
+                        _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) acc[r] =
+                            _mm512_fmadd_ps(k4[i], _mm512_set1_ps(q[r]), acc[r]);
+                    }
+                    continue;
+                }
                 __m512i lo, hi;
                 k512_fp8x64_to_f16(_mm512_permutexvar_epi32(dsel, _mm512_shuffle_epi8(_mm512_castps_si512(x[j]), bsel)),
                                    &lo, &hi, DT);
