@@ -39,6 +39,7 @@ static void attn_cpu_fill(attn_cpu_feature_set *f) {
         f->avx512bw = (b >> 30) & 1;
         f->avx512vl = (b >> 31) & 1;
         f->avx512fp16 = (d >> 23) & 1;
+        f->avx512vbmi = (c >> 1) & 1;
         f->avx512vnni = (c >> 11) & 1;
         const int amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
         /* XCR0 bits 17 (XTILECFG) and 18 (XTILEDATA): the OS saves the tile state */
@@ -49,7 +50,7 @@ static void attn_cpu_fill(attn_cpu_feature_set *f) {
     if (!f->os_ymm) f->avx2 = f->fma = f->f16c = 0;
     if (!f->os_zmm)
         f->avx512f = f->avx512bw = f->avx512vl = f->avx512dq = f->avx512bf16 = f->avx512fp16 = f->avx512vnni =
-            f->amx = 0;
+            f->avx512vbmi = f->amx = 0;
 }
 #elif defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>

@@ -10,6 +10,7 @@ typedef struct attn_cpu_feature_set {
     int avx512f, avx512bw, avx512vl, avx512dq; /* usable AVX-512 table: all four and OS ZMM state   */
     int avx512bf16, avx512fp16;                /* avx512bf16: the opt-in avx512bf16 table (with avx512) */
     int avx512vnni;                            /* VPDPBUSD: MXFP4 Q·Kᵀ of the avx512bf16 quant table   */
+    int avx512vbmi;                            /* VPERMB / VPERMI2B: the avx512 table's vbmi variant   */
     int amx;                                   /* AMX-TILE and AMX-BF16 with XCR0 tile state (17, 18)  */
     int os_ymm, os_zmm;                        /* XGETBV: XCR0 enables YMM / ZMM+opmask state        */
     int neon, fp16, bf16, i8mm, sve;           /* aarch64 HWCAP: ASIMD (+FP), FPHP+ASIMDHP, HWCAP2 BF16,

@@ -43,11 +43,17 @@ static int attn_usable_amx(const attn_cpu_feature_set *f) {
 static int attn_usable_neon(const attn_cpu_feature_set *f) { return f->neon; }
 #endif
 
-/* The table an entry hands out on this CPU: for neon its BF16 variant (BFCVTN conversions, the same bits,
- * src/kernels/neon/cvt_neon_bf16.c) where HWCAP2 reports BF16; else the entry's table. */
+/* The table an entry hands out on this CPU: its variant where the CPU has the variant's feature, else the entry's
+ * table. Variants give the same bits: neon's BF16 one (BFCVTN conversions, src/kernels/neon/cvt_neon_bf16.c) where
+ * HWCAP2 reports BF16, avx512's VBMI one (byte-table fp8 widening in decode, src/kernels/avx512/
+ * tile_kv_avx512_vbmi.c) where CPUID reports AVX512_VBMI. */
 static const struct attn_kernels *attn_isa_table(const struct attn_kernels *table, const attn_cpu_feature_set *f) {
 #if defined(ATTN_HAVE_NEON_BF16)
     if (table == &attn_kernels_neon && f->bf16) return &attn_kernels_neon_bf16;
+#endif
+#if defined(ATTN_HAVE_AVX512_VBMI)
+    if (table == &attn_kernels_avx512 && f->avx512vbmi)
+        return &attn_kernels_avx512_vbmi;
 #endif
     (void)f;
     return table;
@@ -113,6 +119,10 @@ const char *attn_dispatch_variant_name(const struct attn_kernels *table) {
 #if defined(ATTN_HAVE_NEON_BF16)
     if (table == &attn_kernels_neon_bf16) return "bf16";
 #endif
+#if defined(ATTN_HAVE_AVX512_VBMI)
+    if (table == &attn_kernels_avx512_vbmi)
+        return "vbmi";
+#endif
     (void)table;
     return NULL;
 }
@@ -129,6 +139,17 @@ int attn_dispatch_variants(const char *name, const struct attn_kernels **out, co
     if (t == &attn_kernels_neon) *why_not = "bf16 variant not run: HWCAP2_BF16 is not reported by this CPU";
 #elif defined(ATTN_HAVE_NEON)
     if (t == &attn_kernels_neon) *why_not = "bf16 variant not compiled: the compiler does not take +bf16";
+#endif
+#if defined(ATTN_HAVE_AVX512_VBMI)
+    if (t == &attn_kernels_avx512_vbmi) {
+        out[0] = &attn_kernels_avx512, out[1] = t;
+        return 2;
+    }
+    if (t == &attn_kernels_avx512)
+        *why_not = "vbmi variant not run: CPUID does not report AVX512_VBMI";
+#elif defined(ATTN_HAVE_AVX512)
+    if (t == &attn_kernels_avx512)
+        *why_not = "vbmi variant not compiled: the compiler does not take -mavx512vbmi";
 #endif
     out[0] = t;
     return 1;
@@ -148,12 +169,12 @@ const char *attn_cpu_features(void) {
     if (!__atomic_load_n(&done, __ATOMIC_ACQUIRE)) {
         const attn_cpu_feature_set *f = attn_cpu_detect();
         char tmp[256];
-        snprintf(tmp, sizeof tmp, "%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", f->avx2 ? "avx2 " : "", f->fma ? "fma " : "",
+        snprintf(tmp, sizeof tmp, "%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s", f->avx2 ? "avx2 " : "", f->fma ? "fma " : "",
                  f->f16c ? "f16c " : "", f->avx512f ? "avx512f " : "", f->avx512bw ? "avx512bw " : "",
                  f->avx512vl ? "avx512vl " : "", f->avx512dq ? "avx512dq " : "", f->avx512bf16 ? "avx512bf16 " : "",
-                 f->avx512vnni ? "avx512vnni " : "", f->avx512fp16 ? "avx512fp16 " : "", f->amx ? "amx " : "",
-                 f->neon ? "neon " : "", f->fp16 ? "fp16 " : "", f->bf16 ? "bf16 " : "", f->i8mm ? "i8mm " : "",
-                 f->sve ? "sve " : "");
+                 f->avx512vnni ? "avx512vnni " : "", f->avx512vbmi ? "avx512vbmi " : "",
+                 f->avx512fp16 ? "avx512fp16 " : "", f->amx ? "amx " : "", f->neon ? "neon " : "",
+                 f->fp16 ? "fp16 " : "", f->bf16 ? "bf16 " : "", f->i8mm ? "i8mm " : "", f->sve ? "sve " : "");
         size_t n = strlen(tmp);
         if (n > 0) tmp[n - 1] = '\0';
         memcpy(buf, tmp, sizeof buf);

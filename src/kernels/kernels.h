@@ -328,4 +328,18 @@ void attn_k_cvt_from_f32_neon_bf16(const float *src, attn_dtype dtype, void *dst
 extern const struct attn_kernels attn_kernels_neon_bf16;
 #endif
 
+#if defined(ATTN_HAVE_AVX512_VBMI)
+/* The avx512 table with its decode entries (qk_tile_kv / pv_rows_kv) compiled with AVX512_VBMI: fp8 codes
+ * widened through byte tables (VPERMI2B), the same bits (src/kernels/avx512/tile_kv_avx512_vbmi.c). */
+extern const struct attn_kernels attn_kernels_avx512_vbmi;
+void attn_k_qk_tile_kv_avx512_vbmi(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                                   attn_dtype kv_dtype, int64_t num_keys, float *s);
+void attn_k_pv_rows_kv_avx512_vbmi(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
+                                   attn_dtype kv_dtype, int64_t head_size_v, float *o_d);
+void attn_k_qk_tile_kv_pf_avx512_vbmi(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                                      attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf);
+void attn_k_pv_rows_kv_pf_avx512_vbmi(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
+                                      attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf);
+#endif
+
 #endif

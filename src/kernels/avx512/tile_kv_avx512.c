@@ -26,6 +26,17 @@
 
 #define K512_KV_QK_ROWS 12 /* as qk_tile_avx512's keys-in-lanes threshold */
 
+/* tile_kv_avx512_vbmi.c compiles this file again with AVX512_VBMI (K512_VBMI 1): the entries get the suffix
+ * _avx512_vbmi and fp8 codes are widened through byte tables (VPERMI2B), with the same results. */
+#if !defined(K512_VBMI)
+#define K512_VBMI 0
+#endif
+#if K512_VBMI
+#define K512_KV_ENTRY(name) name##_avx512_vbmi
+#else
+#define K512_KV_ENTRY(name) name##_avx512
+#endif
+
 /* fp8 E4M3 magnitude (7 bits) → the binary16 bits of its value: every E4M3 value (subnormals m·2^-9 included) is
  * a binary16 value; entries 8..126 are (mag << 7) + 0x2000 (rebias 7 → 15), 0..7 the subnormals, 127 (NaN)
  * the quiet NaN 0x7E00, which vcvtph2ps widens to 0x7fc00000 as the scalar widening (attn_fp8_e4m3_to_f32). */
@@ -54,6 +65,76 @@ static const uint16_t k512_e4m3_bf16[128] __attribute__((aligned(64))) = {
     0x41B0, 0x41C0, 0x41D0, 0x41E0, 0x41F0, 0x4200, 0x4210, 0x4220, 0x4230, 0x4240, 0x4250, 0x4260, 0x4270,
     0x4280, 0x4290, 0x42A0, 0x42B0, 0x42C0, 0x42D0, 0x42E0, 0x42F0, 0x4300, 0x4310, 0x4320, 0x4330, 0x4340,
     0x4350, 0x4360, 0x4370, 0x4380, 0x4390, 0x43A0, 0x43B0, 0x43C0, 0x43D0, 0x43E0, 0x7FC0};
+
+#if K512_VBMI
+/* k512_e4m3_bf16 as its high bytes (without the sign) and its low bytes, 128 entries each for VPERMI2B. */
+static const uint8_t k512_e4m3_bf16_hi[128] __attribute__((aligned(64))) = {
+    0x00, 0x3B, 0x3B, 0x3B, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3D, 0x3D, 0x3D,
+    0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E,
+    0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F,
+    0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40,
+    0x40, 0x40, 0x40, 0x40, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41,
+    0x41, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x43, 0x43,
+    0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x7F};
+static const uint8_t k512_e4m3_bf16_lo[128] __attribute__((aligned(64))) = {
+    0x00, 0x00, 0x80, 0xC0, 0x00, 0x20, 0x40, 0x60, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0, 0x00, 0x10, 0x20,
+    0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50,
+    0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80,
+    0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0,
+    0xC0, 0xD0, 0xE0, 0xF0, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0,
+    0xF0, 0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0, 0x00, 0x10,
+    0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xC0};
+
+/* The same for E5M2 magnitudes (every E5M2 value is a bfloat16 value; 0x7C = inf 0x7F80, NaN 0x7FC0). */
+static const uint8_t k512_e5m2_bf16_hi[128] __attribute__((aligned(64))) = {
+    0x00, 0x37, 0x38, 0x38, 0x38, 0x38, 0x38, 0x38, 0x39, 0x39, 0x39, 0x39, 0x39, 0x39, 0x39, 0x39, 0x3A, 0x3A, 0x3A,
+    0x3A, 0x3A, 0x3A, 0x3A, 0x3A, 0x3B, 0x3B, 0x3B, 0x3B, 0x3B, 0x3B, 0x3B, 0x3B, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C,
+    0x3C, 0x3C, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3F,
+    0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x41, 0x41, 0x41, 0x41,
+    0x41, 0x41, 0x41, 0x41, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43,
+    0x43, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x45, 0x45, 0x45, 0x45, 0x45, 0x45, 0x45, 0x45, 0x46, 0x46,
+    0x46, 0x46, 0x46, 0x46, 0x46, 0x46, 0x47, 0x47, 0x47, 0x47, 0x7F, 0x7F, 0x7F, 0x7F};
+static const uint8_t k512_e5m2_bf16_lo[128] __attribute__((aligned(64))) = {
+    0x00, 0x80, 0x00, 0x40, 0x80, 0xA0, 0xC0, 0xE0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0, 0xE0, 0x00, 0x20, 0x40,
+    0x60, 0x80, 0xA0, 0xC0, 0xE0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0, 0xE0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xA0,
+    0xC0, 0xE0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0, 0xE0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0, 0xE0, 0x00,
+    0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0, 0xE0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0, 0xE0, 0x00, 0x20, 0x40, 0x60,
+    0x80, 0xA0, 0xC0, 0xE0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0, 0xE0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0,
+    0xE0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0, 0xE0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0, 0xE0, 0x00, 0x20,
+    0x40, 0x60, 0x80, 0xA0, 0xC0, 0xE0, 0x00, 0x20, 0x40, 0x60, 0x80, 0xC0, 0xC0, 0xC0};
+
+/* 64 fp8 codes c → the bfloat16 of each as its low bytes (*lo) and high bytes with the code's sign (*hi). */
+static inline __attribute__((always_inline)) void k512_fp8x64_bf16_bytes(__m512i c, __m512i *lo, __m512i *hi,
+                                                                         const int DT) {
+    const int e5 = DT == ATTN_DTYPE_FP8_E5M2;
+    const __m512i *th = (const __m512i *)(const void *)(e5 ? k512_e5m2_bf16_hi : k512_e4m3_bf16_hi);
+    const __m512i *tl = (const __m512i *)(const void *)(e5 ? k512_e5m2_bf16_lo : k512_e4m3_bf16_lo);
+    *hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(_mm512_load_si512(th), c, _mm512_load_si512(th + 1)), c,
+                                    _mm512_set1_epi8((char)0x80), 0xF8); /* table | (c & 0x80) */
+    *lo = _mm512_permutex2var_epi8(_mm512_load_si512(tl), c, _mm512_load_si512(tl + 1));
+}
+
+/* The byte order that makes k512_fp8x64_load's unpacks give elements in order: byte 16L + 4q + i of the permuted
+ * codes is code 16q + 4L + i. */
+static const uint8_t k512_fp8x64_order[64] __attribute__((aligned(64))) = {
+    0,  1,  2,  3,  16, 17, 18, 19, 32, 33, 34, 35, 48, 49, 50, 51, 4,  5,  6,  7,  20, 21,
+    22, 23, 36, 37, 38, 39, 52, 53, 54, 55, 8,  9,  10, 11, 24, 25, 26, 27, 40, 41, 42, 43,
+    56, 57, 58, 59, 12, 13, 14, 15, 28, 29, 30, 31, 44, 45, 46, 47, 60, 61, 62, 63};
+
+/* 64 fp8 codes at p widened to f32, elements 16c .. 16c + 15 in v[c]: permuted once (VPERMB), looked up as
+ * bfloat16 bytes, then interleaved into words and into the high halves of 32-bit lanes. */
+static inline __attribute__((always_inline)) void k512_fp8x64_load(const uint8_t *p, __m512 v[4], const int DT) {
+    const __m512i c = _mm512_permutexvar_epi8(_mm512_load_si512((const void *)k512_fp8x64_order),
+                                              _mm512_loadu_si512((const void *)p));
+    __m512i lo, hi;
+    k512_fp8x64_bf16_bytes(c, &lo, &hi, DT);
+    const __m512i wl = _mm512_unpacklo_epi8(lo, hi), wh = _mm512_unpackhi_epi8(lo, hi), z = _mm512_setzero_si512();
+    v[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, wl));
+    v[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wl));
+    v[2] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, wh));
+    v[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, wh));
+}
+#endif
 
 static inline __attribute__((always_inline)) int k512_is_fp8(const int DT) {
     return DT == ATTN_DTYPE_FP8_E4M3 || DT == ATTN_DTYPE_FP8_E5M2;
@@ -290,8 +371,13 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
         /* E4M3: per dword (one key), words (c0, c0), (c1, c1) and (c2, c2), (c3, c3) looked up as bfloat16 (the
          * code in the low byte, its sign in bit 15): codes 0 and 2 are the low halves of the 32-bit lanes, 1 and 3
          * the high halves, widened by a shift and a mask (no vcvtph2ps) */
+#if K512_VBMI /* codes 0, 1 of each key in bytes 0..7 of a lane, codes 2, 3 in bytes 8..15 */
+        const __m512i spair =
+            _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+#else
         const __m512i s01 = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13));
         const __m512i s23 = _mm512_add_epi8(s01, _mm512_set1_epi8(2));
+#endif
         const __m512i hi16 = _mm512_set1_epi32((int)0xFFFF0000u);
         for (; d0 + 64 <= head_size; d0 += 64) {
             _Pragma("GCC unroll 16") for (int b = 0; b < 16; b++) x[b] =
@@ -300,9 +386,15 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
             k512_transpose16(x);
             _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
                 attn_kv_prefetch_step(pf, pfn);
-                if (DT == ATTN_DTYPE_FP8_E4M3) {
+                if (DT == ATTN_DTYPE_FP8_E4M3 || K512_VBMI) {
+#if K512_VBMI
+                    __m512i lo, hi;
+                    k512_fp8x64_bf16_bytes(_mm512_shuffle_epi8(_mm512_castps_si512(x[j]), spair), &lo, &hi, DT);
+                    const __m512i w01 = _mm512_unpacklo_epi8(lo, hi), w23 = _mm512_unpackhi_epi8(lo, hi);
+#else
                     const __m512i w01 = k512_e4m3_words_to_bf16(_mm512_shuffle_epi8(_mm512_castps_si512(x[j]), s01));
                     const __m512i w23 = k512_e4m3_words_to_bf16(_mm512_shuffle_epi8(_mm512_castps_si512(x[j]), s23));
+#endif
                     const __m512 k4[4] = {_mm512_castsi512_ps(_mm512_slli_epi32(w01, 16)),
                                           _mm512_castsi512_ps(_mm512_and_si512(w01, hi16)),
                                           _mm512_castsi512_ps(_mm512_slli_epi32(w23, 16)),
@@ -414,8 +506,9 @@ static inline __attribute__((always_inline)) void k512_qk_kv_few(const float *q_
         *pf_io = st;                                                                                                   \
         return;
 
-void attn_k_qk_tile_kv_pf_avx512(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
-                                 attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf_io) {
+void K512_KV_ENTRY(attn_k_qk_tile_kv_pf)(const float *q_t, int64_t num_rows, int64_t head_size,
+                                         const void *const *k_rows, attn_dtype kv_dtype, int64_t num_keys, float *s,
+                                         attn_kv_prefetch *pf_io) {
     /* a local copy the compiler keeps in registers: through *pf_io, every step stored and reloaded the state (the
      * stores may alias the row pointers), ~10 % of a hot bf16 decode */
     attn_kv_prefetch st = *pf_io, *pf = &st;
@@ -439,10 +532,10 @@ void attn_k_qk_tile_kv_pf_avx512(const float *q_t, int64_t num_rows, int64_t hea
                          attn_k_cvt_to_f32_avx512);
 }
 
-void attn_k_qk_tile_kv_avx512(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
-                              attn_dtype kv_dtype, int64_t num_keys, float *s) {
+void K512_KV_ENTRY(attn_k_qk_tile_kv)(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
+                                      attn_dtype kv_dtype, int64_t num_keys, float *s) {
     attn_kv_prefetch none = {0};
-    attn_k_qk_tile_kv_pf_avx512(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, &none);
+    K512_KV_ENTRY(attn_k_qk_tile_kv_pf)(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, &none);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -461,7 +554,13 @@ static inline __attribute__((always_inline)) void k512_pv_rows_pass(const float 
     for (int64_t k = 0; k < num_keys; k++) {
         __m512 v[8];
         attn_kv_prefetch_step(pf, pfn);
-        if (k512_is_fp8(DT) && NC % 2 == 0) { /* 32 codes per widening */
+#if K512_VBMI
+        if (k512_is_fp8(DT) && NC % 4 == 0) { /* 64 codes per widening */
+            _Pragma("GCC unroll 2") for (int c = 0; c < NC; c += 4)
+                k512_fp8x64_load((const uint8_t *)v_rows[k] + d0 + 16 * c, &v[c], DT);
+        } else
+#endif
+            if (k512_is_fp8(DT) && NC % 2 == 0) { /* 32 codes per widening */
             _Pragma("GCC unroll 4") for (int c = 0; c < NC; c += 2)
                 k512_fp8x32_load((const uint8_t *)v_rows[k] + d0 + 16 * c, &v[c], &v[c + 1], DT);
         } else {
@@ -570,8 +669,9 @@ static inline __attribute__((always_inline)) void k512_pv_rows_dt(const float *p
     }
 }
 
-void attn_k_pv_rows_kv_pf_avx512(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
-                                 attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf_io) {
+void K512_KV_ENTRY(attn_k_pv_rows_kv_pf)(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
+                                         attn_dtype kv_dtype, int64_t head_size_v, float *o_d,
+                                         attn_kv_prefetch *pf_io) {
     attn_kv_prefetch st = *pf_io, *pf = &st; /* in registers, as in the Q·Kᵀ entry */
     if (kv_dtype == ATTN_DTYPE_F32)
         k512_pv_rows_dt(p, num_keys, num_rows, v_rows, head_size_v, o_d, ATTN_DTYPE_F32, pf);
@@ -586,8 +686,8 @@ void attn_k_pv_rows_kv_pf_avx512(const float *p, int64_t num_keys, int64_t num_r
     *pf_io = st;
 }
 
-void attn_k_pv_rows_kv_avx512(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
-                              attn_dtype kv_dtype, int64_t head_size_v, float *o_d) {
+void K512_KV_ENTRY(attn_k_pv_rows_kv)(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
+                                      attn_dtype kv_dtype, int64_t head_size_v, float *o_d) {
     attn_kv_prefetch none = {0};
-    attn_k_pv_rows_kv_pf_avx512(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, &none);
+    K512_KV_ENTRY(attn_k_pv_rows_kv_pf)(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, &none);
 }
