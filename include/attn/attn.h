@@ -399,6 +399,20 @@ ATTN_API attn_status attn_merge_attn_states(attn_ctx *ctx, const attn_tensor *ou
                                             const attn_tensor *lse_b, attn_tensor *out,
                                             attn_tensor *lse_out_opt);
 
+/* attn_merge_attn_states with vLLM's two options (vLLM csrc/attention/merge_attn_states.cu: merge_attn_states(...,
+ * prefill_tokens_with_context, output_scale)):
+ *   merge_tokens >= 0: rows t < merge_tokens are merged; rows from merge_tokens on take state b as it is (out_b,
+ *     and lse_b with +inf written as −inf). INT64_MAX (or any value >= num_tokens) merges every row.
+ *   output_scale: 0 = out in out_a's dtype, as attn_merge_attn_states; > 0 and finite = out is FP8_E4M3 or
+ *     FP8_E5M2 and receives encode(x · (1 / output_scale)) of each float32 result x, rounded to nearest even and
+ *     saturating at ±448 / ±57344 (NaN stays NaN), as the fp8 cache write encodes.
+ * Other arguments and rules as attn_merge_attn_states (out may alias out_a or out_b only when it is not fp8).
+ * Returns INVALID_ARGUMENT (a negative merge_tokens, an output_scale < 0 or not finite, a float out with
+ * output_scale, and as attn_merge_attn_states), OVERFLOW. */
+ATTN_API attn_status attn_merge_attn_states_ex(attn_ctx *ctx, const attn_tensor *out_a, const attn_tensor *lse_a,
+                                               const attn_tensor *out_b, const attn_tensor *lse_b, int64_t merge_tokens,
+                                               float output_scale, attn_tensor *out, attn_tensor *lse_out_opt);
+
 /* ================================================================================================
  * Reference (oracle) attention — slow, double accumulation, one thread. For tests, `attn check` and
  * bindings that want an independent answer. Same arguments and validation as the fast entries.

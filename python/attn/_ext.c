@@ -1861,6 +1861,8 @@ static PyObject *ext_status(attn_status st, const char *fn) {
 EXT_ENTRY(attn_copy_blocks, "cWT", "ctx kv_cache block_mapping", attn_copy_blocks(C_CTX(0), C_T(1), C_T(2)))
 EXT_ENTRY(attn_swap_blocks, "cTWT", "ctx src_cache dst_cache block_mapping",
           attn_swap_blocks(C_CTX(0), C_T(1), C_T(2), C_T(3)))
+EXT_ENTRY(attn_merge_attn_states_ex, "cTTTTifWw", "ctx out_a lse_a out_b lse_b merge_tokens output_scale out lse_out",
+          attn_merge_attn_states_ex(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_I(5), C_F(6), C_T(7), C_T(8)))
 /* diffusion */
 EXT_ENTRY(attn_forward_padded, "ciTTTTPWwBi", "ctx layout q k v kv_mask params out lse workspace workspace_size",
           attn_forward_padded(C_CTX(0), (attn_layout)C_I(1), C_T(2), C_T(3), C_T(4), C_T(5), PRM, C_T(7), C_T(8),
@@ -2196,24 +2198,25 @@ done:
 #define EXT_NOARGS(fn)                                                                                                 \
     { #fn, (PyCFunction)(void (*)(void))py_##fn, METH_NOARGS, NULL }
 #define EXT_GENERIC_METHODS                                                                                            \
-    EXT_FAST(attn_copy_blocks), EXT_FAST(attn_swap_blocks), EXT_FAST(attn_forward_padded),                             \
-        EXT_FAST(attn_ref_forward_padded), EXT_FAST(attn_forward_packed), EXT_FAST(attn_forward_piecewise),            \
-        EXT_FAST(attn_ref_forward_piecewise), EXT_FAST(attn_forward_paged_piecewise),                                  \
-        EXT_FAST(attn_ref_forward_paged_piecewise), EXT_FAST(attn_forward_kv_prefix),                                  \
-        EXT_FAST(attn_forward_prescaled), EXT_FAST(attn_forward_quant), EXT_FAST(attn_ref_forward_quant),              \
-        EXT_FAST(attn_quantize_fp8), EXT_FAST(attn_dequantize_fp8), EXT_FAST(attn_quantize_mx),                        \
-        EXT_FAST(attn_dequantize_mx), EXT_FAST(attn_hadamard_signs), EXT_FAST(attn_hadamard_rotate),                   \
-        EXT_FAST(attn_ctx_set_num_threads), EXT_FAST(attn_version_number), EXT_FAST(attn_version_string),              \
-        EXT_FAST(attn_status_string), EXT_FAST(attn_last_error), EXT_FAST(attn_dtype_size), EXT_FAST(attn_dtype_name), \
-        EXT_FAST(attn_isa_count), EXT_FAST(attn_isa_name), EXT_FAST(attn_isa_opt_in_name),                             \
-        EXT_FAST(attn_cpu_features), EXT_FAST(attn_ctx_num_threads), EXT_FAST(attn_ctx_isa),                           \
-        EXT_FAST(attn_forward_quant_kernels), EXT_FAST(attn_plan_workspace_size), EXT_FAST(attn_fp8_from_float),       \
-        EXT_FAST(attn_fp8_to_float), EXT_FAST(attn_fp4_e2m1_from_float), EXT_FAST(attn_fp4_e2m1_to_float),             \
-        EXT_FAST(attn_e8m0_to_float), EXT_NOARGS(attn_clear_error), EXT_O(attn_isa_available),                         \
-        EXT_FAST(attn_ctx_set_isa), EXT_NOARGS(attn_ctx_create), EXT_O(attn_ctx_destroy), EXT_O(attn_plan_free),       \
-        EXT_FAST(attn_forward_padded_workspace_size), EXT_FAST(attn_forward_prescaled_workspace_size),                 \
-        EXT_FAST(attn_forward_quant_workspace_size), EXT_NOARGS(attn_capabilities_get), EXT_FAST(attn_plan_create),    \
-        EXT_O(attn_plan_get_info), EXT_FAST(dlpack_interface)
+    EXT_FAST(attn_copy_blocks), EXT_FAST(attn_swap_blocks), EXT_FAST(attn_merge_attn_states_ex),                       \
+        EXT_FAST(attn_forward_padded), EXT_FAST(attn_ref_forward_padded), EXT_FAST(attn_forward_packed),               \
+        EXT_FAST(attn_forward_piecewise), EXT_FAST(attn_ref_forward_piecewise),                                        \
+        EXT_FAST(attn_forward_paged_piecewise), EXT_FAST(attn_ref_forward_paged_piecewise),                            \
+        EXT_FAST(attn_forward_kv_prefix), EXT_FAST(attn_forward_prescaled), EXT_FAST(attn_forward_quant),              \
+        EXT_FAST(attn_ref_forward_quant), EXT_FAST(attn_quantize_fp8), EXT_FAST(attn_dequantize_fp8),                  \
+        EXT_FAST(attn_quantize_mx), EXT_FAST(attn_dequantize_mx), EXT_FAST(attn_hadamard_signs),                       \
+        EXT_FAST(attn_hadamard_rotate), EXT_FAST(attn_ctx_set_num_threads), EXT_FAST(attn_version_number),             \
+        EXT_FAST(attn_version_string), EXT_FAST(attn_status_string), EXT_FAST(attn_last_error),                        \
+        EXT_FAST(attn_dtype_size), EXT_FAST(attn_dtype_name), EXT_FAST(attn_isa_count), EXT_FAST(attn_isa_name),       \
+        EXT_FAST(attn_isa_opt_in_name), EXT_FAST(attn_cpu_features), EXT_FAST(attn_ctx_num_threads),                   \
+        EXT_FAST(attn_ctx_isa), EXT_FAST(attn_forward_quant_kernels), EXT_FAST(attn_plan_workspace_size),              \
+        EXT_FAST(attn_fp8_from_float), EXT_FAST(attn_fp8_to_float), EXT_FAST(attn_fp4_e2m1_from_float),                \
+        EXT_FAST(attn_fp4_e2m1_to_float), EXT_FAST(attn_e8m0_to_float), EXT_NOARGS(attn_clear_error),                  \
+        EXT_O(attn_isa_available), EXT_FAST(attn_ctx_set_isa), EXT_NOARGS(attn_ctx_create), EXT_O(attn_ctx_destroy),   \
+        EXT_O(attn_plan_free), EXT_FAST(attn_forward_padded_workspace_size),                                           \
+        EXT_FAST(attn_forward_prescaled_workspace_size), EXT_FAST(attn_forward_quant_workspace_size),                  \
+        EXT_NOARGS(attn_capabilities_get), EXT_FAST(attn_plan_create), EXT_O(attn_plan_get_info),                      \
+        EXT_FAST(dlpack_interface)
 
 /* ================================================================================================
  * Module

@@ -295,10 +295,14 @@ attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_tensor *k, 
 /* ---------------------------------------------------------------------------------------------
  * merge_attn_states
  * --------------------------------------------------------------------------------------------- */
-attn_status attn_merge_attn_states(attn_ctx *ctx, const attn_tensor *out_a, const attn_tensor *lse_a,
-                                   const attn_tensor *out_b, const attn_tensor *lse_b, attn_tensor *out,
-                                   attn_tensor *lse_out) {
+attn_status attn_merge_attn_states_ex(attn_ctx *ctx, const attn_tensor *out_a, const attn_tensor *lse_a,
+                                      const attn_tensor *out_b, const attn_tensor *lse_b, int64_t merge_tokens,
+                                      float output_scale, attn_tensor *out, attn_tensor *lse_out) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_CHECK(merge_tokens >= 0, ATTN_STATUS_INVALID_ARGUMENT, "merge_tokens=%lld: expected >= 0",
+               (long long)merge_tokens);
+    ATTN_CHECK(output_scale == 0.0f || (isfinite(output_scale) && output_scale > 0.0f), ATTN_STATUS_INVALID_ARGUMENT,
+               "output_scale=%g: expected 0 (no fp8 output) or finite and > 0", (double)output_scale);
     ATTN_TRY(attn_tensor_check(out_a, "out_a", 3, 1));
     ATTN_TRY(attn_tensor_check(out_b, "out_b", 3, 1));
     ATTN_TRY(attn_tensor_check(out, "out", 3, 1));
@@ -314,8 +318,13 @@ attn_status attn_merge_attn_states(attn_ctx *ctx, const attn_tensor *out_a, cons
                (long long)T, (long long)H, (long long)D);
     const attn_tensor *os[] = {out_b, out};
     const char *on[] = {"out_b", "out"};
+    const int fp8 = output_scale > 0.0f;
+    if (fp8)
+        ATTN_CHECK(out->dtype == ATTN_DTYPE_FP8_E4M3 || out->dtype == ATTN_DTYPE_FP8_E5M2, ATTN_STATUS_INVALID_ARGUMENT,
+                   "out: dtype %s, expected fp8_e4m3 or fp8_e5m2 with output_scale", attn_dtype_name(out->dtype));
     for (int i = 0; i < 2; i++) {
-        ATTN_TRY(attn_tensor_check_dtype(os[i], on[i], out_a->dtype));
+        if (i == 0 || !fp8)
+            ATTN_TRY(attn_tensor_check_dtype(os[i], on[i], out_a->dtype));
         ATTN_TRY(attn_tensor_check_dim(os[i], on[i], 0, T, "num_tokens"));
         ATTN_TRY(attn_tensor_check_dim(os[i], on[i], 1, H, "num_heads"));
         ATTN_TRY(attn_tensor_check_dim(os[i], on[i], 2, D, "head_size"));
@@ -350,10 +359,13 @@ attn_status attn_merge_attn_states(attn_ctx *ctx, const attn_tensor *out_a, cons
             ATTN_CHECK(same || !attn_tensor_overlap(lse_out, ins[i]), ATTN_STATUS_INVALID_ARGUMENT,
                        "lse_out: partially overlaps %s in memory", names[i]);
         }
-    const int64_t es = (int64_t)attn_dtype_size(out->dtype);
+    const int64_t es = (int64_t)attn_dtype_size(out_a->dtype), eo = (int64_t)attn_dtype_size(out->dtype);
+    const float inv_scale = fp8 ? 1.0f / output_scale : 1.0f;
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < H; h++) {
-            float la = ((const float *)lse_a->data)[h * lse_a->strides[0] + t * lse_a->strides[1]];
+            /* rows from merge_tokens on take state b as it is (vLLM's prefill_tokens_with_context) */
+            float la = t < merge_tokens ? ((const float *)lse_a->data)[h * lse_a->strides[0] + t * lse_a->strides[1]]
+                                        : -INFINITY;
             float lb = ((const float *)lse_b->data)[h * lse_b->strides[0] + t * lse_b->strides[1]];
             /* +inf marks an empty state (FA2's LSE of a row with no keys): treat it as −inf, as vLLM does */
             if (la == INFINITY) la = -INFINITY;
@@ -372,14 +384,27 @@ attn_status attn_merge_attn_states(attn_ctx *ctx, const attn_tensor *out_a, cons
             }
             const char *ra = (const char *)out_a->data + (t * out_a->strides[0] + h * out_a->strides[1]) * es;
             const char *rb = (const char *)out_b->data + (t * out_b->strides[0] + h * out_b->strides[1]) * es;
-            char *ro = (char *)out->data + (t * out->strides[0] + h * out->strides[1]) * es;
+            char *ro = (char *)out->data + (t * out->strides[0] + h * out->strides[1]) * eo;
             for (int64_t d = 0; d < D; d++) {
-                const float x = (wa != 0.0f ? wa * attn_load_f(ra, out->dtype, d) : 0.0f) +
-                                (wb != 0.0f ? wb * attn_load_f(rb, out->dtype, d) : 0.0f);
-                attn_store_f(ro, out->dtype, d, x);
+                const float x = t >= merge_tokens ? attn_load_f(rb, out_a->dtype, d)
+                                                  : (wa != 0.0f ? wa * attn_load_f(ra, out_a->dtype, d) : 0.0f) +
+                                                        (wb != 0.0f ? wb * attn_load_f(rb, out_a->dtype, d) : 0.0f);
+                if (!fp8) {
+                    attn_store_f(ro, out->dtype, d, x);
+                } else { /* vLLM's static fp8 output: saturating at the format's largest finite value */
+                    const uint32_t u = attn_f32_bits(x * inv_scale);
+                    ((uint8_t *)ro)[d] = out->dtype == ATTN_DTYPE_FP8_E4M3 ? attn_f32_to_fp8_bits(u, 3, 7)
+                                                                           : attn_f32_to_fp8_bits(u, 2, 15);
+                }
             }
             if (lse_out) ((float *)lse_out->data)[h * lse_out->strides[0] + t * lse_out->strides[1]] = lse;
         }
     }
     return ATTN_STATUS_OK;
+}
+
+attn_status attn_merge_attn_states(attn_ctx *ctx, const attn_tensor *out_a, const attn_tensor *lse_a,
+                                   const attn_tensor *out_b, const attn_tensor *lse_b, attn_tensor *out,
+                                   attn_tensor *lse_out) {
+    return attn_merge_attn_states_ex(ctx, out_a, lse_a, out_b, lse_b, INT64_MAX, 0.0f, out, lse_out);
 }

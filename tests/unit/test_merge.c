@@ -231,12 +231,79 @@ static void test_split_keys(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * attn_merge_attn_states_ex: rows from merge_tokens on copy state b; an fp8 out is the encoding of the
+ * float32 result / output_scale
+ * --------------------------------------------------------------------------------------------- */
+static void test_merge_ex(void **state) {
+    (void)state;
+    attn_ctx *ctx = new_ctx();
+    enum { T = 6, H = 2, D = 8 };
+    th_rng r;
+    th_rng_seed(&r, 77);
+    float *oa = th_alloc_fill(&r, ATTN_DTYPE_F32, T * H * D, -300, 300);
+    float *ob = th_alloc_fill(&r, ATTN_DTYPE_F32, T * H * D, -300, 300);
+    float la[H * T], lb[H * T], plain[T * H * D], plain_l[H * T], got[T * H * D], got_l[H * T];
+    uint8_t f8[T * H * D], f8_0[T * H * D];
+    for (int i = 0; i < H * T; i++)
+        la[i] = (float)th_rng_range(&r, -2, 2), lb[i] = (float)th_rng_range(&r, -2, 2);
+    lb[3] = INFINITY; /* an empty state: its copied LSE is −inf */
+    const int64_t os[3] = {T, H, D}, ls[2] = {H, T};
+    attn_tensor ta = attn_tensor_make(oa, ATTN_DTYPE_F32, 3, os), tb = attn_tensor_make(ob, ATTN_DTYPE_F32, 3, os);
+    attn_tensor tla = attn_tensor_make(la, ATTN_DTYPE_F32, 2, ls), tlb = attn_tensor_make(lb, ATTN_DTYPE_F32, 2, ls);
+    attn_tensor tp = attn_tensor_make(plain, ATTN_DTYPE_F32, 3, os),
+                tpl = attn_tensor_make(plain_l, ATTN_DTYPE_F32, 2, ls);
+    attn_tensor tg = attn_tensor_make(got, ATTN_DTYPE_F32, 3, os), tgl = attn_tensor_make(got_l, ATTN_DTYPE_F32, 2, ls);
+    attn_tensor t8 = attn_tensor_make(f8, ATTN_DTYPE_FP8_E4M3, 3, os);
+    assert_int_equal(attn_merge_attn_states(ctx, &ta, &tla, &tb, &tlb, &tp, &tpl), ATTN_STATUS_OK);
+    for (int64_t m = 0; m <= T; m += 2) {
+        assert_int_equal(attn_merge_attn_states_ex(ctx, &ta, &tla, &tb, &tlb, m, 0.0f, &tg, &tgl), ATTN_STATUS_OK);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                const float want_l = t < m ? plain_l[h * T + t] : lb[h * T + t] == INFINITY ? -INFINITY : lb[h * T + t];
+                assert_memory_equal(&got_l[h * T + t], &want_l, 4);
+                assert_memory_equal(&got[(t * H + h) * D], t < m ? &plain[(t * H + h) * D] : &ob[(t * H + h) * D],
+                                    4 * D);
+            }
+        /* fp8: encode(x · (1 / 0.5)) of the same float32 results, saturating (|x| up to 600 > 448) */
+        assert_int_equal(attn_merge_attn_states_ex(ctx, &ta, &tla, &tb, &tlb, m, 0.5f, &t8, NULL), ATTN_STATUS_OK);
+        int saturated = 0;
+        for (int64_t i = 0; i < T * H * D; i++) {
+            const float x = (i / D) / H < m ? plain[i] : ob[i];
+            assert_int_equal(f8[i], attn_fp8_from_float(ATTN_DTYPE_FP8_E4M3, x * 2.0f));
+            saturated += (f8[i] & 0x7F) == 0x7E;
+        }
+        assert_true(saturated > 0);
+    }
+    /* refused, nothing written */
+    memcpy(f8_0, f8, sizeof f8);
+    const struct {
+        int64_t m;
+        float scale;
+        attn_tensor *out;
+        const char *msg;
+    } bad[] = {{-1, 0.0f, &tg, "merge_tokens=-1"},
+               {T, -1.0f, &t8, "output_scale=-1"},
+               {T, INFINITY, &t8, "output_scale=inf"},
+               {T, 0.5f, &tg, "out: dtype f32, expected fp8_e4m3 or fp8_e5m2"},
+               {T, 0.0f, &t8, "out"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(attn_merge_attn_states_ex(ctx, &ta, &tla, &tb, &tlb, bad[i].m, bad[i].scale, bad[i].out, NULL),
+                         ATTN_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(attn_last_error(), bad[i].msg));
+    }
+    assert_memory_equal(f8, f8_0, sizeof f8);
+    free(oa), free(ob);
+    attn_ctx_destroy(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formula),
         cmocka_unit_test(test_positive_inf_is_empty),
         cmocka_unit_test(test_nan_state_either_side),
         cmocka_unit_test(test_split_keys),
+        cmocka_unit_test(test_merge_ex),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -143,46 +143,6 @@ def swap_blocks(src: Array, dst: Array, block_size_in_bytes: Any = None,
         ops.swap_blocks(doubled(sa), doubled(da), block_mapping, ctx=ctx)
 
 
-def _fp8_limits(dtype: np.dtype) -> float:
-    """Largest finite value of an ml_dtypes float8 dtype; TypeError for anything else."""
-    if "float8" in dtype.name and _arrays._mld is not None:
-        try:
-            return float(_arrays._mld.finfo(dtype).max)  # type: ignore[union-attr]
-        except Exception:  # noqa: BLE001 - not an ml_dtypes float type
-            pass
-    raise TypeError(f"output: dtype {dtype}, expected a float8 dtype with output_scale (as vLLM: "
-                    "output_scale quantizes the merged output to FP8)")
-
-
-def _merge_fp8(output: Array, prefix_output: Array, prefix_lse: Array, suffix_output: Array,
-               suffix_lse: Array, output_lse: Optional[Array], tokens: int, output_scale: Any,
-               ctx: Optional[Context]) -> None:
-    """merge_attn_states with output_scale (vLLM's static FP8 output): the merge in float32 (inputs
-    upcast), then output = fp8(clamp(merged · (1 / output_scale), ±max)); tokens past ``tokens`` take
-    suffix_output through the same quantization."""
-    oa = _arrays.as_numpy(output, "output")
-    fmax = _fp8_limits(oa.dtype)
-    scale = np.asarray(_arrays.as_numpy(output_scale, "output_scale") if not isinstance(
-        output_scale, (int, float, np.floating, np.integer)) else output_scale, np.float32)
-    if scale.size != 1:
-        raise ValueError(f"output_scale: shape {list(scale.shape)}, expected a scalar")
-    inv = np.float32(1.0) / scale.reshape(())
-    pa = _arrays.as_numpy(prefix_output, "prefix_output")
-    sa = _arrays.as_numpy(suffix_output, "suffix_output")
-    if pa.shape != oa.shape or sa.shape != oa.shape:
-        raise ValueError(f"prefix_output/suffix_output: shapes {list(pa.shape)}, {list(sa.shape)}, expected "
-                         f"output's {list(oa.shape)} [num_tokens, num_heads, head_size]")
-    merged = np.empty(oa.shape, np.float32)
-    if tokens:
-        p32, s32 = pa[:tokens].astype(np.float32), sa[:tokens].astype(np.float32)
-        ops.merge_attn_states(p32, _arrays.as_numpy(prefix_lse, "prefix_lse")[:, :tokens], s32,
-                              _arrays.as_numpy(suffix_lse, "suffix_lse")[:, :tokens], out=merged[:tokens],
-                              lse_out=None if output_lse is None
-                              else _arrays.as_numpy(output_lse, "output_lse")[:, :tokens], ctx=ctx)
-    merged[tokens:] = sa[tokens:].astype(np.float32)
-    oa[...] = np.clip(merged * inv, -fmax, fmax).astype(oa.dtype)
-
-
 def merge_attn_states(output: Array, prefix_output: Array, prefix_lse: Array, suffix_output: Array,
                       suffix_lse: Array, output_lse: Optional[Array] = None,
                       prefill_tokens_with_context: Optional[int] = None, output_scale: Any = None, *,
@@ -195,55 +155,28 @@ def merge_attn_states(output: Array, prefix_output: Array, prefix_lse: Array, su
     (and suffix_lse into output_lse, +inf as -inf). None = every token; values above num_tokens act as
     num_tokens. output_scale (vLLM's static FP8 output): output is float8 (ml_dtypes) and receives
     clamp(merged / output_scale) rounded to it. Returns output."""
-    tokens = None
+    if prefill_tokens_with_context is None and output_scale is None:
+        _ext.merge_attn_states(_ctx_ptr(ctx), prefix_output, prefix_lse, suffix_output, suffix_lse, output,
+                               output_lse, output_lse is not None)
+        return output
+    tokens = 2**63 - 1
     if prefill_tokens_with_context is not None:
         if isinstance(prefill_tokens_with_context, (bool, np.bool_)) or not isinstance(
                 prefill_tokens_with_context, (int, np.integer)) or prefill_tokens_with_context < 0:
             raise ValueError(f"prefill_tokens_with_context: {prefill_tokens_with_context!r}, expected an int "
                              ">= 0 or None")
-        num_tokens = _arrays.shape_of(output, "output")[0]
-        tokens = min(int(prefill_tokens_with_context), num_tokens)
-        if tokens == num_tokens:
-            tokens = None  # every token merges: the plain call
+        tokens = int(prefill_tokens_with_context)
+    scale = 0.0
     if output_scale is not None:
-        n = _arrays.shape_of(output, "output")[0] if tokens is None else tokens
-        if output_lse is not None:
-            _copy_suffix_lse(output_lse, suffix_lse, _arrays.shape_of(output, "output")[0])  # shapes only
-        _merge_fp8(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse, n, output_scale,
-                   ctx)
-        if output_lse is not None and n < _arrays.shape_of(output, "output")[0]:
-            _copy_suffix_lse(output_lse, suffix_lse, n)
-        return output
-    if tokens is not None:
-        oa = _arrays.as_numpy(output, "output")
-        sa = _arrays.as_numpy(suffix_output, "suffix_output")
-        if sa.shape != oa.shape:
-            raise ValueError(f"suffix_output: shape {list(sa.shape)}, expected output's {list(oa.shape)}")
-        if output_lse is not None:
-            _copy_suffix_lse(output_lse, suffix_lse, oa.shape[0])  # shape checks only (empty tail)
-        if tokens:  # views of the first `tokens` rows (C checks every shape and dtype before writing)
-            pa = _arrays.as_numpy(prefix_output, "prefix_output")
-            ops.merge_attn_states(pa[:tokens], _arrays.as_numpy(prefix_lse, "prefix_lse")[:, :tokens],
-                                  sa[:tokens], _arrays.as_numpy(suffix_lse, "suffix_lse")[:, :tokens],
-                                  out=oa[:tokens], lse_out=None if output_lse is None
-                                  else _arrays.as_numpy(output_lse, "output_lse")[:, :tokens], ctx=ctx)
-        _arrays.tensor(sa, "suffix_output"), _arrays.tensor(oa, "output", True)  # dtypes
-        if sa.dtype != oa.dtype:
-            raise TypeError(f"output: dtype {oa.dtype} differs from suffix_output: dtype {sa.dtype}")
-        oa[tokens:] = sa[tokens:]
-        if output_lse is not None:
-            _copy_suffix_lse(output_lse, suffix_lse, tokens)
-        return output
-    _ext.merge_attn_states(_ctx_ptr(ctx), prefix_output, prefix_lse, suffix_output, suffix_lse, output, output_lse,
-                           output_lse is not None)
+        dt = _arrays.dtype_of(output, "output")
+        if "float8" not in dt.name:
+            raise TypeError(f"output: dtype {dt}, expected a float8 dtype with output_scale (as vLLM: "
+                            "output_scale quantizes the merged output to FP8)")
+        scale = np.asarray(output_scale if isinstance(output_scale, (int, float, np.number)) else
+                           _arrays.as_numpy(output_scale, "output_scale"), np.float32)
+        if scale.size != 1:
+            raise ValueError(f"output_scale: shape {list(scale.shape)}, expected a scalar")
+        scale = float(scale.reshape(()))
+    _ext.attn_merge_attn_states_ex(_ctx_ptr(ctx), prefix_output, prefix_lse, suffix_output, suffix_lse, tokens, scale,
+                                   output, output_lse)
     return output
-
-
-def _copy_suffix_lse(output_lse: Array, suffix_lse: Array, tokens: int) -> None:
-    """output_lse[:, tokens:] = suffix_lse[:, tokens:] with +inf (an empty state) written as -inf."""
-    ol, sl = _arrays.as_numpy(output_lse, "output_lse"), _arrays.as_numpy(suffix_lse, "suffix_lse")
-    if ol.ndim != 2 or sl.shape != ol.shape:
-        raise ValueError(f"output_lse: shape {list(ol.shape)}, suffix_lse: shape {list(sl.shape)}, expected "
-                         "equal [num_heads, num_tokens]")
-    tail = sl[:, tokens:].astype(np.float32)
-    ol[:, tokens:] = np.where(np.isposinf(tail), np.float32(-np.inf), tail)
