@@ -322,6 +322,9 @@ attn_status attn_merge_attn_states_ex(attn_ctx *ctx, const attn_tensor *out_a, c
     if (fp8)
         ATTN_CHECK(out->dtype == ATTN_DTYPE_FP8_E4M3 || out->dtype == ATTN_DTYPE_FP8_E5M2, ATTN_STATUS_INVALID_ARGUMENT,
                    "out: dtype %s, expected fp8_e4m3 or fp8_e5m2 with output_scale", attn_dtype_name(out->dtype));
+    ATTN_CHECK(fp8 || (out->dtype != ATTN_DTYPE_FP8_E4M3 && out->dtype != ATTN_DTYPE_FP8_E5M2),
+               ATTN_STATUS_INVALID_ARGUMENT, "out: dtype %s needs output_scale > 0 (got %g)",
+               attn_dtype_name(out->dtype), (double)output_scale);
     for (int i = 0; i < 2; i++) {
         if (i == 0 || !fp8)
             ATTN_TRY(attn_tensor_check_dtype(os[i], on[i], out_a->dtype));
@@ -348,14 +351,17 @@ attn_status attn_merge_attn_states_ex(attn_ctx *ctx, const attn_tensor *out_a, c
     const char *names[] = {"out_a", "out_b", "lse_a", "lse_b", "lse_out"};
     for (int i = 0; i < 5; i++) {
         if (!ins[i]) continue;
-        int same = ins[i]->data == out->data && ins[i]->dtype == out->dtype &&
+        int same = ins[i]->data == out->data && ins[i]->dtype == out->dtype && ins[i]->ndim == out->ndim &&
+                   memcmp(ins[i]->shape, out->shape, sizeof out->shape) == 0 &&
                    memcmp(ins[i]->strides, out->strides, sizeof out->strides) == 0;
         ATTN_CHECK(same || !attn_tensor_overlap(out, ins[i]), ATTN_STATUS_INVALID_ARGUMENT,
                    "out: partially overlaps %s in memory", names[i]);
     }
     if (lse_out)
         for (int i = 0; i < 4; i++) {
-            int same = ins[i]->data == lse_out->data && memcmp(ins[i]->strides, lse_out->strides, sizeof lse_out->strides) == 0;
+            int same = ins[i]->data == lse_out->data && ins[i]->ndim == lse_out->ndim &&
+                       memcmp(ins[i]->shape, lse_out->shape, sizeof lse_out->shape) == 0 &&
+                       memcmp(ins[i]->strides, lse_out->strides, sizeof lse_out->strides) == 0;
             ATTN_CHECK(same || !attn_tensor_overlap(lse_out, ins[i]), ATTN_STATUS_INVALID_ARGUMENT,
                        "lse_out: partially overlaps %s in memory", names[i]);
         }

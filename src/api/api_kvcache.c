@@ -179,13 +179,29 @@ attn_status attn_forward_kvcache(attn_ctx *ctx, const attn_tensor *q, attn_tenso
         const int64_t want_lse[3] = {batch, nheads, seqlen_q};
         ATTN_TRY(attn_kvc_check(lse_opt, "lse", 3, ATTN_DTYPE_F32, want_lse));
     }
-    /* out must not meet an input: the attention step would refuse it only after the write */
-    const attn_tensor *ins[4] = {q, kv_cache, k_opt, v_opt};
-    const char *in_names[4] = {"q", "kv_cache", "k", "v"};
-    ATTN_TRY(attn_validate_no_overlap(out, "out", ins, in_names, 4));
+    /* out and lse must not meet an input (nor each other): the attention step would refuse them only after the
+     * write, or not at all for the arrays only this entry reads */
+    const attn_tensor *ins[10] = {q, kv_cache, k_opt, v_opt, cs, bi, lp, bt_in, slopes, lse_opt};
+    const char *in_names[10] = {
+        "q",           "kv_cache",     "k",  "v", "cache_seqlens", "cache_batch_idx", "cache_leftpad",
+        "block_table", "alibi_slopes", "lse"};
+    ATTN_TRY(attn_validate_no_overlap(out, "out", ins, in_names, 10));
+    if (lse_opt != NULL)
+        ATTN_TRY(attn_validate_no_overlap(lse_opt, "lse", ins, in_names, 9));
+    /* cache_leftpad reads the keys through one row stride across blocks */
+    const int64_t *ks = kv_cache->strides;
+    const int64_t row_stride = block_size == 1 ? ks[1] : num_blocks <= 1 || ks[1] == block_size * ks[2] ? ks[2] : -1;
+    ATTN_CHECK(lp == NULL || row_stride >= 0, ATTN_STATUS_INVALID_ARGUMENT,
+               "cache_leftpad: the cache's rows do not run evenly across blocks (strides[1]=%lld, expected "
+               "block_size·strides[2]=%lld)",
+               (long long)ks[1], (long long)(block_size * ks[2]));
 
     /* the lengths, cache rows and left padding of every sequence */
-    const int64_t nrows = batch * seqlen_q, nslots = batch * seqlen_new;
+    int64_t nrows = 0, nslots = 0;
+    ATTN_CHECK(batch <= INT32_MAX && attn_mul_i64(batch, seqlen_q, &nrows) && nrows <= INT32_MAX &&
+                   attn_mul_i64(batch, seqlen_new, &nslots),
+               ATTN_STATUS_OVERFLOW, "q: batch=%lld × seqlen_q=%lld rows exceed int32 indices", (long long)batch,
+               (long long)seqlen_q);
     int64_t maxlen = 1;
     for (int64_t b = 0; b < batch; b++) {
         const int64_t have = cs ? KVC_I32_1(cs, b) : cs_all, pad = lp ? KVC_I32_1(lp, b) : 0;
@@ -266,15 +282,6 @@ attn_status attn_forward_kvcache(attn_ctx *ctx, const attn_tensor *q, attn_tenso
     }
     attn_tensor rkv = *kv_cache;
     if (st == ATTN_STATUS_OK && lp) { /* keys from cache_leftpad[b] through a table of single rows */
-        const int64_t *ks = kv_cache->strides;
-        const int64_t row_stride = block_size == 1                                  ? ks[1]
-                                   : num_blocks <= 1 || ks[1] == block_size * ks[2] ? ks[2]
-                                                                                    : -1;
-        if (row_stride < 0)
-            st = attn_err_set(ATTN_STATUS_INVALID_ARGUMENT,
-                              "cache_leftpad: the cache's rows do not run evenly across blocks (strides[1]=%lld, "
-                              "expected block_size·strides[2]=%lld)",
-                              (long long)ks[1], (long long)(block_size * ks[2]));
         rkv.shape[1] = num_blocks * block_size;
         rkv.strides[1] = rkv.strides[2] = row_stride;
         rkv.shape[2] = 1;

@@ -180,6 +180,46 @@ static void test_kvcache_refused_writes_nothing(void **state) {
         assert_non_null(strstr(attn_last_error(), bad[i].msg));
         assert_memory_equal(cache, cache0, (size_t)cache_n * 4);
     }
+    /* outputs that meet an array only this entry reads, or each other, and a cache_leftpad over rows that do not run
+     * evenly across blocks: refused before the write */
+    float *buf = th_alloc_fill(&rng, ATTN_DTYPE_F32, 2 * B * H * D + 64, -1, 1);
+    int32_t *bt_in_buf = (int32_t *)(void *)buf; /* a block table in the first two floats of buf */
+    bt_in_buf[0] = 0, bt_in_buf[1] = 1;
+    const int64_t sl3[3] = {B, H, 1}, s2[2] = {B, H}, sbt1[2] = {B, 1};
+    attn_tensor tbt_buf = attn_tensor_make(bt_in_buf, ATTN_DTYPE_I32, 2, sbt1);
+    attn_tensor to_buf = attn_tensor_make(buf + 1, ATTN_DTYPE_F32, 4, sq); /* starts inside the table */
+    attn_tensor tsl_buf = attn_tensor_make(buf + 4, ATTN_DTYPE_F32, 2, s2),
+                to_sl = attn_tensor_make(buf, ATTN_DTYPE_F32, 4, sq);
+    attn_tensor tl_out = attn_tensor_make(out + 3, ATTN_DTYPE_F32, 3, sl3);
+    attn_tensor tl_cache = attn_tensor_make(cache + 5, ATTN_DTYPE_F32, 3, sl3);
+    attn_tensor tc_pad = tc;  /* block rows with a gap: strides[1] past block_size · strides[2] */
+    tc_pad.shape[2] = BS / 2; /* two blocks of BS / 2 rows, BS rows apart */
+    const int64_t s1[1] = {1};
+    int32_t one_len[1] = {3}, one_pad[1] = {1};
+    attn_tensor tq1 = tq, to1 = to, tcs1 = attn_tensor_make(one_len, ATTN_DTYPE_I32, 1, s1);
+    attn_tensor tpad1 = attn_tensor_make(one_pad, ATTN_DTYPE_I32, 1, s1), tk1 = tk;
+    tq1.shape[0] = to1.shape[0] = tk1.shape[0] = 1;
+    struct {
+        attn_tensor *q, *cache, *cs, *lp, *bt, *slopes, *out, *lse;
+        const char *msg;
+    } late[] = {
+        {&tq, &tc, &tok, NULL, &tbt_buf, NULL, &to_buf, NULL, "out: overlaps block_table in memory"},
+        {&tq, &tc, &tok, NULL, NULL, &tsl_buf, &to_sl, NULL, "out: overlaps alibi_slopes in memory"},
+        {&tq, &tc, &tok, NULL, NULL, NULL, &to, &tl_out, "out: overlaps lse in memory"},
+        {&tq, &tc, &tok, NULL, NULL, NULL, &to, &tl_cache, "lse: overlaps kv_cache in memory"},
+        {&tq1, &tc_pad, &tcs1, &tpad1, NULL, NULL, &to1, NULL, "cache_leftpad: the cache's rows do not run evenly"},
+    };
+    for (size_t i = 0; i < sizeof late / sizeof late[0]; i++) {
+        attn_tensor *kk = late[i].q == &tq1 ? &tk1 : &tk;
+        const attn_status st = attn_forward_kvcache(ctx, late[i].q, late[i].cache, kk, kk, late[i].cs, NULL, late[i].lp,
+                                                    late[i].bt, late[i].slopes, NULL, late[i].out, late[i].lse);
+        if (st != ATTN_STATUS_INVALID_ARGUMENT || strstr(attn_last_error(), late[i].msg) == NULL)
+            fprintf(stderr, "late case %zu: status %d, message %s\n", i, (int)st, attn_last_error());
+        assert_int_equal(st, ATTN_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(attn_last_error(), late[i].msg));
+        assert_memory_equal(cache, cache0, (size_t)cache_n * 4);
+    }
+    free(buf);
     free(cache), free(cache0), free(q), free(out), free(kn);
     attn_ctx_destroy(ctx);
 }

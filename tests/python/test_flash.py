@@ -214,6 +214,21 @@ def test_kvcache_out_in_a_cache_is_refused_before_the_write(rng, ctx1, where):
     np.testing.assert_array_equal(k_cache[0, 10], k_new[0, 0])
 
 
+def test_kvcache_out_over_the_block_table_writes_nothing(ctx1):
+    """`out` sharing memory with block_table (an array only the kvcache call reads) is refused before the new rows
+    are appended: the attention step's own check ran only after the write."""
+    q = np.ones((2, 1, 2, 8), np.float32)
+    k_cache, v_cache, k = np.zeros((4, 4, 1, 8), np.float32), np.zeros((4, 4, 1, 8), np.float32), np.ones((2, 1, 1, 8),
+                                                                                                           np.float32)
+    buf = np.zeros(36, np.float32)
+    bt = buf[:4].view(np.int32).reshape(2, 2)
+    bt[:] = [[0, 1], [2, 3]]
+    with pytest.raises(attn.AttnInvalidArgumentError, match="out: overlaps block_table in memory"):
+        attn.flash_attn_with_kvcache(q, k_cache, v_cache, k, k.copy(), cache_seqlens=np.array([1, 5], np.int32),
+                                     block_table=bt, out=buf[3:35].reshape(2, 1, 2, 8), ctx=ctx1)
+    assert not k_cache.any() and not v_cache.any()
+
+
 def test_kvcache_out_meeting_an_input_writes_nothing(rng, ctx1):
     """`out` on q or on the new k with an append, and `out` in a k_cache that is copied for the call (a strided view
     whose strides differ from v_cache's) without one: refused, and no cache changes."""

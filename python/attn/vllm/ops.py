@@ -172,6 +172,8 @@ def merge_attn_states(output: Array, prefix_output: Array, prefix_lse: Array, su
         if "float8" not in dt.name:
             raise TypeError(f"output: dtype {dt}, expected a float8 dtype with output_scale (as vLLM: "
                             "output_scale quantizes the merged output to FP8)")
+        if isinstance(output_scale, (bool, np.bool_, str, bytes)):
+            raise TypeError(f"output_scale: {output_scale!r}, expected a number or a one-element float array")
         scale = np.asarray(output_scale if isinstance(output_scale, (int, float, np.number)) else
                            _arrays.as_numpy(output_scale, "output_scale"), np.float32)
         if scale.size != 1:
