@@ -101,9 +101,16 @@ static attn_status attn_kvc_attend(attn_ctx *ctx, const attn_tensor *q, const at
     return ATTN_STATUS_OK;
 }
 
-/* Element [i] of a 1-D int32 view, [r][c] of a 2-D one. */
-#define KVC_I32_1(t, i)    ((int64_t)((const int32_t *)(t)->data)[(i) * (t)->strides[0]])
-#define KVC_I32_2(t, r, c) ((int64_t)((const int32_t *)(t)->data)[(r) * (t)->strides[0] + (c) * (t)->strides[1]])
+/* Element [i] of a 1-D int32 view. */
+#define KVC_I32_1(t, i) ((int64_t)((const int32_t *)(t)->data)[(i) * (t)->strides[0]])
+
+/* The cache slot of position pos of sequence b: through row b of the block table, or in the sequence's cache row. */
+static inline int64_t attn_kvc_slot(const attn_tensor *bt, const int32_t *rows, int64_t b, int64_t pos,
+                                    int64_t block_size) {
+    const int64_t blk =
+        bt ? ((const int32_t *)bt->data)[b * bt->strides[0] + (pos / block_size) * bt->strides[1]] : rows[b];
+    return blk * block_size + pos % block_size;
+}
 
 attn_status attn_forward_kvcache(attn_ctx *ctx, const attn_tensor *q, attn_tensor *kv_cache, const attn_tensor *k_opt,
                                  const attn_tensor *v_opt, const attn_tensor *cache_seqlens_opt,
@@ -220,8 +227,8 @@ attn_status attn_forward_kvcache(attn_ctx *ctx, const attn_tensor *q, attn_tenso
         if (have + seqlen_new - pad > maxlen)
             maxlen = have + seqlen_new - pad;
     }
-    ATTN_CHECK(nrows <= INT32_MAX && (lp == NULL || num_blocks * block_size <= INT32_MAX), ATTN_STATUS_OVERFLOW,
-               "q / k_cache: more rows than int32 indices address");
+    ATTN_CHECK(lp == NULL || num_blocks * block_size <= INT32_MAX, ATTN_STATUS_OVERFLOW,
+               "k_cache: more rows than int32 indices address (cache_leftpad reads it row by row)");
     /* LSE [batch, nheads, seqlen_q] is the [nheads, batch·seqlen_q] of the attention step when batch or seqlen_q is
      * 1 (a view); else it is written through scratch */
     attn_tensor tlse;
@@ -268,11 +275,8 @@ attn_status attn_forward_kvcache(attn_ctx *ctx, const attn_tensor *q, attn_tenso
     }
     if (st == ATTN_STATUS_OK && append) {
         for (int64_t b = 0; b < batch; b++)
-            for (int64_t s = 0; s < seqlen_new; s++) {
-                const int64_t pos = sl[b] - seqlen_new + s;
-                const int64_t blk = bt_in ? KVC_I32_2(bt_in, b, pos / block_size) : rows[b];
-                slots[b * seqlen_new + s] = blk * block_size + pos % block_size;
-            }
+            for (int64_t s = 0; s < seqlen_new; s++)
+                slots[b * seqlen_new + s] = attn_kvc_slot(bt_in, rows, b, sl[b] - seqlen_new + s, block_size);
         const int64_t ns = nslots;
         attn_tensor sm = attn_tensor_make(slots, ATTN_DTYPE_I64, 1, &ns);
         attn_cache_write_options w;
@@ -288,11 +292,8 @@ attn_status attn_forward_kvcache(attn_ctx *ctx, const attn_tensor *q, attn_tenso
         for (int64_t b = 0; st == ATTN_STATUS_OK && b < batch; b++) {
             const int64_t pad = KVC_I32_1(lp, b);
             rsl[b] = (int32_t)(sl[b] - pad);
-            for (int64_t j = 0; j < rsl[b]; j++) {
-                const int64_t pos = pad + j;
-                const int64_t blk = bt_in ? KVC_I32_2(bt_in, b, pos / block_size) : rows[b];
-                tab[b * maxlen + j] = (int32_t)(blk * block_size + pos % block_size);
-            }
+            for (int64_t j = 0; j < rsl[b]; j++)
+                tab[b * maxlen + j] = (int32_t)attn_kvc_slot(bt_in, rows, b, pad + j, block_size);
         }
         tsl.data = rsl;
         bt = attn_kvc_i32(tab, 2, batch, maxlen);

@@ -140,6 +140,17 @@ static inline __attribute__((always_inline)) int k512_is_fp8(const int DT) {
     return DT == ATTN_DTYPE_FP8_E4M3 || DT == ATTN_DTYPE_FP8_E5M2;
 }
 
+/* E4M3 words w (the code in the low byte, its sign in bit 15) → the bits of their values in the format of `table`
+ * (k512_e4m3_f16: binary16, k512_e4m3_bf16: bfloat16): the magnitude looked up (two 64-entry word permutes, bit 6
+ * selects), the sign ORed in. */
+static inline __attribute__((always_inline)) __m512i k512_e4m3_words_lookup(__m512i w, const uint16_t *table) {
+    const __m512i *t = (const __m512i *)(const void *)table;
+    const __m512i lo = _mm512_permutex2var_epi16(_mm512_load_si512(t), w, _mm512_load_si512(t + 1));
+    const __m512i hi = _mm512_permutex2var_epi16(_mm512_load_si512(t + 2), w, _mm512_load_si512(t + 3));
+    const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), lo, hi);
+    return _mm512_ternarylogic_epi32(mag, w, _mm512_set1_epi16((short)0x8000), 0xF8); /* mag | (w & 0x8000) */
+}
+
 /* 32 fp8 codes → the binary16 bits of their values (exact: every E4M3 / E5M2 value is a binary16 value), NaN
  * codes as the quiet NaN sign | 0x7E00, so vcvtph2ps gives the bits of cvt_to_f32 (attn_fp8_to_float) for every
  * code. E5M2 is the high byte of the binary16 of the same value; E4M3 looks its magnitude up in k512_e4m3_f16
@@ -154,34 +165,12 @@ static inline __attribute__((always_inline)) __m512i k512_fp8x32_to_f16(__m256i 
                                                     0xEA); /* (h & 0x8000) | 0x7E00 */
         return _mm512_mask_mov_epi16(h, nan, q);
     }
-    const __m512i *t = (const __m512i *)(const void *)k512_e4m3_f16;
-    const __m512i lo = _mm512_permutex2var_epi16(_mm512_load_si512(t), w, _mm512_load_si512(t + 1));
-    const __m512i hi = _mm512_permutex2var_epi16(_mm512_load_si512(t + 2), w, _mm512_load_si512(t + 3));
-    const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), lo, hi);
-    return _mm512_ternarylogic_epi32(mag, w, _mm512_set1_epi16((short)0x8000), 0xF8); /* mag | (w & 0x8000) */
+    return k512_e4m3_words_lookup(w, k512_e4m3_f16);
 }
 
 /* 16 fp8 codes (the low 16 bytes of c) widened to f32. */
 static inline __attribute__((always_inline)) __m512 k512_fp8x16_to_f32(__m128i c, const int DT) {
     return _mm512_cvtph_ps(_mm512_castsi512_si256(k512_fp8x32_to_f16(_mm256_castsi128_si256(c), DT)));
-}
-
-/* E4M3 words w = code | (code & 0x80) << 8 → binary16 bits (k512_e4m3_f16 of the magnitude, the sign ORed in). */
-static inline __attribute__((always_inline)) __m512i k512_e4m3_words_to_f16(__m512i w) {
-    const __m512i *t = (const __m512i *)(const void *)k512_e4m3_f16;
-    const __m512i lo = _mm512_permutex2var_epi16(_mm512_load_si512(t), w, _mm512_load_si512(t + 1));
-    const __m512i hi = _mm512_permutex2var_epi16(_mm512_load_si512(t + 2), w, _mm512_load_si512(t + 3));
-    const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), lo, hi);
-    return _mm512_ternarylogic_epi32(mag, w, _mm512_set1_epi16((short)0x8000), 0xF8); /* mag | (w & 0x8000) */
-}
-
-/* E4M3 words w (the code in the low byte, its sign in bit 15) → the bfloat16 bits of their values. */
-static inline __attribute__((always_inline)) __m512i k512_e4m3_words_to_bf16(__m512i w) {
-    const __m512i *t = (const __m512i *)(const void *)k512_e4m3_bf16;
-    const __m512i lo = _mm512_permutex2var_epi16(_mm512_load_si512(t), w, _mm512_load_si512(t + 1));
-    const __m512i hi = _mm512_permutex2var_epi16(_mm512_load_si512(t + 2), w, _mm512_load_si512(t + 3));
-    const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), lo, hi);
-    return _mm512_ternarylogic_epi32(mag, w, _mm512_set1_epi16((short)0x8000), 0xF8); /* mag | (w & 0x8000) */
 }
 
 /* 64 fp8 codes z → binary16 bits as k512_fp8x32_to_f16, by in-lane byte unpacks: *lo holds bytes 0..7 of each
@@ -199,8 +188,8 @@ static inline __attribute__((always_inline)) void k512_fp8x64_to_f16(__m512i z, 
         return;
     }
     const __m512i sgn = _mm512_and_si512(z, _mm512_set1_epi8((char)0x80));
-    *lo = k512_e4m3_words_to_f16(_mm512_unpacklo_epi8(z, sgn));
-    *hi = k512_e4m3_words_to_f16(_mm512_unpackhi_epi8(z, sgn));
+    *lo = k512_e4m3_words_lookup(_mm512_unpacklo_epi8(z, sgn), k512_e4m3_f16);
+    *hi = k512_e4m3_words_lookup(_mm512_unpackhi_epi8(z, sgn), k512_e4m3_f16);
 }
 
 /* 32 fp8 codes at p widened to f32: elements 0..15 in *lo, 16..31 in *hi (P·V: one vpmovzxbw per 32 codes
@@ -392,8 +381,10 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
                     k512_fp8x64_bf16_bytes(_mm512_shuffle_epi8(_mm512_castps_si512(x[j]), spair), &lo, &hi, DT);
                     const __m512i w01 = _mm512_unpacklo_epi8(lo, hi), w23 = _mm512_unpackhi_epi8(lo, hi);
 #else
-                    const __m512i w01 = k512_e4m3_words_to_bf16(_mm512_shuffle_epi8(_mm512_castps_si512(x[j]), s01));
-                    const __m512i w23 = k512_e4m3_words_to_bf16(_mm512_shuffle_epi8(_mm512_castps_si512(x[j]), s23));
+                    const __m512i w01 =
+                        k512_e4m3_words_lookup(_mm512_shuffle_epi8(_mm512_castps_si512(x[j]), s01), k512_e4m3_bf16);
+                    const __m512i w23 =
+                        k512_e4m3_words_lookup(_mm512_shuffle_epi8(_mm512_castps_si512(x[j]), s23), k512_e4m3_bf16);
 #endif
                     const __m512 k4[4] = {_mm512_castsi512_ps(_mm512_slli_epi32(w01, 16)),
                                           _mm512_castsi512_ps(_mm512_and_si512(w01, hi16)),
