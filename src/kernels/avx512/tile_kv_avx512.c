@@ -240,6 +240,35 @@ static inline __attribute__((always_inline)) __m512 k512_pair_hi(__m512 x, const
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
 }
 
+/* 1 where k512_fp8_column widens DT: both formats through the byte tables of the vbmi variant, E4M3 through
+ * bfloat16 words otherwise (E5M2 without VBMI goes through binary16 in k512_qk_kv_keys16). */
+static inline __attribute__((always_inline)) int k512_fp8_columns(const int DT) {
+    return K512_VBMI ? k512_is_fp8(DT) : DT == ATTN_DTYPE_FP8_E4M3;
+}
+
+/* One transposed column of fp8 K, dword b = codes i = 0..3 of key b, widened to f32: k4[i] lane b = code i of key
+ * b. The codes' bfloat16 words come in pairs per 32-bit lane (codes 0, 1 and 2, 3), widened by a shift and a mask. */
+static inline __attribute__((always_inline)) void k512_fp8_column(__m512 x, __m512 k4[4], const int DT) {
+#if K512_VBMI /* codes 0, 1 of each key in bytes 0..7 of a lane, codes 2, 3 in bytes 8..15 */
+    const __m512i spair = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+    __m512i lo, hi;
+    k512_fp8x64_bf16_bytes(_mm512_shuffle_epi8(_mm512_castps_si512(x), spair), &lo, &hi, DT);
+    const __m512i w01 = _mm512_unpacklo_epi8(lo, hi), w23 = _mm512_unpackhi_epi8(lo, hi);
+#else /* E4M3: words (c0, c0), (c1, c1) and (c2, c2), (c3, c3) per key looked up as bfloat16 (the code in the low      \
+       * byte, its sign in bit 15) */
+    (void)DT;
+    const __m512i s01 = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13));
+    const __m512i s23 = _mm512_add_epi8(s01, _mm512_set1_epi8(2));
+    const __m512i w01 = k512_e4m3_words_lookup(_mm512_shuffle_epi8(_mm512_castps_si512(x), s01), k512_e4m3_bf16);
+    const __m512i w23 = k512_e4m3_words_lookup(_mm512_shuffle_epi8(_mm512_castps_si512(x), s23), k512_e4m3_bf16);
+#endif
+    const __m512i hi16 = _mm512_set1_epi32((int)0xFFFF0000u);
+    k4[0] = _mm512_castsi512_ps(_mm512_slli_epi32(w01, 16));
+    k4[1] = _mm512_castsi512_ps(_mm512_and_si512(w01, hi16));
+    k4[2] = _mm512_castsi512_ps(_mm512_slli_epi32(w23, 16));
+    k4[3] = _mm512_castsi512_ps(_mm512_and_si512(w23, hi16));
+}
+
 /* s[b][0..15] = (acc[0][b], ..., acc[R−1][b], 0, ...) for keys b < nk, R <= 4: a 4×16 transpose in 128-bit lanes
  * (lane L of u[i] = s[4L + i][0..3]), a quarter of the shuffles of k512_transpose16. */
 static inline __attribute__((always_inline)) void k512_qk_store4(const __m512 *acc, int nk, float *restrict s,
@@ -275,7 +304,8 @@ static inline __attribute__((always_inline)) __m512 k512_rows8_pair(const void *
     return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
 }
 
-/* R <= 4 rows, f32 or 16-bit K, head_size a multiple of 16, keys [0, nk) with 16 < nk <= 32: two groups of 16 keys
+/* R <= 4 rows, f32 or 16-bit K (head_size a multiple of 16) or fp8 K that k512_fp8_column widens (a multiple of 32),
+ * keys [0, nk) with 16 < nk <= 32: two groups of 16 keys
  * (A: keys 0..15, B: 16..31) whose FMA chains are interleaved, so that 2R accumulator chains are in flight instead
  * of R (at four rows or fewer one group's chains leave the FMA pipes idle for most of their latency). Rows are read
  * 32 bytes at a time, 16 per group, to keep both groups' transposed K in registers. Every score is the same single
@@ -286,7 +316,7 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys32(const float 
                                                                     attn_kv_prefetch *pf, int64_t pfn) {
     __m512 acc_a[4], acc_b[4];
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc_a[r] = acc_b[r] = _mm512_setzero_ps();
-    const int64_t es = DT == ATTN_DTYPE_F32 ? 4 : 2, step = DT == ATTN_DTYPE_F32 ? 8 : 16; /* dims per 32 bytes */
+    const int64_t es = DT == ATTN_DTYPE_F32 ? 4 : k512_is_fp8(DT) ? 1 : 2, step = 32 / es; /* dims per 32 bytes */
     for (int64_t d0 = 0; d0 < head_size; d0 += step) {
         __m512 xa[8], xb[8];
         _Pragma("GCC unroll 8") for (int b = 0; b < 8; b++) {
@@ -297,7 +327,19 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys32(const float 
         k512_transpose8x2(xb);
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
             attn_kv_prefetch_step(pf, 2 * pfn);
-            if (DT == ATTN_DTYPE_F32) {
+            if (k512_is_fp8(DT)) { /* dword j of a key = codes d0 + 4j .. d0 + 4j + 3 */
+                __m512 ka[4], kb[4];
+                k512_fp8_column(xa[j], ka, DT);
+                k512_fp8_column(xb[j], kb, DT);
+                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+                    const float *q = q_t + (d0 + 4 * j + i) * ATTN_QB;
+                    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                        const __m512 qr = _mm512_set1_ps(q[r]);
+                        acc_a[r] = _mm512_fmadd_ps(ka[i], qr, acc_a[r]);
+                        acc_b[r] = _mm512_fmadd_ps(kb[i], qr, acc_b[r]);
+                    }
+                }
+            } else if (DT == ATTN_DTYPE_F32) {
                 const float *q = q_t + (d0 + j) * ATTN_QB;
                 _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
                     const __m512 qr = _mm512_set1_ps(q[r]);
@@ -331,9 +373,9 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys32(const float 
  * 8.5 → 13 ns; rows 384 B or 2 KiB (bf16) apart 1.4× and 1.1× faster). */
 static inline __attribute__((always_inline)) int k512_qk_two_groups(const void *const *k_rows, int64_t head_size,
                                                                     int64_t num_keys, const int R, const int DT) {
-    if (R > 4 || num_keys <= 16 || head_size % 16 != 0)
+    if (R > 4 || num_keys <= 16 || head_size % (k512_is_fp8(DT) ? 32 : 16) != 0)
         return 0;
-    if (DT != ATTN_DTYPE_F32 && DT != ATTN_DTYPE_BF16 && DT != ATTN_DTYPE_F16)
+    if (DT != ATTN_DTYPE_F32 && DT != ATTN_DTYPE_BF16 && DT != ATTN_DTYPE_F16 && !k512_fp8_columns(DT))
         return 0;
     const uintptr_t dist = (uintptr_t)k_rows[1] - (uintptr_t)k_rows[0];
     return (dist & (DT == ATTN_DTYPE_F32 ? 2047u : 4095u)) != 0;
@@ -357,17 +399,6 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
         const __m512i bsel =
             _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
         const __m512i dsel = _mm512_setr_epi32(0, 4, 1, 5, 8, 12, 9, 13, 2, 6, 3, 7, 10, 14, 11, 15);
-        /* E4M3: per dword (one key), words (c0, c0), (c1, c1) and (c2, c2), (c3, c3) looked up as bfloat16 (the
-         * code in the low byte, its sign in bit 15): codes 0 and 2 are the low halves of the 32-bit lanes, 1 and 3
-         * the high halves, widened by a shift and a mask (no vcvtph2ps) */
-#if K512_VBMI /* codes 0, 1 of each key in bytes 0..7 of a lane, codes 2, 3 in bytes 8..15 */
-        const __m512i spair =
-            _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
-#else
-        const __m512i s01 = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13));
-        const __m512i s23 = _mm512_add_epi8(s01, _mm512_set1_epi8(2));
-#endif
-        const __m512i hi16 = _mm512_set1_epi32((int)0xFFFF0000u);
         for (; d0 + 64 <= head_size; d0 += 64) {
             _Pragma("GCC unroll 16") for (int b = 0; b < 16; b++) x[b] =
                 b < nk ? _mm512_loadu_ps((const float *)(const void *)((const uint8_t *)k_rows[b] + d0))
@@ -375,21 +406,9 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
             k512_transpose16(x);
             _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
                 attn_kv_prefetch_step(pf, pfn);
-                if (DT == ATTN_DTYPE_FP8_E4M3 || K512_VBMI) {
-#if K512_VBMI
-                    __m512i lo, hi;
-                    k512_fp8x64_bf16_bytes(_mm512_shuffle_epi8(_mm512_castps_si512(x[j]), spair), &lo, &hi, DT);
-                    const __m512i w01 = _mm512_unpacklo_epi8(lo, hi), w23 = _mm512_unpackhi_epi8(lo, hi);
-#else
-                    const __m512i w01 =
-                        k512_e4m3_words_lookup(_mm512_shuffle_epi8(_mm512_castps_si512(x[j]), s01), k512_e4m3_bf16);
-                    const __m512i w23 =
-                        k512_e4m3_words_lookup(_mm512_shuffle_epi8(_mm512_castps_si512(x[j]), s23), k512_e4m3_bf16);
-#endif
-                    const __m512 k4[4] = {_mm512_castsi512_ps(_mm512_slli_epi32(w01, 16)),
-                                          _mm512_castsi512_ps(_mm512_and_si512(w01, hi16)),
-                                          _mm512_castsi512_ps(_mm512_slli_epi32(w23, 16)),
-                                          _mm512_castsi512_ps(_mm512_and_si512(w23, hi16))};
+                if (k512_fp8_columns(DT)) {
+                    __m512 k4[4];
+                    k512_fp8_column(x[j], k4, DT);
                     _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
                         const float *q = q_t + (d0 + 4 * j + i) * ATTN_QB;
                         _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) acc[r] =
