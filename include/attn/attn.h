@@ -501,6 +501,17 @@ ATTN_API attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, cons
 ATTN_API attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cache, attn_tensor *dst_cache,
                                       const attn_tensor *block_mapping);
 
+/* Copies raw blocks between two regions (newer vLLM's swap_blocks(src, dst, block_size_in_bytes, block_mapping),
+ * e.g. a cache and an int8 offload region): src and dst are any views (any dtype, strides >= 0) read as the bytes
+ * from their data pointers to the end of their last elements, in blocks of block_size_in_bytes bytes (a trailing
+ * partial block is not addressable); for each (s, d) = block_mapping[i] in order, block d of dst = block s of src.
+ * src and dst may be one buffer (a pair then reads what an earlier pair wrote).
+ *   block_mapping: int64 or int32 [num_pairs, 2]; ids checked against each region's whole blocks first.
+ * Returns INVALID_ARGUMENT (block_size_in_bytes <= 0, an id out of range, dst overlapping block_mapping),
+ * OVERFLOW. Source: newer vLLM's swap_blocks, its block_size_in_bytes form. */
+ATTN_API attn_status attn_swap_blocks_bytes(attn_ctx *ctx, const attn_tensor *src, attn_tensor *dst,
+                                            int64_t block_size_in_bytes, const attn_tensor *block_mapping);
+
 /* Allocates a zero-filled contiguous KV cache [2, num_blocks, block_size, num_kv_heads, head_size] of `dtype`
  * (f32/f16/bf16, FP8_E4M3/FP8_E5M2) and sets *cache to its row-major view (attn_tensor_make strides): the cache
  * every entry above takes. Huge pages: a cache of >= 2 MiB is 2 MiB-aligned, its allocation rounded up to a

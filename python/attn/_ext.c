@@ -1861,6 +1861,8 @@ static PyObject *ext_status(attn_status st, const char *fn) {
 EXT_ENTRY(attn_copy_blocks, "cWT", "ctx kv_cache block_mapping", attn_copy_blocks(C_CTX(0), C_T(1), C_T(2)))
 EXT_ENTRY(attn_swap_blocks, "cTWT", "ctx src_cache dst_cache block_mapping",
           attn_swap_blocks(C_CTX(0), C_T(1), C_T(2), C_T(3)))
+EXT_ENTRY(attn_swap_blocks_bytes, "cTWiT", "ctx src dst block_size_in_bytes block_mapping",
+          attn_swap_blocks_bytes(C_CTX(0), C_T(1), C_T(2), C_I(3), C_T(4)))
 EXT_ENTRY(attn_merge_attn_states_ex, "cTTTTifWw", "ctx out_a lse_a out_b lse_b merge_tokens output_scale out lse_out",
           attn_merge_attn_states_ex(C_CTX(0), C_T(1), C_T(2), C_T(3), C_T(4), C_I(5), C_F(6), C_T(7), C_T(8)))
 /* diffusion */
@@ -2198,9 +2200,9 @@ done:
 #define EXT_NOARGS(fn)                                                                                                 \
     { #fn, (PyCFunction)(void (*)(void))py_##fn, METH_NOARGS, NULL }
 #define EXT_GENERIC_METHODS                                                                                            \
-    EXT_FAST(attn_copy_blocks), EXT_FAST(attn_swap_blocks), EXT_FAST(attn_merge_attn_states_ex),                       \
-        EXT_FAST(attn_forward_padded), EXT_FAST(attn_ref_forward_padded), EXT_FAST(attn_forward_packed),               \
-        EXT_FAST(attn_forward_piecewise), EXT_FAST(attn_ref_forward_piecewise),                                        \
+    EXT_FAST(attn_copy_blocks), EXT_FAST(attn_swap_blocks), EXT_FAST(attn_swap_blocks_bytes),                          \
+        EXT_FAST(attn_merge_attn_states_ex), EXT_FAST(attn_forward_padded), EXT_FAST(attn_ref_forward_padded),         \
+        EXT_FAST(attn_forward_packed), EXT_FAST(attn_forward_piecewise), EXT_FAST(attn_ref_forward_piecewise),         \
         EXT_FAST(attn_forward_paged_piecewise), EXT_FAST(attn_ref_forward_paged_piecewise),                            \
         EXT_FAST(attn_forward_kv_prefix), EXT_FAST(attn_forward_prescaled), EXT_FAST(attn_forward_quant),              \
         EXT_FAST(attn_ref_forward_quant), EXT_FAST(attn_quantize_fp8), EXT_FAST(attn_dequantize_fp8),                  \

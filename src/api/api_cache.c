@@ -7,6 +7,8 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "api/ctx.h"
 #include "api/kv_events.h"
@@ -122,9 +124,10 @@ attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const 
     return attn_reshape_and_cache_ex(ctx, key, value, kv_cache, slot_mapping, NULL);
 }
 
-/* block_mapping [num_pairs, 2]: column 0 checked against `src`, column 1 against `dst`. */
-static attn_status attn_check_block_mapping(const attn_tensor *m, const attn_kv_layout *src, const char *src_name,
-                                            const attn_kv_layout *dst, const char *dst_name) {
+/* block_mapping [num_pairs, 2]: column 0 checked against src_blocks blocks of `src_name`, column 1 against
+ * dst_blocks of `dst_name`. */
+static attn_status attn_check_block_mapping(const attn_tensor *m, int64_t src_blocks, const char *src_name,
+                                            int64_t dst_blocks, const char *dst_name) {
     ATTN_TRY(attn_check_index_tensor(m, "block_mapping", 2));
     ATTN_TRY(attn_tensor_check_dim(m, "block_mapping", 1, 2, "2 (src, dst)"));
     ATTN_CHECK(m->shape[0] <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
@@ -132,12 +135,12 @@ static attn_status attn_check_block_mapping(const attn_tensor *m, const attn_kv_
                (long long)ATTN_MAX_SEQ_LEN);
     for (int64_t i = 0; i < m->shape[0]; i++) {
         const int64_t s = attn_index2(m, i, 0), d = attn_index2(m, i, 1);
-        ATTN_CHECK(s >= 0 && s < src->num_blocks, ATTN_STATUS_INVALID_ARGUMENT,
+        ATTN_CHECK(s >= 0 && s < src_blocks, ATTN_STATUS_INVALID_ARGUMENT,
                    "block_mapping: entry [%lld][0] = %lld is outside [0, num_blocks=%lld) of %s", (long long)i,
-                   (long long)s, (long long)src->num_blocks, src_name);
-        ATTN_CHECK(d >= 0 && d < dst->num_blocks, ATTN_STATUS_INVALID_ARGUMENT,
+                   (long long)s, (long long)src_blocks, src_name);
+        ATTN_CHECK(d >= 0 && d < dst_blocks, ATTN_STATUS_INVALID_ARGUMENT,
                    "block_mapping: entry [%lld][1] = %lld is outside [0, num_blocks=%lld) of %s", (long long)i,
-                   (long long)d, (long long)dst->num_blocks, dst_name);
+                   (long long)d, (long long)dst_blocks, dst_name);
     }
     return ATTN_STATUS_OK;
 }
@@ -146,7 +149,7 @@ attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, const attn_te
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
     attn_kv_layout c;
     ATTN_TRY(attn_kv_layout_of_bytes(kv_cache, "kv_cache", &c)); /* a byte copy: vLLM's u8 fp8 caches too */
-    ATTN_TRY(attn_check_block_mapping(block_mapping, &c, "kv_cache", &c, "kv_cache"));
+    ATTN_TRY(attn_check_block_mapping(block_mapping, c.num_blocks, "kv_cache", c.num_blocks, "kv_cache"));
     ATTN_CHECK(!attn_tensor_overlap(kv_cache, block_mapping), ATTN_STATUS_INVALID_ARGUMENT,
                "kv_cache: overlaps block_mapping in memory");
     for (int64_t i = 0; i < block_mapping->shape[0]; i++)
@@ -169,13 +172,40 @@ attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cache, attn_t
     ATTN_TRY(attn_tensor_check_dim(dst_cache, "dst_cache", 2, s.block_size, "src_cache block_size"));
     ATTN_TRY(attn_tensor_check_dim(dst_cache, "dst_cache", 3, s.num_kv_heads, "src_cache num_kv_heads"));
     ATTN_TRY(attn_tensor_check_dim(dst_cache, "dst_cache", 4, s.head_size, "src_cache head_size"));
-    ATTN_TRY(attn_check_block_mapping(block_mapping, &s, "src_cache", &d, "dst_cache"));
+    ATTN_TRY(attn_check_block_mapping(block_mapping, s.num_blocks, "src_cache", d.num_blocks, "dst_cache"));
     ATTN_CHECK(!attn_tensor_overlap(dst_cache, src_cache), ATTN_STATUS_INVALID_ARGUMENT,
                "dst_cache: overlaps src_cache in memory");
     ATTN_CHECK(!attn_tensor_overlap(dst_cache, block_mapping), ATTN_STATUS_INVALID_ARGUMENT,
                "dst_cache: overlaps block_mapping in memory");
     for (int64_t i = 0; i < block_mapping->shape[0]; i++)
         attn_kv_copy_block(&d, attn_index2(block_mapping, i, 1), &s, attn_index2(block_mapping, i, 0));
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_swap_blocks_bytes(attn_ctx *ctx, const attn_tensor *src, attn_tensor *dst, int64_t block_size_in_bytes,
+                                   const attn_tensor *block_mapping) {
+    ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_TRY(attn_tensor_check(src, "src", -1, 0));
+    ATTN_TRY(attn_tensor_check(dst, "dst", -1, 0));
+    ATTN_CHECK(block_size_in_bytes > 0, ATTN_STATUS_INVALID_ARGUMENT, "block_size_in_bytes: %lld, expected > 0",
+               (long long)block_size_in_bytes);
+    uintptr_t s_lo, s_hi, d_lo, d_hi; /* strides are >= 0: each span starts at its data pointer */
+    attn_tensor_span(src, &s_lo, &s_hi);
+    attn_tensor_span(dst, &d_lo, &d_hi);
+    const int64_t s_bytes = (int64_t)(s_hi - s_lo), d_bytes = (int64_t)(d_hi - d_lo);
+    char s_name[96], d_name[96];
+    snprintf(s_name, sizeof s_name, "src (%lld bytes in blocks of %lld)", (long long)s_bytes,
+             (long long)block_size_in_bytes);
+    snprintf(d_name, sizeof d_name, "dst (%lld bytes in blocks of %lld)", (long long)d_bytes,
+             (long long)block_size_in_bytes);
+    ATTN_TRY(attn_check_block_mapping(block_mapping, s_bytes / block_size_in_bytes, s_name,
+                                      d_bytes / block_size_in_bytes, d_name));
+    ATTN_CHECK(!attn_tensor_overlap(dst, block_mapping), ATTN_STATUS_INVALID_ARGUMENT,
+               "dst: overlaps block_mapping in memory");
+    const size_t n = (size_t)block_size_in_bytes;
+    for (int64_t i = 0; i < block_mapping->shape[0]; i++) /* in order, memmove: src and dst may be one buffer */
+        memmove((char *)d_lo + (size_t)attn_index2(block_mapping, i, 1) * n,
+                (const char *)s_lo + (size_t)attn_index2(block_mapping, i, 0) * n, n);
     return ATTN_STATUS_OK;
 }
 

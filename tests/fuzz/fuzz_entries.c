@@ -391,7 +391,7 @@ typedef struct fz_target {
  * attn_kv_stored_next, 27 attn_forward_paged_piecewise, 28 attn_ref_forward_paged_piecewise, 29
  * attn_reshape_and_cache_scaled_notify + attn_kv_stored_next (reached through entry 25: a byte after the scales
  * picks it, so the cache target's entry choice, the first byte modulo 5, keeps its meaning; fz_last_entry
- * reports 29). */
+ * reports 29), 30 attn_swap_blocks_bytes (reached through entry 9 the same way). */
 static const fz_target fz_targets[] = {
     {"dense", {0, 1}, 2},
     {"varlen", {2, 3, 20}, 3},
@@ -528,6 +528,11 @@ static int fz_run(const fz_target *tg, const uint8_t *data, size_t size) {
     case 8: case 9: {
         a5 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32), a4 = fz_tensor(&f, &r, 5, ATTN_DTYPE_F32);
         attn_tensor m = fz_index_of(&f, &r, 2, 2);
+        if (entry == 9 && (rd_u8(&r) & 1)) { /* the byte form (fz_last_entry 30, as 29 through entry 25) */
+            st = CALL(attn_swap_blocks_bytes(ctx, &a5, &a4, rd_i32(&r), &m));
+            entry = 30;
+            break;
+        }
         st = CALL(entry == 8 ? attn_copy_blocks(ctx, &a5, &m) : attn_swap_blocks(ctx, &a5, &a4, &m));
         break;
     }

@@ -4,7 +4,8 @@
  * f32 → bf16/f16 conversion, every pair of f32 / bf16 / f16 row and cache dtypes element by element (specials
  * included), int32 slot mappings, strided cache views, key and value caches as two allocations (a negative
  * strides[0]); copy_blocks / swap_blocks move whole
- * blocks; every bad slot / block id / geometry is rejected with the argument named and nothing written.
+ * blocks, swap_blocks_bytes raw blocks of any size between views of any dtype; every bad slot / block id / geometry
+ * is rejected with the argument named and nothing written.
  * attn_kv_cache_alloc: the view's shape and strides, zero contents, 2 MiB alignment (and, on Linux where THP
  * advice works, the "hg" flag of the mapping in /proc/self/smaps) for caches >= 2 MiB, 64-byte alignment
  * below, a write through it; bad arguments name themselves and leave *cache untouched.
@@ -371,6 +372,69 @@ static void test_copy_and_swap_blocks(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* attn_swap_blocks_bytes: blocks of any byte size between views of any dtype, pairs in order (also within one
+ * buffer), a strided view's span, bad ids / sizes / an overlapped block_mapping refused with nothing written. */
+static void test_swap_blocks_bytes(void **state) {
+    (void)state;
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    uint8_t src[6 * 24], dst[4 * 24 + 5], want[sizeof dst], before[sizeof dst];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (uint8_t)(i * 7 + 1);
+    memset(dst, 0xEE, sizeof dst);
+    /* src as f32 [6, 6] (24-byte blocks), dst as u8 [101]: its last 5 bytes are no whole block */
+    int64_t ss[2] = {6, 6}, ds[1] = {(int64_t)sizeof dst}, ms[2] = {3, 2};
+    attn_tensor ts = attn_tensor_make(src, ATTN_DTYPE_F32, 2, ss), td = attn_tensor_make(dst, ATTN_DTYPE_U8, 1, ds);
+    int64_t map[3][2] = {{5, 0}, {2, 3}, {1, 0}}; /* dst block 0 twice: the later pair wins */
+    attn_tensor tm = attn_tensor_make(map, ATTN_DTYPE_I64, 2, ms);
+    memcpy(want, dst, sizeof dst);
+    memcpy(want + 3 * 24, src + 2 * 24, 24);
+    memcpy(want, src + 1 * 24, 24);
+    assert_int_equal(attn_swap_blocks_bytes(ctx, &ts, &td, 24, &tm), ATTN_STATUS_OK);
+    assert_memory_equal(dst, want, sizeof dst);
+    /* refused, nothing written: dst id 4 (4 whole blocks), src id 6, size 0, mapping over dst */
+    memcpy(before, dst, sizeof dst);
+    int64_t bad[3][2] = {{0, 1}, {1, 4}, {0, 0}};
+    attn_tensor tb = attn_tensor_make(bad, ATTN_DTYPE_I64, 2, ms);
+    assert_int_equal(attn_swap_blocks_bytes(ctx, &ts, &td, 24, &tb), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "entry [1][1] = 4 is outside [0, num_blocks=4) of dst (101 bytes"));
+    bad[1][1] = 0, bad[2][0] = 6;
+    assert_int_equal(attn_swap_blocks_bytes(ctx, &ts, &td, 24, &tb), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "entry [2][0] = 6 is outside [0, num_blocks=6) of src (144 bytes"));
+    assert_int_equal(attn_swap_blocks_bytes(ctx, &ts, &td, 0, &tm), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "block_size_in_bytes: 0"));
+    assert_memory_equal(dst, before, sizeof dst);
+    uint8_t dst2[48] = {0}; /* its first 8 bytes read as the pair (0, 0) */
+    int64_t d2s[1] = {48}, ov[2] = {1, 2};
+    attn_tensor td2 = attn_tensor_make(dst2, ATTN_DTYPE_U8, 1, d2s),
+                tov = attn_tensor_make(dst2, ATTN_DTYPE_I32, 2, ov);
+    assert_int_equal(attn_swap_blocks_bytes(ctx, &ts, &td2, 24, &tov), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "dst: overlaps block_mapping"));
+    for (int i = 0; i < 48; i++)
+        assert_int_equal(dst2[i], 0);
+    /* one buffer as src and dst: block 1 <- 0, then block 2 <- 1 reads the block the first pair wrote */
+    uint8_t one[3 * 8];
+    for (int i = 0; i < 24; i++)
+        one[i] = (uint8_t)i;
+    int64_t os[1] = {24}, chain[2][2] = {{0, 1}, {1, 2}}, cs[2] = {2, 2};
+    attn_tensor to = attn_tensor_make(one, ATTN_DTYPE_U8, 1, os), tc = attn_tensor_make(chain, ATTN_DTYPE_I64, 2, cs);
+    assert_int_equal(attn_swap_blocks_bytes(ctx, &to, &to, 8, &tc), ATTN_STATUS_OK);
+    for (int i = 0; i < 24; i++)
+        assert_int_equal(one[i], i % 8);
+    /* a strided view spans from its first byte to the end of its last element: every other f32 of src[0..5] */
+    int64_t sh[1] = {3};
+    attn_tensor tstr = attn_tensor_make(src, ATTN_DTYPE_F32, 1, sh);
+    tstr.strides[0] = 2;
+    int64_t last[1][2] = {{4, 0}}, ls[2] = {1, 2};
+    attn_tensor tl = attn_tensor_make(last, ATTN_DTYPE_I64, 2, ls);
+    assert_int_equal(attn_swap_blocks_bytes(ctx, &tstr, &td, 4, &tl), ATTN_STATUS_OK); /* bytes 16..19 */
+    assert_memory_equal(dst, src + 16, 4);
+    last[0][0] = 5; /* 20 bytes: 5 blocks of 4, ids 0..4 */
+    assert_int_equal(attn_swap_blocks_bytes(ctx, &tstr, &td, 4, &tl), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(attn_swap_blocks_bytes(NULL, &ts, &td, 24, &tm), ATTN_STATUS_INVALID_ARGUMENT);
+    attn_ctx_destroy(ctx);
+}
+
 #if defined(__linux__)
 /* 1 if the mapping holding p has VmFlags "hg" (MADV_HUGEPAGE) in /proc/self/smaps, 0 if not, -1 unknown. */
 static int smaps_has_hg(const void *p) {
@@ -472,6 +536,7 @@ int main(void) {
         cmocka_unit_test(test_reshape_and_cache_convert),
         cmocka_unit_test(test_reshape_int32_strided),
         cmocka_unit_test(test_copy_and_swap_blocks),
+        cmocka_unit_test(test_swap_blocks_bytes),
         cmocka_unit_test(test_separate_key_value_caches),
         cmocka_unit_test(test_separate_caches_plan_workspace),
     };

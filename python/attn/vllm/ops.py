@@ -69,52 +69,21 @@ def _byte_span(a: np.ndarray, name: str) -> int:
     return a.itemsize + sum((n - 1) * st for n, st in zip(a.shape, a.strides))
 
 
-def _swap_bytes(src: Array, dst: Array, block_size_in_bytes: Any, block_mapping: Array) -> None:
-    """Newer vLLM's swap_blocks(src, dst, block_size_in_bytes, block_mapping): each tensor is a run of
-    consecutive blocks of block_size_in_bytes bytes from its data pointer; block s of src is copied to
-    block d of dst for each (s, d) row, in order. Every id is checked before anything is written."""
+def _swap_bytes(src: Array, dst: Array, block_size_in_bytes: Any, block_mapping: Array,
+                ctx: Optional[Context]) -> None:
+    """Newer vLLM's swap_blocks(src, dst, block_size_in_bytes, block_mapping) on the raw bytes of each tensor
+    (any dtype: attn_swap_blocks_bytes)."""
     if isinstance(block_size_in_bytes, (bool, np.bool_)) or not isinstance(block_size_in_bytes,
                                                                            (int, np.integer)):
         raise TypeError(f"block_size_in_bytes: {block_size_in_bytes!r}, expected an int")
-    nbytes = int(block_size_in_bytes)
-    if nbytes <= 0:
-        raise ValueError(f"block_size_in_bytes: {nbytes}, expected > 0")
-    sa, da = _arrays.as_numpy(src, "src"), _arrays.as_numpy(dst, "dst")
-    if not da.flags.writeable:
-        raise ValueError("dst: is read-only")
-    bm = _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2)
-    spans = (_byte_span(sa, "src"), _byte_span(da, "dst"))
-    for col, (name, span) in enumerate(zip(("src", "dst"), spans)):
-        nblk = span // nbytes
-        bad = np.nonzero((bm[:, col] < 0) | (bm[:, col] >= nblk))[0]
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(f"block_mapping: entry [{i}][{col}] = {int(bm[i, col])} is outside [0, {nblk}) "
-                             f"blocks of {nbytes} bytes in {name} ({span} bytes)")
-    if bm.shape[0] == 0:
-        return
     views = []
-    for a, span in ((sa, spans[0]), (da, spans[1])):
-        buf = _arrays.raw_bytes(a.__array_interface__["data"][0], span, a)
-        views.append(buf[: (span // nbytes) * nbytes]
-                     .reshape(-1, nbytes))
-    sb, db = views
-    s_lo, d_lo = sa.__array_interface__["data"][0], da.__array_interface__["data"][0]
-    if nbytes >= 4096 or (s_lo < d_lo + spans[1] and d_lo < s_lo + spans[0]):
-        # large blocks (a row copy costs more than the loop) or src and dst in one buffer (a pair may read a
-        # block an earlier pair wrote): one copy per pair, in order
-        for s_id, d_id in bm.tolist():
-            db[d_id] = sb[s_id]
-        return
-    # small blocks: gathered and scattered 1024 pairs at a time (a Python step per pair cost 9x the copy);
-    # a dst block named twice in a chunk takes its last pair's source, as the loop in order does
-    for i in range(0, bm.shape[0], 1024):
-        s_ids, d_ids = bm[i:i + 1024, 0], bm[i:i + 1024, 1]
-        _, last = np.unique(d_ids[::-1], return_index=True)
-        if last.size != d_ids.size:
-            keep = d_ids.size - 1 - last
-            s_ids, d_ids = s_ids[keep], d_ids[keep]
-        db[d_ids] = np.take(sb, s_ids, axis=0)
+    for a, name in ((src, "src"), (dst, "dst")):
+        a = _arrays.as_numpy(a, name)
+        if name == "dst" and not a.flags.writeable:
+            raise ValueError("dst: is read-only")
+        views.append(_arrays.raw_bytes(a.__array_interface__["data"][0], _byte_span(a, name), a))
+    _ext.attn_swap_blocks_bytes(_ctx_ptr(ctx), views[0], views[1], int(block_size_in_bytes),
+                                _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2))
 
 
 def swap_blocks(src: Array, dst: Array, block_size_in_bytes: Any = None,
@@ -129,7 +98,7 @@ def swap_blocks(src: Array, dst: Array, block_size_in_bytes: Any = None,
     region). Ids are checked against each tensor before anything is written."""
     if block_mapping is not None:
         if block_size_in_bytes is not None:
-            return _swap_bytes(src, dst, block_size_in_bytes, block_mapping)
+            return _swap_bytes(src, dst, block_size_in_bytes, block_mapping, ctx)
     elif block_size_in_bytes is not None:
         block_mapping = block_size_in_bytes  # the three-argument form: (src, dst, block_mapping)
         if isinstance(block_mapping, (int, np.integer)):
