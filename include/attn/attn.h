@@ -507,8 +507,9 @@ ATTN_API attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cach
  * partial block is not addressable); for each (s, d) = block_mapping[i] in order, block d of dst = block s of src.
  * src and dst may be one buffer (a pair then reads what an earlier pair wrote).
  *   block_mapping: int64 or int32 [num_pairs, 2]; ids checked against each region's whole blocks first.
- * Returns INVALID_ARGUMENT (block_size_in_bytes <= 0, an id out of range, dst overlapping block_mapping),
- * OVERFLOW. Source: newer vLLM's swap_blocks, its block_size_in_bytes form. */
+ * Returns INVALID_ARGUMENT (block_size_in_bytes <= 0, an id out of range, an FP4_E2M1 view (two codes per
+ * byte), block_mapping within dst's byte span), OVERFLOW. Source: newer vLLM's swap_blocks, its block_size_in_bytes
+ * form. */
 ATTN_API attn_status attn_swap_blocks_bytes(attn_ctx *ctx, const attn_tensor *src, attn_tensor *dst,
                                             int64_t block_size_in_bytes, const attn_tensor *block_mapping);
 

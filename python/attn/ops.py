@@ -394,19 +394,24 @@ def reshape_and_cache(key: Array, value: Array, kv_cache: Array, slot_mapping: A
                            _scale_arg(k_scale, "k_scale"), _scale_arg(v_scale, "v_scale"))
 
 
+def block_pairs(block_mapping: Array) -> np.ndarray:
+    """block_mapping as int64 for libattn, which checks it is [num_pairs, 2] (an empty one of any shape: no
+    pairs)."""
+    bm = _arrays.index_array(block_mapping, "block_mapping", np.int64)
+    return bm.reshape(0, 2) if bm.size == 0 else bm
+
+
 def copy_blocks(kv_cache: Array, block_mapping: Array, *, ctx: Optional[Context] = None) -> None:
     """kv_cache[:, dst] = kv_cache[:, src] for each (src, dst) row of block_mapping int64 [num_pairs, 2],
     in order (attn_copy_blocks)."""
-    bm = _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2)
-    _capi.call("attn_copy_blocks", _ctx_ptr(ctx), kv_cache, bm)
+    _capi.call("attn_copy_blocks", _ctx_ptr(ctx), kv_cache, block_pairs(block_mapping))
 
 
 def swap_blocks(src_cache: Array, dst_cache: Array, block_mapping: Array, *,
                 ctx: Optional[Context] = None) -> None:
     """dst_cache[:, dst] = src_cache[:, src] for each (src, dst) row of block_mapping int64 [num_pairs, 2]
     (attn_swap_blocks). Caches share dtype, block_size, num_kv_heads, head_size."""
-    bm = _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2)
-    _capi.call("attn_swap_blocks", _ctx_ptr(ctx), src_cache, dst_cache, bm)
+    _capi.call("attn_swap_blocks", _ctx_ptr(ctx), src_cache, dst_cache, block_pairs(block_mapping))
 
 
 def paged_attention(q: Array, kv_cache: Array, query_start_loc: Array, seq_lens: Array,

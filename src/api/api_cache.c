@@ -187,6 +187,10 @@ attn_status attn_swap_blocks_bytes(attn_ctx *ctx, const attn_tensor *src, attn_t
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
     ATTN_TRY(attn_tensor_check(src, "src", -1, 0));
     ATTN_TRY(attn_tensor_check(dst, "dst", -1, 0));
+    ATTN_CHECK(attn_dtype_size(src->dtype) > 0 && attn_dtype_size(dst->dtype) > 0, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: dtype %s packs two elements per byte, expected a view of whole bytes",
+               attn_dtype_size(src->dtype) > 0 ? "dst" : "src",
+               attn_dtype_name(attn_dtype_size(src->dtype) > 0 ? dst->dtype : src->dtype));
     ATTN_CHECK(block_size_in_bytes > 0, ATTN_STATUS_INVALID_ARGUMENT, "block_size_in_bytes: %lld, expected > 0",
                (long long)block_size_in_bytes);
     uintptr_t s_lo, s_hi, d_lo, d_hi; /* strides are >= 0: each span starts at its data pointer */
@@ -200,7 +204,9 @@ attn_status attn_swap_blocks_bytes(attn_ctx *ctx, const attn_tensor *src, attn_t
              (long long)block_size_in_bytes);
     ATTN_TRY(attn_check_block_mapping(block_mapping, s_bytes / block_size_in_bytes, s_name,
                                       d_bytes / block_size_in_bytes, d_name));
-    ATTN_CHECK(!attn_tensor_overlap(dst, block_mapping), ATTN_STATUS_INVALID_ARGUMENT,
+    uintptr_t m_lo, m_hi; /* dst is every byte of its span, gaps between its elements included */
+    attn_tensor_span(block_mapping, &m_lo, &m_hi);
+    ATTN_CHECK(m_lo == m_hi || d_lo == d_hi || m_hi <= d_lo || d_hi <= m_lo, ATTN_STATUS_INVALID_ARGUMENT,
                "dst: overlaps block_mapping in memory");
     const size_t n = (size_t)block_size_in_bytes;
     for (int64_t i = 0; i < block_mapping->shape[0]; i++) /* in order, memmove: src and dst may be one buffer */

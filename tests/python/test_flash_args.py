@@ -511,6 +511,23 @@ def test_swap_blocks_block_size_in_bytes(rng, ctx1):
     np.testing.assert_array_equal(kd[0], k[3])
 
 
+def test_swap_blocks_refuses_objects_and_misshaped_mappings(ctx1):
+    # an object array's bytes are pointers: never copied over; a mapping that is not [num_pairs, 2] is named
+    src, dst = np.arange(32, dtype=np.uint8), np.zeros(32, np.uint8)
+    d = np.empty(4, object)
+    d[:] = [1, 2, 3, 4]
+    with pytest.raises(TypeError, match="dst: dtype object"):
+        vllm_ops.swap_blocks(src, d, 8, [[1, 0]])
+    assert list(d) == [1, 2, 3, 4]
+    for bad in ([[1, 0, 2], [3, 0, 1]], [1, 0, 2, 3], [[[1, 0], [2, 3]]], [1, 0, 2]):
+        with pytest.raises(ValueError, match="block_mapping"):
+            vllm_ops.swap_blocks(src, dst, 8, bad)
+    assert not dst.any()
+    vllm_ops.swap_blocks(src, dst, 8, np.zeros((0,), np.int64))  # no pairs
+    vllm_ops.swap_blocks(src, dst, 8, [[3, 1]])
+    np.testing.assert_array_equal(dst[8:16], src[24:32])
+
+
 @pytest.mark.skipif(not HAVE_ML_DTYPES, reason="ml_dtypes is not installed")
 def test_merge_bf16_positive_inf(rng, ctx1):
     import ml_dtypes

@@ -432,6 +432,26 @@ static void test_swap_blocks_bytes(void **state) {
     last[0][0] = 5; /* 20 bytes: 5 blocks of 4, ids 0..4 */
     assert_int_equal(attn_swap_blocks_bytes(ctx, &tstr, &td, 4, &tl), ATTN_STATUS_INVALID_ARGUMENT);
     assert_int_equal(attn_swap_blocks_bytes(NULL, &ts, &td, 24, &tm), ATTN_STATUS_INVALID_ARGUMENT);
+    /* a [2, 64] dst with a gap between its rows is every byte of its span: a mapping in the gap is refused (the
+     * first pair would overwrite the second one's ids after they were checked) */
+    uint8_t gap[192] = {0};
+    int64_t *gm = (int64_t *)(void *)(gap + 64), gs[2] = {2, 64}, g_src[4] = {1000000000LL, 0, 0, 0}, g4[1] = {4};
+    gm[1] = 10; /* pairs (0, 10), (0, 0): pair 0 writes bytes 80..87, gm[2] */
+    attn_tensor tg = attn_tensor_make(gap, ATTN_DTYPE_U8, 2, gs), tgs = attn_tensor_make(g_src, ATTN_DTYPE_I64, 1, g4);
+    tg.strides[0] = 128;
+    attn_tensor tgm = attn_tensor_make(gm, ATTN_DTYPE_I64, 2, ms);
+    tgm.shape[0] = 2;
+    assert_int_equal(attn_swap_blocks_bytes(ctx, &tgs, &tg, 8, &tgm), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "dst: overlaps block_mapping"));
+    assert_int_equal(gm[1], 10);
+    assert_int_equal(gm[2], 0);
+    /* packed FP4 views have no byte per element: refused, not read as twice their size */
+    int64_t f16[1] = {16};
+    attn_tensor tf = attn_tensor_make(one, ATTN_DTYPE_FP4_E2M1, 1, f16);
+    assert_int_equal(attn_swap_blocks_bytes(ctx, &tf, &td, 8, &tl), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "src: dtype"));
+    assert_int_equal(attn_swap_blocks_bytes(ctx, &ts, &tf, 8, &tl), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "dst: dtype"));
     attn_ctx_destroy(ctx);
 }
 

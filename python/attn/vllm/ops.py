@@ -79,11 +79,13 @@ def _swap_bytes(src: Array, dst: Array, block_size_in_bytes: Any, block_mapping:
     views = []
     for a, name in ((src, "src"), (dst, "dst")):
         a = _arrays.as_numpy(a, name)
+        if a.dtype.hasobject:
+            raise TypeError(f"{name}: dtype {a.dtype} holds Python objects, not bytes to copy")
         if name == "dst" and not a.flags.writeable:
             raise ValueError("dst: is read-only")
         views.append(_arrays.raw_bytes(a.__array_interface__["data"][0], _byte_span(a, name), a))
     _ext.attn_swap_blocks_bytes(_ctx_ptr(ctx), views[0], views[1], int(block_size_in_bytes),
-                                _arrays.index_array(block_mapping, "block_mapping", np.int64).reshape(-1, 2))
+                                ops.block_pairs(block_mapping))
 
 
 def swap_blocks(src: Array, dst: Array, block_size_in_bytes: Any = None,
