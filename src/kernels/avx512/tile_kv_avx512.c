@@ -254,8 +254,9 @@ static inline __attribute__((always_inline)) void k512_fp8_column(__m512 x, __m5
     __m512i lo, hi;
     k512_fp8x64_bf16_bytes(_mm512_shuffle_epi8(_mm512_castps_si512(x), spair), &lo, &hi, DT);
     const __m512i w01 = _mm512_unpacklo_epi8(lo, hi), w23 = _mm512_unpackhi_epi8(lo, hi);
-#else /* E4M3: words (c0, c0), (c1, c1) and (c2, c2), (c3, c3) per key looked up as bfloat16 (the code in the low      \
-       * byte, its sign in bit 15) */
+#else
+    /* E4M3: words (c0, c0), (c1, c1) and (c2, c2), (c3, c3) per key looked up as bfloat16 (the code in the low byte,
+     * its sign in bit 15) */
     (void)DT;
     const __m512i s01 = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13));
     const __m512i s23 = _mm512_add_epi8(s01, _mm512_set1_epi8(2));
@@ -406,23 +407,19 @@ static inline __attribute__((always_inline)) void k512_qk_kv_keys16(const float 
             k512_transpose16(x);
             _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
                 attn_kv_prefetch_step(pf, pfn);
+                __m512 k4[4];
                 if (k512_fp8_columns(DT)) {
-                    __m512 k4[4];
                     k512_fp8_column(x[j], k4, DT);
-                    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-                        const float *q = q_t + (d0 + 4 * j + i) * ATTN_QB;
-                        _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) acc[r] =
-                            _mm512_fmadd_ps(k4[i], _mm512_set1_ps(q[r]), acc[r]);
-                    }
-                    continue;
+                } else { /* E5M2 without VBMI: through binary16 */
+                    __m512i lo, hi;
+                    k512_fp8x64_to_f16(
+                        _mm512_permutexvar_epi32(dsel, _mm512_shuffle_epi8(_mm512_castps_si512(x[j]), bsel)), &lo, &hi,
+                        DT);
+                    k4[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(lo));
+                    k4[1] = _mm512_cvtph_ps(_mm512_castsi512_si256(hi));
+                    k4[2] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(lo, 1));
+                    k4[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hi, 1));
                 }
-                __m512i lo, hi;
-                k512_fp8x64_to_f16(_mm512_permutexvar_epi32(dsel, _mm512_shuffle_epi8(_mm512_castps_si512(x[j]), bsel)),
-                                   &lo, &hi, DT);
-                const __m512 k4[4] = {_mm512_cvtph_ps(_mm512_castsi512_si256(lo)),
-                                      _mm512_cvtph_ps(_mm512_castsi512_si256(hi)),
-                                      _mm512_cvtph_ps(_mm512_extracti64x4_epi64(lo, 1)),
-                                      _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hi, 1))};
                 _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
                     const float *q = q_t + (d0 + 4 * j + i) * ATTN_QB;
                     _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) acc[r] =
