@@ -310,6 +310,10 @@ void attn_k_qk_tile_prep_amx(const float *q_t, int64_t num_rows, int64_t head_si
 void attn_k_pv_tile_prep_amx(const float *p, int64_t num_keys, int64_t num_rows, const void *prep, int64_t key0,
                              int64_t head_size_v, float *o_t);
 extern const struct attn_kernels attn_kernels_amx;
+#if defined(ATTN_HAVE_AVX512_VBMI)
+/* its vbmi variant: f32 / f16 / fp8 K/V through the avx512 vbmi entries, the same bits (kernels_amx.c) */
+extern const struct attn_kernels attn_kernels_amx_vbmi;
+#endif
 /* the quant table on AMX CPUs: avx512bf16's with Q·Kᵀ and P·V of the bf16 path on TDPBF16PS (quant_amx.c) */
 void attn_k_qk_bf16_amx(const uint32_t *qp, int64_t num_rows, int64_t head_size, const uint16_t *k16, int64_t k_stride,
                         int64_t num_keys, const float *row_scale, const float *key_scale, float *s);

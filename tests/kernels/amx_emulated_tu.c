@@ -5,6 +5,7 @@
  * plain x86-64 and runs, and reports why it skips, on a CPU without AVX-512.
  */
 #define ATTN_AMX_EMULATE 1
-#define ATTN_HAVE_AVX512BF16 1 /* the avx512bf16 table is compiled in (tests.cmake): its entries are declared */
+#define ATTN_HAVE_AVX512     1 /* the avx512 and avx512bf16 tables are compiled in (tests.cmake): their */
+#define ATTN_HAVE_AVX512BF16 1 /* entries are declared                                                    */
 #include "kernels/amx/quant_amx.c"
 #include "kernels/amx/tile_amx.c"

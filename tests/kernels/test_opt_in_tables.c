@@ -6,9 +6,9 @@
  *  - kernels, bitwise: qk_tile_kv / pv_rows_kv on bf16 rows equal a scalar model of what the table documents
  *    (q and P rounded to bf16 with round to nearest even, VDPBF16PS = two FMAs per lane, the high bf16 of each
  *    pair first; odd counts padded with zero pairs), for row counts 1..32, key counts 1..130, head sizes 1..256;
- *    f32 / f16 rows give the avx512 table's bits. amx: its P·V is the avx512 table's (bitwise), its Q·Kᵀ on tiles
- *    (≤ 16 rows, head sizes a multiple of 32) is checked against float64 in test_amx_emulated.c, and every other
- *    Q·Kᵀ is the avx512bf16 model's;
+ *    f32 / f16 / fp8 rows give the avx512 table's bits (every variant: amx's vbmi one where the CPU has VBMI).
+ *    amx: its P·V is the avx512 table's (bitwise), its Q·Kᵀ on tiles (≤ 16 rows, head sizes a multiple of 32) is
+ *    checked against float64 in test_amx_emulated.c, and every other bf16 Q·Kᵀ is the avx512bf16 model's;
  *  - end to end, against the oracle with the table's stated tolerance (docs/SEMANTICS.md §7): dense decode
  *    (GQA, MQA, causal bottom-right, sliding windows with odd starts, softcap, ALiBi) and plan-less paged decode
  *    over a bf16 cache; bitwise identical for 1, 2 and 3 threads, and a request's rows bitwise the same alone
@@ -185,7 +185,8 @@ typedef struct kbuf {
     float o[QB * ATTN_HEAD_SIZE_MAX], o_ref[QB * ATTN_HEAD_SIZE_MAX];
     uint16_t rows[MAXK][ATTN_HEAD_SIZE_MAX];
     float rows32[MAXK][ATTN_HEAD_SIZE_MAX];
-    const void *ptr[MAXK], *ptr32[MAXK];
+    uint8_t rows8[MAXK][ATTN_HEAD_SIZE_MAX]; /* finite codes of both fp8 formats */
+    const void *ptr[MAXK], *ptr32[MAXK], *ptr8[MAXK];
 } kbuf;
 
 static void kbuf_fill(kbuf *b, th_rng *r) {
@@ -197,8 +198,9 @@ static void kbuf_fill(kbuf *b, th_rng *r) {
         for (int d = 0; d < ATTN_HEAD_SIZE_MAX; d++) {
             b->rows[k][d] = m_bf16((float)th_rng_range(r, -1.5, 1.5));
             b->rows32[k][d] = m_wide(b->rows[k][d]);
+            b->rows8[k][d] = (uint8_t)(th_rng_range(r, 0, 2) >= 1 ? 0x80 : 0) | (uint8_t)th_rng_range(r, 0, 0x78);
         }
-        b->ptr[k] = b->rows[k], b->ptr32[k] = b->rows32[k];
+        b->ptr[k] = b->rows[k], b->ptr32[k] = b->rows32[k], b->ptr8[k] = b->rows8[k];
     }
 }
 
@@ -249,6 +251,20 @@ static void kernels_model(const struct attn_kernels *kt) {
                             if (attn_f32_bits(b->s[k * QB + r]) != attn_f32_bits(b->s_ref[k * QB + r]) && fails++ < 5)
                                 fprintf(stderr, "REPRO qk f32 R=%lld K=%lld D=%lld differs from avx512\n", (long long)R,
                                         (long long)K, (long long)D);
+                    /* fp8 rows (the prefetching entry the decode driver calls): the avx512 table's bits too */
+                    for (int e5 = 0; e5 < 2; e5++) {
+                        const attn_dtype dt = e5 ? ATTN_DTYPE_FP8_E5M2 : ATTN_DTYPE_FP8_E4M3;
+                        attn_kv_prefetch none = {0};
+                        memset(b->s, 0, sizeof b->s), memset(b->s_ref, 0, sizeof b->s_ref);
+                        if (kt->qk_tile_kv_pf)
+                            kt->qk_tile_kv_pf(b->q_t, R, D, b->ptr8, dt, K, b->s, &none);
+                        else
+                            kt->qk_tile_kv(b->q_t, R, D, b->ptr8, dt, K, b->s);
+                        k512->qk_tile_kv(b->q_t, R, D, b->ptr8, dt, K, b->s_ref);
+                        if (memcmp(b->s, b->s_ref, sizeof b->s) != 0 && fails++ < 5)
+                            fprintf(stderr, "REPRO qk %s R=%lld K=%lld D=%lld differs from avx512\n",
+                                    attn_dtype_name(dt), (long long)R, (long long)K, (long long)D);
+                    }
                 }
                 /* pv: o_d starts from a random accumulator */
                 for (int64_t i = 0; i < R * D; i++)
@@ -270,6 +286,20 @@ static void kernels_model(const struct attn_kernels *kt) {
                     if (attn_f32_bits(b->o[i]) != attn_f32_bits(b->o_ref[i]) && fails++ < 5)
                         fprintf(stderr, "REPRO pv f32 R=%lld K=%lld D=%lld differs from avx512\n", (long long)R,
                                 (long long)K, (long long)D);
+                for (int e5 = 0; e5 < 2; e5++) { /* fp8 rows: the avx512 table's bits */
+                    const attn_dtype dt = e5 ? ATTN_DTYPE_FP8_E5M2 : ATTN_DTYPE_FP8_E4M3;
+                    attn_kv_prefetch none = {0};
+                    for (int64_t i = 0; i < R * D; i++)
+                        b->o[i] = b->o_ref[i] = (float)th_rng_range(&rng, -1, 1);
+                    if (kt->pv_rows_kv_pf)
+                        kt->pv_rows_kv_pf(b->p, K, R, b->ptr8, dt, D, b->o, &none);
+                    else
+                        kt->pv_rows_kv(b->p, K, R, b->ptr8, dt, D, b->o);
+                    k512->pv_rows_kv(b->p, K, R, b->ptr8, dt, D, b->o_ref);
+                    if (memcmp(b->o, b->o_ref, (size_t)(R * D) * sizeof(float)) != 0 && fails++ < 5)
+                        fprintf(stderr, "REPRO pv %s R=%lld K=%lld D=%lld differs from avx512\n", attn_dtype_name(dt),
+                                (long long)R, (long long)K, (long long)D);
+                }
             }
     free(b);
     assert_int_equal(fails, 0);
@@ -278,9 +308,11 @@ static void kernels_model(const struct attn_kernels *kt) {
 static void test_kernels_model(void **state) {
     (void)state;
     for (size_t t = 0; t < NELEM(opt_tables); t++) {
-        const struct attn_kernels *kt = opt_table(opt_tables[t]);
-        if (kt)
-            kernels_model(kt);
+        const struct attn_kernels *v[2];
+        const char *why_not = NULL;
+        const int nv = opt_table(opt_tables[t]) ? attn_dispatch_variants(opt_tables[t], v, &why_not) : 0;
+        for (int i = 0; i < nv; i++) /* amx: the plain table and its vbmi variant where the CPU has VBMI */
+            kernels_model(v[i]);
     }
 }
 

@@ -3,7 +3,11 @@
  * (prefill) kernels on TDPBF16PS where the tile's K (or V) rows are all bf16 values — a bf16 cache or bf16 K/V,
  * which the driver widens exactly to f32 — and the avx512 kernels otherwise (f32/f16 values keep their bits).
  * q and P are rounded to bf16 (round to nearest even); TDPBF16PS adds two bf16 products per step into f32
- * (SDM: even element first, each an FMA with round to nearest even, denormals flushed). Not the pinned chains:
+ * (SDM: even element first, each an FMA with round to nearest even, denormals flushed). The hardware's sums are not
+ * that model's bit for bit: on an Intel Xeon (2026-12-06) 32 products added by one instruction and the same products
+ * added by two (C stored and reloaded between) differed in every random case, so the bits depend on how the
+ * products are grouped into instructions; the groups here are fixed by the data (32 head dimensions, or 32 keys from a
+ * multiple of 32 in the kv tile: docs/KERNELS.md §7), never by the schedule or the thread count. Not the pinned chains:
  * tolerance and contract in docs/SEMANTICS.md §7.
  *
  * Layout (palette 1; qk / pv: every tile 16 rows × 64 bytes):
@@ -315,7 +319,8 @@ void KAMX_NAME(pv_tile)(const float *p, int64_t num_keys, int64_t num_rows, cons
  * the rows' own stride (or from a copy when the group's rows are not evenly spaced), B = the q pairs qk_prep_kv wrote
  * (q_t[j][r] = (q[2j][r], q[2j+1][r]), the VNNI layout). Tiles are shaped to the call: C and B num_rows columns wide,
  * a last group of fewer than 16 keys in tiles of that many rows, so nothing is read past a row or written past
- * num_keys or num_rows. Other dtypes, more than 16 rows, head sizes that are not a multiple of 32: avx512bf16. */
+ * num_keys or num_rows. f32 / f16 / fp8 K: the avx512 kernel. More than 16 rows, head sizes that are not a multiple of
+ * 32: avx512bf16. */
 #define KAMX_KV_C      0 /* C, 16 keys                */
 #define KAMX_KV_A      1 /* A, 16 keys                */
 #define KAMX_KV_B      2 /* B, 16 dimension pairs     */
@@ -336,8 +341,12 @@ void KAMX_NAME(pv_tile)(const float *p, int64_t num_keys, int64_t num_rows, cons
 
 void KAMX_NAME(qk_tile_kv_pf)(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
                               attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf) {
-    if (kv_dtype != ATTN_DTYPE_BF16 || num_rows <= 0 || num_rows > 16 || num_keys <= 0 || head_size <= 0 ||
-        head_size % 32 != 0 || head_size > ATTN_HEAD_SIZE_MAX) {
+    if (kv_dtype != ATTN_DTYPE_BF16) { /* f32, f16, fp8 K: the avx512 kernel (its bits), with the prefetch steps */
+        attn_k_qk_tile_kv_pf_avx512(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, pf);
+        return;
+    }
+    if (num_rows <= 0 || num_rows > 16 || num_keys <= 0 || head_size <= 0 || head_size % 32 != 0 ||
+        head_size > ATTN_HEAD_SIZE_MAX) {
         attn_k_qk_tile_kv_avx512bf16(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s); /* (pf left) */
         return;
     }
