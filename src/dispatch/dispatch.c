@@ -45,8 +45,8 @@ static int attn_usable_neon(const attn_cpu_feature_set *f) { return f->neon; }
 
 /* The table an entry hands out on this CPU: its variant where the CPU has the variant's feature, else the entry's
  * table. Variants give the same bits: neon's BF16 one (BFCVTN conversions, src/kernels/neon/cvt_neon_bf16.c) where
- * HWCAP2 reports BF16, avx512's and amx's VBMI ones (byte-table fp8 widening in decode, src/kernels/avx512/
- * tile_kv_avx512_vbmi.c) where CPUID reports AVX512_VBMI. */
+ * HWCAP2 reports BF16, avx512's, avx512bf16's and amx's VBMI ones (byte-table fp8 widening in decode,
+ * src/kernels/avx512/ tile_kv_avx512_vbmi.c) where CPUID reports AVX512_VBMI. */
 static const struct attn_kernels *attn_isa_table(const struct attn_kernels *table, const attn_cpu_feature_set *f) {
 #if defined(ATTN_HAVE_NEON_BF16)
     if (table == &attn_kernels_neon && f->bf16) return &attn_kernels_neon_bf16;
@@ -54,6 +54,10 @@ static const struct attn_kernels *attn_isa_table(const struct attn_kernels *tabl
 #if defined(ATTN_HAVE_AVX512_VBMI)
     if (table == &attn_kernels_avx512 && f->avx512vbmi)
         return &attn_kernels_avx512_vbmi;
+#endif
+#if defined(ATTN_HAVE_AVX512_VBMI) && defined(ATTN_HAVE_AVX512BF16)
+    if (table == &attn_kernels_avx512bf16 && f->avx512vbmi)
+        return &attn_kernels_avx512bf16_vbmi;
 #endif
 #if defined(ATTN_HAVE_AVX512_VBMI) && defined(ATTN_HAVE_AMX)
     if (table == &attn_kernels_amx && f->avx512vbmi)
@@ -127,6 +131,10 @@ const char *attn_dispatch_variant_name(const struct attn_kernels *table) {
     if (table == &attn_kernels_avx512_vbmi)
         return "vbmi";
 #endif
+#if defined(ATTN_HAVE_AVX512_VBMI) && defined(ATTN_HAVE_AVX512BF16)
+    if (table == &attn_kernels_avx512bf16_vbmi)
+        return "vbmi";
+#endif
 #if defined(ATTN_HAVE_AVX512_VBMI) && defined(ATTN_HAVE_AMX)
     if (table == &attn_kernels_amx_vbmi)
         return "vbmi";
@@ -147,6 +155,12 @@ int attn_dispatch_variants(const char *name, const struct attn_kernels **out, co
     if (t == &attn_kernels_neon) *why_not = "bf16 variant not run: HWCAP2_BF16 is not reported by this CPU";
 #elif defined(ATTN_HAVE_NEON)
     if (t == &attn_kernels_neon) *why_not = "bf16 variant not compiled: the compiler does not take +bf16";
+#endif
+#if defined(ATTN_HAVE_AVX512_VBMI) && defined(ATTN_HAVE_AVX512BF16)
+    if (t == &attn_kernels_avx512bf16_vbmi) {
+        out[0] = &attn_kernels_avx512bf16, out[1] = t;
+        return 2;
+    }
 #endif
 #if defined(ATTN_HAVE_AVX512_VBMI) && defined(ATTN_HAVE_AMX)
     if (t == &attn_kernels_amx_vbmi) {

@@ -12,13 +12,13 @@ const struct attn_kernels *attn_dispatch_by_name(const char *name);
 const struct attn_kernels *attn_dispatch_default(void);
 /* Every variant of the table `name` runnable here, the one attn_dispatch_by_name gives last: writes 0, 1 or 2
  * tables to out[0..2) and returns the count (0: not usable). Two for neon (plain, and "bf16" where HWCAP2 reports
- * BF16), avx512 and amx (plain, and "vbmi" where CPUID reports AVX512_VBMI). *why_not: NULL, or a static sentence
- * saying why a compiled-in variant is not among them (tests print it). For the tests, which compare each variant with
- * generic and each other. */
+ * BF16), avx512, avx512bf16 and amx (plain, and "vbmi" where CPUID reports AVX512_VBMI). *why_not: NULL, or a static
+ * sentence saying why a compiled-in variant is not among them (tests print it). For the tests, which compare each
+ * variant with generic and each other. */
 int attn_dispatch_variants(const char *name, const struct attn_kernels **out, const char **why_not);
 /* NULL for a table as its ISA entry names it, or the name of the CPU-feature variant it is (same name, same
  * bits, other instructions): "bf16" for neon's FEAT_BF16 variant (src/kernels/neon/cvt_neon_bf16.c), "vbmi" for
- * avx512's and amx's AVX512_VBMI variants (src/kernels/avx512/tile_kv_avx512_vbmi.c). */
+ * the AVX512_VBMI variants of avx512, avx512bf16 and amx (src/kernels/avx512/tile_kv_avx512_vbmi.c). */
 const char *attn_dispatch_variant_name(const struct attn_kernels *table);
 
 /* The quantized-attention kernels (kernels.h, struct attn_quant_kernels) for a context on `float_table`, chosen by

@@ -72,7 +72,7 @@ struct attn_kernels {
      * registers: bitwise equal to the kernels on the rows converted by cvt_to_f32 (the f32 path), so decode
      * over an fp8 cache reads one byte per element and makes no conversion pass. 0 (the default of a table
      * that omits it): the driver widens fp8 rows into a scratch tile first and passes F32. */
-    int fp8_kv; /* avx2, avx512, neon */
+    int fp8_kv; /* avx2, avx512, neon, and the opt-in avx512bf16 / amx (through avx512 kernels) */
     /* Optional: qk_tile_kv / pv_rows_kv that also issue (part of) the prefetches in *pf between their steps (the
      * bits are those of qk_tile_kv / pv_rows_kv); NULL: the driver issues them before the call. */
     void (*qk_tile_kv_pf)(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
@@ -292,6 +292,10 @@ void attn_k_pv_rows_kv_avx512bf16(const float *p, int64_t num_keys, int64_t num_
                                   attn_dtype kv_dtype, int64_t head_size_v, float *o_d);
 void attn_k_qk_prep_kv_avx512bf16(float *q_t, int64_t num_rows, int64_t head_size, attn_dtype kv_dtype);
 extern const struct attn_kernels attn_kernels_avx512bf16;
+#if defined(ATTN_HAVE_AVX512_VBMI)
+/* its vbmi variant: f32 / f16 / fp8 K/V through the avx512 vbmi entries, the same bits (kernels_avx512bf16.c) */
+extern const struct attn_kernels attn_kernels_avx512bf16_vbmi;
+#endif
 #endif
 #if defined(ATTN_HAVE_AMX)
 /* the opt-in amx table: AMX prefill kernels and few-row Q·Kᵀ for bf16 K/V (tile_amx.c) */
