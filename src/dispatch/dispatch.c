@@ -46,7 +46,7 @@ static int attn_usable_neon(const attn_cpu_feature_set *f) { return f->neon; }
 /* The table an entry hands out on this CPU: its variant where the CPU has the variant's feature, else the entry's
  * table. Variants give the same bits: neon's BF16 one (BFCVTN conversions, src/kernels/neon/cvt_neon_bf16.c) where
  * HWCAP2 reports BF16, avx512's, avx512bf16's and amx's VBMI ones (byte-table fp8 widening in decode,
- * src/kernels/avx512/ tile_kv_avx512_vbmi.c) where CPUID reports AVX512_VBMI. */
+ * src/kernels/avx512/tile_kv_avx512_vbmi.c) where CPUID reports AVX512_VBMI. */
 static const struct attn_kernels *attn_isa_table(const struct attn_kernels *table, const attn_cpu_feature_set *f) {
 #if defined(ATTN_HAVE_NEON_BF16)
     if (table == &attn_kernels_neon && f->bf16) return &attn_kernels_neon_bf16;
