@@ -43,27 +43,52 @@ static int attn_usable_amx(const attn_cpu_feature_set *f) {
 static int attn_usable_neon(const attn_cpu_feature_set *f) { return f->neon; }
 #endif
 
-/* The table an entry hands out on this CPU: its variant where the CPU has the variant's feature, else the entry's
- * table. Variants give the same bits: neon's BF16 one (BFCVTN conversions, src/kernels/neon/cvt_neon_bf16.c) where
- * HWCAP2 reports BF16, avx512's, avx512bf16's and amx's VBMI ones (byte-table fp8 widening in decode,
- * src/kernels/avx512/tile_kv_avx512_vbmi.c) where CPUID reports AVX512_VBMI. */
-static const struct attn_kernels *attn_isa_table(const struct attn_kernels *table, const attn_cpu_feature_set *f) {
+/* A CPU-feature variant of a table: the same name and bits, other instructions. neon's BF16 one (BFCVTN
+ * conversions, src/kernels/neon/cvt_neon_bf16.c) where HWCAP2 reports BF16; the VBMI ones of avx512, avx512bf16 and
+ * amx (byte-table fp8 widening in decode, src/kernels/avx512/tile_kv_avx512_vbmi.c) where CPUID reports
+ * AVX512_VBMI. The NULL entry ends the list. */
+typedef struct attn_variant_entry {
+    const struct attn_kernels *table, *variant;
+    const char *name;                             /* attn_dispatch_variant_name */
+    int (*usable)(const attn_cpu_feature_set *f); /* the variant's feature       */
+    const char *why_not;                          /* the tests' line where the CPU lacks it */
+} attn_variant_entry;
+
 #if defined(ATTN_HAVE_NEON_BF16)
-    if (table == &attn_kernels_neon && f->bf16) return &attn_kernels_neon_bf16;
+static int attn_has_bf16(const attn_cpu_feature_set *f) {
+    return f->bf16;
+}
+#define ATTN_NO_BF16 "bf16 variant not run: HWCAP2_BF16 is not reported by this CPU"
 #endif
 #if defined(ATTN_HAVE_AVX512_VBMI)
-    if (table == &attn_kernels_avx512 && f->avx512vbmi)
-        return &attn_kernels_avx512_vbmi;
+static int attn_has_vbmi(const attn_cpu_feature_set *f) {
+    return f->avx512vbmi;
+}
+#define ATTN_NO_VBMI "vbmi variant not run: CPUID does not report AVX512_VBMI"
+#endif
+
+static const attn_variant_entry attn_variants[] = {
+#if defined(ATTN_HAVE_NEON_BF16)
+    {&attn_kernels_neon, &attn_kernels_neon_bf16, "bf16", attn_has_bf16, ATTN_NO_BF16},
+#endif
+#if defined(ATTN_HAVE_AVX512_VBMI)
+    {&attn_kernels_avx512, &attn_kernels_avx512_vbmi, "vbmi", attn_has_vbmi, ATTN_NO_VBMI},
 #endif
 #if defined(ATTN_HAVE_AVX512_VBMI) && defined(ATTN_HAVE_AVX512BF16)
-    if (table == &attn_kernels_avx512bf16 && f->avx512vbmi)
-        return &attn_kernels_avx512bf16_vbmi;
+    {&attn_kernels_avx512bf16, &attn_kernels_avx512bf16_vbmi, "vbmi", attn_has_vbmi, ATTN_NO_VBMI},
 #endif
 #if defined(ATTN_HAVE_AVX512_VBMI) && defined(ATTN_HAVE_AMX)
-    if (table == &attn_kernels_amx && f->avx512vbmi)
-        return &attn_kernels_amx_vbmi;
+    {&attn_kernels_amx, &attn_kernels_amx_vbmi, "vbmi", attn_has_vbmi, ATTN_NO_VBMI},
 #endif
-    (void)f;
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* The table an entry hands out on this CPU: its variant where the CPU has the variant's feature, else the entry's
+ * table. */
+static const struct attn_kernels *attn_isa_table(const struct attn_kernels *table, const attn_cpu_feature_set *f) {
+    for (const attn_variant_entry *v = attn_variants; v->table; v++)
+        if (v->table == table && v->usable(f))
+            return v->variant;
     return table;
 }
 
@@ -124,22 +149,9 @@ const struct attn_kernels *attn_dispatch_by_name(const char *name) {
 }
 
 const char *attn_dispatch_variant_name(const struct attn_kernels *table) {
-#if defined(ATTN_HAVE_NEON_BF16)
-    if (table == &attn_kernels_neon_bf16) return "bf16";
-#endif
-#if defined(ATTN_HAVE_AVX512_VBMI)
-    if (table == &attn_kernels_avx512_vbmi)
-        return "vbmi";
-#endif
-#if defined(ATTN_HAVE_AVX512_VBMI) && defined(ATTN_HAVE_AVX512BF16)
-    if (table == &attn_kernels_avx512bf16_vbmi)
-        return "vbmi";
-#endif
-#if defined(ATTN_HAVE_AVX512_VBMI) && defined(ATTN_HAVE_AMX)
-    if (table == &attn_kernels_amx_vbmi)
-        return "vbmi";
-#endif
-    (void)table;
+    for (const attn_variant_entry *v = attn_variants; v->table; v++)
+        if (v->variant == table)
+            return v->name;
     return NULL;
 }
 
@@ -147,35 +159,18 @@ int attn_dispatch_variants(const char *name, const struct attn_kernels **out, co
     *why_not = NULL;
     const struct attn_kernels *t = attn_dispatch_by_name(name);
     if (!t) return 0;
-#if defined(ATTN_HAVE_NEON_BF16)
-    if (t == &attn_kernels_neon_bf16) {
-        out[0] = &attn_kernels_neon, out[1] = t;
-        return 2;
+    for (const attn_variant_entry *v = attn_variants; v->table; v++) {
+        if (t == v->variant) {
+            out[0] = v->table, out[1] = t;
+            return 2;
+        }
+        if (t == v->table)
+            *why_not = v->why_not; /* handed out plain: the CPU lacks the feature */
     }
-    if (t == &attn_kernels_neon) *why_not = "bf16 variant not run: HWCAP2_BF16 is not reported by this CPU";
-#elif defined(ATTN_HAVE_NEON)
+#if defined(ATTN_HAVE_NEON) && !defined(ATTN_HAVE_NEON_BF16)
     if (t == &attn_kernels_neon) *why_not = "bf16 variant not compiled: the compiler does not take +bf16";
 #endif
-#if defined(ATTN_HAVE_AVX512_VBMI) && defined(ATTN_HAVE_AVX512BF16)
-    if (t == &attn_kernels_avx512bf16_vbmi) {
-        out[0] = &attn_kernels_avx512bf16, out[1] = t;
-        return 2;
-    }
-#endif
-#if defined(ATTN_HAVE_AVX512_VBMI) && defined(ATTN_HAVE_AMX)
-    if (t == &attn_kernels_amx_vbmi) {
-        out[0] = &attn_kernels_amx, out[1] = t;
-        return 2;
-    }
-#endif
-#if defined(ATTN_HAVE_AVX512_VBMI)
-    if (t == &attn_kernels_avx512_vbmi) {
-        out[0] = &attn_kernels_avx512, out[1] = t;
-        return 2;
-    }
-    if (t == &attn_kernels_avx512)
-        *why_not = "vbmi variant not run: CPUID does not report AVX512_VBMI";
-#elif defined(ATTN_HAVE_AVX512)
+#if defined(ATTN_HAVE_AVX512) && !defined(ATTN_HAVE_AVX512_VBMI)
     if (t == &attn_kernels_avx512)
         *why_not = "vbmi variant not compiled: the compiler does not take -mavx512vbmi";
 #endif
