@@ -22,53 +22,43 @@
         .scale_tile = attn_k_scale_tile_avx512, .qk_prep_kv = attn_k_qk_prep_kv_avx512bf16, .fp8_kv = 1,               \
     }
 
-/* The prefetching entries: f32 / f16 / fp8 K/V through avx512's (its bits and its prefetch steps); bf16 K/V issue the
- * step's prefetches first, in one burst, then run the VDPBF16PS kernels (which have no steps of their own). VBMI: 1
- * for the avx512 entries of the vbmi variant. */
-static inline __attribute__((always_inline)) void kbf_qk_pf(const float *q_t, int64_t num_rows, int64_t head_size,
-                                                            const void *const *k_rows, attn_dtype kv_dtype,
-                                                            int64_t num_keys, float *s, attn_kv_prefetch *pf,
-                                                            const int VBMI) {
+/* The prefetching entries: f32 / f16 / fp8 K/V through avx512's (`exact_qk` / `exact_pv`: the plain or the vbmi
+ * entry; its bits and its prefetch steps); bf16 K/V issue all of the step's prefetches first, in one burst, then run
+ * the VDPBF16PS kernels (which have no steps of their own). */
+static inline __attribute__((always_inline)) void
+kbf_qk_pf(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows, attn_dtype kv_dtype,
+          int64_t num_keys, float *s, attn_kv_prefetch *pf,
+          void (*exact_qk)(const float *, int64_t, int64_t, const void *const *, attn_dtype, int64_t, float *,
+                           attn_kv_prefetch *)) {
     if (kv_dtype != ATTN_DTYPE_BF16) {
-#if defined(ATTN_HAVE_AVX512_VBMI)
-        if (VBMI) {
-            attn_k_qk_tile_kv_pf_avx512_vbmi(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, pf);
-            return;
-        }
-#endif
-        attn_k_qk_tile_kv_pf_avx512(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, pf);
+        exact_qk(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, pf);
         return;
     }
-    attn_kv_prefetch_step(pf, pf->l1_lines > pf->l2_lines ? pf->l1_lines : pf->l2_lines);
+    attn_kv_prefetch_step(pf, attn_kv_prefetch_rate(pf, 1));
     attn_k_qk_tile_kv_avx512bf16(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s);
 }
 
-static inline __attribute__((always_inline)) void kbf_pv_pf(const float *p, int64_t num_keys, int64_t num_rows,
-                                                            const void *const *v_rows, attn_dtype kv_dtype,
-                                                            int64_t head_size_v, float *o_d, attn_kv_prefetch *pf,
-                                                            const int VBMI) {
+static inline __attribute__((always_inline)) void
+kbf_pv_pf(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows, attn_dtype kv_dtype,
+          int64_t head_size_v, float *o_d, attn_kv_prefetch *pf,
+          void (*exact_pv)(const float *, int64_t, int64_t, const void *const *, attn_dtype, int64_t, float *,
+                           attn_kv_prefetch *)) {
     if (kv_dtype != ATTN_DTYPE_BF16) {
-#if defined(ATTN_HAVE_AVX512_VBMI)
-        if (VBMI) {
-            attn_k_pv_rows_kv_pf_avx512_vbmi(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, pf);
-            return;
-        }
-#endif
-        attn_k_pv_rows_kv_pf_avx512(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, pf);
+        exact_pv(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, pf);
         return;
     }
-    attn_kv_prefetch_step(pf, pf->l1_lines > pf->l2_lines ? pf->l1_lines : pf->l2_lines);
+    attn_kv_prefetch_step(pf, attn_kv_prefetch_rate(pf, 1));
     attn_k_pv_rows_kv_avx512bf16(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d);
 }
 
 static void kbf_qk_tile_kv_pf(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
                               attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf) {
-    kbf_qk_pf(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, pf, 0);
+    kbf_qk_pf(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, pf, attn_k_qk_tile_kv_pf_avx512);
 }
 
 static void kbf_pv_rows_kv_pf(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
                               attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf) {
-    kbf_pv_pf(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, pf, 0);
+    kbf_pv_pf(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, pf, attn_k_pv_rows_kv_pf_avx512);
 }
 
 const struct attn_kernels attn_kernels_avx512bf16 = ATTN_AVX512BF16_TABLE(
@@ -80,24 +70,24 @@ const struct attn_kernels attn_kernels_avx512bf16 = ATTN_AVX512BF16_TABLE(
  * table; bf16 K/V on VDPBF16PS as there. */
 static void kbf_qk_tile_kv_pf_vbmi(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
                                    attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf) {
-    kbf_qk_pf(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, pf, 1);
+    kbf_qk_pf(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, pf, attn_k_qk_tile_kv_pf_avx512_vbmi);
 }
 
 static void kbf_pv_rows_kv_pf_vbmi(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
                                    attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf) {
-    kbf_pv_pf(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, pf, 1);
+    kbf_pv_pf(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, pf, attn_k_pv_rows_kv_pf_avx512_vbmi);
 }
 
 static void kbf_qk_tile_kv_vbmi(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
                                 attn_dtype kv_dtype, int64_t num_keys, float *s) {
     attn_kv_prefetch none = {0};
-    kbf_qk_pf(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, &none, 1);
+    kbf_qk_pf(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, &none, attn_k_qk_tile_kv_pf_avx512_vbmi);
 }
 
 static void kbf_pv_rows_kv_vbmi(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
                                 attn_dtype kv_dtype, int64_t head_size_v, float *o_d) {
     attn_kv_prefetch none = {0};
-    kbf_pv_pf(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, &none, 1);
+    kbf_pv_pf(p, num_keys, num_rows, v_rows, kv_dtype, head_size_v, o_d, &none, attn_k_pv_rows_kv_pf_avx512_vbmi);
 }
 
 const struct attn_kernels attn_kernels_avx512bf16_vbmi =
