@@ -28,8 +28,12 @@ static inline __attribute__((always_inline)) void k512_pv_panel(const float *res
     float *o = o_t + d0 * ATTN_QB;
     _Pragma("GCC unroll 16") for (int b = 0; b < NB; b++)
         _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) acc[b][v] = _mm512_loadu_ps(o + b * ATTN_QB + 16 * v);
-    for (int64_t k = 0; k < num_keys; k++) {
+    /* two keys per iteration, and vr in one base register (an empty asm makes GCC keep it) so the NB broadcasts
+     * address vr + 4·b: GCC otherwise keeps NB index registers and spills them through xmm moves (Intel Xeon, L1, 32
+     * rows × 64 keys: 73 → 77–78 % of the FMA peak) */
+    _Pragma("GCC unroll 2") for (int64_t k = 0; k < num_keys; k++) {
         const float *vr = v_rows[k] + d0;
+        __asm__("" : "+r"(vr));
         __m512 pk[2];
         _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) pk[v] = _mm512_loadu_ps(p + k * ATTN_QB + 16 * v);
         _Pragma("GCC unroll 16") for (int b = 0; b < NB; b++) {
