@@ -60,6 +60,42 @@ static void k256_softmax_rows4(float *s, int64_t num_keys, float *m, float *l, f
             _mm_storeu_ps(o_t + d * ATTN_QB, _mm_mul_ps(_mm_loadu_ps(o_t + d * ATTN_QB), alpha));
 }
 
+/* Vectors [v0, v0 + NV) of 8 rows side by side (independent max and sum chains per key; per lane the same
+ * operations in the same order as one vector alone). Their α into alpha[v0 ...]; *rescale = 1 when some α ≠ 1. */
+static inline __attribute__((always_inline)) void k256_softmax_vecs(float *s, int64_t num_keys, float *m, float *l,
+                                                                    int v0, __m256 *alpha, int *rescale, const int NV) {
+    const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+    const __m256 one = _mm256_set1_ps(1.0f), log2e = _mm256_set1_ps(ATTN_LOG2E_F);
+    __m256 tmax[2] = {neg_inf, neg_inf}, m_new[2], sum[2];
+    for (int64_t k = 0; k < num_keys; k++)
+        for (int v = 0; v < NV; v++)
+            tmax[v] = _mm256_max_ps(_mm256_loadu_ps(s + k * ATTN_QB + 8 * (v0 + v)), tmax[v]);
+    for (int v = 0; v < NV; v++) {
+        const __m256 m_old = _mm256_loadu_ps(m + 8 * (v0 + v));
+        const __m256 empty = _mm256_cmp_ps(m_old, neg_inf, _CMP_EQ_OQ);
+        const __m256 grow =
+            _mm256_cmp_ps(tmax[v], _mm256_add_ps(m_old, _mm256_set1_ps(ATTN_RESCALE_THRESHOLD)), _CMP_GT_OQ);
+        m_new[v] = _mm256_blendv_ps(m_old, tmax[v], _mm256_or_ps(grow, empty));
+        const __m256 keep = _mm256_or_ps(_mm256_cmp_ps(m_new[v], m_old, _CMP_EQ_OQ), empty);
+        alpha[v0 + v] = _mm256_blendv_ps(k256_exp2(_mm256_mul_ps(_mm256_sub_ps(m_old, m_new[v]), log2e)), one, keep);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(alpha[v0 + v], one, _CMP_NEQ_UQ)))
+            *rescale = 1;
+        _mm256_storeu_ps(m + 8 * (v0 + v), m_new[v]);
+        sum[v] = _mm256_setzero_ps();
+    }
+    for (int64_t k = 0; k < num_keys; k++)
+        for (int v = 0; v < NV; v++) {
+            float *x_at = s + k * ATTN_QB + 8 * (v0 + v);
+            const __m256 x = _mm256_loadu_ps(x_at);
+            const __m256 dead = _mm256_cmp_ps(x, neg_inf, _CMP_EQ_OQ);
+            const __m256 pe = _mm256_andnot_ps(dead, k256_exp2(_mm256_mul_ps(_mm256_sub_ps(x, m_new[v]), log2e)));
+            _mm256_storeu_ps(x_at, pe);
+            sum[v] = _mm256_add_ps(sum[v], pe);
+        }
+    for (int v = 0; v < NV; v++)
+        _mm256_storeu_ps(l + 8 * (v0 + v), _mm256_fmadd_ps(alpha[v0 + v], _mm256_loadu_ps(l + 8 * (v0 + v)), sum[v]));
+}
+
 void attn_k_softmax_tile_avx2(float *s, int64_t num_keys, int64_t num_rows, float *m, float *l, float *o_t,
                               int64_t head_size_v) {
     if (num_rows <= 4) {
@@ -67,37 +103,15 @@ void attn_k_softmax_tile_avx2(float *s, int64_t num_keys, int64_t num_rows, floa
         return;
     }
     const int nv = (int)((num_rows + 7) / 8);
-    const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
-    const __m256 one = _mm256_set1_ps(1.0f), log2e = _mm256_set1_ps(ATTN_LOG2E_F);
     __m256 alpha[ATTN_QB / 8];
-    int rescale = 0;
-    for (int v = 0; v < nv; v++) {
-        float *sv = s + 8 * v;
-        __m256 tmax = neg_inf;
-        for (int64_t k = 0; k < num_keys; k++) tmax = _mm256_max_ps(_mm256_loadu_ps(sv + k * ATTN_QB), tmax);
-        const __m256 m_old = _mm256_loadu_ps(m + 8 * v);
-        const __m256 empty = _mm256_cmp_ps(m_old, neg_inf, _CMP_EQ_OQ);
-        const __m256 grow =
-            _mm256_cmp_ps(tmax, _mm256_add_ps(m_old, _mm256_set1_ps(ATTN_RESCALE_THRESHOLD)), _CMP_GT_OQ);
-        const __m256 m_new = _mm256_blendv_ps(m_old, tmax, _mm256_or_ps(grow, empty));
-        const __m256 keep = _mm256_or_ps(_mm256_cmp_ps(m_new, m_old, _CMP_EQ_OQ), empty);
-        alpha[v] = _mm256_blendv_ps(k256_exp2(_mm256_mul_ps(_mm256_sub_ps(m_old, m_new), log2e)), one, keep);
-        if (_mm256_movemask_ps(_mm256_cmp_ps(alpha[v], one, _CMP_NEQ_UQ))) rescale = 1;
-        _mm256_storeu_ps(m + 8 * v, m_new);
-
-        __m256 sum = _mm256_setzero_ps();
-        for (int64_t k = 0; k < num_keys; k++) {
-            const __m256 x = _mm256_loadu_ps(sv + k * ATTN_QB);
-            const __m256 dead = _mm256_cmp_ps(x, neg_inf, _CMP_EQ_OQ);
-            const __m256 pe = _mm256_andnot_ps(dead, k256_exp2(_mm256_mul_ps(_mm256_sub_ps(x, m_new), log2e)));
-            _mm256_storeu_ps(sv + k * ATTN_QB, pe);
-            sum = _mm256_add_ps(sum, pe);
-        }
-        _mm256_storeu_ps(l + 8 * v, _mm256_fmadd_ps(alpha[v], _mm256_loadu_ps(l + 8 * v), sum));
-    }
+    int rescale = 0, v = 0;
+    for (; v + 2 <= nv; v += 2)
+        k256_softmax_vecs(s, num_keys, m, l, v, alpha, &rescale, 2);
+    if (v < nv)
+        k256_softmax_vecs(s, num_keys, m, l, v, alpha, &rescale, 1);
     if (rescale) {
         for (int64_t d = 0; d < head_size_v; d++)
-            for (int v = 0; v < nv; v++) {
+            for (v = 0; v < nv; v++) {
                 float *o = o_t + d * ATTN_QB + 8 * v;
                 _mm256_storeu_ps(o, _mm256_mul_ps(_mm256_loadu_ps(o), alpha[v]));
             }
