@@ -219,6 +219,8 @@ class Shape:
             return f"small-model cache write 1 token {self.kv_heads}x{self.head_size} {self.dtype}"
         if self.kind == "quant":
             return f"quant prefill S{c} {self.heads}x{self.head_size} non-causal"
+        if (self.heads, self.kv_heads, self.head_size) != (32, 8, 128):
+            return f"prefill {self.heads}/{self.kv_heads}x{self.head_size} S{c} causal {self.dtype}"
         return f"prefill S{c} causal {self.dtype}"
 
 
@@ -261,6 +263,9 @@ def build_cases(quick: bool) -> List[Shape]:
         for dt in ("f32", "bf16"):
             cases.append(Shape("prefill", 1, S, 32, 8, 128, dt,
                                ["attn", "attn-dense", "attn-amx", "vllm", "torch-sdpa", "numpy"]))
+    # the end-to-end model's shape at the end-to-end prompt length (its 4k x 8 prefill is a batch of such calls)
+    for dt in ("f32", "bf16"):
+        cases.append(Shape("prefill", 1, 4096, 9, 3, 64, dt, ["attn", "attn-dense", "vllm", "torch-sdpa"]))
     for S in (1024, 4096):
         cases.append(Shape("quant", 1, S, 4, 4, 128, "bf16", QUANT_SYSTEMS))
     return cases
