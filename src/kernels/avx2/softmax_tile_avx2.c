@@ -39,21 +39,23 @@ static void k256_softmax_rows4(float *s, int64_t num_keys, float *m, float *l, f
     const int rescale = _mm_movemask_ps(_mm_cmp_ps(alpha, one4, _CMP_NEQ_UQ)) != 0;
     _mm_storeu_ps(m, m_new);
 
+    /* the sum over P in key order runs beside the exp2 of the next keys (one add chain, started early) */
     const __m256 m2 = _mm256_set_m128(m_new, m_new), log2e = _mm256_set1_ps(ATTN_LOG2E_F);
+    __m128 sum = _mm_setzero_ps();
     for (k = 0; k + 2 <= num_keys; k += 2) {
         const __m256 x = _mm256_loadu2_m128(s + (k + 1) * ATTN_QB, s + k * ATTN_QB);
         const __m256 dead = _mm256_cmp_ps(x, neg_inf, _CMP_EQ_OQ);
         const __m256 pe = _mm256_andnot_ps(dead, k256_exp2(_mm256_mul_ps(_mm256_sub_ps(x, m2), log2e)));
         _mm256_storeu2_m128(s + (k + 1) * ATTN_QB, s + k * ATTN_QB, pe);
+        sum = _mm_add_ps(_mm_add_ps(sum, _mm256_castps256_ps128(pe)), _mm256_extractf128_ps(pe, 1));
     }
     for (; k < num_keys; k++) {
         const __m256 x = _mm256_castps128_ps256(_mm_loadu_ps(s + k * ATTN_QB));
         const __m256 dead = _mm256_cmp_ps(x, neg_inf, _CMP_EQ_OQ);
         const __m256 pe = _mm256_andnot_ps(dead, k256_exp2(_mm256_mul_ps(_mm256_sub_ps(x, m2), log2e)));
         _mm_storeu_ps(s + k * ATTN_QB, _mm256_castps256_ps128(pe));
+        sum = _mm_add_ps(sum, _mm256_castps256_ps128(pe));
     }
-    __m128 sum = _mm_setzero_ps();
-    for (k = 0; k < num_keys; k++) sum = _mm_add_ps(sum, _mm_loadu_ps(s + k * ATTN_QB));
     _mm_storeu_ps(l, _mm_fmadd_ps(alpha, _mm_loadu_ps(l), sum));
     if (rescale)
         for (int64_t d = 0; d < head_size_v; d++)

@@ -51,23 +51,27 @@ static void k512_softmax_rows4(float *s, int64_t num_keys, float *m, float *l, f
     const int rescale = (_mm_cmp_ps_mask(alpha, one4, _CMP_NEQ_UQ) & 0xF) != 0;
     _mm_storeu_ps(m, m_new);
 
+    /* the sum over P in key order runs beside the exp2 of the next keys (one add chain, started early) */
     const __m512 m4 = _mm512_broadcast_f32x4(m_new), log2e = _mm512_set1_ps(ATTN_LOG2E_F);
+    __m128 sum = _mm_setzero_ps();
     for (k = 0; k + 4 <= num_keys; k += 4) {
         const __m512 x = k512_pack4(s, k);
         /* s = −inf gives exactly +0 even when m_new = −inf too (t would be NaN there) */
         const __m512 pe = k512_exp2_masked(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_UQ), _mm512_mul_ps(_mm512_sub_ps(x, m4), log2e));
-        _mm_storeu_ps(s + k * ATTN_QB, _mm512_castps512_ps128(pe));
-        _mm_storeu_ps(s + (k + 1) * ATTN_QB, _mm512_extractf32x4_ps(pe, 1));
-        _mm_storeu_ps(s + (k + 2) * ATTN_QB, _mm512_extractf32x4_ps(pe, 2));
-        _mm_storeu_ps(s + (k + 3) * ATTN_QB, _mm512_extractf32x4_ps(pe, 3));
+        const __m128 p0 = _mm512_castps512_ps128(pe), p1 = _mm512_extractf32x4_ps(pe, 1);
+        const __m128 p2 = _mm512_extractf32x4_ps(pe, 2), p3 = _mm512_extractf32x4_ps(pe, 3);
+        _mm_storeu_ps(s + k * ATTN_QB, p0);
+        _mm_storeu_ps(s + (k + 1) * ATTN_QB, p1);
+        _mm_storeu_ps(s + (k + 2) * ATTN_QB, p2);
+        _mm_storeu_ps(s + (k + 3) * ATTN_QB, p3);
+        sum = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(sum, p0), p1), p2), p3);
     }
     for (; k < num_keys; k++) {
         const __m512 x = _mm512_castps128_ps512(_mm_loadu_ps(s + k * ATTN_QB));
         const __m512 pe = k512_exp2_masked(_mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_UQ) & 0xF, _mm512_mul_ps(_mm512_sub_ps(x, m4), log2e));
         _mm_storeu_ps(s + k * ATTN_QB, _mm512_castps512_ps128(pe));
+        sum = _mm_add_ps(sum, _mm512_castps512_ps128(pe));
     }
-    __m128 sum = _mm_setzero_ps();
-    for (k = 0; k < num_keys; k++) sum = _mm_add_ps(sum, _mm_loadu_ps(s + k * ATTN_QB));
     _mm_storeu_ps(l, _mm_fmadd_ps(alpha, _mm_loadu_ps(l), sum));
     if (rescale)
         for (int64_t d = 0; d < head_size_v; d++)
