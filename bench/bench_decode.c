@@ -8,11 +8,14 @@
  * so load changes hit both alike; min and median of each, and decode as % of the ceiling (by min and by median).
  *
  * Usage: bench_decode [--batch B] [--ctx L] [--dtype f32|bf16|e4m3|e5m2|all] [--threads T] [--pages huge|4k|both]
- *                     [--reps N] [--shuffle] [--num-heads H] [--num-kv-heads HKV] [--head-size D] [--block-size BS]
+ *                     [--reps N] [--shuffle] [--layout nhd|hnd] [--num-heads H] [--num-kv-heads HKV]
+ *                     [--head-size D] [--block-size BS]
  * Shape: 32 query heads, 8 kv heads, head size 128, block size 16 (the README's decode shape) unless
  * --num-heads H --num-kv-heads HKV --head-size D --block-size BS say otherwise (SmolLM2-135M, the end-to-end
  * model: --num-heads 9 --num-kv-heads 3 --head-size 64 --block-size 128). --shuffle gives
- * every request a random permutation of its blocks (the default is consecutive blocks per request).
+ * every request a random permutation of its blocks (the default is consecutive blocks per request). --layout hnd
+ * lays each cache block out head-major ([num_kv_heads, block_size, head_size], vLLM CPU's and FlashInfer's HND
+ * order) and passes attn a view of it in attn's dimension order; the read ceiling reads the same blocks.
  * Not a test: prints numbers.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -49,6 +52,13 @@ static int bd_cache_make(bd_cache *c, attn_dtype dt, int64_t nb, int huge) {
     const int64_t shape[5] = {2, nb, BD_BS, BD_HKV, BD_D};
     c->kv = attn_tensor_make(c->own, dt, 5, shape);
     return 0;
+}
+
+/* Head-major pages (--layout hnd, vLLM CPU's [2, num_blocks, num_kv_heads, block_size, head_size]) as a view of
+ * the same bytes with attn's [2, num_blocks, block_size, num_kv_heads, head_size] dimension order. */
+static void bd_cache_head_major(bd_cache *c) {
+    c->kv.strides[2] = BD_D;
+    c->kv.strides[3] = BD_BS * BD_D;
 }
 
 static void bd_cache_free(bd_cache *c) {
@@ -132,8 +142,8 @@ static attn_dtype bd_dtype(const char *s) {
     return (attn_dtype)-1;
 }
 
-static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int threads, int huge, int reps,
-                  int shuffle) {
+static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int threads, int huge, int reps, int shuffle,
+                  int head_major) {
     const int64_t max_blocks = (L + BD_BS - 1) / BD_BS, nb = batch * max_blocks;
     bd_cache c;
     if (bd_cache_make(&c, dt, nb, huge)) {
@@ -141,6 +151,8 @@ static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int th
         return 1;
     }
     bd_fill(&c, dt);
+    if (head_major)
+        bd_cache_head_major(&c);
     int32_t *bt = (int32_t *)malloc((size_t)nb * sizeof(int32_t));
     float *q = (float *)malloc((size_t)batch * BD_H * BD_D * sizeof(float));
     float *o = (float *)malloc((size_t)batch * BD_H * BD_D * sizeof(float));
@@ -208,7 +220,7 @@ static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int th
 
 int main(int argc, char **argv) {
     int64_t batch = 8, L = 4096;
-    int threads = 1, reps = 7, shuffle = 0, pages = 3; /* 1 huge, 2 4k */
+    int threads = 1, reps = 7, shuffle = 0, pages = 3, head_major = 0; /* pages: 1 huge, 2 4k */
     const char *dts = "all";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
@@ -217,7 +229,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--shuffle")) shuffle = 1;
-        else if (!strcmp(argv[i], "--num-heads") && i + 1 < argc)
+        else if (!strcmp(argv[i], "--layout") && i + 1 < argc) {
+            const char *v = argv[++i];
+            head_major = !strcmp(v, "hnd") ? 1 : !strcmp(v, "nhd") ? 0 : -1;
+            if (head_major < 0)
+                pages = 0;
+        } else if (!strcmp(argv[i], "--num-heads") && i + 1 < argc)
             BD_H = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--num-kv-heads") && i + 1 < argc)
             BD_HKV = atoll(argv[++i]);
@@ -232,11 +249,12 @@ int main(int argc, char **argv) {
             pages = 0; /* an unknown option: the usage below */
         }
         if (pages == 0) {
-            fprintf(stderr,
-                    "usage: %s [--batch B] [--ctx L] [--dtype f32|bf16|e4m3|e5m2|all] [--threads T] "
-                    "[--pages huge|4k|both] [--reps N] [--shuffle] [--num-heads H] [--num-kv-heads HKV] "
-                    "[--head-size D] [--block-size BS]\n",
-                    argv[0]);
+            fprintf(
+                stderr,
+                "usage: %s [--batch B] [--ctx L] [--dtype f32|bf16|e4m3|e5m2|all] [--threads T] "
+                "[--pages huge|4k|both] [--reps N] [--shuffle] [--layout nhd|hnd] [--num-heads H] [--num-kv-heads HKV] "
+                "[--head-size D] [--block-size BS]\n",
+                argv[0]);
             return 2;
         }
     }
@@ -258,7 +276,7 @@ int main(int argc, char **argv) {
         if (!(pages & pg)) continue;
         for (int d = 0; d < 4 && rc == 0; d++) {
             if (strcmp(dts, "all") && strcmp(dts, all[d])) continue;
-            rc = bd_run(ctx, bd_dtype(all[d]), batch, L, threads, pg == 1, reps, shuffle);
+            rc = bd_run(ctx, bd_dtype(all[d]), batch, L, threads, pg == 1, reps, shuffle, head_major);
         }
     }
     attn_ctx_destroy(ctx);
