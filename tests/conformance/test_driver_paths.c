@@ -23,6 +23,7 @@
 
 #include "api/validate.h"
 #include "attention/fwd.h"
+#include "core/dtype.h"
 #include "dispatch/dispatch.h"
 #include "harness.h"
 
@@ -631,6 +632,96 @@ static void test_token_span(void **state) {
     assert_int_equal(attn_fwd_token_span(1, 256, 256, 256), 256);                    /* a single-head view */
 }
 
+/* Paged decode over a head-major cache ([2, num_blocks, num_kv_heads, block_size, head_size] memory, passed as a
+ * view with attn's dimension order): bitwise the output and LSE of the same values in a token-major cache, on 1 and
+ * 2 threads, for f32, bf16 and E4M3 K/V, with blocks of 16 rows (two runs per 32-token chunk), of 5 (runs the driver
+ * prefetches itself) and of 16 rows padded apart (rows not back to back); the decode schedule walks and prefetches
+ * such pages head by head. */
+static void test_head_major_pages(void **state) {
+    (void)state;
+    enum { B = 3, H = 16, HK = 4, D = 64 };
+    const int64_t lens[B] = {700, 37, 1100}, pages[3][2] = {{16, 0}, {5, 0}, {16, 8}}; /* block_size, row padding */
+    const attn_dtype dts[3] = {ATTN_DTYPE_F32, ATTN_DTYPE_BF16, ATTN_DTYPE_FP8_E4M3};
+    attn_ctx *ctx = td_ctx();
+    th_rng r;
+    th_rng_seed(&r, 77);
+    float *q = (float *)malloc(sizeof(float) * B * H * D), *out[2], lse[2][B * H];
+    out[0] = (float *)malloc(sizeof(float) * B * H * D), out[1] = (float *)malloc(sizeof(float) * B * H * D);
+    int32_t *bt = (int32_t *)malloc(sizeof(int32_t) * B * (1100 / 5 + 1)), qsl[B + 1], sl[B];
+    for (int64_t i = 0; i < B * H * D; i++)
+        q[i] = (float)th_rng_range(&r, -1, 1);
+    for (int b = 0; b < B; b++)
+        qsl[b] = b, sl[b] = (int32_t)lens[b];
+    qsl[B] = B;
+    int fails = 0;
+    for (int pi = 0; pi < 3; pi++)
+        for (int di = 0; di < 3; di++) {
+            const int64_t BS = pages[pi][0], RS = D + pages[pi][1]; /* head-major row stride */
+            const int64_t max_blocks = (1100 + BS - 1) / BS, nb = B * max_blocks;
+            for (int b = 0; b < B; b++)
+                for (int64_t k = 0; k < max_blocks; k++)
+                    bt[b * max_blocks + k] = (int32_t)((k * B + b) % nb); /* interleaved */
+            const size_t es = attn_dtype_size(dts[di]), n = (size_t)2 * (size_t)nb * BS * HK * D;
+            unsigned char *nhd = (unsigned char *)malloc(n * es);
+            unsigned char *hnd = (unsigned char *)calloc((size_t)2 * (size_t)nb * BS * HK * RS, es);
+            for (size_t i = 0; i < n; i++) {
+                const float x = (float)th_rng_range(&r, -1, 1);
+                if (dts[di] == ATTN_DTYPE_F32)
+                    memcpy(nhd + 4 * i, &x, 4);
+                else if (dts[di] == ATTN_DTYPE_BF16) {
+                    const uint16_t h = attn_f32_to_bf16(x);
+                    memcpy(nhd + 2 * i, &h, 2);
+                } else {
+                    const uint8_t c = (uint8_t)th_rng_int(&r, 0, 255);
+                    nhd[i] = (c & 0x7F) == 0x7F ? (uint8_t)(c - 1) : c;
+                }
+            }
+            for (int64_t kv = 0; kv < 2 * nb; kv++) /* [kv·nb + blk][t][h][d] → [kv·nb + blk][h][t][d] */
+                for (int64_t t = 0; t < BS; t++)
+                    for (int64_t h = 0; h < HK; h++)
+                        memcpy(hnd + (((size_t)kv * HK + h) * BS + t) * RS * es,
+                               nhd + (((size_t)kv * BS + t) * HK + h) * D * es, D * es);
+            const int64_t shape[5] = {2, nb, BS, HK, D};
+            attn_tensor c0 = attn_tensor_make(nhd, dts[di], 5, shape), c1 = attn_tensor_make(hnd, dts[di], 5, shape);
+            c1.strides[0] = nb * HK * BS * RS, c1.strides[1] = HK * BS * RS, c1.strides[2] = RS,
+            c1.strides[3] = BS * RS;
+            const int64_t qs[3] = {B, H, D}, s1[1] = {B + 1}, sb[1] = {B}, sbt[2] = {B, max_blocks}, sl2[2] = {H, B};
+            attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 3, qs),
+                        tqsl = attn_tensor_make(qsl, ATTN_DTYPE_I32, 1, s1);
+            attn_tensor tsl = attn_tensor_make(sl, ATTN_DTYPE_I32, 1, sb),
+                        tbt = attn_tensor_make(bt, ATTN_DTYPE_I32, 2, sbt);
+            attn_params p;
+            attn_params_init(&p);
+            p.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+            if (dts[di] == ATTN_DTYPE_FP8_E4M3)
+                p.k_scale = 0.05f, p.v_scale = 0.02f;
+            for (int threads = 1; threads <= 2; threads++) {
+                attn_ctx_set_num_threads(ctx, threads);
+                for (int v = 0; v < 2; v++) {
+                    attn_tensor to = attn_tensor_make(out[v], ATTN_DTYPE_F32, 3, qs),
+                                tl = attn_tensor_make(lse[v], ATTN_DTYPE_F32, 2, sl2);
+                    const attn_status st =
+                        attn_paged_attention(ctx, &tq, v ? &c1 : &c0, &tqsl, &tsl, &tbt, &p, &to, &tl);
+                    if (st != ATTN_STATUS_OK)
+                        fprintf(stderr, "test_head_major_pages: %s\n", attn_last_error());
+                    assert_int_equal(st, ATTN_STATUS_OK);
+                }
+                if (memcmp(out[0], out[1], sizeof(float) * B * H * D) != 0 ||
+                    memcmp(lse[0], lse[1], sizeof lse[0]) != 0) {
+                    fprintf(stderr,
+                            "REPRO test_head_major_pages: dtype %s, block_size %lld, row padding %lld, %d thread(s): "
+                            "head-major output differs\n",
+                            attn_dtype_name(dts[di]), (long long)BS, (long long)pages[pi][1], threads);
+                    fails++;
+                }
+            }
+            free(nhd), free(hnd);
+        }
+    free(q), free(out[0]), free(out[1]), free(bt);
+    attn_ctx_destroy(ctx);
+    assert_int_equal(fails, 0);
+}
+
 static void test_wide(void **state) {
     (void)state;
     td_failures = 0;
@@ -652,9 +743,13 @@ static void test_wide(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_prefill_dense), cmocka_unit_test(test_prefill_options),
-        cmocka_unit_test(test_decode),        cmocka_unit_test(test_paged),
-        cmocka_unit_test(test_wide),          cmocka_unit_test(test_token_span),
+        cmocka_unit_test(test_prefill_dense),
+        cmocka_unit_test(test_prefill_options),
+        cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_paged),
+        cmocka_unit_test(test_wide),
+        cmocka_unit_test(test_token_span),
+        cmocka_unit_test(test_head_major_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
