@@ -303,31 +303,26 @@ static int attn_fx_head_major(const attn_seq_view *seq, int64_t heads_after) {
     return heads_after > 0 && (seq->k_head_stride > seq->k_row_stride || seq->v_head_stride > seq->v_row_stride);
 }
 
-/* The rows of kv head g, tokens [a, b), K (phase 0) or V, `bytes` of each, into L1: where a cache block's rows of
- * them are back to back, its run is one range — the first run goes to the kernel's L1 range and the second to its
- * L2 range (*pf, issued between the kernel's steps); every other run, and rows apart, are prefetched here. No
+/* The rows of kv head g, tokens [a, b), K (phase 0) or V, into L1: where a cache block's rows of them are back to
+ * back, its run is one range — the first run goes to the kernel's L1 range and the second to its L2 range (*pf,
+ * issued between the kernel's steps); the rest, and rows apart, are issued here (attn_fx_prefetch_tokens). No
  * effect on results. */
-static void attn_fx_prefetch_head(const attn_seq_view *seq, int phase, int64_t g, int64_t a, int64_t b, int64_t bytes,
-                                  attn_kv_prefetch *pf) {
+static void attn_fx_prefetch_head(const attn_problem *p, const attn_seq_view *seq, int phase, int64_t g, int64_t a,
+                                  int64_t b, attn_kv_prefetch *pf) {
     const int64_t rs = phase == 0 ? seq->k_row_stride : seq->v_row_stride;
-    for (int64_t t = a, run = 0; t < b; run++) {
+    const int64_t bytes = (phase == 0 ? p->head_size : p->head_size_v) * (int64_t)attn_dtype_size(p->kv_dtype);
+    for (int run = 0; run < 2 && a < b && rs == bytes; run++) {
         const char *r;
-        const int64_t e = attn_fx_token_run(seq, phase, g, t, b, &r);
-        if (rs != bytes) {
-            for (int64_t i = 0; i < e - t; i++)
-                attn_fx_prefetch_span(r + i * rs, bytes);
-        } else {
-            /* r + 64·i for i < lines touches every line of the run (no pointer below r is formed) */
-            const int64_t lines = ((int64_t)((uintptr_t)r & 63u) + (e - t) * bytes + 63) / 64;
-            if (run == 0)
-                pf->l1 = r, pf->l1_lines = lines;
-            else if (run == 1)
-                pf->l2 = r, pf->l2_lines = lines;
-            else
-                attn_fx_prefetch_span(r, lines * 64);
-        }
-        t = e;
+        const int64_t e = attn_fx_token_run(seq, phase, g, a, b, &r);
+        /* r + 64·i for i < lines touches every line of the run (no pointer below r is formed) */
+        const int64_t lines = ((int64_t)((uintptr_t)r & 63u) + (e - a) * bytes + 63) / 64;
+        if (run == 0)
+            pf->l1 = r, pf->l1_lines = lines;
+        else
+            pf->l2 = r, pf->l2_lines = lines;
+        a = e;
     }
+    attn_fx_prefetch_tokens(seq, phase, g, bytes, a, b, 1, 1);
 }
 
 /* Keys per step of the token-major schedule: ATTN_FX_CHUNK_MAX where that many tokens' rows of the item's kv heads
@@ -459,11 +454,9 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                                            0, ranges, in_kernel, &pf.l2, &pf.l2_lines);
                     done2 = upto2;
                     if (by_rows && j < n) /* the next kv head's rows of this chunk */
-                        attn_fx_prefetch_head(seq, phase, sl[j].blk.kv_head, c0, c1,
-                                              (phase == 0 ? p->head_size : p->head_size_v) * es, &pf);
+                        attn_fx_prefetch_head(p, seq, phase, sl[j].blk.kv_head, c0, c1, &pf);
                     else if (by_rows && pa < pb) /* the first kv head's rows of the next chunk (K or V) */
-                        attn_fx_prefetch_head(seq, pf_phase, sl[0].blk.kv_head, pa, pb,
-                                              (pf_phase == 0 ? p->head_size : p->head_size_v) * es, &pf);
+                        attn_fx_prefetch_head(p, seq, pf_phase, sl[0].blk.kv_head, pa, pb, &pf);
                     if (ka_all >= kb_all) {
                         attn_fx_prefetch_rest(&pf);
                         continue;
