@@ -207,11 +207,12 @@ static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int th
         bench_min_median(td, reps, &dmin, &dmed);
         bench_min_median(tr, reps, &rmin, &rmed);
         const double bytes = 2.0 * (double)batch * (double)L * BD_HKV * BD_D * (double)es;
-        printf("decode %-4s b%-3lld ctx%-6lld thr=%d %-4s  decode %8.3f / %8.3f ms %6.1f GB/s   read %8.3f / %8.3f ms "
-               "%6.1f GB/s   decode/ceiling %5.1f%% (min) %5.1f%% (median)%s\n",
-               attn_dtype_name(dt), (long long)batch, (long long)L, threads, huge ? "2M" : "4K", dmin * 1e3, dmed * 1e3,
-               bytes / dmin * 1e-9, rmin * 1e3, rmed * 1e3, bytes / rmin * 1e-9, 100.0 * rmin / dmin,
-               100.0 * rmed / dmed, sink == 42 ? " " : "");
+        printf(
+            "decode %-4s b%-3lld ctx%-6lld thr=%d %-4s%s  decode %8.3f / %8.3f ms %6.1f GB/s   read %8.3f / %8.3f ms "
+            "%6.1f GB/s   decode/ceiling %5.1f%% (min) %5.1f%% (median)%s\n",
+            attn_dtype_name(dt), (long long)batch, (long long)L, threads, huge ? "2M" : "4K", head_major ? " hnd" : "",
+            dmin * 1e3, dmed * 1e3, bytes / dmin * 1e-9, rmin * 1e3, rmed * 1e3, bytes / rmin * 1e-9,
+            100.0 * rmin / dmin, 100.0 * rmed / dmed, sink == 42 ? " " : "");
     }
     bd_cache_free(&c);
     free(bt), free(q), free(o), free(qsl), free(sl);

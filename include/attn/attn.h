@@ -440,8 +440,11 @@ ATTN_API attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_te
  * strides with the last dimension contiguous, any block_size >= 1. The key and value caches may be two
  * allocations (flash-attn's k_cache / v_cache): strides[0] is then the element distance from the key cache to
  * the value cache, negative when the value cache lies below it (the one stride that may be negative; views
- * lying between the two are not overlaps; libattn_mpi's ring prefill still wants strides >= 0). copy_blocks /
- * swap_blocks move fp8 pages as bytes.
+ * lying between the two are not overlaps; libattn_mpi's ring prefill still wants strides >= 0). A head-major
+ * cache (memory [2, num_blocks, num_kv_heads, block_size, R], rows R >= head_size elements apart: vLLM CPU's and
+ * FlashInfer's HND order) is passed with this dimension order and strides {num_blocks·num_kv_heads·block_size·R,
+ * num_kv_heads·block_size·R, R, block_size·R, 1}; decode walks it head by head. copy_blocks / swap_blocks move fp8
+ * pages as bytes.
  * Token slot s lives in block s / block_size at row s % block_size;
  * slot = block_table[r][pos / block_size]·block_size + pos % block_size. */
 
