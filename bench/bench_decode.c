@@ -8,14 +8,16 @@
  * so load changes hit both alike; min and median of each, and decode as % of the ceiling (by min and by median).
  *
  * Usage: bench_decode [--batch B] [--ctx L] [--dtype f32|bf16|e4m3|e5m2|all] [--threads T] [--pages huge|4k|both]
- *                     [--reps N] [--shuffle] [--layout nhd|hnd] [--num-heads H] [--num-kv-heads HKV]
+ *                     [--reps N] [--shuffle] [--layout nhd|hnd|vllm|vllm-hnd] [--num-heads H] [--num-kv-heads HKV]
  *                     [--head-size D] [--block-size BS]
  * Shape: 32 query heads, 8 kv heads, head size 128, block size 16 (the README's decode shape) unless
  * --num-heads H --num-kv-heads HKV --head-size D --block-size BS say otherwise (SmolLM2-135M, the end-to-end
  * model: --num-heads 9 --num-kv-heads 3 --head-size 64 --block-size 128). --shuffle gives
  * every request a random permutation of its blocks (the default is consecutive blocks per request). --layout hnd
  * lays each cache block out head-major ([num_kv_heads, block_size, head_size], vLLM CPU's and FlashInfer's HND
- * order) and passes attn a view of it in attn's dimension order; the read ceiling reads the same blocks.
+ * order) and passes attn a view of it in attn's dimension order; --layout vllm / vllm-hnd lay the cache out as
+ * vLLM allocates it per layer (a kv head's key and value side by side in one row, token-major as the attn plugin asks
+ * for or head-major as vLLM CPU's backend does). The read ceiling reads the same blocks.
  * Not a test: prints numbers.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -61,6 +63,17 @@ static void bd_cache_head_major(bd_cache *c) {
     c->kv.strides[3] = BD_BS * BD_D;
 }
 
+/* vLLM's per-layer cache, a kv head's key row then its value row in one row of 2 * head_size: token-major
+ * ([num_blocks, block_size, num_kv_heads, 2 * head_size], vLLM's LBNHC, the order the attn plugin asks for; --layout
+ * vllm) or head-major ([num_blocks, num_kv_heads, block_size, 2 * head_size], LBHNC, vLLM CPU's; --layout vllm-hnd),
+ * as a view in attn's dimension order. */
+static void bd_cache_vllm(bd_cache *c, int head_major) {
+    c->kv.strides[0] = BD_D;
+    c->kv.strides[1] = BD_BS * BD_HKV * 2 * BD_D;
+    c->kv.strides[2] = head_major ? 2 * BD_D : BD_HKV * 2 * BD_D;
+    c->kv.strides[3] = head_major ? BD_BS * 2 * BD_D : 2 * BD_D;
+}
+
 static void bd_cache_free(bd_cache *c) {
     if (c->own) free(c->own);
     else attn_kv_cache_free(&c->kv);
@@ -100,7 +113,7 @@ static uint64_t bd_read_range(const bd_read_job *j, int64_t r, int64_t k0, int64
     uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int64_t t0 = k0; t0 < k1; t0 += BD_TILE) {
         const int64_t t1 = t0 + BD_TILE < k1 ? t0 + BD_TILE : k1;
-        for (int half = 0; half < 2; half++)
+        for (int half = 0; half < (j->v_offset < 0 ? 1 : 2); half++)
             for (int64_t b = t0 / BD_BS; b < (t1 + BD_BS - 1) / BD_BS; b++) {
                 /* the tile's rows in block b: [first, end) of the block (a block may be longer than a tile) */
                 const int64_t first = t0 > b * BD_BS ? t0 - b * BD_BS : 0;
@@ -134,6 +147,10 @@ static uint64_t bd_read_all(const bd_read_job *j, int64_t batch, int threads) {
     return sink;
 }
 
+/* --layout names, and the tag each prints after the page size */
+static const char *const bd_layout_name[4] = {"nhd", "hnd", "vllm", "vllm-hnd"};
+static const char *const bd_layout_tag[4] = {"", " hnd", " vllm", " vllm-hnd"};
+
 static attn_dtype bd_dtype(const char *s) {
     if (!strcmp(s, "f32")) return ATTN_DTYPE_F32;
     if (!strcmp(s, "bf16")) return ATTN_DTYPE_BF16;
@@ -143,7 +160,7 @@ static attn_dtype bd_dtype(const char *s) {
 }
 
 static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int threads, int huge, int reps, int shuffle,
-                  int head_major) {
+                  int layout) {
     const int64_t max_blocks = (L + BD_BS - 1) / BD_BS, nb = batch * max_blocks;
     bd_cache c;
     if (bd_cache_make(&c, dt, nb, huge)) {
@@ -151,8 +168,10 @@ static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int th
         return 1;
     }
     bd_fill(&c, dt);
-    if (head_major)
+    if (layout == 1)
         bd_cache_head_major(&c);
+    else if (layout >= 2)
+        bd_cache_vllm(&c, layout == 3);
     int32_t *bt = (int32_t *)malloc((size_t)nb * sizeof(int32_t));
     float *q = (float *)malloc((size_t)batch * BD_H * BD_D * sizeof(float));
     float *o = (float *)malloc((size_t)batch * BD_H * BD_D * sizeof(float));
@@ -186,8 +205,10 @@ static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int th
     if (dt == ATTN_DTYPE_FP8_E4M3 || dt == ATTN_DTYPE_FP8_E5M2) p.k_scale = p.v_scale = 0.01f;
     attn_ctx_set_num_threads(ctx, threads);
     const int64_t es = (int64_t)attn_dtype_size(dt);
-    const bd_read_job job = {(const unsigned char *)c.kv.data, bt, max_blocks, L, BD_BS * BD_HKV * BD_D * es,
-                             nb * BD_BS * BD_HKV * BD_D * es};
+    /* vLLM layouts: a block holds its keys and values together, read as one block of twice the bytes */
+    const int64_t kv_bytes = BD_BS * BD_HKV * BD_D * es; /* a block's keys (or values) */
+    const bd_read_job job = {(const unsigned char *)c.kv.data, bt, max_blocks, L, (layout >= 2 ? 2 : 1) * kv_bytes,
+                             layout >= 2 ? -1 : nb * kv_bytes};
     double td[64], tr[64];
     uint64_t sink = 0;
     int rc = 0;
@@ -210,7 +231,7 @@ static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int th
         printf(
             "decode %-4s b%-3lld ctx%-6lld thr=%d %-4s%s  decode %8.3f / %8.3f ms %6.1f GB/s   read %8.3f / %8.3f ms "
             "%6.1f GB/s   decode/ceiling %5.1f%% (min) %5.1f%% (median)%s\n",
-            attn_dtype_name(dt), (long long)batch, (long long)L, threads, huge ? "2M" : "4K", head_major ? " hnd" : "",
+            attn_dtype_name(dt), (long long)batch, (long long)L, threads, huge ? "2M" : "4K", bd_layout_tag[layout],
             dmin * 1e3, dmed * 1e3, bytes / dmin * 1e-9, rmin * 1e3, rmed * 1e3, bytes / rmin * 1e-9,
             100.0 * rmin / dmin, 100.0 * rmed / dmed, sink == 42 ? " " : "");
     }
@@ -221,7 +242,7 @@ static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int th
 
 int main(int argc, char **argv) {
     int64_t batch = 8, L = 4096;
-    int threads = 1, reps = 7, shuffle = 0, pages = 3, head_major = 0; /* pages: 1 huge, 2 4k */
+    int threads = 1, reps = 7, shuffle = 0, pages = 3, layout = 0; /* pages: 1 huge, 2 4k */
     const char *dts = "all";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
@@ -232,8 +253,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--shuffle")) shuffle = 1;
         else if (!strcmp(argv[i], "--layout") && i + 1 < argc) {
             const char *v = argv[++i];
-            head_major = !strcmp(v, "hnd") ? 1 : !strcmp(v, "nhd") ? 0 : -1;
-            if (head_major < 0)
+            layout = -1;
+            for (int k = 0; k < 4; k++)
+                if (!strcmp(v, bd_layout_name[k]))
+                    layout = k;
+            if (layout < 0)
                 pages = 0;
         } else if (!strcmp(argv[i], "--num-heads") && i + 1 < argc)
             BD_H = atoll(argv[++i]);
@@ -250,12 +274,12 @@ int main(int argc, char **argv) {
             pages = 0; /* an unknown option: the usage below */
         }
         if (pages == 0) {
-            fprintf(
-                stderr,
-                "usage: %s [--batch B] [--ctx L] [--dtype f32|bf16|e4m3|e5m2|all] [--threads T] "
-                "[--pages huge|4k|both] [--reps N] [--shuffle] [--layout nhd|hnd] [--num-heads H] [--num-kv-heads HKV] "
-                "[--head-size D] [--block-size BS]\n",
-                argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--batch B] [--ctx L] [--dtype f32|bf16|e4m3|e5m2|all] [--threads T] "
+                    "[--pages huge|4k|both] [--reps N] [--shuffle] [--layout nhd|hnd|vllm|vllm-hnd] [--num-heads H] "
+                    "[--num-kv-heads HKV] "
+                    "[--head-size D] [--block-size BS]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -277,7 +301,7 @@ int main(int argc, char **argv) {
         if (!(pages & pg)) continue;
         for (int d = 0; d < 4 && rc == 0; d++) {
             if (strcmp(dts, "all") && strcmp(dts, all[d])) continue;
-            rc = bd_run(ctx, bd_dtype(all[d]), batch, L, threads, pg == 1, reps, shuffle, head_major);
+            rc = bd_run(ctx, bd_dtype(all[d]), batch, L, threads, pg == 1, reps, shuffle, layout);
         }
     }
     attn_ctx_destroy(ctx);
