@@ -303,6 +303,24 @@ static int attn_fx_head_major(const attn_seq_view *seq, int64_t heads_after) {
     return heads_after > 0 && (seq->k_head_stride > seq->k_row_stride || seq->v_head_stride > seq->v_row_stride);
 }
 
+/* The bytes of one token's K and V rows of kv heads [g0, g0 + heads_after] where they lie together in one span no
+ * longer than a token's row stride (a page whose rows hold a head's key then its value: vLLM's per-layer cache
+ * [num_blocks, block_size, num_kv_heads, 2 * head_size], the layout the attn plugin asks vLLM for), with *phase the
+ * phase whose row starts the span (0: K); 0 where they do not (K and V in separate pages, as attn's own cache). */
+static int64_t attn_fx_kv_span(const attn_problem *p, const attn_seq_view *seq, int64_t heads_after, int *phase) {
+    const int64_t rs = seq->k_row_stride, hst = seq->k_head_stride, es = (int64_t)attn_dtype_size(p->kv_dtype);
+    if (rs <= 0 || hst < 0 || seq->v_row_stride != rs || seq->v_head_stride != hst ||
+        (seq->block_table && seq->v_block_stride != seq->k_block_stride))
+        return 0;
+    const int64_t off = (int64_t)((intptr_t)seq->v - (intptr_t)seq->k);
+    if (off <= -rs || off >= rs)
+        return 0;
+    const int64_t k_end = heads_after * hst + p->head_size * es, v_end = off + heads_after * hst + p->head_size_v * es;
+    const int64_t span = (k_end > v_end ? k_end : v_end) - (off < 0 ? off : 0);
+    *phase = off < 0;
+    return span <= rs ? span : 0;
+}
+
 /* The rows of kv head g, tokens [a, b), K (phase 0) or V, into L1: where a cache block's rows of them are back to
  * back, its run is one range — the first run goes to the kernel's L1 range and the second to its L2 range (*pf,
  * issued between the kernel's steps); the rest, and rows apart, are issued here (attn_fx_prefetch_tokens). No
@@ -390,7 +408,11 @@ static void attn_fx_chunk_ahead(int64_t ch, int64_t ahead, int phase, int64_t ci
  * calls: issued in one burst before the call, the core stalled on the requests instead of computing (Intel Xeon,
  * bench_decode b8 × 4k, 32/8 heads × 128, one thread: bf16 16.9 → 14.2 ms, f32 30.7 → 26.4, fp8 e4m3 15.8 → 12.3).
  * On a head-major page (attn_fx_head_major) each step instead prefetches the rows the next step reads
- * (attn_fx_prefetch_head): the same shape, bf16 18.1–18.8 → 11.1–11.6 ms, f32 32.8 → 21.0, E4M3 12.1 → 8.2. */
+ * (attn_fx_prefetch_head): the same shape, bf16 18.1–18.8 → 11.1–11.6 ms, f32 32.8 → 21.0, E4M3 12.1 → 8.2. Where a
+ * row holds a kv head's K and V side by side (attn_fx_kv_span: vLLM's per-layer caches, token- or head-major) both
+ * replace these: every step of a tile, K and V alike, prefetches into L2 its share of the next tile's K and V rows
+ * together (of the item's kv heads, or of the step's own head on a head-major page), in 32-key steps: bf16 b8 × 4k
+ * 15.7–16.4 → 11.2–13.0 ms token-major, 14.4–16.1 → 12.3–14.0 head-major. */
 static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
                                      int64_t n, int64_t lo_all, int64_t hi_all) {
     attn_fx_slot *sl = attn_fx_slots(sc);
@@ -399,13 +421,17 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
     const int64_t g0 = sl[0].blk.kv_head, g1 = sl[n - 1].blk.kv_head;
     const int64_t kspan = attn_fwd_token_span(g1 - g0, seq->k_head_stride, p->head_size * es, seq->k_row_stride);
     const int64_t vspan = attn_fwd_token_span(g1 - g0, seq->v_head_stride, p->head_size_v * es, seq->v_row_stride);
-    const int64_t span = kspan > vspan ? kspan : vspan;
-    const int ranges = ATTN_FX_CHUNK_MAX * span <= ATTN_FX_CHUNK_BYTES; /* 32-key steps (attn_fx_prefetch_tokens) */
-    const int64_t ch = ranges ? ATTN_FX_CHUNK_MAX : ATTN_FX_CHUNK_MIN;
     const int prefetch = hi_all - lo_all > ATTN_FX_PREFETCH_MIN_KEYS;
     const int by_rows = prefetch && attn_fx_head_major(seq, g1 - g0) && kern->qk_tile_kv_pf && kern->pv_rows_kv_pf;
-    const int near = prefetch && !by_rows && 2 * ch * span <= ATTN_FX_L1_BYTES,
-              prefetch_far = prefetch && !by_rows && (es > 1 || !near);
+    int kv_phase = 0;
+    const int64_t kvspan = prefetch ? attn_fx_kv_span(p, seq, by_rows ? 0 : g1 - g0, &kv_phase) : 0;
+    const int64_t row_bytes = (p->head_size > p->head_size_v ? p->head_size : p->head_size_v) * es;
+    const int64_t span = kvspan ? (g1 - g0 + 1) * row_bytes : kspan > vspan ? kspan : vspan;
+    const int ranges =
+        kvspan || ATTN_FX_CHUNK_MAX * span <= ATTN_FX_CHUNK_BYTES; /* 32-key steps (attn_fx_prefetch_tokens) */
+    const int64_t ch = ranges ? ATTN_FX_CHUNK_MAX : ATTN_FX_CHUNK_MIN;
+    const int near = prefetch && !by_rows && !kvspan && 2 * ch * span <= ATTN_FX_L1_BYTES,
+              prefetch_far = prefetch && !by_rows && !kvspan && (es > 1 || !near);
     const int64_t far = near ? ATTN_FX_PREFETCH_FAR : ATTN_FX_PREFETCH_FAR_L2;
     for (int64_t t0 = (lo_all / ATTN_KV_TILE) * ATTN_KV_TILE; t0 < hi_all; t0 += ATTN_KV_TILE) {
         const int64_t ta = t0 > lo_all ? t0 : lo_all, tb = t0 + ATTN_KV_TILE < hi_all ? t0 + ATTN_KV_TILE : hi_all;
@@ -431,7 +457,12 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                 const int64_t head_stride = phase == 0 ? seq->k_head_stride : seq->v_head_stride;
                 /* the kernels of this phase issue the step's prefetches between their steps where they can */
                 const int in_kernel = phase == 0 ? kern->qk_tile_kv_pf != NULL : kern->pv_rows_kv_pf != NULL;
-                int64_t done = 0, done2 = 0;
+                int64_t done = 0, done2 = 0, done3 = 0;
+                /* K and V rows together (kvspan): the next tile's tokens, a share per step of this tile */
+                const int64_t na = t0 + ATTN_KV_TILE, nb = na + ATTN_KV_TILE < hi_all ? na + ATTN_KV_TILE : hi_all;
+                const int64_t steps = 2 * nchunks, q = phase * nchunks + ci;
+                const int64_t xa = kvspan && na < nb ? na + (nb - na) * q / steps : 0;
+                const int64_t xn = kvspan && na < nb ? na + (nb - na) * (q + 1) / steps - xa : 0;
                 for (int64_t i = 0, j; i < n; i = j) { /* blocks [i, j) share kv head g */
                     const int64_t g = sl[i].blk.kv_head;
                     int64_t ka_all = INT64_MAX, kb_all = 0;
@@ -453,9 +484,14 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                     attn_fx_prefetch_share(seq, pf2_phase, g0, pf2_phase == 0 ? kspan : vspan, pa2 + done2, pa2 + upto2,
                                            0, ranges, in_kernel, &pf.l2, &pf.l2_lines);
                     done2 = upto2;
-                    if (by_rows && j < n) /* the next kv head's rows of this chunk */
+                    const int64_t upto3 = by_rows ? xn : xn * j / n;
+                    if (kvspan)
+                        attn_fx_prefetch_share(seq, kv_phase, by_rows ? g : g0, kvspan, xa + (by_rows ? 0 : done3),
+                                               xa + upto3, 0, ranges, in_kernel, &pf.l2, &pf.l2_lines);
+                    done3 = upto3;
+                    if (by_rows && !kvspan && j < n) /* the next kv head's rows of this chunk */
                         attn_fx_prefetch_head(p, seq, phase, sl[j].blk.kv_head, c0, c1, &pf);
-                    else if (by_rows && pa < pb) /* the first kv head's rows of the next chunk (K or V) */
+                    else if (by_rows && !kvspan && pa < pb) /* the first kv head's rows of the next chunk (K or V) */
                         attn_fx_prefetch_head(p, seq, pf_phase, sl[0].blk.kv_head, pa, pb, &pf);
                     if (ka_all >= kb_all) {
                         attn_fx_prefetch_rest(&pf);

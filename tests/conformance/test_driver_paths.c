@@ -663,7 +663,13 @@ static void test_head_major_pages(void **state) {
                     bt[b * max_blocks + k] = (int32_t)((k * B + b) % nb); /* interleaved */
             const size_t es = attn_dtype_size(dts[di]), n = (size_t)2 * (size_t)nb * BS * HK * D;
             unsigned char *nhd = (unsigned char *)malloc(n * es);
-            unsigned char *hnd = (unsigned char *)calloc((size_t)2 * (size_t)nb * BS * HK * RS, es);
+            /* views of the same values: [1] head-major ([blk][h][t][d], rows RS apart); [2] / [3] vLLM's per-layer
+             * cache, a head's key then its value in one row of P = 2·D (+ padding), token-major ([blk][t][h][P]) /
+             * head-major ([blk][h][t][P]) */
+            const int64_t P = 2 * D + pages[pi][1];
+            unsigned char *view[4] = {nhd, (unsigned char *)calloc((size_t)2 * (size_t)nb * BS * HK * RS, es),
+                                      (unsigned char *)calloc((size_t)nb * BS * HK * P, es),
+                                      (unsigned char *)calloc((size_t)nb * BS * HK * P, es)};
             for (size_t i = 0; i < n; i++) {
                 const float x = (float)th_rng_range(&r, -1, 1);
                 if (dts[di] == ATTN_DTYPE_F32)
@@ -676,15 +682,20 @@ static void test_head_major_pages(void **state) {
                     nhd[i] = (c & 0x7F) == 0x7F ? (uint8_t)(c - 1) : c;
                 }
             }
-            for (int64_t kv = 0; kv < 2 * nb; kv++) /* [kv·nb + blk][t][h][d] → [kv·nb + blk][h][t][d] */
-                for (int64_t t = 0; t < BS; t++)
-                    for (int64_t h = 0; h < HK; h++)
-                        memcpy(hnd + (((size_t)kv * HK + h) * BS + t) * RS * es,
-                               nhd + (((size_t)kv * BS + t) * HK + h) * D * es, D * es);
+            for (int64_t kv = 0; kv < 2; kv++) /* [kv][blk][t][h][d] → each view */
+                for (int64_t blk = 0; blk < nb; blk++)
+                    for (int64_t t = 0; t < BS; t++)
+                        for (int64_t h = 0; h < HK; h++) {
+                            const unsigned char *src = nhd + ((((size_t)kv * nb + blk) * BS + t) * HK + h) * D * es;
+                            memcpy(view[1] + (((size_t)(kv * nb + blk) * HK + h) * BS + t) * RS * es, src, D * es);
+                            memcpy(view[2] + ((((size_t)blk * BS + t) * HK + h) * P + kv * D) * es, src, D * es);
+                            memcpy(view[3] + ((((size_t)blk * HK + h) * BS + t) * P + kv * D) * es, src, D * es);
+                        }
             const int64_t shape[5] = {2, nb, BS, HK, D};
-            attn_tensor c0 = attn_tensor_make(nhd, dts[di], 5, shape), c1 = attn_tensor_make(hnd, dts[di], 5, shape);
-            c1.strides[0] = nb * HK * BS * RS, c1.strides[1] = HK * BS * RS, c1.strides[2] = RS,
-            c1.strides[3] = BS * RS;
+            const int64_t strides[4][4] = {{nb * BS * HK * D, BS * HK * D, HK * D, D},
+                                           {nb * HK * BS * RS, HK * BS * RS, RS, BS * RS},
+                                           {D, BS * HK * P, HK * P, P},
+                                           {D, HK * BS * P, P, BS * P}};
             const int64_t qs[3] = {B, H, D}, s1[1] = {B + 1}, sb[1] = {B}, sbt[2] = {B, max_blocks}, sl2[2] = {H, B};
             attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 3, qs),
                         tqsl = attn_tensor_make(qsl, ATTN_DTYPE_I32, 1, s1);
@@ -697,25 +708,29 @@ static void test_head_major_pages(void **state) {
                 p.k_scale = 0.05f, p.v_scale = 0.02f;
             for (int threads = 1; threads <= 2; threads++) {
                 attn_ctx_set_num_threads(ctx, threads);
-                for (int v = 0; v < 2; v++) {
-                    attn_tensor to = attn_tensor_make(out[v], ATTN_DTYPE_F32, 3, qs),
-                                tl = attn_tensor_make(lse[v], ATTN_DTYPE_F32, 2, sl2);
-                    const attn_status st =
-                        attn_paged_attention(ctx, &tq, v ? &c1 : &c0, &tqsl, &tsl, &tbt, &p, &to, &tl);
+                for (int v = 0; v < 4; v++) {
+                    attn_tensor cache = attn_tensor_make(view[v], dts[di], 5, shape);
+                    for (int d = 0; d < 4; d++)
+                        cache.strides[d] = strides[v][d];
+                    attn_tensor to = attn_tensor_make(out[v > 0], ATTN_DTYPE_F32, 3, qs),
+                                tl = attn_tensor_make(lse[v > 0], ATTN_DTYPE_F32, 2, sl2);
+                    const attn_status st = attn_paged_attention(ctx, &tq, &cache, &tqsl, &tsl, &tbt, &p, &to, &tl);
                     if (st != ATTN_STATUS_OK)
                         fprintf(stderr, "test_head_major_pages: %s\n", attn_last_error());
                     assert_int_equal(st, ATTN_STATUS_OK);
-                }
-                if (memcmp(out[0], out[1], sizeof(float) * B * H * D) != 0 ||
-                    memcmp(lse[0], lse[1], sizeof lse[0]) != 0) {
-                    fprintf(stderr,
-                            "REPRO test_head_major_pages: dtype %s, block_size %lld, row padding %lld, %d thread(s): "
-                            "head-major output differs\n",
-                            attn_dtype_name(dts[di]), (long long)BS, (long long)pages[pi][1], threads);
-                    fails++;
+                    if (v > 0 && (memcmp(out[0], out[1], sizeof(float) * B * H * D) != 0 ||
+                                  memcmp(lse[0], lse[1], sizeof lse[0]) != 0)) {
+                        static const char *const names[4] = {"", "head-major", "vLLM token-major", "vLLM head-major"};
+                        fprintf(stderr,
+                                "REPRO test_head_major_pages: dtype %s, block_size %lld, row padding %lld, %d "
+                                "thread(s): %s output differs\n",
+                                attn_dtype_name(dts[di]), (long long)BS, (long long)pages[pi][1], threads, names[v]);
+                        fails++;
+                    }
                 }
             }
-            free(nhd), free(hnd);
+            for (int v = 0; v < 4; v++)
+                free(view[v]);
         }
     free(q), free(out[0]), free(out[1]), free(bt);
     attn_ctx_destroy(ctx);
