@@ -812,8 +812,8 @@ ATTN_API attn_status attn_paged_attention(attn_ctx *ctx, const attn_tensor *q, c
                                           const attn_tensor *block_table, const attn_params *params,
                                           attn_tensor *out, attn_tensor *lse_opt);
 
-/* Oracle twin of attn_paged_attention (double accumulation, one thread; same arguments and checks; an fp8
- * cache element is decode(bits)·scale in double). */
+/* Oracle twin of attn_paged_attention (double accumulation, one thread; the same arguments but the context, and
+ * the same checks; an fp8 cache element is decode(bits)·scale in double). */
 ATTN_API attn_status attn_ref_paged_attention(const attn_tensor *q, const attn_tensor *kv_cache,
                                               const attn_tensor *query_start_loc, const attn_tensor *seq_lens,
                                               const attn_tensor *block_table, const attn_params *params,

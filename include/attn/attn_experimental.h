@@ -61,7 +61,7 @@ ATTN_API attn_status attn_forward_padded(attn_ctx *ctx, attn_layout layout, cons
                                          const attn_tensor *key_padding_mask, const attn_params *params,
                                          attn_tensor *out, attn_tensor *lse_opt, void *workspace,
                                          size_t workspace_size);
-/* Oracle twin (same arguments and workspace). */
+/* Oracle twin (the same arguments and workspace but the context). */
 ATTN_API attn_status attn_ref_forward_padded(attn_layout layout, const attn_tensor *q, const attn_tensor *k,
                                              const attn_tensor *v, const attn_tensor *key_padding_mask,
                                              const attn_params *params, attn_tensor *out, attn_tensor *lse_opt,
@@ -151,7 +151,8 @@ ATTN_API attn_status attn_forward_paged_piecewise(attn_ctx *ctx, const attn_tens
                                                   const attn_span *spans, int64_t num_spans,
                                                   const attn_query_range *query_ranges, int64_t num_query_ranges,
                                                   const attn_params *params, attn_tensor *out, attn_tensor *lse_opt);
-/* Oracle twin (double accumulation, literal span predicate; same arguments and checks). */
+/* Oracle twin (double accumulation, literal span predicate; the same arguments but the context, and the same
+ * checks). */
 ATTN_API attn_status attn_ref_forward_paged_piecewise(const attn_tensor *q, const attn_tensor *kv_cache,
                                                       const attn_tensor *seq_lens, const attn_tensor *block_table,
                                                       const attn_span *spans, int64_t num_spans,
