@@ -277,8 +277,7 @@ int main(int argc, char **argv) {
             fprintf(stderr,
                     "usage: %s [--batch B] [--ctx L] [--dtype f32|bf16|e4m3|e5m2|all] [--threads T] "
                     "[--pages huge|4k|both] [--reps N] [--shuffle] [--layout nhd|hnd|vllm|vllm-hnd] [--num-heads H] "
-                    "[--num-kv-heads HKV] "
-                    "[--head-size D] [--block-size BS]\n",
+                    "[--num-kv-heads HKV] [--head-size D] [--block-size BS]\n",
                     argv[0]);
             return 2;
         }

@@ -312,9 +312,7 @@ static int64_t attn_fx_kv_span(const attn_problem *p, const attn_seq_view *seq, 
     if (rs <= 0 || hst < 0 || seq->v_row_stride != rs || seq->v_head_stride != hst ||
         (seq->block_table && seq->v_block_stride != seq->k_block_stride))
         return 0;
-    const int64_t off = (int64_t)((intptr_t)seq->v - (intptr_t)seq->k);
-    if (off <= -rs || off >= rs)
-        return 0;
+    const int64_t off = (int64_t)((intptr_t)seq->v - (intptr_t)seq->k); /* |off| >= rs makes span > rs below */
     const int64_t k_end = heads_after * hst + p->head_size * es, v_end = off + heads_after * hst + p->head_size_v * es;
     const int64_t span = (k_end > v_end ? k_end : v_end) - (off < 0 ? off : 0);
     *phase = off < 0;
@@ -435,6 +433,8 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
     const int64_t far = near ? ATTN_FX_PREFETCH_FAR : ATTN_FX_PREFETCH_FAR_L2;
     for (int64_t t0 = (lo_all / ATTN_KV_TILE) * ATTN_KV_TILE; t0 < hi_all; t0 += ATTN_KV_TILE) {
         const int64_t ta = t0 > lo_all ? t0 : lo_all, tb = t0 + ATTN_KV_TILE < hi_all ? t0 + ATTN_KV_TILE : hi_all;
+        /* the next tile, whose K and V rows the steps of this one prefetch together (kvspan) */
+        const int64_t na = tb, nb = na + ATTN_KV_TILE < hi_all ? na + ATTN_KV_TILE : hi_all;
         const int64_t nchunks = (tb - 1) / ch - ta / ch + 1;
         for (int64_t k = 0; k < n; k++) { /* the block's tile [sa, sb) */
             attn_fx_slot *s = &sl[k];
@@ -459,7 +459,6 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                 const int in_kernel = phase == 0 ? kern->qk_tile_kv_pf != NULL : kern->pv_rows_kv_pf != NULL;
                 int64_t done = 0, done2 = 0, done3 = 0;
                 /* K and V rows together (kvspan): the next tile's tokens, a share per step of this tile */
-                const int64_t na = t0 + ATTN_KV_TILE, nb = na + ATTN_KV_TILE < hi_all ? na + ATTN_KV_TILE : hi_all;
                 const int64_t steps = 2 * nchunks, q = phase * nchunks + ci;
                 const int64_t xa = kvspan && na < nb ? na + (nb - na) * q / steps : 0;
                 const int64_t xn = kvspan && na < nb ? na + (nb - na) * (q + 1) / steps - xa : 0;
