@@ -462,7 +462,11 @@ ATTN_API attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_te
  *                 vLLM); a negative slot (PAD_SLOT_ID = −1) writes nothing.
  * Every slot is checked before anything is written: a slot >= num_blocks·block_size is INVALID_ARGUMENT
  * ("slot_mapping: entry 5 = 9001 >= num_blocks·block_size = 4096") and the cache is untouched. Duplicate
- * slots: the later token wins. The cache must not overlap key/value/slot_mapping.
+ * slots: the later token wins. The cache must not overlap key/value/slot_mapping, and each of its elements needs
+ * its own memory (a stride-0 or interleaved view whose elements meet, or key and value halves that meet element by
+ * element, is INVALID_ARGUMENT "kv_cache: its elements overlap in memory ..."); strides[0] = 0 is the exception:
+ * both halves are one cache (one key or value cache viewed twice), and for each token the value is written after
+ * the key, so the value stays. The same rule holds for the caches copy_blocks and swap_blocks write.
  * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM reshape_and_cache(_flash), vllm-ascend reshape_and_cache.
  * Wrapper: attn_reshape_and_cache_ex(ctx, key, value, kv_cache, slot_mapping, NULL). */
 ATTN_API attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,

@@ -63,6 +63,7 @@ attn_status attn_reshape_and_cache_ex(attn_ctx *ctx, const attn_tensor *key, con
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
     attn_kv_layout c;
     ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &c));
+    ATTN_TRY(attn_validate_cache_elements(kv_cache, "kv_cache"));
     if (attn_dtype_is_fp8(c.dtype)) { /* float caches ignore the scales, as vLLM does for "auto" */
         /* a per-head array replaces its scalar, which is then not read (nor checked) */
         if (o.k_scales) ATTN_TRY(attn_check_fp8_scales(o.k_scales, c.num_kv_heads, "k_scales", c.dtype));
@@ -149,6 +150,7 @@ attn_status attn_copy_blocks(attn_ctx *ctx, attn_tensor *kv_cache, const attn_te
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
     attn_kv_layout c;
     ATTN_TRY(attn_kv_layout_of_bytes(kv_cache, "kv_cache", &c)); /* a byte copy: vLLM's u8 fp8 caches too */
+    ATTN_TRY(attn_validate_cache_elements(kv_cache, "kv_cache"));
     ATTN_TRY(attn_check_block_mapping(block_mapping, c.num_blocks, "kv_cache", c.num_blocks, "kv_cache"));
     ATTN_CHECK(!attn_tensor_overlap(kv_cache, block_mapping), ATTN_STATUS_INVALID_ARGUMENT,
                "kv_cache: overlaps block_mapping in memory");
@@ -163,6 +165,7 @@ attn_status attn_swap_blocks(attn_ctx *ctx, const attn_tensor *src_cache, attn_t
     attn_kv_layout s, d;
     ATTN_TRY(attn_kv_layout_of_bytes(src_cache, "src_cache", &s));
     ATTN_TRY(attn_kv_layout_of_bytes(dst_cache, "dst_cache", &d));
+    ATTN_TRY(attn_validate_cache_elements(dst_cache, "dst_cache"));
     /* bytes move: equal dtypes, or a u8 view of fp8 codes with u8 or either fp8 format */
     const int bytes_ok = (s.dtype == ATTN_DTYPE_U8 && (d.dtype == ATTN_DTYPE_U8 || attn_dtype_is_fp8(d.dtype))) ||
                          (d.dtype == ATTN_DTYPE_U8 && attn_dtype_is_fp8(s.dtype));

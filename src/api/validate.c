@@ -208,6 +208,18 @@ attn_status attn_validate_distinct_elements(const attn_tensor *out, const char *
     return ATTN_STATUS_OK;
 }
 
+attn_status attn_validate_cache_elements(const attn_tensor *cache, const char *name) {
+    attn_tensor half = *cache; /* strides[0] = 0: the halves are one cache, checked once */
+    if (cache->ndim >= 1 && cache->strides[0] == 0)
+        half.shape[0] = 1;
+    ATTN_CHECK(
+        !attn_tensor_self_overlaps(&half), ATTN_STATUS_INVALID_ARGUMENT,
+        "%s: its elements overlap in memory (a stride-0 or interleaved view, or key and value halves that meet); "
+        "a cache that is written needs one memory location per element",
+        name);
+    return ATTN_STATUS_OK;
+}
+
 attn_status attn_validate_no_overlap(const attn_tensor *out, const char *out_name, const attn_tensor *const *ins,
                                      const char *const *in_names, int n) {
     ATTN_TRY(attn_validate_distinct_elements(out, out_name));

@@ -57,6 +57,12 @@ attn_status attn_validate_masks(const attn_opts *opts, int64_t batch, int64_t nu
 /* An output view must give each element its own memory (attn_tensor_self_overlaps): INVALID_ARGUMENT naming it. */
 attn_status attn_validate_distinct_elements(const attn_tensor *out, const char *name);
 
+/* A kv_cache [2, num_blocks, block_size, num_kv_heads, head_size] that a call writes: every element of a half its own
+ * memory, and the halves apart element by element, unless strides[0] is 0 (both halves one cache: a caller's single
+ * key or value cache viewed twice; key rows are written before value rows, so the value stays). INVALID_ARGUMENT
+ * naming it. */
+attn_status attn_validate_cache_elements(const attn_tensor *cache, const char *name);
+
 /* `out` (named) must give each element its own memory and overlap none of the inputs (NULL entries ignored). */
 attn_status attn_validate_no_overlap(const attn_tensor *out, const char *out_name, const attn_tensor *const *ins,
                                      const char *const *in_names, int n);

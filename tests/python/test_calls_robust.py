@@ -119,6 +119,27 @@ def test_output_that_overlaps_itself_is_refused(rng, binding):
     assert np.all(base == 3.0)
 
 
+def test_cache_whose_rows_meet_is_not_written(rng, binding):
+    """A cache view whose token stride is 0 (every slot one row) or whose key and value halves meet cannot hold
+    what is written: refused before anything is written, naming kv_cache; halves that are one cache (strides[0]
+    0, as vLLM's separate key / value caches are written) keep the value."""
+    key = rng.standard_normal((3, 2, 16), dtype=np.float32)
+    value = rng.standard_normal((3, 2, 16), dtype=np.float32)
+    slots = np.array([0, 1, 2], np.int64)
+    base = np.full((2, 4, 1, 2, 16), 7.0, np.float32)
+    e = base.itemsize
+    rows_meet = np.lib.stride_tricks.as_strided(base, (2, 4, 4, 2, 16), base.strides[:2] + (0, 16 * e, e))
+    halves_meet = np.lib.stride_tricks.as_strided(base, (2, 1, 4, 2, 16), (e, 128 * e, 32 * e, 16 * e, e))
+    for cache in (rows_meet, halves_meet):
+        with pytest.raises(attn.AttnInvalidArgumentError, match="kv_cache: its elements overlap in memory"):
+            attn.reshape_and_cache(key, value, cache, slots)
+        assert np.all(base == 7.0)
+    one = np.zeros((4, 4, 2, 16), np.float32)
+    attn.reshape_and_cache(key, value, np.lib.stride_tricks.as_strided(one, (2,) + one.shape, (0,) + one.strides),
+                           slots)
+    assert np.array_equal(one[0, :3], value)
+
+
 def test_integers_beyond_c_range_are_refused(rng, binding):
     """ctypes wraps a Python int around silently (2**64 + 3 would reach C as 3) and truncates floats: every
     integer argument is range-checked instead (the family's OverflowError / TypeError, naming it)."""

@@ -332,6 +332,9 @@ M(m_reshape_slots_long, f->slots.shape[0] = 4)
 M(m_reshape_slots_dtype, f->slots.dtype = ATTN_DTYPE_F32)
 M(m_reshape_heads, f->rk.shape[1] = 1)
 M(m_reshape_overlap, { f->rk.data = f->b->cache; })
+M(m_reshape_cache_token_stride0, f->cache.strides[2] = 0)
+M(m_reshape_cache_halves_meet, f->cache.strides[0] = 1)
+M(m_reshape_cache_halves_one, f->cache.strides[0] = 0)
 M(m_reshape_slots_stride0, { f->slots.shape[0] = (int64_t)1 << 40; f->slots.strides[0] = 0; })
 M(m_copy_range, f->b->mapping[3] = 4)
 M(m_copy_neg, f->b->mapping[0] = -1)
@@ -339,6 +342,7 @@ M(m_copy_shape, f->mapping.shape[1] = 3)
 M(m_swap_dtype, f->cache2.dtype = ATTN_DTYPE_F16)
 M(m_swap_block_size, f->cache2.shape[2] = 2)
 M(m_swap_overlap, f->cache2.data = (float *)f->b->cache + 8)
+M(m_swap_dst_halves_meet, f->cache2.strides[0] = 1)
 M(m_plan_heads_limit, { f->cfg.num_heads = INT32_MAX; f->cfg.num_kv_heads = INT32_MAX; })
 M(m_plan_kv_heads, f->cfg.num_kv_heads = 3)
 M(m_plan_head_size, f->cfg.head_size = 512)
@@ -530,6 +534,13 @@ static const row rows[] = {
     {E_RESHAPE, "key num_kv_heads differs", m_reshape_heads, ATTN_STATUS_INVALID_ARGUMENT,
      "key: shape[1]=1, expected num_kv_heads=2"},
     {E_RESHAPE, "key overlaps kv_cache", m_reshape_overlap, ATTN_STATUS_INVALID_ARGUMENT, "kv_cache: overlaps key"},
+    {E_RESHAPE, "kv_cache token stride 0 (written rows meet)", m_reshape_cache_token_stride0,
+     ATTN_STATUS_INVALID_ARGUMENT, "kv_cache: its elements overlap in memory"},
+    {E_RESHAPE, "kv_cache halves one element apart", m_reshape_cache_halves_meet, ATTN_STATUS_INVALID_ARGUMENT,
+     "kv_cache: its elements overlap in memory"},
+    {E_RESHAPE, "kv_cache halves one cache, strides[0] = 0 (control)", m_reshape_cache_halves_one, ATTN_STATUS_OK, ""},
+    {E_COPY, "kv_cache token stride 0", m_reshape_cache_token_stride0, ATTN_STATUS_INVALID_ARGUMENT,
+     "kv_cache: its elements overlap in memory"},
     {E_RESHAPE, "slot_mapping 2^40 entries, stride 0", m_reshape_slots_stride0, ATTN_STATUS_INVALID_ARGUMENT,
      "slot_mapping: shape[0]=1099511627776 exceeds ATTN_MAX_SEQ_LEN"},
     {E_COPY, "valid call (control)", m_none, ATTN_STATUS_OK, ""},
@@ -543,6 +554,8 @@ static const row rows[] = {
      "dst_cache: dtype f16 differs from src_cache dtype f32"},
     {E_SWAP, "dst_cache block_size differs", m_swap_block_size, ATTN_STATUS_INVALID_ARGUMENT,
      "dst_cache: shape[2]=2, expected src_cache block_size=4"},
+    {E_SWAP, "dst_cache halves one element apart", m_swap_dst_halves_meet, ATTN_STATUS_INVALID_ARGUMENT,
+     "dst_cache: its elements overlap in memory"},
     {E_SWAP, "dst_cache overlaps src_cache", m_swap_overlap, ATTN_STATUS_INVALID_ARGUMENT,
      "dst_cache: overlaps src_cache in memory"},
     /* diffusion: padded */
