@@ -844,9 +844,10 @@ ATTN_API attn_status attn_ref_paged_attention(const attn_tensor *q, const attn_t
  *     attention call per sequence); params->alibi_slopes must then be NULL.
  * Causal is bottom-right over each sequence's keys; seqlen_q may exceed them (those rows: out 0, LSE −inf). Every
  * argument is checked before the cache is written (out must not overlap q, kv_cache, k or v); the same checks as
- * attn_paged_attention and attn_reshape_and_cache_ex otherwise. Allocates O(batch) int32 scratch per call (and
- * batch·longest sequence with cache_leftpad, and nheads·batch·seqlen_q floats of LSE when batch and seqlen_q are
- * both > 1): decode loops that care use the plan entries. Bits equal attn_paged_attention's on the same keys.
+ * attn_paged_attention and attn_reshape_and_cache_ex otherwise. Needs O(batch) scratch per call (20 bytes a
+ * sequence and 8 per new token, plus 4·batch·longest sequence with cache_leftpad, and nheads·batch·seqlen_q floats
+ * of LSE when batch and seqlen_q are both > 1): up to 8 KiB it is on the stack (a decode step of up to ~290
+ * sequences allocates nothing), beyond that it is allocated per call. Bits equal attn_paged_attention's on the same keys.
  * Returns INVALID_ARGUMENT, UNSUPPORTED (masks), OVERFLOW, OUT_OF_MEMORY. Source: flash-attn
  * flash_attn_interface.flash_attn_with_kvcache. */
 ATTN_API attn_status attn_forward_kvcache(attn_ctx *ctx, const attn_tensor *q, attn_tensor *kv_cache,

@@ -102,6 +102,8 @@ static attn_status attn_kvc_attend(attn_ctx *ctx, const attn_tensor *q, const at
 }
 
 /* Element [i] of a 1-D int32 view. */
+/* Scratch bytes attn_forward_kvcache keeps on the stack (beyond them it allocates per call). */
+#define KVC_STACK_SCRATCH 8192
 #define KVC_I32_1(t, i) ((int64_t)((const int32_t *)(t)->data)[(i) * (t)->strides[0]])
 
 /* The cache slot of position pos of sequence b: through row b of the block table, or in the sequence's cache row. */
@@ -247,9 +249,12 @@ attn_status attn_forward_kvcache(attn_ctx *ctx, const attn_tensor *q, attn_tenso
                    attn_muladd_i64(nslots, 2, lse_n + n32, &bytes) && attn_mul_i64(bytes, 4, &bytes) &&
                    (uint64_t)bytes < SIZE_MAX / 2,
                ATTN_STATUS_OVERFLOW, "attn_forward_kvcache: scratch size overflows");
-    char *scratch = malloc((size_t)bytes + 16);
-    ATTN_CHECK(scratch != NULL, ATTN_STATUS_OUT_OF_MEMORY, "attn_forward_kvcache: %lld bytes of scratch not allocated",
-               (long long)bytes);
+    /* a decode step's scratch (28 bytes a sequence with one new token) fits on the stack: no allocation there */
+    _Alignas(16) char small[KVC_STACK_SCRATCH];
+    char *const owned = bytes <= (int64_t)sizeof small ? NULL : malloc((size_t)bytes + 16);
+    char *const scratch = owned ? owned : small;
+    ATTN_CHECK(owned != NULL || bytes <= (int64_t)sizeof small, ATTN_STATUS_OUT_OF_MEMORY,
+               "attn_forward_kvcache: %lld bytes of scratch not allocated", (long long)bytes);
     int64_t *slots = (int64_t *)(void *)scratch;
     float *lse3 = (float *)(slots + nslots);
     int32_t *sl = (int32_t *)(lse3 + lse_n), *qsl = sl + batch, *zq = qsl + batch + 1, *rows = zq + batch + 1;
@@ -307,6 +312,6 @@ attn_status attn_forward_kvcache(attn_ctx *ctx, const attn_tensor *q, attn_tenso
                 for (int64_t s = 0; s < seqlen_q; s++)
                     ((float *)lse_opt->data)[b * ls[0] + h * ls[1] + s * ls[2]] = lse3[h * nrows + b * seqlen_q + s];
     }
-    free(scratch);
+    free(owned);
     return st;
 }

@@ -135,6 +135,9 @@ static void test_kvcache_equals_varlen(void **state) {
                     (opt >> 2) & 1, 3,     seed % 2 ? 1 : 3, seed % 4 == 0 ? 0 : 2};
                 run_case(ctx, seed * 7919, &k);
             }
+    /* 80 sequences with cache_leftpad and LSE through scratch: ~15 KiB of scratch, past what stays on the stack */
+    const kvc_case big = {ATTN_DTYPE_F32, 1, 1, 0, 0, 1, 80, 3, 2};
+    run_case(ctx, 4242, &big);
     attn_ctx_destroy(ctx);
 }
 
