@@ -1955,6 +1955,21 @@ EXT_VALUE(attn_fp4_e2m1_from_float, "f", "x", long, attn_fp4_e2m1_from_float(C_F
 EXT_VALUE(attn_fp4_e2m1_to_float, "i", "nibble", double, attn_fp4_e2m1_to_float((uint8_t)C_I(0)), PyFloat_FromDouble)
 EXT_VALUE(attn_e8m0_to_float, "i", "bits", double, attn_e8m0_to_float((uint8_t)C_I(0)), PyFloat_FromDouble)
 
+/* attn_kv_cache_to_huge_pages(cache): the bytes released to refault as huge pages (int). */
+static PyObject *py_attn_kv_cache_to_huge_pages(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    ext_call c;
+    if (ext_parse("attn_kv_cache_to_huge_pages", "W", "cache", args, nargs, &c) != 0) {
+        ext_call_release(&c);
+        return NULL;
+    }
+    int64_t released = 0;
+    attn_status st;
+    EXT_CALL(st, attn_kv_cache_to_huge_pages(C_T(0), &released));
+    ext_call_release(&c);
+    return st == ATTN_STATUS_OK ? PyLong_FromLongLong((long long)released)
+                                : ext_status(st, "attn_kv_cache_to_huge_pages");
+}
+
 static PyObject *py_attn_clear_error(PyObject *self, PyObject *unused) {
     attn_clear_error();
     Py_RETURN_NONE;
@@ -2218,7 +2233,7 @@ done:
         EXT_O(attn_plan_free), EXT_FAST(attn_forward_padded_workspace_size),                                           \
         EXT_FAST(attn_forward_prescaled_workspace_size), EXT_FAST(attn_forward_quant_workspace_size),                  \
         EXT_NOARGS(attn_capabilities_get), EXT_FAST(attn_plan_create), EXT_O(attn_plan_get_info),                      \
-        EXT_FAST(dlpack_interface)
+        EXT_FAST(dlpack_interface), EXT_FAST(attn_kv_cache_to_huge_pages)
 
 /* ================================================================================================
  * Module

@@ -244,6 +244,21 @@ attn_status attn_kv_cache_alloc(attn_dtype dtype, int64_t num_blocks, int64_t bl
     return ATTN_STATUS_OK;
 }
 
+attn_status attn_kv_cache_to_huge_pages(const attn_tensor *cache, int64_t *released_bytes_opt) {
+    ATTN_CHECK(cache != NULL, ATTN_STATUS_INVALID_ARGUMENT, "cache: is NULL");
+    ATTN_TRY(attn_tensor_check(cache, "cache", -1, 0));
+    for (int32_t d = 0; d < cache->ndim; d++)
+        ATTN_CHECK(cache->strides[d] >= 0, ATTN_STATUS_INVALID_ARGUMENT,
+                   "cache: strides[%d]=%lld, expected >= 0 (a view over two allocations: pass each one)", (int)d,
+                   (long long)cache->strides[d]);
+    uintptr_t lo, hi;
+    attn_tensor_span(cache, &lo, &hi);
+    const int64_t released = attn_kv_pages_to_huge((void *)lo, (size_t)(hi - lo));
+    if (released_bytes_opt)
+        *released_bytes_opt = released;
+    return ATTN_STATUS_OK;
+}
+
 void attn_kv_cache_free(attn_tensor *cache) {
     if (!cache)
         return;

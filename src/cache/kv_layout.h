@@ -63,6 +63,12 @@ void attn_kv_scatter_fp8(const attn_kv_layout *cache, const attn_kv_rows *rows, 
  * bytes >= 2 MiB, else 64-byte aligned; NULL when out of memory. Released by attn_kv_pages_free. */
 void *attn_kv_pages_alloc(size_t bytes);
 void attn_kv_pages_free(void *p);
+/* Memory an engine allocated itself onto transparent huge pages (Linux; elsewhere nothing happens): the 2 MiB pages
+ * within [data, data + bytes) are advised MADV_HUGEPAGE, and those holding only zero bytes, in a private anonymous
+ * mapping, are released (MADV_DONTNEED) so that their next touch maps a zero-filled huge page; pages holding a
+ * nonzero byte keep their memory. The bytes released (0 when nothing could be). No other thread may write the range
+ * meanwhile. */
+int64_t attn_kv_pages_to_huge(void *data, size_t bytes);
 
 /* Whole-block copy (keys and values) from src block `src_block` to dst block `dst_block`. */
 void attn_kv_copy_block(const attn_kv_layout *dst, int64_t dst_block, const attn_kv_layout *src, int64_t src_block);

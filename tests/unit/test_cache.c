@@ -21,6 +21,7 @@
 #include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 #include <cmocka.h>
@@ -549,9 +550,71 @@ static void test_kv_cache_alloc(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* attn_kv_cache_to_huge_pages on memory allocated elsewhere: contents unchanged, the all-zero 2 MiB pages of a
+ * private anonymous mapping released (where this kernel takes the advice), pages with data and file mappings kept. */
+static void test_kv_cache_to_huge_pages(void **state) {
+    (void)state;
+    const size_t mib2 = (size_t)2 << 20, len = 6 * mib2;
+    assert_int_equal(attn_kv_cache_to_huge_pages(NULL, NULL), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "cache: is NULL"));
+    float x[8] = {0};
+    const int64_t sx[2] = {2, 4};
+    attn_tensor neg = attn_tensor_make(x + 4, ATTN_DTYPE_F32, 2, sx);
+    neg.strides[0] = -4;
+    assert_int_equal(attn_kv_cache_to_huge_pages(&neg, NULL), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "strides[0]=-4"));
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    /* base pages (no advice), zeroed by touch; one 2 MiB page of the aligned region carries data */
+    unsigned char *m = mmap(NULL, len + mib2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(m != MAP_FAILED);
+    memset(m, 0, len + mib2);
+    unsigned char *al = (unsigned char *)(((uintptr_t)m + mib2 - 1) & ~(uintptr_t)(mib2 - 1));
+    for (size_t i = 0; i < mib2; i += 4099)
+        al[2 * mib2 + i] = (unsigned char)(1 + i % 251);
+    unsigned char *copy = malloc(len);
+    const int64_t n = (int64_t)len - 200; /* from 100 bytes past the boundary: 4 whole aligned pages inside */
+    memcpy(copy, al + 100, (size_t)n);
+    attn_tensor t = attn_tensor_make(al + 100, ATTN_DTYPE_U8, 1, &n);
+    int64_t released = -1;
+    assert_int_equal(attn_kv_cache_to_huge_pages(&t, &released), ATTN_STATUS_OK);
+    assert_memory_equal(al + 100, copy, (size_t)n);
+    const int thp = smaps_has_hg(al + mib2) == 1; /* the advice taken on the aligned pages */
+    fprintf(stderr, "test_cache: to_huge_pages released %lld bytes (advice %s)\n", (long long)released,
+            thp ? "taken" : "not available");
+    /* aligned pages inside [al + 100, al + 100 + n): 1, 2, 3, 4; page 2 holds data */
+    assert_int_equal(released, thp ? (int64_t)(3 * mib2) : 0);
+    al[mib2 + 5] = 9; /* a released page takes writes */
+    assert_int_equal(al[mib2 + 5], 9);
+    assert_int_equal(al[3 * mib2 + 7], 0);
+    munmap(m, len + mib2);
+    /* a private file mapping: a released page would refault the file's bytes, so nothing is released */
+    char path[] = "/tmp/attn_test_cache_XXXXXX";
+    const int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    unsigned char *fill = malloc(len + mib2);
+    memset(fill, 0x77, len + mib2);
+    assert_true(write(fd, fill, len + mib2) == (ssize_t)(len + mib2));
+    unsigned char *fm = mmap(NULL, len + mib2, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    assert_true(fm != MAP_FAILED);
+    memset(fm, 0, len + mib2); /* private zeros over the file's 0x77 */
+    const int64_t nf = (int64_t)(len + mib2);
+    attn_tensor tf = attn_tensor_make(fm, ATTN_DTYPE_U8, 1, &nf);
+    assert_int_equal(attn_kv_cache_to_huge_pages(&tf, &released), ATTN_STATUS_OK);
+    assert_int_equal(released, 0);
+    for (size_t i = 0; i < len + mib2; i += 4096)
+        assert_int_equal(fm[i], 0);
+    munmap(fm, len + mib2);
+    close(fd);
+    free(fill);
+    free(copy);
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_cache_alloc),
+        cmocka_unit_test(test_kv_cache_to_huge_pages),
         cmocka_unit_test(test_reshape_and_cache_canary),
         cmocka_unit_test(test_reshape_and_cache_convert),
         cmocka_unit_test(test_reshape_int32_strided),

@@ -226,3 +226,64 @@ def test_fp8_kv_cache(kv_cache_dtype, layout, binding):
     impl.on_kv_stored = None
     assert torch.equal(kv2, kv)
     assert [c[1] for c in calls] == [ctx_len, 1] and calls[0][2] == sorted(blocks)
+
+
+def _smaps_flags(addr):
+    """VmFlags of the mapping holding addr (/proc/self/smaps), or None."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for ln in f:
+            head = ln.split()[0]
+            if "-" in head and ":" not in head:
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and ln.startswith("VmFlags:"):
+                return ln.split()[1:]
+    return None
+
+
+def _thp_advice_taken():
+    """1 where this kernel marks an advised anonymous mapping "hg" (THP not "never")."""
+    import mmap
+    m = mmap.mmap(-1, 4 << 20)
+    try:
+        m.madvise(mmap.MADV_HUGEPAGE)
+    except (OSError, AttributeError):
+        return False
+    import ctypes
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    taken = "hg" in (_smaps_flags(addr) or [])
+    return taken
+
+
+def test_fresh_cache_moves_to_huge_pages(monkeypatch):
+    """vLLM's torch.zeros cache sits on base pages; the first update of a layer moves its all-zero 2 MiB pages
+    onto transparent huge pages (advised "hg", released to refault as zeros), the written rows read back, and
+    ATTN_KV_HUGE_PAGES=0 (read at import) leaves the pages alone."""
+    nb = 4096  # 4096 blocks × 8 × 2 × 32 floats = 8 MiB
+    kv = torch.zeros(nb, BS, HK, 2 * D).permute(0, 2, 1, 3)
+    impl = vb.AttnBackendImpl(H, D, 0.25, HK, None, None, "auto")
+    monkeypatch.setitem(vb._HUGE_PAGES, "released", 0)
+    g = torch.Generator().manual_seed(3)
+    key, value = torch.randn(3, HK, D, generator=g), torch.randn(3, HK, D, generator=g)
+    impl.do_kv_cache_update(None, key, value, kv, torch.tensor([5, 9000, 30000]))
+    mid = kv.data_ptr() + (4 << 20)
+    flags = _smaps_flags(mid)
+    print(f"released {vb._HUGE_PAGES['released']} bytes, VmFlags {flags}")
+    if vb._HUGE_PAGES["on"] and _thp_advice_taken():
+        assert "hg" in flags and vb._HUGE_PAGES["released"] >= 4 << 20
+    for t, slot in enumerate([5, 9000, 30000]):
+        b, r = divmod(slot, BS)
+        torch.testing.assert_close(kv[b, :, r, :D], key[t], rtol=0, atol=0)
+        torch.testing.assert_close(kv[b, :, r, D:], value[t], rtol=0, atol=0)
+    rest = kv.clone()
+    for slot in [5, 9000, 30000]:
+        b, r = divmod(slot, BS)
+        rest[b, :, r] = 0
+    assert not rest.any()
+    monkeypatch.setitem(vb._HUGE_PAGES, "on", False)
+    other = torch.zeros(nb, BS, HK, 2 * D).permute(0, 2, 1, 3)
+    monkeypatch.setitem(vb._HUGE_PAGES, "released", 0)
+    vb.AttnBackendImpl(H, D, 0.25, HK, None, None, "auto").do_kv_cache_update(None, key, value, other,
+                                                                               torch.tensor([1, 2, 3]))
+    assert vb._HUGE_PAGES["released"] == 0

@@ -55,6 +55,29 @@ _EXT = ops._ext
 logger = logging.getLogger("attn.vllm")
 
 
+# vLLM allocates its KV caches with torch.zeros, on base pages unless torch's THP_MEM_ALLOC_ENABLE=1 is set. The
+# first time a layer's cache reaches the backend, before attn writes to it, its all-zero 2 MiB pages are moved
+# onto transparent huge pages (attn_kv_cache_to_huge_pages: released, they refault as zero-filled huge pages):
+# decode jumps from block to block, and base pages cost TLB misses there. ATTN_KV_HUGE_PAGES=0 turns it off; so
+# does a KV connector (kv_transfer_config), which may write the cache from another thread meanwhile.
+_HUGE_PAGES = {"on": os.environ.get("ATTN_KV_HUGE_PAGES", "1") != "0", "released": 0}
+
+
+def _to_huge_pages(kv_cache: torch.Tensor) -> None:
+    if not _HUGE_PAGES["on"] or str(kv_cache.device).split(":")[0] != "cpu" or kv_cache.numel() == 0:
+        return
+    try:
+        released = _EXT.attn_kv_cache_to_huge_pages(kv_cache)
+    except (_capi.AttnError, TypeError, ValueError) as e:  # a view it cannot take: the cache stays as it is
+        logger.debug("attn: KV cache left on its pages (%s)", e)
+        return
+    before = _HUGE_PAGES["released"]
+    _HUGE_PAGES["released"] = before + released
+    if released and before == 0:
+        logger.info("attn: KV cache moved onto transparent huge pages as layers first use it "
+                    "(ATTN_KV_HUGE_PAGES=0 keeps vLLM's pages)")
+
+
 # ------------------------------------------------------------------------------------------------
 # Capabilities (attn_capabilities_get) in vLLM's vocabulary
 # ------------------------------------------------------------------------------------------------
@@ -417,6 +440,8 @@ class AttnMetadataBuilder(AttentionMetadataBuilder[AttnMetadata]):
         self.kind = ("cross" if isinstance(kv_cache_spec, CrossAttentionSpec) else
                      "encoder_only" if isinstance(kv_cache_spec, EncoderOnlyAttentionSpec) else "decoder")
         self.chunked_prefill = bool(vllm_config.scheduler_config.enable_chunked_prefill)
+        if getattr(vllm_config, "kv_transfer_config", None) is not None:
+            _HUGE_PAGES["on"] = False  # a connector may write caches from another thread: leave them as they are
         self._num_blocks: Optional[int] = None
         self._columns = np.arange(0)  # 0 .. block table width - 1 (build(), cached)
         self._plan_config: Optional[Tuple[tuple, Any]] = None  # ((num_blocks, block_size, width), config)
@@ -619,6 +644,7 @@ class AttnBackendImpl(AttentionImpl[AttnMetadata]):
             shape, strides = (2, nb, bs, nh, self.head_size), (self.head_size, sb, sn, sh, 1)
             if kv_cache.dtype not in _ATTN_DTYPES:
                 raise TypeError(f"attn: tensor dtype {kv_cache.dtype} is not supported")
+            _to_huge_pages(kv_cache)  # a cache not seen before: nothing written by attn yet
             # the view as a torch tensor (same storage, no copy) for attn._ext's DLPack path
             self._kv_tensor = kv_cache.as_strided(shape, strides)
             if self.fp8_code is not None:  # vLLM's uint8 fp8 cache, read as its fp8 format
