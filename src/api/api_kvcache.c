@@ -101,9 +101,9 @@ static attn_status attn_kvc_attend(attn_ctx *ctx, const attn_tensor *q, const at
     return ATTN_STATUS_OK;
 }
 
-/* Element [i] of a 1-D int32 view. */
 /* Scratch bytes attn_forward_kvcache keeps on the stack (beyond them it allocates per call). */
 #define KVC_STACK_SCRATCH 8192
+/* Element [i] of a 1-D int32 view. */
 #define KVC_I32_1(t, i) ((int64_t)((const int32_t *)(t)->data)[(i) * (t)->strides[0]])
 
 /* The cache slot of position pos of sequence b: through row b of the block table, or in the sequence's cache row. */

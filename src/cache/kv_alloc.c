@@ -40,9 +40,9 @@ void attn_kv_pages_free(void *p) {
 }
 
 #if defined(__linux__) && defined(MADV_HUGEPAGE) && defined(MADV_DONTNEED)
-/* 1 when [lo, hi) lies in one private anonymous mapping of this process (/proc/self/maps: 'p' permissions, inode 0
- * and no file; the heap and torch's / NumPy's large allocations are such mappings). There a released page refaults
- * as zeros; a file mapping would refault the file's bytes. */
+/* 1 when [lo, hi) lies in one writable private anonymous mapping of this process (/proc/self/maps: 'w' and 'p'
+ * permissions, inode 0 and no file; the heap and torch's / NumPy's large allocations are such mappings). There a
+ * released page refaults as zeros; a file mapping would refault the file's bytes. */
 static int attn_kv_anonymous(uintptr_t lo, uintptr_t hi) {
     FILE *f = fopen("/proc/self/maps", "r");
     if (!f)
@@ -54,7 +54,8 @@ static int attn_kv_anonymous(uintptr_t lo, uintptr_t hi) {
         char perms[8] = "", path[256] = "";
         if (sscanf(line, "%llx-%llx %7s %*s %*s %llu %255s", &a, &b, perms, &inode, path) < 4)
             continue;
-        ok = a <= lo && hi <= b && perms[3] == 'p' && inode == 0 && (path[0] == '\0' || path[0] == '[');
+        ok = a <= lo && hi <= b && perms[1] == 'w' && perms[3] == 'p' && inode == 0 &&
+             (path[0] == '\0' || path[0] == '[');
     }
     fclose(f);
     return ok;
