@@ -466,7 +466,10 @@ ATTN_API attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_te
  * its own memory (a stride-0 or interleaved view whose elements meet, or key and value halves that meet element by
  * element, is INVALID_ARGUMENT "kv_cache: its elements overlap in memory ..."); strides[0] = 0 is the exception:
  * both halves are one cache (one key or value cache viewed twice), and for each token the value is written after
- * the key, so the value stays. The same rule holds for the caches copy_blocks and swap_blocks write.
+ * the key, so the value stays. The same rule holds for the caches copy_blocks and swap_blocks write. The test is
+ * the one outputs get (attn_validate_distinct_elements' rule): sorted by size, each stride must reach past the
+ * elements the smaller ones span, so an unusual interleaving whose elements happen not to collide is refused too
+ * (every layout this header describes, vLLM's included, passes).
  * Returns INVALID_ARGUMENT, OVERFLOW. Source: vLLM reshape_and_cache(_flash), vllm-ascend reshape_and_cache.
  * Wrapper: attn_reshape_and_cache_ex(ctx, key, value, kv_cache, slot_mapping, NULL). */
 ATTN_API attn_status attn_reshape_and_cache(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
@@ -551,11 +554,13 @@ ATTN_API void attn_kv_cache_free(attn_tensor *cache);
  * token-major cache at b8 × 32k keys took 124 ms on base pages and 115 ms on huge pages (bench_decode --pages both).
  * No other thread may write the span during the call: a zero page it writes between the check and the release
  * would lose the write. Elsewhere than Linux, or where THP is "never", nothing happens.
- *   cache: a view with strides >= 0 (attn_tensor_check), e.g. a kv_cache or the engine's whole byte allocation;
- *          the span covers the gaps between its elements.
- *   released_bytes_opt: set to the bytes released to refault as huge pages (0 when none), or NULL.
+ *   cache: a view with strides >= 0 (attn_tensor_check) of whole-byte elements, e.g. a kv_cache or the engine's
+ *          whole byte allocation; the span covers the gaps between its elements. A span over more than one mapping
+ *          (/proc/self/maps) is advised but nothing is released.
+ *   released_bytes_opt: set to the bytes released to refault as huge pages (0 when none, and on failure), or NULL.
  * Reads every byte of the span once (a second per ~10 GB). Returns INVALID_ARGUMENT (cache NULL, not a valid view,
- * a negative stride). Source: Linux madvise(2); this library's decode measurements. */
+ * a negative stride, FP4_E2M1 elements), OVERFLOW (a view whose byte size does not fit). Source: Linux madvise(2);
+ * this library's decode measurements. */
 ATTN_API attn_status attn_kv_cache_to_huge_pages(const attn_tensor *cache, int64_t *released_bytes_opt);
 
 /* ---- Disaggregated prefill: per-layer "KV stored" notification ------------------------------

@@ -245,8 +245,13 @@ attn_status attn_kv_cache_alloc(attn_dtype dtype, int64_t num_blocks, int64_t bl
 }
 
 attn_status attn_kv_cache_to_huge_pages(const attn_tensor *cache, int64_t *released_bytes_opt) {
+    if (released_bytes_opt)
+        *released_bytes_opt = 0;
     ATTN_CHECK(cache != NULL, ATTN_STATUS_INVALID_ARGUMENT, "cache: is NULL");
     ATTN_TRY(attn_tensor_check(cache, "cache", -1, 0));
+    ATTN_CHECK(attn_dtype_size(cache->dtype) > 0, ATTN_STATUS_INVALID_ARGUMENT,
+               "cache: dtype %s packs two elements per byte, expected a view of whole bytes (u8)",
+               attn_dtype_name(cache->dtype));
     for (int32_t d = 0; d < cache->ndim; d++)
         ATTN_CHECK(cache->strides[d] >= 0, ATTN_STATUS_INVALID_ARGUMENT,
                    "cache: strides[%d]=%lld, expected >= 0 (a view over two allocations: pass each one)", (int)d,

@@ -50,6 +50,11 @@ static int attn_kv_anonymous(uintptr_t lo, uintptr_t hi) {
     char line[512];
     int ok = 0;
     while (!ok && fgets(line, sizeof line, f)) {
+        if (!strchr(line, '\n')) { /* a line longer than the buffer (a long path): its rest is no line of its own */
+            int ch;
+            while ((ch = fgetc(f)) != EOF && ch != '\n') {
+            }
+        }
         unsigned long long a = 0, b = 0, inode = 1;
         char perms[8] = "", path[256] = "";
         if (sscanf(line, "%llx-%llx %7s %*s %*s %llu %255s", &a, &b, perms, &inode, path) < 4)

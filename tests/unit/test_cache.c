@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #if defined(__linux__)
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #endif
 
@@ -550,6 +552,81 @@ static void test_kv_cache_alloc(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+/* Characters before the path in the /proc/self/maps line of the mapping starting at a (-1: none). */
+static int maps_path_column(const void *a) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    static char line[8192];
+    char key[40];
+    snprintf(key, sizeof key, "%lx-", (unsigned long)(uintptr_t)a);
+    int col = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, strlen(key)) == 0 && strchr(line, '/'))
+            col = (int)(strchr(line, '/') - line);
+    if (f)
+        fclose(f);
+    return col;
+}
+
+/* A private file mapping whose maps line is longer than a line buffer and whose path ends in the text of an
+ * anonymous mapping's line over the same addresses: that tail is part of a path, not a line of its own (a
+ * break-test had its zeroed pages released, and they refaulted as the file's bytes). */
+static void check_long_path_file_mapping(void) {
+    const size_t mib2 = (size_t)2 << 20, n = 2 * mib2;
+    char dir[1100] = "/tmp/attn_test_cache_XXXXXX", path[1100], spoof[96];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/f", dir);
+    const int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    unsigned char *fill = malloc(n);
+    memset(fill, 0xAB, n);
+    assert_true(write(fd, fill, n) == (ssize_t)n);
+    unsigned char *r = mmap(NULL, n + mib2, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(r != MAP_FAILED);
+    unsigned char *a = (unsigned char *)(((uintptr_t)r + mib2 - 1) & ~(uintptr_t)(mib2 - 1));
+    assert_true(mmap(a, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0) == a);
+    const int col = maps_path_column(a);
+    assert_true(col > 0);
+    snprintf(spoof, sizeof spoof, "%lx-%lx rw-p 00000000 00:00 0", (unsigned long)(uintptr_t)a,
+             (unsigned long)(uintptr_t)(a + n));
+    /* a path of 511 - col characters before the spoofed text: nested directories of 200 characters, then a name */
+    char sub[1100];
+    snprintf(sub, sizeof sub, "%s", dir);
+    int rest = 511 - col - (int)strlen(sub) - 1;
+    while (rest + (int)strlen(spoof) > 250) { /* a file name holds at most 255 characters */
+        const size_t k = strlen(sub);
+        sub[k] = '/';
+        memset(sub + k + 1, 'd', 199);
+        sub[k + 200] = '\0';
+        assert_int_equal(mkdir(sub, 0700), 0);
+        rest -= 200;
+    }
+    char name[256], longp[1100];
+    assert_true(rest >= 1 && rest <= (int)sizeof name);
+    memset(name, 'x', (size_t)(rest - 1));
+    name[rest - 1] = '\0';
+    snprintf(longp, sizeof longp, "%s/%s%s", sub, name, spoof);
+    assert_int_equal(rename(path, longp), 0);
+    memset(a, 0, n); /* private zeros over the file's 0xAB */
+    const int64_t sn = (int64_t)n;
+    attn_tensor t = attn_tensor_make(a, ATTN_DTYPE_U8, 1, &sn);
+    int64_t released = -1;
+    assert_int_equal(attn_kv_cache_to_huge_pages(&t, &released), ATTN_STATUS_OK);
+    assert_int_equal(released, 0);
+    for (size_t i = 0; i < n; i += 4093)
+        assert_int_equal(a[i], 0);
+    munmap(r, n + mib2);
+    close(fd);
+    unlink(longp);
+    for (size_t k = strlen(sub); k > strlen(dir); k = strlen(sub)) { /* the nested directories, innermost first */
+        rmdir(sub);
+        *strrchr(sub, '/') = '\0';
+    }
+    rmdir(dir);
+    free(fill);
+}
+#endif
+
 /* attn_kv_cache_to_huge_pages on memory allocated elsewhere: contents unchanged, the all-zero 2 MiB pages of a
  * private anonymous mapping released (where this kernel takes the advice), pages with data and file mappings kept. */
 static void test_kv_cache_to_huge_pages(void **state) {
@@ -608,7 +685,16 @@ static void test_kv_cache_to_huge_pages(void **state) {
     close(fd);
     free(fill);
     free(copy);
+    check_long_path_file_mapping();
 #endif
+    /* FP4 elements share bytes: their span is no byte count; *released is 0 after a failure */
+    uint8_t nib[4] = {0};
+    const int64_t s4[1] = {8};
+    attn_tensor t4 = attn_tensor_make(nib, ATTN_DTYPE_FP4_E2M1, 1, s4);
+    int64_t rel4 = 77;
+    assert_int_equal(attn_kv_cache_to_huge_pages(&t4, &rel4), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "packs two elements per byte"));
+    assert_int_equal(rel4, 0);
 }
 
 int main(void) {
