@@ -586,7 +586,15 @@ static void check_long_path_file_mapping(void) {
     unsigned char *a = (unsigned char *)(((uintptr_t)r + mib2 - 1) & ~(uintptr_t)(mib2 - 1));
     assert_true(mmap(a, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0) == a);
     const int col = maps_path_column(a);
-    assert_true(col > 0);
+    if (col <= 0) { /* no path in this /proc (an emulator's): nothing to place the text after */
+        fprintf(stderr, "test_cache: the file mapping's maps line shows no path here; long-path case skipped\n");
+        munmap(r, n + mib2);
+        close(fd);
+        unlink(path);
+        rmdir(dir);
+        free(fill);
+        return;
+    }
     snprintf(spoof, sizeof spoof, "%lx-%lx rw-p 00000000 00:00 0", (unsigned long)(uintptr_t)a,
              (unsigned long)(uintptr_t)(a + n));
     /* a path of 511 - col characters before the spoofed text: nested directories of 200 characters, then a name */
@@ -601,7 +609,7 @@ static void check_long_path_file_mapping(void) {
         assert_int_equal(mkdir(sub, 0700), 0);
         rest -= 200;
     }
-    char name[256], longp[1100];
+    char name[256], longp[1500];
     assert_true(rest >= 1 && rest <= (int)sizeof name);
     memset(name, 'x', (size_t)(rest - 1));
     name[rest - 1] = '\0';
@@ -655,11 +663,12 @@ static void test_kv_cache_to_huge_pages(void **state) {
     int64_t released = -1;
     assert_int_equal(attn_kv_cache_to_huge_pages(&t, &released), ATTN_STATUS_OK);
     assert_memory_equal(al + 100, copy, (size_t)n);
-    const int thp = smaps_has_hg(al + mib2) == 1; /* the advice taken on the aligned pages */
+    const int thp = smaps_has_hg(al + mib2) == 1; /* the advice shown on the aligned pages */
     fprintf(stderr, "test_cache: to_huge_pages released %lld bytes (advice %s)\n", (long long)released,
-            thp ? "taken" : "not available");
-    /* aligned pages inside [al + 100, al + 100 + n): 1, 2, 3, 4; page 2 holds data */
-    assert_int_equal(released, thp ? (int64_t)(3 * mib2) : 0);
+            thp ? "shown in smaps" : "not shown");
+    /* aligned pages inside [al + 100, al + 100 + n): 1, 2, 3, 4; page 2 holds data. Where the kernel shows the
+     * advice the three zero pages are released; elsewhere (THP "never", qemu-user's /proc) none or those three */
+    assert_true(released == (int64_t)(3 * mib2) || (!thp && released == 0));
     al[mib2 + 5] = 9; /* a released page takes writes */
     assert_int_equal(al[mib2 + 5], 9);
     assert_int_equal(al[3 * mib2 + 7], 0);
