@@ -860,14 +860,16 @@ def main() -> int:
     ap.add_argument("--ceilings-lib", default=os.environ.get("ATTN_PEERS_CEILINGS", ""),
                     help="libpeers_ceilings.so (run.sh builds it)")
     ap.add_argument("--out", default=None, help="output folder (default bench/peers/results; --quick "
-                    "build-peers/peers-quick)")
+                    "build-peers/peers-quick; --only build-peers/peers-only)")
     ap.add_argument("--readme", default=None, help="README to update between <!-- peers:begin/end --> "
                     "markers (run.sh passes README.md on full runs)")
     args = ap.parse_args()
     rounds = args.rounds or (2 if args.quick else 5)
     min_sample_s = (args.min_sample_ms or (20.0 if args.quick else 50.0)) / 1000.0
     threads = [int(x) for x in args.threads.split(",") if x]
+    # a subset (--only) or --quick never replaces the full window's committed results
     out_dir = args.out or (os.path.join(REPO, "build-peers", "peers-quick") if args.quick
+                           else os.path.join(REPO, "build-peers", "peers-only") if args.only
                            else os.path.join(HERE, "results"))
     t_start = time.time()
 

@@ -9,7 +9,8 @@ table gives min and median milliseconds over rounds and the ratios asked for: fp
 and attn ÷ vLLM time of each cache dtype (< 1: attn faster). Outputs are compared with a float64 reference on
 the values each cache holds (bf16, or the keys and values rounded to E4M3): the last column; the run stops where
 any but vLLM's fp8 output is off by more than 2 % of the largest output (vLLM's fp8 attention rounds more than its
-cache: 11–30 % here). Run under bench/peers' venv (torch, vLLM), from the repository root:
+cache: 11–30 % here). A second table times one 2048-token chunk's cache write into each cache with each library's
+own cache op, in ns per cached element. Run under bench/peers' venv (torch, vLLM), from the repository root:
 
     ATTN_LIBRARY=build-peers/libattn.so PYTHONPATH=python ~/.cache/attn/peers-venv/bin/python \\
         bench/peers/fp8_decode.py [--threads 1,2] [--rounds 5]
@@ -140,6 +141,53 @@ def main() -> None:
                   f"{mn[('attn', 'fp8')] / mn[('attn', 'bf16')]:.2f} | {mn[('vllm', 'fp8')] / mn[('vllm', 'bf16')]:.2f} | "
                   f"{mn[('attn', 'bf16')] / mn[('vllm', 'bf16')]:.2f} | {mn[('attn', 'fp8')] / mn[('vllm', 'fp8')]:.2f} | "
                   + " · ".join(f"{errs[sd]:.2g}" for sd in systems) + f" | load {os.getloadavg()[0]:.2f}", flush=True)
+    cache_writes(ops, _get_attn_isa, args)
+
+
+def cache_writes(ops, _get_attn_isa, args) -> None:
+    """One prefill chunk's cache write (keys and values of one layer, bf16 rows) into each library's bf16 and fp8
+    cache with its own cache op (attn.reshape_and_cache, vLLM's cpu_attn_reshape_and_cache), scale 1.0, slots
+    spread over a shuffled block table: ns per cached element (K and V), min / median over rounds."""
+    tokens = 2048
+    g = torch.Generator().manual_seed(7)
+    nb = 4 * tokens // BS
+    k = torch.randn(tokens, HKV, D, generator=g).to(torch.bfloat16)
+    v = torch.randn(tokens, HKV, D, generator=g).to(torch.bfloat16)
+    blocks = torch.randperm(nb, generator=g)[:tokens // BS].to(torch.int64)
+    pos = torch.arange(tokens, dtype=torch.int64)
+    slots = (blocks[pos // BS] * BS + pos % BS).contiguous()
+    elems = 2 * tokens * HKV * D
+    print(f"\n| cache write, {tokens} tokens x {HKV}x{D} (bf16 rows) | threads | attn bf16 | attn fp8 | vLLM bf16 | "
+          "vLLM fp8 | attn ÷ vLLM bf16 | attn ÷ vLLM fp8 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for nt in [int(t) for t in args.threads.split(",")]:
+        torch.set_num_threads(nt)
+        ctx = attn.Context(num_threads=nt)
+        calls = {}
+        for dt in ("bf16", "fp8"):
+            tdt = torch.bfloat16 if dt == "bf16" else torch.uint8
+            kvd = "auto" if dt == "bf16" else "fp8"
+            isa = _get_attn_isa(torch.bfloat16, BS, D, kvd)
+            a_kv = torch.zeros(2, nb, BS, HKV, D, dtype=tdt)
+            v_k, v_v = torch.zeros(nb, HKV, 2 * BS, D, dtype=tdt).chunk(2, dim=2)
+            calls[("attn", dt)] = (lambda a_kv=a_kv, kvd=kvd:
+                                   attn.reshape_and_cache(k, v, a_kv, slots, kv_cache_dtype=kvd, ctx=ctx))
+            calls[("vllm", dt)] = (lambda v_k=v_k, v_v=v_v, isa=isa, kvd=kvd:
+                                   ops.cpu_attn_reshape_and_cache(k, v, v_k, v_v, slots, isa, 1.0, 1.0, kvd))
+        times = {sd: [] for sd in calls}
+        for _ in range(args.rounds):
+            for sd, fn in calls.items():
+                best = float("inf")
+                for _r in range(args.reps):
+                    t0 = time.perf_counter()
+                    fn()
+                    best = min(best, time.perf_counter() - t0)
+                times[sd].append(best * 1e9 / elems)
+        mn = {sd: min(t) for sd, t in times.items()}
+        cell = {sd: f"{mn[sd]:.3g} / {statistics.median(times[sd]):.3g} ns" for sd in calls}
+        print(f"| per element | {nt} | {cell[('attn', 'bf16')]} | {cell[('attn', 'fp8')]} | {cell[('vllm', 'bf16')]} | "
+              f"{cell[('vllm', 'fp8')]} | {mn[('attn', 'bf16')] / mn[('vllm', 'bf16')]:.2f} | "
+              f"{mn[('attn', 'fp8')] / mn[('vllm', 'fp8')]:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
