@@ -67,15 +67,7 @@ def main() -> None:
         q = torch.randn(B, HQ, D, generator=g).to(torch.bfloat16)
         qsl = torch.arange(B + 1, dtype=torch.int32)
         seq_lens = torch.full((B,), L, dtype=torch.int32)
-        caches = {}
-        for dt in ("bf16", "fp8"):
-            tdt = torch.bfloat16 if dt == "bf16" else torch.uint8
-            kvd = "auto" if dt == "bf16" else "fp8"
-            isa = _get_attn_isa(torch.bfloat16, BS, D, kvd)
-            a_kv = torch.zeros(2, nb, BS, HKV, D, dtype=tdt)
-            v_kv = torch.zeros(nb, HKV, 2 * BS, D, dtype=tdt)
-            v_k, v_v = v_kv.chunk(2, dim=2)
-            caches[dt] = (a_kv, v_k, v_v, isa, kvd)
+        caches = {dt: _caches(nb, dt, _get_attn_isa) for dt in ("bf16", "fp8")}
         ref_kv = []  # request 0 of copy 0: the bf16 keys / values, for the check
         for c in range(copies):
             for b in range(B):
@@ -144,6 +136,15 @@ def main() -> None:
     cache_writes(ops, _get_attn_isa, args)
 
 
+def _caches(nb: int, dt: str, _get_attn_isa) -> tuple:
+    """Empty caches of nb blocks for dtype dt ("bf16" or "fp8"): attn's [2, num_blocks, block_size, num_kv_heads,
+    head_size] and vLLM's key and value halves, with vLLM's attention ISA and kv_cache_dtype for them."""
+    tdt = torch.bfloat16 if dt == "bf16" else torch.uint8
+    kvd = "auto" if dt == "bf16" else "fp8"
+    v_k, v_v = torch.zeros(nb, HKV, 2 * BS, D, dtype=tdt).chunk(2, dim=2)
+    return torch.zeros(2, nb, BS, HKV, D, dtype=tdt), v_k, v_v, _get_attn_isa(torch.bfloat16, BS, D, kvd), kvd
+
+
 def cache_writes(ops, _get_attn_isa, args) -> None:
     """One prefill chunk's cache write (keys and values of one layer, bf16 rows) into each library's bf16 and fp8
     cache with its own cache op (attn.reshape_and_cache, vLLM's cpu_attn_reshape_and_cache), scale 1.0, slots
@@ -165,11 +166,7 @@ def cache_writes(ops, _get_attn_isa, args) -> None:
         ctx = attn.Context(num_threads=nt)
         calls = {}
         for dt in ("bf16", "fp8"):
-            tdt = torch.bfloat16 if dt == "bf16" else torch.uint8
-            kvd = "auto" if dt == "bf16" else "fp8"
-            isa = _get_attn_isa(torch.bfloat16, BS, D, kvd)
-            a_kv = torch.zeros(2, nb, BS, HKV, D, dtype=tdt)
-            v_k, v_v = torch.zeros(nb, HKV, 2 * BS, D, dtype=tdt).chunk(2, dim=2)
+            a_kv, v_k, v_v, isa, kvd = _caches(nb, dt, _get_attn_isa)
             calls[("attn", dt)] = (lambda a_kv=a_kv, kvd=kvd:
                                    attn.reshape_and_cache(k, v, a_kv, slots, kv_cache_dtype=kvd, ctx=ctx))
             calls[("vllm", dt)] = (lambda v_k=v_k, v_v=v_v, isa=isa, kvd=kvd:
