@@ -585,21 +585,17 @@ static void check_long_path_file_mapping(void) {
     assert_true(r != MAP_FAILED);
     unsigned char *a = (unsigned char *)(((uintptr_t)r + mib2 - 1) & ~(uintptr_t)(mib2 - 1));
     assert_true(mmap(a, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0) == a);
+    char sub[1100], longp[1500]; /* the nested directories and the file's name once renamed */
+    snprintf(sub, sizeof sub, "%s", dir);
+    snprintf(longp, sizeof longp, "%s", path);
     const int col = maps_path_column(a);
     if (col <= 0) { /* no path in this /proc (an emulator's): nothing to place the text after */
         fprintf(stderr, "test_cache: the file mapping's maps line shows no path here; long-path case skipped\n");
-        munmap(r, n + mib2);
-        close(fd);
-        unlink(path);
-        rmdir(dir);
-        free(fill);
-        return;
+        goto cleanup;
     }
     snprintf(spoof, sizeof spoof, "%lx-%lx rw-p 00000000 00:00 0", (unsigned long)(uintptr_t)a,
              (unsigned long)(uintptr_t)(a + n));
     /* a path of 511 - col characters before the spoofed text: nested directories of 200 characters, then a name */
-    char sub[1100];
-    snprintf(sub, sizeof sub, "%s", dir);
     int rest = 511 - col - (int)strlen(sub) - 1;
     while (rest + (int)strlen(spoof) > 250) { /* a file name holds at most 255 characters */
         const size_t k = strlen(sub);
@@ -609,7 +605,7 @@ static void check_long_path_file_mapping(void) {
         assert_int_equal(mkdir(sub, 0700), 0);
         rest -= 200;
     }
-    char name[256], longp[1500];
+    char name[256];
     assert_true(rest >= 1 && rest <= (int)sizeof name);
     memset(name, 'x', (size_t)(rest - 1));
     name[rest - 1] = '\0';
@@ -623,6 +619,7 @@ static void check_long_path_file_mapping(void) {
     assert_int_equal(released, 0);
     for (size_t i = 0; i < n; i += 4093)
         assert_int_equal(a[i], 0);
+cleanup:
     munmap(r, n + mib2);
     close(fd);
     unlink(longp);
