@@ -81,3 +81,48 @@ def test_torch_empty_tensor_without_data(ctx1):
     attn.vllm.ops.reshape_and_cache(torch.zeros(0, 2, 16), torch.zeros(0, 2, 16), kv[0], kv[1],
                                     torch.zeros(0, dtype=torch.int64), ctx=ctx1)
     assert torch.equal(kv, torch.full((2, 4, 4, 2, 16), 7.0))
+
+
+def test_torch_exchange_table_reads_views_as_dlpack_does(ctx1):
+    # a torch with DLPack's C exchange table is read through it; strided views, offsets and dtypes come out
+    # bit for bit as the NumPy views of the same memory
+    torch.zeros(1) + 0  # (torch imported: the extension finds the table at its first torch argument)
+    attn.flash_attn_func(torch.zeros(1, 1, 1, 8), torch.zeros(1, 1, 1, 8), torch.zeros(1, 1, 1, 8), ctx=ctx1)
+    assert attn._capi.ext.torch_exchange() == hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
+    g = torch.Generator().manual_seed(2)
+    base = torch.randn(3, 12, 6, 64, generator=g)
+    q, k = base[1:, 2:7, ::2], base[:2, 3:, 1::2]  # heads 2 apart, rows from an offset
+    v = base[:2, :-3, 3:].transpose(1, 2).contiguous().transpose(1, 2)  # heads outermost in memory
+    out = attn.flash_attn_func(q, k, v, causal=True, ctx=ctx1)
+    want = attn.flash_attn_func(q.numpy(), k.numpy(), v.numpy(), causal=True, ctx=ctx1)
+    np.testing.assert_array_equal(out.numpy(), want)
+
+
+def test_torch_allocated_outputs_are_zero_filled_torch_tensors(ctx1):
+    # q rows past query_start_loc[-1] are written by no call: an allocated out is 0 there and its LSE -inf
+    qsl, sl, bt = (torch.tensor(x, dtype=torch.int32) for x in ([0, 1], [5], [[0, 1]]))
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        q, kv = torch.randn(3, 4, 64).to(dt), torch.randn(2, 2, 16, 2, 64).to(dt)
+        for _ in range(3):  # (fresh allocations may reuse memory the last call filled)
+            out, lse = attn.paged_attention(q, kv, qsl, sl, bt, ctx=ctx1, return_lse=True)
+            assert isinstance(out, torch.Tensor) and out.dtype == dt and out.shape == q.shape
+            assert out.is_contiguous() and lse.dtype == torch.float32 and lse.shape == (4, 3)
+            assert torch.all(out[1:] == 0) and torch.all(lse[:, 1:] == -torch.inf) and torch.all(out[0] != 0)
+            out.fill_(7.0)
+
+
+def test_torch_views_release_their_tensors(ctx1):
+    # each call's views of torch tensors are released when it returns: 20 fresh 64 MiB caches, each read once
+    # and dropped, leave no 64 MiB behind
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096
+    q = torch.randn(1, 4, 64)
+    meta = (torch.tensor([0, 1], dtype=torch.int32), torch.tensor([16], dtype=torch.int32),
+            torch.tensor([[0]], dtype=torch.int32))
+    before = rss()
+    for _ in range(20):
+        kv = torch.ones(2, 2048, 16, 4, 64)
+        attn.paged_attention(q, kv, *meta, ctx=ctx1)
+        del kv
+    assert rss() - before < 512 << 20
