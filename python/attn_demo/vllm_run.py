@@ -132,6 +132,28 @@ def smollm2_checkpoint(out_dir: str = SMOLLM2_DIR) -> str:
 # ------------------------------------------------------------------------------------------------
 # One engine (runs in a worker interpreter)
 # ------------------------------------------------------------------------------------------------
+def _time_builders(sink: List[float]) -> None:
+    """Wraps build() of the metadata builder this process's backend uses (attn's AttnMetadataBuilder with
+    ATTN_VLLM=1, else vLLM's CPUAttentionMetadataBuilder) so that each call appends its µs to sink: the
+    per-step cost of turning vLLM's batch into the backend's metadata, measured in the engine (one call per
+    step and KV-cache group; the engine runs in this process with spec["single_process"])."""
+    import importlib
+
+    mod, name = (("attn.vllm.backend", "AttnMetadataBuilder") if os.environ.get("ATTN_VLLM") == "1" else
+                 ("vllm.v1.attention.backends.cpu_attn", "CPUAttentionMetadataBuilder"))
+    cls = getattr(importlib.import_module(mod), name)
+    inner = getattr(cls.build, "_timed_inner", cls.build)
+
+    def build(self: Any, *a: Any, **k: Any) -> Any:
+        t = time.perf_counter()
+        r = inner(self, *a, **k)
+        sink.append((time.perf_counter() - t) * 1e6)
+        return r
+
+    build._timed_inner = inner  # type: ignore[attr-defined]
+    cls.build = build
+
+
 def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
     """Builds one vllm.LLM from spec, runs its jobs and shuts it down; returns tokens, texts, timings."""
     import gc
@@ -161,6 +183,9 @@ def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
     if spec.get("runner") == "pooling":
         kw.update(runner="pooling", enable_chunked_prefill=False, enable_prefix_caching=False,
                   max_num_batched_tokens=max(kw["max_num_batched_tokens"], kw["max_model_len"]))
+    builds: List[float] = []  # µs per metadata build() call (spec["time_builders"])
+    if spec.get("time_builders"):
+        _time_builders(builds)
     t0 = time.time()
     llm = vllm.LLM(**kw)
     res: Dict[str, Any] = dict(startup_s=time.time() - t0, jobs=[])
@@ -189,7 +214,7 @@ def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
         prompts = job["prompts"]
         if job.get("token_prompts"):  # prompts given as token ids (the long-context cases)
             prompts = [{"prompt_token_ids": ids} for ids in job["token_prompts"]]
-        cpu, t = time.process_time(), time.time()
+        cpu, t, nb = time.process_time(), time.time(), len(builds)
         outs = llm.generate(prompts, sp, use_tqdm=False)
         dt = time.time() - t
         cpu = time.process_time() - cpu
@@ -197,7 +222,7 @@ def _engine(spec: Dict[str, Any]) -> Dict[str, Any]:
         res["jobs"].append(dict(tokens=toks, texts=[o.outputs[0].text for o in outs], seconds=dt, cpu_s=cpu,
                                 load=os.getloadavg()[0], generated=sum(len(x) for x in toks),
                                 cached_tokens=[int(o.num_cached_tokens or 0) for o in outs],
-                                prompt_tokens=sum(len(o.prompt_token_ids) for o in outs),
+                                prompt_tokens=sum(len(o.prompt_token_ids) for o in outs), build_us=builds[nb:],
                                 **{k: job[k] for k in ("case", "part") if k in job}))
         if spec.get("log_stats"):  # engine-core timestamps per request (monotonic seconds)
             res["jobs"][-1]["metrics"] = [
@@ -307,7 +332,7 @@ def _bench_spec(model: str, cases: List[Dict[str, Any]], args: argparse.Namespac
     longest = max((c["prompt_len"] or 256) for c in cases) + args.bench_tokens + 2
     budget = max(2048, max((c["prompt_len"] or 256) * c["batch"] for c in cases) + 64)
     spec = dict(model=model, dtype=args.dtype, jobs=jobs, single_process=True, prefix_caching=False,
-                log_stats=True, max_model_len=min(MAX_POSITIONS, max(1024, longest)), max_num_seqs=8,
+                log_stats=True, time_builders=True, max_model_len=min(MAX_POSITIONS, max(1024, longest)), max_num_seqs=8,
                 max_num_batched_tokens=budget)
     if args.kv_cache_dtype:
         spec["kv_cache_dtype"] = args.kv_cache_dtype
@@ -325,13 +350,14 @@ def _case_figures(res: Dict[str, Any], name: str, bench_tokens: int) -> Dict[str
     job = next(j for j in res["jobs"] if j.get("case") == name)
     m = job.get("metrics") or []
     nan = float("nan")
+    build_us = _median(job.get("build_us") or [])
     if not m or any(x is None or x["first"] <= 0 for x in m):
-        return dict(prefill_s=nan, decode_tps=nan, cpu_per_step=nan, load=job["load"])
+        return dict(prefill_s=nan, decode_tps=nan, cpu_per_step=nan, load=job["load"], build_us=build_us)
     first = max(x["first"] for x in m)
     dt = max(x["last"] for x in m) - first
     return dict(prefill_s=first - min(x["scheduled"] for x in m),
                 decode_tps=len(m) * bench_tokens / dt if dt > 0 else nan,
-                cpu_per_step=job["cpu_s"] / (1 + bench_tokens), load=job["load"])
+                cpu_per_step=job["cpu_s"] / (1 + bench_tokens), load=job["load"], build_us=build_us)
 
 
 def main_run(args: argparse.Namespace) -> int:
@@ -389,9 +415,11 @@ def main_run(args: argparse.Namespace) -> int:
                                         "compares teacher-forced logprobs)"))
     log(f"[4/4] throughput ({what}; median of {args.rounds} alternated fresh engines each; all prefills in the "
         f"first step; decode tok/s = batch x {args.bench_tokens} / (last token - last first token); prefill s = first "
-        f"scheduled to last first token; CPU ms/step = the worker's CPU time per engine step of the call)")
+        f"scheduled to last first token; CPU ms/step = the worker's CPU time per engine step of the call; build µs = "
+        f"the metadata builder's build() per step, median over the call's steps)")
     log(f"    {'case':>8}  {'prompt':>6}  {'attn tok/s':>10}  {'vLLM tok/s':>10}  {'attn/vLLM':>9}  "
-        f"{'attn prefill s':>14}  {'vLLM prefill s':>14}  {'CPU ms/step attn / vLLM':>23}")
+        f"{'attn prefill s':>14}  {'vLLM prefill s':>14}  {'CPU ms/step attn / vLLM':>23}  "
+        f"{'build µs attn / vLLM':>20}")
     loads = [f["load"] for r in runs.values() for x in r for f in (_case_figures(x, c["name"], args.bench_tokens)
                                                                     for c in cases)]
     for c in cases:
@@ -400,9 +428,10 @@ def main_run(args: argparse.Namespace) -> int:
         ta, tv = _median([f["decode_tps"] for f in fa]), _median([f["decode_tps"] for f in fv])
         pa, pv = _median([f["prefill_s"] for f in fa]), _median([f["prefill_s"] for f in fv])
         ca, cv = _median([f["cpu_per_step"] for f in fa]), _median([f["cpu_per_step"] for f in fv])
+        ba, bv = _median([f["build_us"] for f in fa]), _median([f["build_us"] for f in fv])
         plen = "chat" if c["prompt_len"] is None else str(c["prompt_len"])
         log(f"    {c['name']:>8}  {plen:>6}  {ta:>10.1f}  {tv:>10.1f}  {ta / tv:>9.2f}  {pa:>14.2f}  {pv:>14.2f}  "
-            f"{1e3 * ca:>10.1f} / {1e3 * cv:<10.1f}")
+            f"{1e3 * ca:>10.1f} / {1e3 * cv:<10.1f}  {ba:>9.0f} / {bv:<9.0f}")
     log(f"    load average (1 min) seen by the engines: {min(loads):.1f} to {max(loads):.1f}; "
         f"{os.cpu_count()} CPUs")
     rc = 0 if same or not strict else 1

@@ -71,7 +71,8 @@ FP8_GREEDY_TOPK = 5
 def runs():
     model = vr.smollm2_checkpoint()
     p = _prompts()
-    f32 = _gen_spec(model, "float32", [dict(prompts=p[b], max_tokens=MAX_TOKENS) for b in ("b1", "b3", "b8")])
+    f32 = _gen_spec(model, "float32", [dict(prompts=p[b], max_tokens=MAX_TOKENS) for b in ("b1", "b3", "b8")],
+                    time_builders=True)
     bf16 = _gen_spec(model, "bfloat16", [dict(prompts=p["b3"], max_tokens=MAX_TOKENS, logprobs=FP8_GREEDY_TOPK)])
     score = dict(prompts=FP8_TEXTS, prompt_logprobs=1)
     bf16_scored = dict(bf16, jobs=bf16["jobs"] + [score])  # attn only: the fp8 tolerance's reference
@@ -104,6 +105,15 @@ def test_backends_ran_as_configured(runs):
         assert want in runs[name]["attn_marker"], f"{name}: {runs[name]['attn_marker']!r}"
     for name in ("vllm_f32", "vllm_bf16"):
         assert not runs[name]["attn_ran"], f"{name}: attn ran although ATTN_VLLM=0"
+
+
+def test_metadata_builds_timed_per_step(runs):
+    # make run-vllm's build µs column: each backend's own builder is timed once per engine step (a request
+    # generates one token per step, and its prompt takes one or more prefill steps)
+    for name in ("attn_f32", "vllm_f32"):
+        for job in runs[name]["jobs"]:
+            b = job["build_us"]
+            assert len(b) >= MAX_TOKENS and min(b) > 0, (name, len(b))
 
 
 def test_f32_greedy_tokens_identical(runs):
