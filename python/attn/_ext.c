@@ -2154,23 +2154,18 @@ static PyObject *py_attn_capabilities_get(PyObject *self, PyObject *unused) {
 
 /* attn_plan_create(config, requests, num_requests) -> handle. config: the 9 int fields of attn_plan_config in
  * declaration order; requests: a buffer of num_requests attn_request records (REQUEST_LAYOUT). */
-static PyObject *py_attn_plan_create(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    ext_call c;
-    if (ext_parse("attn_plan_create", "Obi", "config requests num_requests", args, nargs, &c) != 0) {
-        ext_call_release(&c);
-        return NULL;
-    }
-    attn_plan_config cfg;
-    attn_plan_config_init_sized(&cfg, sizeof cfg);
-    int32_t *fields[9] = {&cfg.num_blocks,
-                          &cfg.block_size,
-                          &cfg.num_heads,
-                          &cfg.num_kv_heads,
-                          &cfg.head_size,
-                          &cfg.max_blocks_per_req,
-                          &cfg.num_speculative_tokens,
-                          &cfg.chunked_prefill_enabled,
-                          &cfg.spec_method_mtp};
+/* The 9-tuple of attn.ops._plan_config -> *cfg. 0, or -1 with an exception set. */
+static int ext_plan_config(PyObject *cf, const char *fn, attn_plan_config *cfg) {
+    attn_plan_config_init_sized(cfg, sizeof *cfg);
+    int32_t *fields[9] = {&cfg->num_blocks,
+                          &cfg->block_size,
+                          &cfg->num_heads,
+                          &cfg->num_kv_heads,
+                          &cfg->head_size,
+                          &cfg->max_blocks_per_req,
+                          &cfg->num_speculative_tokens,
+                          &cfg->chunked_prefill_enabled,
+                          &cfg->spec_method_mtp};
     static const char *fnames[9] = {"num_blocks",
                                     "block_size",
                                     "num_heads",
@@ -2180,19 +2175,48 @@ static PyObject *py_attn_plan_create(PyObject *self, PyObject *const *args, Py_s
                                     "num_speculative_tokens",
                                     "chunked_prefill_enabled",
                                     "spec_method_mtp"};
-    PyObject *cf = args[0];
     if (!PyTuple_Check(cf) || PyTuple_GET_SIZE(cf) != 9) {
-        ext_call_release(&c);
-        PyErr_SetString(PyExc_TypeError, "attn_plan_create: config must be a 9-tuple");
-        return NULL;
+        PyErr_Format(PyExc_TypeError, "%s: config must be a 9-tuple", fn);
+        return -1;
     }
     for (int i = 0; i < 9; i++) {
         int64_t v;
-        if (ext_conv_int(PyTuple_GET_ITEM(cf, i), "attn_plan_create", fnames[i], INT32_MIN, INT32_MAX, &v)) {
-            ext_call_release(&c);
-            return NULL;
-        }
+        if (ext_conv_int(PyTuple_GET_ITEM(cf, i), fn, fnames[i], INT32_MIN, INT32_MAX, &v))
+            return -1;
         *fields[i] = (int32_t)v;
+    }
+    return 0;
+}
+
+/* A new plan's handle and counts: (handle, num_reqs, num_tokens, num_decodes, num_decode_tokens, num_prefills,
+ * num_prefill_tokens, attn_state, workspace_size, identity_order) with identity_order True when every plan row
+ * is its input row (token_src[t] == t). The plan's arrays come from attn_plan_get_info when asked for. */
+static PyObject *ext_plan_result(attn_status st, attn_plan *plan) {
+    attn_plan_info i;
+    if (st == ATTN_STATUS_OK)
+        st = attn_plan_get_info(plan, &i);
+    if (st != ATTN_STATUS_OK) {
+        attn_plan_free(plan);
+        return ext_raise(st, "attn_plan_create");
+    }
+    int identity = 1;
+    for (int64_t t = 0; identity && t < i.num_tokens; t++)
+        identity = i.token_src[t] == t;
+    return Py_BuildValue("(NLLLLLLinO)", PyLong_FromVoidPtr(plan), (long long)i.num_reqs, (long long)i.num_tokens,
+                         (long long)i.num_decodes, (long long)i.num_decode_tokens, (long long)i.num_prefills,
+                         (long long)i.num_prefill_tokens, (int)i.attn_state, (Py_ssize_t)i.workspace_size,
+                         identity ? Py_True : Py_False);
+}
+
+/* attn_plan_create(config, requests, num_requests) -> ext_plan_result's tuple. config: the 9-tuple of
+ * attn.ops._plan_config; requests: a buffer of num_requests attn_request records. */
+static PyObject *py_attn_plan_create(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    ext_call c;
+    attn_plan_config cfg;
+    if (ext_parse("attn_plan_create", "Obi", "config requests num_requests", args, nargs, &c) != 0 ||
+        ext_plan_config(args[0], "attn_plan_create", &cfg) != 0) {
+        ext_call_release(&c);
+        return NULL;
     }
     if (C_I(2) < 0 || (size_t)c.s[1].i < (size_t)C_I(2) * sizeof(attn_request)) {
         ext_call_release(&c);
@@ -2203,9 +2227,87 @@ static PyObject *py_attn_plan_create(PyObject *self, PyObject *const *args, Py_s
     attn_status st;
     EXT_CALL(st, attn_plan_create(&cfg, (const attn_request *)C_P(1), C_I(2), &plan));
     ext_call_release(&c);
-    if (st != ATTN_STATUS_OK)
-        return ext_raise(st, "attn_plan_create");
-    return PyLong_FromVoidPtr(plan);
+    return ext_plan_result(st, plan);
+}
+
+/* plan_step(config, kind, query_start_loc, seq_lens, block_table, num_reqs) -> ext_plan_result's tuple: the plan
+ * of an engine step given as vLLM's metadata builder sees it (attn.vllm.backend), without a Python object or
+ * NumPy pass per request. query_start_loc int32 [>= num_reqs + 1], seq_lens int32 [>= num_reqs] (keys of
+ * each request after this step), block_table int32 [>= num_reqs, width] (torch tensors or NumPy arrays).
+ * Request r schedules q = query_start_loc[r + 1] - query_start_loc[r] tokens over seq_lens[r] keys: a decoder
+ * request has seq_lens[r] - q cached, a cross request seq_lens[r] encoder keys, an encoder-only request no cache
+ * (its row is not read); its blocks are the first min(ceil(seq_lens[r] / block_size), width) of its row.
+ * config's max_blocks_per_req is taken as the table's width (at least 1), and its num_blocks raised to the
+ * largest block id used + 1 where it is smaller (an engine that has not bound its cache yet); libattn checks
+ * everything else (its messages name requests[r] and the field). */
+static PyObject *py_plan_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    EXT_NARGS("plan_step", 6);
+    enum { QSL, SL, BT, N };
+    ext_arg a[N];
+    memset(a, 0, sizeof a);
+    attn_plan_config cfg;
+    int64_t kind, n;
+    attn_request *reqs = NULL;
+    int32_t *rows = NULL;
+    PyObject *ret = NULL;
+    if (ext_plan_config(args[0], "plan_step", &cfg) || ext_conv_int(args[1], "plan_step", "kind", 0, 2, &kind) ||
+        ext_conv_int(args[5], "plan_step", "num_reqs", 0, INT32_MAX, &n) ||
+        ext_tensor_n(args[2], 0, ATTN_DTYPE_I32, "query_start_loc", &a[QSL]) ||
+        ext_tensor_n(args[3], 0, ATTN_DTYPE_I32, "seq_lens", &a[SL]) ||
+        ext_tensor_n(args[4], 0, ATTN_DTYPE_I32, "block_table", &a[BT]))
+        goto done;
+    const attn_tensor *qsl = &a[QSL].t, *sl = &a[SL].t, *bt = &a[BT].t;
+    const int64_t want1[1] = {-1}, want2[2] = {-1, -1};
+    if (ext_expect("query_start_loc", qsl, 1, want1) || ext_expect("seq_lens", sl, 1, want1) ||
+        ext_expect("block_table", bt, 2, want2))
+        goto done;
+    if (qsl->shape[0] < n + 1 || sl->shape[0] < n || bt->shape[0] < n) {
+        PyErr_Format(PyExc_ValueError,
+                     "plan_step: num_reqs=%lld exceeds query_start_loc [%lld], seq_lens [%lld] or "
+                     "block_table [%lld, ...]",
+                     (long long)n, (long long)qsl->shape[0], (long long)sl->shape[0], (long long)bt->shape[0]);
+        goto done;
+    }
+    const int64_t width = bt->shape[1], bs = cfg.block_size > 0 ? cfg.block_size : 1;
+    cfg.max_blocks_per_req = width > 1 ? (width < INT32_MAX ? (int32_t)width : INT32_MAX) : 1;
+    if ((reqs = PyMem_Calloc((size_t)n + 1, sizeof *reqs)) == NULL ||
+        (n > 0 && width > 1 && bt->strides[1] != 1 &&
+         (rows = PyMem_Malloc((size_t)n * (size_t)width * sizeof *rows)) == NULL)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t used_max = -1;
+    for (int64_t r = 0; r < n; r++) {
+        attn_request *q = &reqs[r];
+        const int64_t len = EXT_I32_1(sl, r);
+        q->num_scheduled_tokens = (int64_t)EXT_I32_1(qsl, r + 1) - EXT_I32_1(qsl, r);
+        q->kind = (int32_t)kind;
+        if (kind == ATTN_REQUEST_ENCODER_ONLY)
+            continue;
+        q->num_computed_tokens = kind == ATTN_REQUEST_CROSS ? 0 : len - q->num_scheduled_tokens;
+        q->encoder_len = kind == ATTN_REQUEST_CROSS ? len : 0;
+        const int64_t need = len > 0 ? (len - 1) / bs + 1 : 0;
+        q->num_block_ids = need < width ? need : width;
+        const int32_t *row = (const int32_t *)bt->data + r * bt->strides[0];
+        q->block_ids = rows ? rows + r * width : row; /* rows: a copy of a table whose rows are strided */
+        for (int64_t j = 0; j < q->num_block_ids; j++) {
+            const int32_t id = row[j * bt->strides[1]];
+            if (rows)
+                rows[r * width + j] = id;
+            used_max = id > used_max ? id : used_max;
+        }
+    }
+    if (kind != ATTN_REQUEST_ENCODER_ONLY && cfg.num_blocks <= used_max)
+        cfg.num_blocks = (int32_t)(used_max < INT32_MAX ? used_max + 1 : INT32_MAX);
+    attn_plan *plan = NULL;
+    attn_clear_error(); /* (the GIL is kept: a few µs of planning, and a thread that took it would be waited for) */
+    const attn_status st = attn_plan_create(&cfg, reqs, n, &plan);
+    ret = ext_plan_result(st, plan);
+done:
+    PyMem_Free(reqs);
+    PyMem_Free(rows);
+    ext_release_all(a, N);
+    return ret;
 }
 
 /* attn_plan_get_info -> dict: the counts as ints, the arrays as bytearray copies */
@@ -2336,7 +2438,7 @@ done:
         EXT_O(attn_plan_free), EXT_FAST(attn_forward_padded_workspace_size),                                           \
         EXT_FAST(attn_forward_prescaled_workspace_size), EXT_FAST(attn_forward_quant_workspace_size),                  \
         EXT_NOARGS(attn_capabilities_get), EXT_FAST(attn_plan_create), EXT_O(attn_plan_get_info),                      \
-        EXT_FAST(dlpack_interface), EXT_FAST(attn_kv_cache_to_huge_pages)
+        EXT_FAST(dlpack_interface), EXT_FAST(attn_kv_cache_to_huge_pages), EXT_FAST(plan_step)
 
 /* ================================================================================================
  * Module

@@ -482,20 +482,6 @@ def _plan_config(num_blocks: int, block_size: int, num_heads: int, num_kv_heads:
             int(bool(spec_method_mtp)))
 
 
-_iota_caches = {np.dtype(np.int32): np.arange(1 << 12, dtype=np.int32)}
-
-
-def _iota(n: int, dtype: Any = np.int32) -> np.ndarray:
-    """0, 1, ..., n - 1 of `dtype` (a view of a cached array: Plan.identity_order compares with the int32 one
-    every step, Plan._of_arrays builds block addresses from the uint64 one)."""
-    dt = np.dtype(dtype)
-    cache = _iota_caches.get(dt)
-    if cache is None or n > cache.shape[0]:
-        size = max(n, 2 * cache.shape[0] if cache is not None else 1 << 10)
-        cache = _iota_caches[dt] = np.arange(size, dtype=dt)
-    return cache[:n]
-
-
 # attn_request as a NumPy record (the plan's requests are one array of them; attn._ext gives the layout)
 _REQUEST_FIELDS = {"num_computed_tokens": np.int64, "num_scheduled_tokens": np.int64, "num_spec_tokens": np.int64,
                    "kind": np.int32, "block_ids": np.uintp, "num_block_ids": np.int64, "encoder_len": np.int64}
@@ -556,69 +542,66 @@ class Plan:
         self._create(cfg, reqs, n, sum(r.num_scheduled_tokens for r in requests))
 
     @classmethod
-    def _of_arrays(cls, num_computed_tokens: np.ndarray, num_scheduled_tokens: np.ndarray, kind: str,
-                   block_table: np.ndarray, num_block_ids: np.ndarray, encoder_len: Optional[np.ndarray],
-                   config: Any) -> "Plan":
-        """The plan of ``len(num_scheduled_tokens)`` requests of one ``kind`` given as integer arrays, without
-        a PlanRequest object per request (what an engine step passes: attn.vllm.backend's builder):
-        request r is PlanRequest(num_computed_tokens[r], num_scheduled_tokens[r], block_table[r,
-        :num_block_ids[r]], kind=kind, encoder_len=encoder_len[r] or 0). block_table is an int32 array
-        [num_reqs, width] (num_block_ids[r] <= width). ``config``: _plan_config of the constructor's
-        keywords (a caller that plans every step with the same ones builds it once; attn_plan_create only
-        reads it). Same checks, errors and plan as the constructor on those requests."""
+    def _of_step(cls, config: Any, kind: str, query_start_loc: Array, seq_lens: Array, block_table: Array,
+                 num_reqs: int) -> "Plan":
+        """The plan of an engine step as vLLM's metadata builder has it (attn.vllm.backend), made in one call
+        (attn._ext.plan_step: no Python object per request): request r of ``kind`` schedules
+        query_start_loc[r + 1] - query_start_loc[r] tokens over seq_lens[r] keys (cross: seq_lens[r] encoder
+        keys) with the first ceil(seq_lens[r] / block_size) ids of block_table row r (int32 arrays or tensors,
+        at least num_reqs rows; an encoder-only request's row is not read). ``config``: _plan_config of the
+        constructor's keywords, built once by a caller that plans every step with the same ones; the plan's
+        max_blocks_per_req is block_table's width, and num_blocks is raised to the largest block id used + 1
+        where smaller (0: not known). Same checks and errors as the constructor on those requests."""
         self = cls.__new__(cls)
         self._plan = None
         self._ptr = 0
-        cfg = config
-        n = len(num_scheduled_tokens)
-        bt = block_table if block_table.dtype == np.int32 and block_table.flags.c_contiguous else \
-            np.ascontiguousarray(block_table, dtype=np.int32)
-        if bt.ndim != 2 or bt.shape[0] < n or len(num_block_ids) != n or (n and num_block_ids.max() > bt.shape[1]):
-            raise ValueError(f"block_table: shape {bt.shape} does not hold {n} rows of num_block_ids")
-        reqs = v = np.zeros(max(n, 1), _REQUEST_DTYPE)
-        if n:
-            v["num_computed_tokens"] = num_computed_tokens
-            v["num_scheduled_tokens"] = num_scheduled_tokens
-            v["kind"] = PlanRequest.KINDS[kind]
-            # row r's address (libattn reads no block id of a request with num_block_ids 0)
-            v["block_ids"] = _iota(n, np.uint64) * bt.strides[0] + bt.__array_interface__["data"][0]
-            v["num_block_ids"] = num_block_ids
-            if encoder_len is not None:
-                v["encoder_len"] = encoder_len
-        self._create(cfg, reqs, n, int(num_scheduled_tokens.sum()))
+        self._set(_ext.plan_step(config, PlanRequest.KINDS[kind], query_start_loc, seq_lens, block_table, num_reqs),
+                  config)
         return self
 
     def _create(self, cfg: Any, reqs: Any, n: int, expected_tokens: int) -> None:
-        """attn_plan_create on the filled requests, then the plan's info as NumPy copies."""
-        h = _capi.ext.attn_plan_create(cfg, reqs, n)
+        """attn_plan_create on the filled requests."""
+        self._set(_capi.ext.attn_plan_create(cfg, reqs, n), cfg)
+        if self.num_reqs != n or self.num_tokens != expected_tokens:
+            raise RuntimeError("attn_plan_create planned another batch than the one given")
+
+    def _set(self, res: tuple, cfg: Any) -> None:
+        """The new plan's handle, counts and workspace (attn._ext's plan tuple); the arrays and the other counts
+        are read from the plan when first asked for (__getattr__), which a step of an engine mostly never is."""
+        (h, self.num_reqs, self.num_tokens, self.num_decodes, self.num_decode_tokens, self.num_prefills,
+         self.num_prefill_tokens, self.attn_state, self.workspace_size, self.identity_order) = res
         self._plan = self._ptr = h
         self.num_heads, self.num_kv_heads, self.head_size = cfg[2], cfg[3], cfg[4]
-        i = _capi.ext.attn_plan_get_info(h)
-
-        def arr(field: str, count: int, dtype: Any) -> np.ndarray:
-            return np.frombuffer(i[field], dtype=dtype, count=count) if count else np.zeros(0, dtype)
-
-        for f in ("num_reqs", "num_tokens", "num_decodes", "num_decode_tokens", "num_prefills",
-                  "num_prefill_tokens", "attn_state", "decode_threshold", "max_query_len",
-                  "max_seq_len", "num_work_blocks", "num_split_items", "workspace_size"):
-            setattr(self, f, i[f])
-        nr, nt = self.num_reqs, self.num_tokens
-        if nr != n or nt != expected_tokens:
-            raise RuntimeError("attn_plan_create planned another batch than the one given")
-        self.query_start_loc = arr("query_start_loc", nr + 1, np.int32)
-        self.seq_lens = arr("seq_lens", nr, np.int32)
-        self.slot_mapping = arr("slot_mapping", nt, np.int64)
-        self.block_table = arr("block_table", nr * cfg[5], np.int32).reshape(nr, cfg[5])
-        self.kinds = arr("kinds", nr, np.int32)
-        self.req_order = arr("req_order", nr, np.int32)
-        self.token_src = arr("token_src", nt, np.int32)
-        self.identity_order = bool((self.token_src == _iota(nt)).all())
         self._workspace = _aligned_workspace(self.workspace_size) if self.workspace_size else _NO_WORKSPACE
         self._ws_ptr = self._workspace.__array_interface__["data"][0] if self.workspace_size else 0
         self._ws_size = int(self.workspace_size)
         # The plan's own workspace serves one forward at a time: a forward on another thread while it is in use
         # (several contexts over one plan, as the C API allows with one workspace each) gets a temporary one.
         self._ws_lock = threading.Lock()
+
+    _LAZY = ("query_start_loc", "seq_lens", "slot_mapping", "block_table", "kinds", "req_order", "token_src",
+             "decode_threshold", "max_query_len", "max_seq_len", "num_work_blocks", "num_split_items")
+
+    def __getattr__(self, name: str) -> Any:
+        """The plan's arrays (NumPy copies) and remaining counts, read from attn_plan_get_info at first use."""
+        if name not in Plan._LAZY or self.__dict__.get("_plan") is None:
+            raise AttributeError(name if name not in Plan._LAZY else f"{name}: the attn Plan is freed")
+        i = _capi.ext.attn_plan_get_info(self._plan)
+        nr, nt, width = self.num_reqs, self.num_tokens, i["max_blocks_per_req"]
+
+        def arr(field: str, count: int, dtype: Any) -> np.ndarray:
+            return np.frombuffer(i[field], dtype=dtype, count=count) if count else np.zeros(0, dtype)
+
+        for f in Plan._LAZY[7:]:
+            setattr(self, f, i[f])
+        self.query_start_loc = arr("query_start_loc", nr + 1, np.int32)
+        self.seq_lens = arr("seq_lens", nr, np.int32)
+        self.slot_mapping = arr("slot_mapping", nt, np.int64)
+        self.block_table = arr("block_table", nr * width, np.int32).reshape(nr, width)
+        self.kinds = arr("kinds", nr, np.int32)
+        self.req_order = arr("req_order", nr, np.int32)
+        self.token_src = arr("token_src", nt, np.int32)
+        return self.__dict__[name]
 
     def forward(self, q: Array, kv_cache: Array, *, key: Optional[Array] = None,
                 value: Optional[Array] = None, softmax_scale: Optional[float] = None,

@@ -281,6 +281,33 @@ def test_plan_orders_decode_first_and_matches_plan_less(rng, ctx1):
         np.testing.assert_array_equal(plan.forward(q[plan.token_src], kv, ctx=c2), out_plan)
 
 
+def test_plan_of_an_engine_step_equals_the_per_request_plan():
+    # the metadata builder's one-call plan (vLLM's padded arrays as they are): a table whose rows are strided,
+    # num_blocks 0 (not known yet: the largest block id used + 1), decoder and cross requests
+    seq_lens, q_lens = np.array([7, 20, 3, 600, 0], np.int32), np.array([7, 1, 3, 1, 0], np.int32)
+    qsl = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    table = np.arange(2 * 5 * 40, dtype=np.int32).reshape(5, 80)[:, ::2]  # [5, 40], rows strided
+    n = 4  # (row 4: vLLM's padding, never read)
+    for kind in ("decoder", "cross"):
+        cfg = attn.ops._plan_config(0, 16, 6, 2, 32, 1)
+        got = attn.Plan._of_step(cfg, kind, qsl, seq_lens, table, n)
+        ids = [table[r, :-(-int(seq_lens[r]) // 16)] for r in range(n)]
+        reqs = [attn.PlanRequest(0 if kind == "cross" else s - q, q, ids[r], kind=kind,
+                                 encoder_len=s if kind == "cross" else 0)
+                for r, (s, q) in enumerate(zip(seq_lens[:n].tolist(), q_lens[:n].tolist()))]
+        want = attn.Plan(reqs, num_blocks=max(int(i.max()) for i in ids) + 1, block_size=16, num_heads=6,
+                         num_kv_heads=2, head_size=32, max_blocks_per_req=40)
+        for f in ("num_reqs", "num_tokens", "num_decodes", "num_prefills", "attn_state", "max_seq_len",
+                  "workspace_size", "num_split_items", "identity_order"):
+            assert getattr(got, f) == getattr(want, f), (kind, f)
+        for f in ("query_start_loc", "seq_lens", "slot_mapping", "block_table", "req_order", "token_src"):
+            np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f"{kind} {f}")
+    with pytest.raises(ValueError, match="num_reqs=6 exceeds"):
+        attn.Plan._of_step(cfg, "decoder", qsl, seq_lens, table, 6)
+    with pytest.raises(attn.AttnInvalidArgumentError, match=r"requests\[1\]"):  # a block table too narrow
+        attn.Plan._of_step(cfg, "decoder", qsl, seq_lens, table[:, :1], n)
+
+
 def test_plan_errors_name_the_request():
     with pytest.raises(attn.AttnInvalidArgumentError, match=r"requests\[0\]"):
         attn.Plan([attn.PlanRequest(0, 4, [99])], num_blocks=8, block_size=16, num_heads=2, num_kv_heads=1,

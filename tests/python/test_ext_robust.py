@@ -185,12 +185,21 @@ def _calls(x, ctx):
                                                           e4m3, 1.0, 1.0], None),
         "vllm_reshape_and_cache": (EXT.vllm_reshape_and_cache, [c, x["k3"][:3], x["v3"][:3], x["kvw"][0],
                                                                 x["kvw"][1], x["slots"], None, None, None], None),
+        "plan_step": (_plan_step, [attn.ops._plan_config(NB, BS, H, HKV, D, 2), 0, x["qsl"], x["sl"], x["bt"], 1],
+                      None),
     }
+
+
+def _plan_step(*args):
+    """attn._ext.plan_step, its plan freed (the call returns the new handle first)."""
+    res = EXT.plan_step(*args)
+    EXT.attn_plan_free(res[0])
+    return res
 
 
 ENTRIES = ["paged_attention", "forward_paged", "merge_attn_states", "forward", "varlen", "kvcache", "varlen_paged"]
 ALL_ENTRIES = ENTRIES + ["paged_attention_fp8", "forward_paged_fp8", "reshape_and_cache", "reshape_and_cache_fp8",
-                         "vllm_reshape_and_cache"]
+                         "vllm_reshape_and_cache", "plan_step"]
 
 
 @needs_ext

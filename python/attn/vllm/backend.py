@@ -142,14 +142,13 @@ _marked: Dict[Tuple[int, str], bool] = {}  # (pid, marker path) already written
 _steps_seen: set = set()
 
 
-def _note_step(kind: str, plan: ops.Plan, same_order: bool) -> None:
-    """With ATTN_VLLM_MARKER set: one line per new kind of step (kind, attn_state, has decodes, has
+def _note_step(marker: str, kind: str, plan: ops.Plan, same_order: bool) -> None:
+    """With ATTN_VLLM_MARKER set (`marker`): one line per new kind of step (kind, attn_state, has decodes, has
     prefills, plan order = vLLM's order), so tests can show that e.g. a mixed decode + prefill step ran."""
-    key = (os.environ["ATTN_VLLM_MARKER"], kind, plan.attn_state, plan.num_decodes > 0,
-           plan.num_prefills > 0, same_order)
+    key = (marker, kind, plan.attn_state, plan.num_decodes > 0, plan.num_prefills > 0, same_order)
     if key not in _steps_seen:
         _steps_seen.add(key)
-        with open(os.environ["ATTN_VLLM_MARKER"] + ".steps", "a") as f:
+        with open(marker + ".steps", "a") as f:
             f.write(f"kind={kind} state={plan.attn_state} decodes={plan.num_decodes} "
                     f"prefills={plan.num_prefills} same_order={int(same_order)}\n")
 
@@ -377,7 +376,9 @@ class AttnMetadata:
     num_actual_tokens: int
     max_query_len: int
     max_seq_len: int
-    query_start_loc: torch.Tensor        # int32 [num_reqs + 1], vLLM (engine) order
+    # vLLM's tensors as the builder got them (engine order; as vLLM's own CPU builder, not cut to the step:
+    # the first num_reqs + 1 / num_reqs / num_reqs rows / num_actual_tokens entries are the step's)
+    query_start_loc: torch.Tensor        # int32 [num_reqs + 1]
     seq_lens: torch.Tensor               # int32 [num_reqs]
     block_table: torch.Tensor            # int32 [num_reqs, max_blocks]
     slot_mapping: torch.Tensor           # int64 [num_actual_tokens] (CrossAttentionBuilder replaces it)
@@ -392,7 +393,7 @@ class AttnMetadata:
     workspace: Any                       # void* of the plan's workspace (None when empty)
     workspace_size: int
     # Per-step constants of the hot path, filled in __post_init__ (once per step, not per layer).
-    marker: Optional[str] = None         # $ATTN_VLLM_MARKER at build time (None: no marker lines)
+    marker: Optional[str] = None         # $ATTN_VLLM_MARKER (None: read at construction; "": no marker lines)
     ctx_ptr: int = 0                     # the process's attn_ctx, plan handle and workspace as ints for
     plan_ptr: int = 0                    # attn._ext
     ws_ptr: int = 0
@@ -404,9 +405,9 @@ class AttnMetadata:
     dcp_local_context_lens: Optional[torch.Tensor] = None
     dcp_has_context: bool = False
 
-    def __post_init__(self) -> None:
-        self.marker = os.environ.get("ATTN_VLLM_MARKER") or None
-        self.ctx_ptr = _ctx_ptr()
+    def __post_init__(self) -> None:  # (the builder passes marker and ctx_ptr: its step reads no environment)
+        self.marker = os.environ.get("ATTN_VLLM_MARKER") if self.marker is None else self.marker or None
+        self.ctx_ptr = self.ctx_ptr or _ctx_ptr()
         self.plan_ptr = 0 if self.plan is None else self.plan._ptr
         self.ws_ptr = int(self.workspace or 0)
 
@@ -443,8 +444,9 @@ class AttnMetadataBuilder(AttentionMetadataBuilder[AttnMetadata]):
         if getattr(vllm_config, "kv_transfer_config", None) is not None:
             _HUGE_PAGES["on"] = False  # a connector may write caches from another thread: leave them as they are
         self._num_blocks: Optional[int] = None
-        self._columns = np.arange(0)  # 0 .. block table width - 1 (build(), cached)
-        self._plan_config: Optional[Tuple[tuple, Any]] = None  # ((num_blocks, block_size, width), config)
+        self._marker = os.environ.get("ATTN_VLLM_MARKER") or ""  # (set before the engine starts)
+        self._ctx = (os.getpid(), 0)  # (pid, this process's context handle): looked up again after a fork
+        self._plan_config: Optional[Tuple[int, Any]] = None  # (num_blocks, config)
         self.dcp_world_size, self.dcp_rank = _dcp_world_size_and_rank(kv_cache_spec)
         self.cp_interleave = int(getattr(parallel, "cp_kv_cache_interleave_size", 1) or 1)
         if self.dcp_world_size > 1 and self.kind == "cross":
@@ -470,54 +472,39 @@ class AttnMetadataBuilder(AttentionMetadataBuilder[AttnMetadata]):
         if isinstance(cm.causal, torch.Tensor):
             raise NotImplementedError("attn: per-request (dynamic) causal masks are not supported")
         num_reqs, num_tokens = int(cm.num_reqs), int(cm.num_actual_tokens)
-        qsl = cm.query_start_loc_cpu[:num_reqs + 1].numpy().astype(np.int64)
-        seq_lens_t = cm.seq_lens[:num_reqs]
-        seq_lens = seq_lens_t.cpu().numpy().astype(np.int64)
-        q_lens = qsl[1:] - qsl[:-1]
-        bt_t = cm.block_table_tensor[:num_reqs]
-        bt = bt_t.cpu().numpy()
-        kind, bs = self.kind, self.block_size
+        kind, bt_t, seq_lens_t = self.kind, cm.block_table_tensor, cm.seq_lens
         if self.dcp_world_size > 1 and kind == "decoder":
-            return self._build_dcp(cm, num_reqs, num_tokens, seq_lens_t, seq_lens, q_lens, bt_t)
-        # The requests as arrays, no Python loop and no PlanRequest per request (this runs every engine step):
-        # request r's blocks are bt[r, :ceil(seq_len / block_size)], that Python slice clipped to the width
-        width = bt.shape[1] if bt.ndim == 2 else 1
-        if kind == "encoder_only":  # no blocks
-            computed = nblk = np.zeros(num_reqs, np.int64)
-            enc_len, used_max, bt = None, -1, np.zeros((num_reqs, 0), np.int32)
-        else:
-            stop = -(-seq_lens // bs)
-            nblk = np.minimum(stop, width)
-            if num_reqs and nblk.min() < 0:  # (a negative seq_len: the slice counts from the end)
-                nblk = np.where(stop < 0, np.maximum(width + stop, 0), nblk)
-            cols = self._columns
-            if cols.shape[0] != width:
-                cols = self._columns = np.arange(width)
-            used_max = int(bt.max(where=cols < nblk[:, None], initial=-1)) if num_reqs else -1
-            computed = np.zeros(num_reqs, np.int64) if kind == "cross" else seq_lens - q_lens
-            enc_len = seq_lens if kind == "cross" else None
-        num_blocks = 0 if kind == "encoder_only" else self._kv_num_blocks(used_max)
-        if kind == "encoder_only":
-            bs = 1  # no cache: the geometry of the impl's empty cache view (_encoder_cache)
-        key = (num_blocks, bs, width)
-        if self._plan_config is None or self._plan_config[0] != key:  # the engine's constants: built once
-            self._plan_config = (key, ops._plan_config(
-                num_blocks=num_blocks, block_size=bs, num_heads=self.num_heads, num_kv_heads=self.num_kv_heads,
-                head_size=self.head_size, max_blocks_per_req=max(1, width),
-                num_speculative_tokens=self.num_speculative_tokens, chunked_prefill_enabled=self.chunked_prefill))
-        plan = ops.Plan._of_arrays(computed, q_lens, kind, bt, nblk, enc_len, self._plan_config[1])
+            qsl = cm.query_start_loc_cpu[:num_reqs + 1].numpy().astype(np.int64)
+            seq_lens_t, bt_t = seq_lens_t[:num_reqs], bt_t[:num_reqs]
+            return self._build_dcp(cm, num_reqs, num_tokens, seq_lens_t, seq_lens_t.cpu().numpy().astype(np.int64),
+                                   qsl[1:] - qsl[:-1], bt_t)
+        # One C call makes the step's plan from vLLM's tensors as they are (attn._ext.plan_step: request r's
+        # blocks are the first ceil(seq_len / block_size) of its block table row, the plan's width the table's; no
+        # Python object or NumPy pass per request: this runs every engine step). An encoder-only request reads no
+        # block (its impl's empty cache view has block_size 1).
+        num_blocks = self._num_blocks or (0 if kind == "encoder_only" else self._kv_num_blocks(-1))  # (0: unbound)
+        if self._plan_config is None or self._plan_config[0] != num_blocks:  # the engine's constants: built once
+            self._plan_config = (num_blocks, ops._plan_config(
+                num_blocks=num_blocks, block_size=1 if kind == "encoder_only" else self.block_size,
+                num_heads=self.num_heads, num_kv_heads=self.num_kv_heads, head_size=self.head_size,
+                max_blocks_per_req=1, num_speculative_tokens=self.num_speculative_tokens,
+                chunked_prefill_enabled=self.chunked_prefill))
+        plan = ops.Plan._of_step(self._plan_config[1], kind, cm.query_start_loc_cpu, seq_lens_t, bt_t, num_reqs)
         token_src = None if plan.identity_order else torch.from_numpy(plan.token_src.astype(np.int64))
-        if os.environ.get("ATTN_VLLM_MARKER"):
-            _note_step(kind, plan, token_src is None)
-        return AttnMetadata(
+        if self._ctx[0] != os.getpid() or not self._ctx[1]:
+            self._ctx = (os.getpid(), _ctx_ptr())
+        meta = AttnMetadata(
             num_actual_tokens=num_tokens, max_query_len=int(cm.max_query_len),
-            max_seq_len=int(cm.max_seq_len), query_start_loc=cm.query_start_loc[:num_reqs + 1],
-            seq_lens=seq_lens_t, block_table=bt_t, slot_mapping=cm.slot_mapping[:num_tokens],
+            max_seq_len=int(cm.max_seq_len), query_start_loc=cm.query_start_loc, seq_lens=seq_lens_t,
+            block_table=bt_t, slot_mapping=cm.slot_mapping,
             causal=bool(cm.causal) and kind == "decoder", kind=kind, attn_state=plan.attn_state,
             num_decodes=plan.num_decodes, num_decode_tokens=plan.num_decode_tokens,
             num_prefills=plan.num_prefills, plan=plan, token_src=token_src,
-            workspace=plan._ws_ptr or None, workspace_size=plan._ws_size)  # (the plan took the address once)
-
+            workspace=plan._ws_ptr or None, workspace_size=plan._ws_size,  # (the plan took the address once)
+            marker=self._marker, ctx_ptr=self._ctx[1])
+        if meta.marker is not None:
+            _note_step(meta.marker, kind, plan, token_src is None)
+        return meta
 
     def _build_dcp(self, cm: CommonAttentionMetadata, num_reqs: int, num_tokens: int, seq_lens_t: torch.Tensor,
                    seq_lens: np.ndarray, q_lens: np.ndarray, bt_t: torch.Tensor) -> AttnMetadata:
