@@ -567,7 +567,7 @@ class Plan:
 
     def _set(self, res: tuple, cfg: Any) -> None:
         """The new plan's handle, counts and workspace (attn._ext's plan tuple); the arrays and the other counts
-        are read from the plan when first asked for (__getattr__), which a step of an engine mostly never is."""
+        are read from the plan when first asked for (_PlanInfo), which in an engine's step they mostly never are."""
         (h, self.num_reqs, self.num_tokens, self.num_decodes, self.num_decode_tokens, self.num_prefills,
          self.num_prefill_tokens, self.attn_state, self.workspace_size, self.identity_order) = res
         self._plan = self._ptr = h
@@ -579,20 +579,18 @@ class Plan:
         # (several contexts over one plan, as the C API allows with one workspace each) gets a temporary one.
         self._ws_lock = threading.Lock()
 
-    _LAZY = ("query_start_loc", "seq_lens", "slot_mapping", "block_table", "kinds", "req_order", "token_src",
-             "decode_threshold", "max_query_len", "max_seq_len", "num_work_blocks", "num_split_items")
-
-    def __getattr__(self, name: str) -> Any:
-        """The plan's arrays (NumPy copies) and remaining counts, read from attn_plan_get_info at first use."""
-        if name not in Plan._LAZY or self.__dict__.get("_plan") is None:
-            raise AttributeError(name if name not in Plan._LAZY else f"{name}: the attn Plan is freed")
+    def _read_info(self) -> None:
+        """The plan's arrays (NumPy copies) and remaining counts from attn_plan_get_info (at the first use of
+        one of them: _PlanInfo)."""
+        if self._plan is None:
+            raise ValueError("attn Plan is freed")
         i = _capi.ext.attn_plan_get_info(self._plan)
         nr, nt, width = self.num_reqs, self.num_tokens, i["max_blocks_per_req"]
 
         def arr(field: str, count: int, dtype: Any) -> np.ndarray:
             return np.frombuffer(i[field], dtype=dtype, count=count) if count else np.zeros(0, dtype)
 
-        for f in Plan._LAZY[7:]:
+        for f in ("decode_threshold", "max_query_len", "max_seq_len", "num_work_blocks", "num_split_items"):
             setattr(self, f, i[f])
         self.query_start_loc = arr("query_start_loc", nr + 1, np.int32)
         self.seq_lens = arr("seq_lens", nr, np.int32)
@@ -601,7 +599,6 @@ class Plan:
         self.kinds = arr("kinds", nr, np.int32)
         self.req_order = arr("req_order", nr, np.int32)
         self.token_src = arr("token_src", nt, np.int32)
-        return self.__dict__[name]
 
     def forward(self, q: Array, kv_cache: Array, *, key: Optional[Array] = None,
                 value: Optional[Array] = None, softmax_scale: Optional[float] = None,
@@ -653,6 +650,25 @@ class Plan:
             self.free()
         except Exception:
             pass
+
+
+class _PlanInfo:
+    """A Plan attribute read from the plan at its first use (Plan._read_info), then an instance attribute: a
+    non-data descriptor, so other attribute reads keep CPython's fast path (a __getattr__ would slow them all)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, plan: Any, owner: Any = None) -> Any:
+        if plan is None:
+            return self
+        plan._read_info()
+        return plan.__dict__[self.name]
+
+
+for _name in ("query_start_loc", "seq_lens", "slot_mapping", "block_table", "kinds", "req_order", "token_src",
+              "decode_threshold", "max_query_len", "max_seq_len", "num_work_blocks", "num_split_items"):
+    setattr(Plan, _name, _PlanInfo(_name))
 
 
 # ------------------------------------------------------------------------------------------------
