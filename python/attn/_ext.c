@@ -323,7 +323,7 @@ static int ext_from_dlpack(PyObject *obj, ext_arg *a) {
  * The checks __dlpack__ makes first are kept: requires_grad is EXT_NOVIEW (attn._arrays warns once and reads a
  * detached view); a conjugate bit needs a complex dtype and a non-strided layout has no data pointer, both
  * refused below. (A negative bit, torch._neg_view, is exported as its stored values, as __dlpack__ does.) */
-static int ext_from_torch(PyObject *obj, ext_arg *a) {
+static int ext_from_torch(PyObject *obj, int writable, ext_arg *a) {
     PyObject *rg = PyObject_GetAttr(obj, g_py.s_requires_grad);
     if (rg == NULL) {
         PyErr_Clear();
@@ -341,7 +341,7 @@ static int ext_from_torch(PyObject *obj, ext_arg *a) {
         }
         a->managed = m;
         a->kind = 3;
-        return ext_describe(&m->dl_tensor, a);
+        return writable && (m->flags & 1) ? EXT_NOVIEW : ext_describe(&m->dl_tensor, a); /* (1: read only) */
     }
     PyObject *cap = PyObject_CallOneArg(g_py.torch_to_dlpack, obj);
     if (cap == NULL) {
@@ -434,7 +434,7 @@ static int ext_tensor(PyObject *obj, int writable, int want, ext_arg *a) {
         r = EXT_NOVIEW;
     } else if ((g_py.torch_tensor != NULL || (ext_find_torch(), g_py.torch_tensor != NULL)) &&
                PyObject_TypeCheck(obj, (PyTypeObject *)g_py.torch_tensor)) {
-        r = ext_from_torch(obj, a);
+        r = ext_from_torch(obj, writable, a);
     } else if (PyObject_HasAttr(obj, g_py.s_dlpack)) {
         r = ext_from_dlpack(obj, a);
     } else {
