@@ -2270,9 +2270,13 @@ static PyObject *py_plan_step(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     const int64_t width = bt->shape[1], bs = cfg.block_size > 0 ? cfg.block_size : 1;
     cfg.max_blocks_per_req = width > 1 ? (width < INT32_MAX ? (int32_t)width : INT32_MAX) : 1;
+    /* a request reads at most ceil(INT32_MAX / block_size) ids: the copy of a strided table holds that many a row */
+    const int64_t cap = width < INT32_MAX / bs + 1 ? width : INT32_MAX / bs + 1;
+    size_t bytes = 0;
     if ((reqs = PyMem_Calloc((size_t)n + 1, sizeof *reqs)) == NULL ||
         (n > 0 && width > 1 && bt->strides[1] != 1 &&
-         (rows = PyMem_Malloc((size_t)n * (size_t)width * sizeof *rows)) == NULL)) {
+         (__builtin_mul_overflow((size_t)n, (size_t)cap * sizeof *rows, &bytes) ||
+          (rows = PyMem_Malloc(bytes)) == NULL))) {
         PyErr_NoMemory();
         goto done;
     }
@@ -2289,11 +2293,11 @@ static PyObject *py_plan_step(PyObject *self, PyObject *const *args, Py_ssize_t 
         const int64_t need = len > 0 ? (len - 1) / bs + 1 : 0;
         q->num_block_ids = need < width ? need : width;
         const int32_t *row = (const int32_t *)bt->data + r * bt->strides[0];
-        q->block_ids = rows ? rows + r * width : row; /* rows: a copy of a table whose rows are strided */
+        q->block_ids = rows ? rows + r * cap : row; /* rows: a copy of a table whose rows are strided */
         for (int64_t j = 0; j < q->num_block_ids; j++) {
             const int32_t id = row[j * bt->strides[1]];
             if (rows)
-                rows[r * width + j] = id;
+                rows[r * cap + j] = id;
             used_max = id > used_max ? id : used_max;
         }
     }
