@@ -126,6 +126,8 @@ def as_numpy(x: Any, name: str = "tensor") -> np.ndarray:
             if getattr(x, "requires_grad", False):
                 _warn_grad_once()
                 x = x.detach()  # a view; DLPack refuses tensors that require grad
+            if x.is_neg():
+                x = x.resolve_neg()  # a copy holding the values: DLPack would export their negation
         view = _DLPackView(x.__dlpack__(), x, name)
         return np.asarray(view).view(view.dtype)
     return np.asarray(x)
@@ -162,6 +164,9 @@ def as_view(x: Any, name: str, writable: bool = False) -> np.ndarray:
     if writable and not isinstance(x, np.ndarray) and not hasattr(x, "__dlpack__"):
         raise _type_error(f"{name}: expected a writable array (NumPy or DLPack), got {type(x).__name__}: "
                           "the result would be written into a temporary copy")
+    if writable and is_torch(x) and x.is_neg():
+        raise _invalid(f"{name}: a negated torch view (is_neg(), e.g. x.conj().imag) cannot be written through: "
+                       "its memory holds the negation of its values")
     a = as_numpy(x, name)
     _check_view(a, name, writable)
     return a

@@ -49,7 +49,8 @@ static struct ext_py {
     PyObject *torch_tensor;    /* torch.Tensor once torch is imported (NULL before)            */
     PyObject *torch_to_dlpack; /* torch._C._to_dlpack                                           */
     const struct ext_dl_exchange *torch_api; /* torch.Tensor.__dlpack_c_exchange_api__ (NULL: none) */
-    PyObject *s_dlpack, *s_dtype, *s_view, *s_requires_grad, *s_torch; /* interned names        */
+    PyObject *torch_grad, *torch_is_neg;     /* torch.Tensor.requires_grad (a getset) and .is_neg, or NULL */
+    PyObject *s_dlpack, *s_dtype, *s_view, *s_requires_grad, *s_is_neg, *s_torch; /* interned names */
 } g_py;
 
 #define EXT_NOVIEW 1 /* helper result: C cannot view the argument; attn._arrays converts it or names the error */
@@ -322,17 +323,18 @@ static int ext_from_dlpack(PyObject *obj, ext_arg *a) {
  * one, torch._C._to_dlpack, the C function Tensor.__dlpack__ ends in (that Python method alone costs ~2 µs).
  * The checks __dlpack__ makes first are kept: requires_grad is EXT_NOVIEW (attn._arrays warns once and reads a
  * detached view); a conjugate bit needs a complex dtype and a non-strided layout has no data pointer, both
- * refused below. (A negative bit, torch._neg_view, is exported as its stored values, as __dlpack__ does.) */
+ * refused below. A float tensor with the negative bit (x.conj().imag of a complex x) is EXT_NOVIEW too: DLPack
+ * exports the stored values, not their negation, and attn._arrays reads a resolved copy or refuses to write. */
 static int ext_from_torch(PyObject *obj, int writable, ext_arg *a) {
-    PyObject *rg = PyObject_GetAttr(obj, g_py.s_requires_grad);
-    if (rg == NULL) {
-        PyErr_Clear();
-        return EXT_NOVIEW;
-    }
+    /* (torch.Tensor's own descriptors, looked up once: an attribute lookup per argument costs more than the view) */
+    PyObject *rg = g_py.torch_grad ? Py_TYPE(g_py.torch_grad)->tp_descr_get(g_py.torch_grad, obj, NULL)
+                                   : PyObject_GetAttr(obj, g_py.s_requires_grad);
     const int needs_grad = rg != Py_False;
-    Py_DECREF(rg);
+    Py_XDECREF(rg);
+    PyErr_Clear();
     if (needs_grad)
         return EXT_NOVIEW;
+    int r;
     if (g_py.torch_api != NULL) { /* the managed tensor straight from torch's C function */
         ext_dl_versioned *m = NULL;
         if (g_py.torch_api->from_py(obj, &m) != 0 || m == NULL) {
@@ -341,14 +343,25 @@ static int ext_from_torch(PyObject *obj, int writable, ext_arg *a) {
         }
         a->managed = m;
         a->kind = 3;
-        return writable && (m->flags & 1) ? EXT_NOVIEW : ext_describe(&m->dl_tensor, a); /* (1: read only) */
+        r = writable && (m->flags & 1) ? EXT_NOVIEW : ext_describe(&m->dl_tensor, a); /* (1: read only) */
+    } else {
+        PyObject *cap = PyObject_CallOneArg(g_py.torch_to_dlpack, obj);
+        if (cap == NULL) {
+            PyErr_Clear();
+            return EXT_NOVIEW;
+        }
+        r = ext_from_capsule(cap, a);
     }
-    PyObject *cap = PyObject_CallOneArg(g_py.torch_to_dlpack, obj);
-    if (cap == NULL) {
+    /* the negative bit of a float tensor (~70 ns to ask: index arrays get it only from torch._neg_view) */
+    const attn_dtype d = a->t.dtype;
+    if (r == 0 && (d == ATTN_DTYPE_F32 || d == ATTN_DTYPE_F16 || d == ATTN_DTYPE_BF16)) {
+        PyObject *neg = g_py.torch_is_neg ? PyObject_CallOneArg(g_py.torch_is_neg, obj)
+                                          : PyObject_CallMethodNoArgs(obj, g_py.s_is_neg);
+        r = neg == Py_False ? 0 : EXT_NOVIEW;
+        Py_XDECREF(neg);
         PyErr_Clear();
-        return EXT_NOVIEW;
     }
-    return ext_from_capsule(cap, a);
+    return r;
 }
 
 /* Describes the DLPack tensor `t` in `a` (its memory is kept alive by the caller of this). */
@@ -412,6 +425,11 @@ static void ext_find_torch(void) {
         if (x != NULL && x->version.major == 1 && x->allocate && x->from_py && x->to_py)
             g_py.torch_api = x; /* (static in torch for the process's life) */
         Py_XDECREF(api);
+        PyObject *grad = PyObject_GetAttr(tensor, g_py.s_requires_grad);
+        if (grad != NULL && Py_TYPE(grad)->tp_descr_get != NULL)
+            g_py.torch_grad = Py_NewRef(grad);
+        Py_XDECREF(grad);
+        g_py.torch_is_neg = PyObject_GetAttr(tensor, g_py.s_is_neg);
         g_py.torch_tensor = tensor;
         g_py.torch_to_dlpack = to;
         tensor = to = NULL;
@@ -2555,8 +2573,9 @@ PyMODINIT_FUNC PyInit__ext(void) {
     g_py.s_dtype = PyUnicode_InternFromString("dtype");
     g_py.s_view = PyUnicode_InternFromString("view");
     g_py.s_requires_grad = PyUnicode_InternFromString("requires_grad");
+    g_py.s_is_neg = PyUnicode_InternFromString("is_neg");
     g_py.s_torch = PyUnicode_InternFromString("torch");
-    if (!g_py.s_dlpack || !g_py.s_dtype || !g_py.s_view || !g_py.s_requires_grad || !g_py.s_torch) {
+    if (!g_py.s_dlpack || !g_py.s_dtype || !g_py.s_view || !g_py.s_requires_grad || !g_py.s_is_neg || !g_py.s_torch) {
         Py_DECREF(m);
         return NULL;
     }

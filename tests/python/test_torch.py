@@ -126,3 +126,17 @@ def test_torch_views_release_their_tensors(ctx1):
         attn.paged_attention(q, kv, *meta, ctx=ctx1)
         del kv
     assert rss() - before < 512 << 20
+
+
+def test_torch_negated_views_are_read_as_their_values(ctx1):
+    # a real tensor with the negative bit (x.conj().imag of a complex x, torch._neg_view) stores the negation of
+    # its values, and DLPack exports the stored memory: attn reads the values, and refuses to write through one
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 5, 2, 32, generator=g) for _ in range(3))
+    qn = torch.complex(torch.zeros_like(q), -q).conj().imag  # values q, memory -q
+    assert qn.is_neg() and torch.equal(qn, q)
+    want = attn.flash_attn_func(q, k, v, causal=True, ctx=ctx1)
+    assert torch.equal(attn.flash_attn_func(qn, k, v, causal=True, ctx=ctx1), want)
+    assert torch.equal(attn.flash_attn_func(q, torch._neg_view(-k), v, causal=True, ctx=ctx1), want)
+    with pytest.raises(attn.AttnInvalidArgumentError, match="out: a negated torch view"):
+        attn.flash_attn_func(q, k, v, out=torch._neg_view(torch.zeros(1, 5, 2, 32)), ctx=ctx1)
