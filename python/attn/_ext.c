@@ -2319,7 +2319,7 @@ static PyObject *py_plan_step(PyObject *self, PyObject *const *args, Py_ssize_t 
             used_max = id > used_max ? id : used_max;
         }
     }
-    if (kind != ATTN_REQUEST_ENCODER_ONLY && cfg.num_blocks <= used_max)
+    if (kind != ATTN_REQUEST_ENCODER_ONLY && cfg.num_blocks >= 0 && cfg.num_blocks <= used_max) /* (< 0: refused) */
         cfg.num_blocks = (int32_t)(used_max < INT32_MAX ? used_max + 1 : INT32_MAX);
     attn_plan *plan = NULL;
     attn_clear_error(); /* (the GIL is kept: a few µs of planning, and a thread that took it would be waited for) */

@@ -302,6 +302,8 @@ def test_plan_of_an_engine_step_equals_the_per_request_plan():
             assert getattr(got, f) == getattr(want, f), (kind, f)
         for f in ("query_start_loc", "seq_lens", "slot_mapping", "block_table", "req_order", "token_src"):
             np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f"{kind} {f}")
+    with pytest.raises(attn.AttnInvalidArgumentError, match="num_blocks=-5"):  # as the per-request plan
+        attn.Plan._of_step(attn.ops._plan_config(-5, 16, 6, 2, 32, 1), "decoder", qsl, seq_lens, table, n)
     with pytest.raises(ValueError, match="num_reqs=6 exceeds"):
         attn.Plan._of_step(cfg, "decoder", qsl, seq_lens, table, 6)
     with pytest.raises(attn.AttnInvalidArgumentError, match=r"requests\[1\]"):  # a block table too narrow
