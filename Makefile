@@ -59,11 +59,17 @@ test-python: build
 # Every test: C suites (ctest) and the Python suite (pytest; attn._ext is found next to libattn.so).
 test: test-c test-python
 
-# The C suites again under AddressSanitizer + UndefinedBehaviorSanitizer (debug build).
+# The C suites again under AddressSanitizer + UndefinedBehaviorSanitizer (debug build), then the extension's
+# random-argument driver and the binding tests through the sanitized attn._ext (python with the ASan runtime
+# preloaded; Python's own allocations through malloc so that ASan sees them; an allocation too large returns
+# NULL, as the tests of huge shapes expect a MemoryError; leaks not checked: the interpreter keeps its objects).
 test-sanitize: deps
-	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE="address;undefined;float-cast-overflow" $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE="address;undefined;float-cast-overflow" -DPython3_EXECUTABLE=$(PYTHON3) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
 	@cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -LE slow
+	@LD_PRELOAD=$$($${CC:-cc} -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  PYTHONMALLOC=malloc ATTN_LIBRARY=$(CURDIR)/$(SAN_BUILD)/libattn.so PYTHONPATH=$(CURDIR)/python \
+	  $(PYTHON3) -m pytest -q -rs -p no:cacheprovider tests/python/test_ext_robust.py tests/python/test_bindings.py
 
 # The C suites under ThreadSanitizer: clang -fsanitize=thread with LLVM's libomp, run with Archer
 # (OMP_TOOL_LIBRARIES: OpenMP's barriers and reductions made visible to TSan) on the small shapes of the
