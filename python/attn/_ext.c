@@ -126,7 +126,8 @@ static int ext_mul(int64_t a, int64_t b, int64_t *out) {
 }
 
 /* Fills a->t's shape and strides (bytes in, elements out) as python/attn/_arrays.tensor does: a size-0/1
- * dimension's unusable stride becomes 0 (1 for the last); a negative or misaligned stride is EXT_NOVIEW.
+ * dimension's unusable stride becomes 0 (1 for the last), an empty view's strides are its exact C-contiguous ones;
+ * a negative or misaligned stride is EXT_NOVIEW.
  * So is a view whose sizes or addresses do not fit in int64 (a negative size, a product of sizes, or the
  * byte offset of its last element, also for empty views): every index computation here and in libattn then
  * stays in range, and attn._arrays reports the argument. */
@@ -146,6 +147,17 @@ static int ext_set_dims(ext_arg *a, int ndim, const Py_ssize_t *shape, const Py_
     int64_t end = 1; /* elements up to and including the last one */
     if (!ext_mul(acc, (int64_t)item, &acc))
         return EXT_NOVIEW;
+    int empty = 0;
+    for (int i = 0; i < ndim; i++)
+        empty |= shape[i] == 0;
+    if (empty) { /* no element is read: exact C-contiguous strides (0 above the empty dimension), whatever the
+                  * producer gave (NumPy's view of an empty torch tensor has 0s, torch 16s), so views agree */
+        int64_t s = 1;
+        for (int i = ndim - 1; i >= 0; s *= shape[i--]) /* (<= the product checked above) */
+            a->t.strides[i] = s;
+        strides_bytes = NULL;
+        strides_elems = NULL;
+    }
     for (int i = 0; i < ndim; i++) {
         a->t.shape[i] = shape[i];
         int64_t s;

@@ -140,3 +140,15 @@ def test_torch_negated_views_are_read_as_their_values(ctx1):
     assert torch.equal(attn.flash_attn_func(q, torch._neg_view(-k), v, causal=True, ctx=ctx1), want)
     with pytest.raises(attn.AttnInvalidArgumentError, match="out: a negated torch view"):
         attn.flash_attn_func(q, k, v, out=torch._neg_view(torch.zeros(1, 5, 2, 32)), ctx=ctx1)
+
+
+def test_torch_empty_views_are_taken_as_numpy_views_of_them(ctx1):
+    # an empty tensor's strides are whatever its producer says (torch 16s, NumPy's view of it 0s): attn takes the
+    # same view of both, so a call that NumPy's arrays pass does not fail on torch's strides
+    kc, cs = torch.randn(2, 5, 1, 16), torch.tensor([1, 2], dtype=torch.int32)
+    out = attn.flash_attn_with_kvcache(torch.zeros(2, 0, 1, 16), kc, kc.clone(), cache_seqlens=cs, ctx=ctx1)
+    assert isinstance(out, torch.Tensor) and out.shape == (2, 0, 1, 16)
+    bt = torch.zeros(0, 2, dtype=torch.int32).as_strided((0, 2), (0, 0))
+    out = attn.paged_attention(torch.zeros(0, 1, 16), torch.zeros(2, 1, 4, 1, 16), torch.zeros(1, dtype=torch.int32),
+                               torch.zeros(0, dtype=torch.int32), bt, ctx=ctx1)
+    assert out.shape == (0, 1, 16)
