@@ -332,8 +332,8 @@ def _bench_spec(model: str, cases: List[Dict[str, Any]], args: argparse.Namespac
     longest = max((c["prompt_len"] or 256) for c in cases) + args.bench_tokens + 2
     budget = max(2048, max((c["prompt_len"] or 256) * c["batch"] for c in cases) + 64)
     spec = dict(model=model, dtype=args.dtype, jobs=jobs, single_process=True, prefix_caching=False,
-                log_stats=True, time_builders=True, max_model_len=min(MAX_POSITIONS, max(1024, longest)), max_num_seqs=8,
-                max_num_batched_tokens=budget)
+                log_stats=True, time_builders=True, max_model_len=min(MAX_POSITIONS, max(1024, longest)),
+                max_num_seqs=8, max_num_batched_tokens=budget)
     if args.kv_cache_dtype:
         spec["kv_cache_dtype"] = args.kv_cache_dtype
     return spec
