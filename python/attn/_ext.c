@@ -50,7 +50,7 @@ static struct ext_py {
     PyObject *torch_to_dlpack; /* torch._C._to_dlpack                                           */
     const struct ext_dl_exchange *torch_api; /* torch.Tensor.__dlpack_c_exchange_api__ (NULL: none) */
     PyObject *torch_grad, *torch_is_neg;     /* torch.Tensor.requires_grad (a getset) and .is_neg, or NULL */
-    PyObject *s_dlpack, *s_dtype, *s_view, *s_requires_grad, *s_is_neg, *s_torch; /* interned names */
+    PyObject *s_dlpack, *s_dtype, *s_view, *s_requires_grad, *s_torch; /* interned names        */
 } g_py;
 
 #define EXT_NOVIEW 1 /* helper result: C cannot view the argument; attn._arrays converts it or names the error */
@@ -367,9 +367,8 @@ static int ext_from_torch(PyObject *obj, int writable, ext_arg *a) {
     /* the negative bit of a float tensor (~70 ns to ask: index arrays get it only from torch._neg_view) */
     const attn_dtype d = a->t.dtype;
     if (r == 0 && (d == ATTN_DTYPE_F32 || d == ATTN_DTYPE_F16 || d == ATTN_DTYPE_BF16)) {
-        PyObject *neg = g_py.torch_is_neg ? PyObject_CallOneArg(g_py.torch_is_neg, obj)
-                                          : PyObject_CallMethodNoArgs(obj, g_py.s_is_neg);
-        r = neg == Py_False ? 0 : EXT_NOVIEW;
+        PyObject *neg = g_py.torch_is_neg ? PyObject_CallOneArg(g_py.torch_is_neg, obj) : NULL;
+        r = neg == Py_False ? 0 : EXT_NOVIEW; /* (a torch without is_neg: attn._arrays decides) */
         Py_XDECREF(neg);
         PyErr_Clear();
     }
@@ -441,7 +440,7 @@ static void ext_find_torch(void) {
         if (grad != NULL && Py_TYPE(grad)->tp_descr_get != NULL)
             g_py.torch_grad = Py_NewRef(grad);
         Py_XDECREF(grad);
-        g_py.torch_is_neg = PyObject_GetAttr(tensor, g_py.s_is_neg);
+        g_py.torch_is_neg = PyObject_GetAttrString(tensor, "is_neg");
         g_py.torch_tensor = tensor;
         g_py.torch_to_dlpack = to;
         tensor = to = NULL;
@@ -513,8 +512,7 @@ static PyObject *ext_torch_alloc(int ndim, const int64_t *shape, int dtype) {
 /* A new array of `shape` and attn `dtype` like `like` (a torch tensor for a torch `like`, else NumPy),
  * converted to a writable view in `a`. Returns the new reference or NULL with a Python error set. */
 static PyObject *ext_alloc(PyObject *like, int ndim, const int64_t *shape, int dtype, ext_arg *a) {
-    if (g_py.torch_api != NULL && g_py.torch_tensor != NULL &&
-        PyObject_TypeCheck(like, (PyTypeObject *)g_py.torch_tensor)) {
+    if (g_py.torch_api != NULL && PyObject_TypeCheck(like, (PyTypeObject *)g_py.torch_tensor)) { /* (set together) */
         PyObject *res = ext_torch_alloc(ndim, shape, dtype);
         if (res == NULL && PyErr_Occurred())
             return NULL;
@@ -2182,9 +2180,8 @@ static PyObject *py_attn_capabilities_get(PyObject *self, PyObject *unused) {
                          k.sinks, k.lse, k.max_decode_threshold);
 }
 
-/* attn_plan_create(config, requests, num_requests) -> handle. config: the 9 int fields of attn_plan_config in
- * declaration order; requests: a buffer of num_requests attn_request records (REQUEST_LAYOUT). */
-/* The 9-tuple of attn.ops._plan_config -> *cfg. 0, or -1 with an exception set. */
+/* The 9-tuple of attn.ops._plan_config -> *cfg (attn_plan_config's int fields in declaration order). 0, or -1 with an
+ * exception set. */
 static int ext_plan_config(PyObject *cf, const char *fn, attn_plan_config *cfg) {
     attn_plan_config_init_sized(cfg, sizeof *cfg);
     int32_t *fields[9] = {&cfg->num_blocks,
@@ -2239,7 +2236,7 @@ static PyObject *ext_plan_result(attn_status st, attn_plan *plan) {
 }
 
 /* attn_plan_create(config, requests, num_requests) -> ext_plan_result's tuple. config: the 9-tuple of
- * attn.ops._plan_config; requests: a buffer of num_requests attn_request records. */
+ * attn.ops._plan_config; requests: a buffer of num_requests attn_request records (REQUEST_LAYOUT). */
 static PyObject *py_attn_plan_create(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     ext_call c;
     attn_plan_config cfg;
@@ -2585,9 +2582,8 @@ PyMODINIT_FUNC PyInit__ext(void) {
     g_py.s_dtype = PyUnicode_InternFromString("dtype");
     g_py.s_view = PyUnicode_InternFromString("view");
     g_py.s_requires_grad = PyUnicode_InternFromString("requires_grad");
-    g_py.s_is_neg = PyUnicode_InternFromString("is_neg");
     g_py.s_torch = PyUnicode_InternFromString("torch");
-    if (!g_py.s_dlpack || !g_py.s_dtype || !g_py.s_view || !g_py.s_requires_grad || !g_py.s_is_neg || !g_py.s_torch) {
+    if (!g_py.s_dlpack || !g_py.s_dtype || !g_py.s_view || !g_py.s_requires_grad || !g_py.s_torch) {
         Py_DECREF(m);
         return NULL;
     }
