@@ -584,21 +584,12 @@ class Plan:
         one of them: _PlanInfo)."""
         if self._plan is None:
             raise ValueError("attn Plan is freed")
-        i = _capi.ext.attn_plan_get_info(self._plan)
-        nr, nt, width = self.num_reqs, self.num_tokens, i["max_blocks_per_req"]
-
-        def arr(field: str, count: int, dtype: Any) -> np.ndarray:
-            return np.frombuffer(i[field], dtype=dtype, count=count) if count else np.zeros(0, dtype)
-
-        for f in ("decode_threshold", "max_query_len", "max_seq_len", "num_work_blocks", "num_split_items"):
+        i = _capi.ext.attn_plan_get_info(self._plan)  # (the arrays as bytes of their exact lengths)
+        for f in _PLAN_COUNTS:
             setattr(self, f, i[f])
-        self.query_start_loc = arr("query_start_loc", nr + 1, np.int32)
-        self.seq_lens = arr("seq_lens", nr, np.int32)
-        self.slot_mapping = arr("slot_mapping", nt, np.int64)
-        self.block_table = arr("block_table", nr * width, np.int32).reshape(nr, width)
-        self.kinds = arr("kinds", nr, np.int32)
-        self.req_order = arr("req_order", nr, np.int32)
-        self.token_src = arr("token_src", nt, np.int32)
+        for f, dtype in _PLAN_ARRAYS:
+            setattr(self, f, np.frombuffer(i[f], dtype=dtype))
+        self.block_table = self.block_table.reshape(self.num_reqs, i["max_blocks_per_req"])
 
     def forward(self, q: Array, kv_cache: Array, *, key: Optional[Array] = None,
                 value: Optional[Array] = None, softmax_scale: Optional[float] = None,
@@ -666,8 +657,11 @@ class _PlanInfo:
         return plan.__dict__[self.name]
 
 
-for _name in ("query_start_loc", "seq_lens", "slot_mapping", "block_table", "kinds", "req_order", "token_src",
-              "decode_threshold", "max_query_len", "max_seq_len", "num_work_blocks", "num_split_items"):
+# What Plan._read_info reads: counts, and arrays with their dtypes (block_table as [num_reqs, max_blocks_per_req])
+_PLAN_COUNTS = ("decode_threshold", "max_query_len", "max_seq_len", "num_work_blocks", "num_split_items")
+_PLAN_ARRAYS = (("query_start_loc", np.int32), ("seq_lens", np.int32), ("slot_mapping", np.int64),
+                ("block_table", np.int32), ("kinds", np.int32), ("req_order", np.int32), ("token_src", np.int32))
+for _name in _PLAN_COUNTS + tuple(f for f, _ in _PLAN_ARRAYS):
     setattr(Plan, _name, _PlanInfo(_name))
 
 
