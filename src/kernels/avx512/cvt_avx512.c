@@ -171,10 +171,83 @@ void attn_k_cvt_to_fp8_avx512(const void *src, attn_dtype src_dtype, float scale
         k512_cvt_to_fp8_m(src, src_dtype, scale, dst, n, 3, 7);
 }
 
+/* out[i] lane L = (in[0], in[1], in[2], in[3]) element 4L + i: a 4 × 4 transpose in each 128-bit lane. */
+static inline void k512_transpose4_lanes(const __m512 in[4], __m512 out[4]) {
+    const __m512 t0 = _mm512_unpacklo_ps(in[0], in[1]), t1 = _mm512_unpackhi_ps(in[0], in[1]);
+    const __m512 t2 = _mm512_unpacklo_ps(in[2], in[3]), t3 = _mm512_unpackhi_ps(in[2], in[3]);
+    out[0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+    out[1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+    out[2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+    out[3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+}
+
+/* A source of at most 4 rows (a decode block's queries into q_t): per 16 columns, one 4 × 4 transpose in each
+ * 128-bit lane (lane L of u[i] = rows 0..3 of column 4L + i) and a 4-float store per column, instead of a
+ * 16 × 16 transpose of mostly zero rows. */
+static void k512_transpose_rows4(const float *src, int64_t src_stride, int64_t rows, int64_t cols, float *dst,
+                                 int64_t dst_stride) {
+    const __mmask8 rm = (__mmask8)((1u << rows) - 1u);
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+        const int nc = cols - c0 < 16 ? (int)(cols - c0) : 16;
+        const __mmask16 cm = k512_tail_mask(nc);
+        __m512 x[4];
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) x[i] =
+            i < rows ? _mm512_maskz_loadu_ps(cm, src + i * src_stride + c0) : _mm512_setzero_ps();
+        __m512 u[4];
+        k512_transpose4_lanes(x, u);
+        float *d = dst + c0 * dst_stride;
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+            if (i < nc)
+                _mm_mask_storeu_ps(d + i * dst_stride, rm, _mm512_castps512_ps128(u[i]));
+            if (4 + i < nc)
+                _mm_mask_storeu_ps(d + (4 + i) * dst_stride, rm, _mm512_extractf32x4_ps(u[i], 1));
+            if (8 + i < nc)
+                _mm_mask_storeu_ps(d + (8 + i) * dst_stride, rm, _mm512_extractf32x4_ps(u[i], 2));
+            if (12 + i < nc)
+                _mm_mask_storeu_ps(d + (12 + i) * dst_stride, rm, _mm512_extractf32x4_ps(u[i], 3));
+        }
+    }
+}
+
+/* A source of at most 4 columns (o_t's columns into output rows): per 16 rows, four rows' 4 floats in the
+ * 128-bit lanes of each of 4 vectors (lane L of z[i] = row 4L + i), then one 4 × 4 transpose in each lane, which
+ * leaves column c's 16 rows in order in w[c]. */
+static void k512_transpose_cols4(const float *src, int64_t src_stride, int64_t rows, int64_t cols, float *dst,
+                                 int64_t dst_stride) {
+    const __mmask8 cm = (__mmask8)((1u << cols) - 1u);
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        const int nr = rows - r0 < 16 ? (int)(rows - r0) : 16;
+        __m512 z[4];
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+            __m128 q[4];
+            _Pragma("GCC unroll 4") for (int L = 0; L < 4; L++) q[L] =
+                4 * L + i < nr ? _mm_maskz_loadu_ps(cm, src + (r0 + 4 * L + i) * src_stride) : _mm_setzero_ps();
+            z[i] = _mm512_insertf32x4(
+                _mm512_insertf32x4(_mm512_insertf32x4(_mm512_castps128_ps512(q[0]), q[1], 1), q[2], 2), q[3], 3);
+        }
+        __m512 w[4];
+        k512_transpose4_lanes(z, w);
+        const __mmask16 rm = k512_tail_mask(nr);
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) if (c < cols)
+            _mm512_mask_storeu_ps(dst + c * dst_stride + r0, rm, w[c]);
+    }
+}
+
 /* kernel_list.h transpose: 16 × 16 blocks through k512_transpose16, partial blocks by masked loads and stores
- * (a missing source row reads as zeros and its column is not stored). */
+ * (a missing source row reads as zeros and its column is not stored); sources of at most 4 rows or 4 columns
+ * (decode's q_t and output rows) through 4 × 4 transposes in the 128-bit lanes. */
 void attn_k_transpose_avx512(const float *src, int64_t src_stride, int64_t rows, int64_t cols, float *dst,
                              int64_t dst_stride) {
+    if (rows <= 4) {
+        if (rows > 0)
+            k512_transpose_rows4(src, src_stride, rows, cols, dst, dst_stride);
+        return;
+    }
+    if (cols <= 4) {
+        if (cols > 0)
+            k512_transpose_cols4(src, src_stride, rows, cols, dst, dst_stride);
+        return;
+    }
     for (int64_t r0 = 0; r0 < rows; r0 += 16) {
         const int nr = rows - r0 < 16 ? (int)(rows - r0) : 16;
         const __mmask16 rm = k512_tail_mask(nr);
