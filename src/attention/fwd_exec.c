@@ -545,13 +545,20 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
     }
 }
 
-/* o_part[d][r] = o_d[r][c(d)]: the partition state in the layout every other step uses. */
-static void attn_fx_raw_store(const attn_problem *p, const attn_fwd_block *blk, const attn_fx_state *st) {
-    const int64_t dv = p->head_size_v;
-    for (int64_t d = 0; d < dv; d++) {
-        const int64_t c = attn_rows_kv_col(d, dv, p->kv_dtype); /* only bf16 columns move (kernels.h) */
-        for (int64_t r = 0; r < blk->num_rows; r++) st->o_part[d * ATTN_QB + r] = st->o_d[r * dv + c];
-    }
+/* o_part[d][r] = o_d[r][c(d)]: the partition state in the layout every other step uses, by the table's
+ * transpose (a copy): a bf16 block of 32 columns holds the even dimensions in its first 16 columns and the odd
+ * ones in the next 16 (attn_rows_kv_col), which land on every second row of o_part. */
+static void attn_fx_raw_store(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
+                              const attn_fx_state *st) {
+    const int64_t dv = p->head_size_v, nr = blk->num_rows;
+    int64_t d0 = 0;
+    if (p->kv_dtype == ATTN_DTYPE_BF16)
+        for (; d0 + 32 <= dv; d0 += 32) {
+            kern->transpose(st->o_d + d0, dv, nr, 16, st->o_part + d0 * ATTN_QB, 2 * ATTN_QB);
+            kern->transpose(st->o_d + d0 + 16, dv, nr, 16, st->o_part + (d0 + 1) * ATTN_QB, 2 * ATTN_QB);
+        }
+    if (d0 < dv)
+        kern->transpose(st->o_d + d0, dv, nr, dv - d0, st->o_part + d0 * ATTN_QB, ATTN_QB);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -730,7 +737,7 @@ store:
     for (int64_t i = 0; i < n; i++)
         if (sl[i].active && attn_fx_raw(p, &sl[i].blk)) {
             const attn_fx_state st = attn_fx_state_of(p, sc, i);
-            attn_fx_raw_store(p, &sl[i].blk, &st);
+            attn_fx_raw_store(p, kern, &sl[i].blk, &st);
         }
     if (!fold) return;
     for (int64_t i = 0; i < n; i++) {
