@@ -14,7 +14,7 @@
  *   merge                  attn_merge_attn_states                   (attn.merge_attn_states)
  *
  * Usage: bench_calls [--reps N] [--threads N] [--num-heads H] [--num-kv-heads H] [--head-size D]
- *                    [--keys L] [--block-size B]
+ *                    [--keys L] [--block-size B] [--entry NAME]   (--entry: time that entry only)
  *        bench_calls --fp8-chunk T [--reps N] [--num-kv-heads H] [--head-size D]
  * The second form times only the cache write of one prefill chunk of T tokens (default shape 8 kv heads x
  * 128, block size 16, slots in shuffled blocks): attn_reshape_and_cache_scaled into fp8_e4m3 / fp8_e5m2
@@ -258,9 +258,12 @@ int main(int argc, char **argv) {
     bench_shape s = {9, 3, 64, 16, 16, 4};
     int reps = 20000, threads = 1, reps_given = 0;
     int64_t fp8_chunk = 0, fp8_kv_heads = 8, fp8_head_size = 128;
+    const char *only = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         const long v = strtol(argv[i + 1], NULL, 10);
-        if (!strcmp(argv[i], "--reps"))
+        if (!strcmp(argv[i], "--entry"))
+            only = argv[i + 1];
+        else if (!strcmp(argv[i], "--reps"))
             reps = (int)v, reps_given = 1;
         else if (!strcmp(argv[i], "--fp8-chunk"))
             fp8_chunk = v;
@@ -304,6 +307,8 @@ int main(int argc, char **argv) {
     if (t == NULL)
         return 1;
     for (int e = 0; e < 7; e++) {
+        if (only != NULL && strcmp(only, names[e]) != 0)
+            continue;
         for (int i = 0; i < 200; i++) {
             if (bench_call(&b, e) != ATTN_STATUS_OK) {
                 fprintf(stderr, "bench_calls: %s failed: %s\n", names[e], attn_last_error());
