@@ -190,8 +190,12 @@ typedef struct attn_ctx attn_ctx;
 /* Creates a context with the default thread count (OMP_NUM_THREADS / all cores, capped at 1024; 1 without
  * OpenMP) and the best kernel table for this CPU (or the one named by the environment variable ATTN_ISA).
  * A call of the attention driver whose work is below about 2^18 flop (e.g. one decode token of 9 heads × 64
- * over 100 keys) runs on one of the threads: waking the others would cost more than they save. The variable
- * ATTN_PARALLEL_MIN_FLOPS, read here, sets that bound (0: every call on all threads). Bits never depend on it.
+ * over 100 keys) is small: whether the other threads save more than waking them costs depends on the machine,
+ * so the context times its small calls (the first 32 alternate between one thread and all; then it runs them
+ * the way whose recent calls were faster, 4 in 64 the other way to keep checking), learning again when its
+ * thread count or kernel table changes. The variable
+ * ATTN_PARALLEL_MIN_FLOPS, read here, fixes the rule instead: calls below that many flop on one thread, nothing
+ * learned (0: every call on all threads). Bits never depend on it.
  * Allocates the per-thread scratch once here (and in attn_ctx_set_num_threads), never during compute.
  * Returns INVALID_ARGUMENT if ctx is NULL or ATTN_ISA names an unknown/unusable ISA, OUT_OF_MEMORY. */
 ATTN_API attn_status attn_ctx_create(attn_ctx **ctx);

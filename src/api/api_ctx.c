@@ -21,6 +21,8 @@ static attn_status attn_ctx_alloc_scratch(attn_ctx *ctx, int32_t num_threads) {
     free(ctx->scratch_raw);
     ctx->scratch_raw = raw;
     ctx->scratch = (char *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+    if (ctx->num_threads != num_threads && !ctx->small.fixed) /* learned for another thread count */
+        memset(&ctx->small, 0, sizeof ctx->small);
     ctx->num_threads = num_threads;
     return ATTN_STATUS_OK;
 }
@@ -40,8 +42,10 @@ attn_status attn_ctx_create(attn_ctx **out) {
     if (pmf && *pmf) {
         char *end = NULL;
         const double v = strtod(pmf, &end);
-        if (end && *end == '\0' && v >= 0.0)
+        if (end && *end == '\0' && v >= 0.0) {
             ctx->parallel_min_flops = v;
+            ctx->small.fixed = 1; /* a bound given: smaller calls alone, nothing learned */
+        }
     }
     int32_t nt = attn_parallel_default_threads(); /* OMP_NUM_THREADS may exceed the documented 1..1024 */
     attn_status st = attn_ctx_alloc_scratch(ctx, nt < 1 ? 1 : (nt > 1024 ? 1024 : nt));
@@ -79,6 +83,8 @@ attn_status attn_ctx_set_isa(attn_ctx *ctx, const char *isa) {
     ATTN_CHECK(kern != NULL, ATTN_STATUS_INVALID_ARGUMENT, "isa=\"%s\": unknown or not runnable on this CPU",
                isa);
     ATTN_TRY(attn_ctx_claim(ctx));
+    if (kern != ctx->kern && !ctx->small.fixed) /* small calls learned for other kernels */
+        memset(&ctx->small, 0, sizeof ctx->small);
     ctx->kern = kern;
     attn_ctx_release(ctx);
     return ATTN_STATUS_OK;

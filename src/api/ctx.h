@@ -15,7 +15,8 @@ struct attn_ctx {
     void *scratch_raw;               /* malloc'd block                                */
     char *scratch;                   /* 64-byte aligned: num_threads per-thread slices */
     atomic_int busy;                 /* 1 while a call uses the scratch (attn_ctx_claim) */
-    double parallel_min_flops;       /* smaller calls run on one thread (attn_exec)    */
+    double parallel_min_flops;       /* smaller calls are small (attn_exec)             */
+    attn_fwd_small_rule small;       /* how small calls run; learned (attn_fwd_small_rule) */
 };
 
 /* Claims ctx for one call that uses its scratch, or its settings (thread count, table) for a change: one
@@ -34,12 +35,13 @@ static inline attn_status attn_ctx_claim(attn_ctx *ctx) {
 static inline void attn_ctx_release(attn_ctx *ctx) { atomic_store_explicit(&ctx->busy, 0, memory_order_release); }
 
 /* The driver's view of the context. */
-static inline attn_exec attn_ctx_exec(const attn_ctx *ctx) {
+static inline attn_exec attn_ctx_exec(attn_ctx *ctx) {
     attn_exec ex;
     ex.kern = ctx->kern;
     ex.num_threads = ctx->num_threads;
     ex.scratch = ctx->scratch;
     ex.parallel_min_flops = ctx->parallel_min_flops;
+    ex.small = &ctx->small;
     return ex;
 }
 

@@ -3,10 +3,12 @@
  * fixed split-KV partitions folded in order (see fwd.h for the invariance argument). It owns structure
  * only; all arithmetic on tiles runs in the kernel table. It does not allocate.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime (the small-call rule's timer) */
 #include "attention/fwd.h"
 
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "attention/mask.h"
 #include "core/dtype.h"
@@ -347,4 +349,69 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
             blk->seq.lse[row * blk->seq.lse_row_stride + h * blk->seq.lse_head_stride] = lse;
         }
     }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The small-call rule (attn_fwd_small_rule)
+ * --------------------------------------------------------------------------------------------- */
+/* A monotonic clock in ns (0 where there is none: then no call is a sample and small calls keep alternating). */
+static double attn_fwd_now_ns(void) {
+    struct timespec ts;
+#if defined(CLOCK_MONOTONIC)
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        return 0.0;
+#else
+    if (timespec_get(&ts, TIME_UTC) != TIME_UTC)
+        return 0.0;
+#endif
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+int32_t attn_fwd_small_threads(const attn_exec *ex, int *way, double *t0) {
+    attn_fwd_small_rule *r = ex->small;
+    *way = -1;
+    if (r == NULL || r->fixed)
+        return 1;
+    const int64_t n = r->calls++, e = n % ATTN_FWD_SMALL_EXPLORE;
+    int w, timed;
+    if (r->taken[0] < ATTN_FWD_SMALL_SAMPLES || r->taken[1] < ATTN_FWD_SMALL_SAMPLES) {
+        w = r->taken[1] < r->taken[0], timed = 1; /* learning: alternate, alone first */
+    } else if (e < ATTN_FWD_SMALL_BURST) {        /* a burst the other way; its first call wakes what that way needs */
+        if (e == 0)
+            r->burst_way = !r->way;
+        w = r->burst_way, timed = e > 0;
+    } else {
+        w = r->way, timed = e % 4 == 0;
+    }
+    if (timed) {
+        *way = w;
+        *t0 = attn_fwd_now_ns();
+    }
+    return w ? ex->num_threads : 1;
+}
+
+/* The median of a full ring of samples. */
+static double attn_fwd_small_median(const double *ring) {
+    double v[ATTN_FWD_SMALL_SAMPLES];
+    memcpy(v, ring, sizeof v);
+    for (int i = 1; i < ATTN_FWD_SMALL_SAMPLES; i++) /* insertion sort: 16 values */
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            const double t = v[j];
+            v[j] = v[j - 1], v[j - 1] = t;
+        }
+    return v[ATTN_FWD_SMALL_SAMPLES / 2];
+}
+
+void attn_fwd_small_record(attn_fwd_small_rule *r, int way, double ns_per_flop) {
+    r->ns_per_flop[way][r->taken[way]++ % ATTN_FWD_SMALL_SAMPLES] = ns_per_flop;
+    if (r->taken[0] >= ATTN_FWD_SMALL_SAMPLES && r->taken[1] >= ATTN_FWD_SMALL_SAMPLES)
+        r->way = attn_fwd_small_median(r->ns_per_flop[1]) < 0.9 * attn_fwd_small_median(r->ns_per_flop[0]);
+}
+
+void attn_fwd_small_done(const attn_exec *ex, int way, double flops, double t0) {
+    attn_fwd_small_rule *r = ex->small;
+    const double t1 = attn_fwd_now_ns();
+    if (way < 0 || r == NULL || r->fixed || t0 <= 0.0 || t1 < t0)
+        return; /* no clock: not a sample */
+    attn_fwd_small_record(r, way, (t1 - t0) / (flops > 1.0 ? flops : 1.0));
 }

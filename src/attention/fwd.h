@@ -55,11 +55,33 @@ size_t attn_fwd_scratch_bytes(void);
 /* Carves a thread's slice (64-byte aligned `base` of attn_fwd_scratch_bytes()). */
 void attn_fwd_scratch_carve(void *base, attn_fwd_scratch *sc);
 
+/* How a context runs its small calls (below parallel_min_flops), learned by timing them: its first small calls
+ * alternate between thread 0 alone and every thread until each way has ATTN_FWD_SMALL_SAMPLES samples (ns per
+ * flop); from then on small calls run the way whose median over its last ATTN_FWD_SMALL_SAMPLES samples is lower
+ * (every thread only if below 0.9 of alone's), and one in 4 of them is timed; every ATTN_FWD_SMALL_EXPLORE calls
+ * a burst of ATTN_FWD_SMALL_BURST runs the other way, timed after its first call (which wakes a pool whose threads
+ * slept, or warms the caches alone), so the choice follows the machine: a pool slow in the context's first calls
+ * (threads created, scratch first touched), another tenant. Whether a second thread pays for such a call depends
+ * on the machine: on a Zen 5 VM (2 vCPUs) the small-model call took 4.7 µs alone and 5.0–5.5 µs on two, on a
+ * Zen 4 VM 6.2 µs alone and 5.0 on two. Only speed depends on it: the thread count never changes a bit. */
+#define ATTN_FWD_SMALL_SAMPLES 16
+#define ATTN_FWD_SMALL_EXPLORE 64
+#define ATTN_FWD_SMALL_BURST   4
+typedef struct attn_fwd_small_rule {
+    int32_t fixed;     /* 1: ATTN_PARALLEL_MIN_FLOPS given: small calls alone, nothing timed */
+    int32_t way;       /* the way small calls run once learned: 0 alone, 1 every thread */
+    int32_t burst_way; /* the way of the current exploring burst */
+    int64_t calls;     /* small calls since the rule was (re)set */
+    int64_t taken[2];  /* samples recorded per way; the ring slot of the next is taken % ATTN_FWD_SMALL_SAMPLES */
+    double ns_per_flop[2][ATTN_FWD_SMALL_SAMPLES];
+} attn_fwd_small_rule;
+
 typedef struct attn_exec {
     const struct attn_kernels *kern;
     int32_t num_threads;
     char *scratch;       /* num_threads slices of attn_fwd_scratch_bytes(), 64-byte aligned */
-    double parallel_min_flops; /* a call of fewer flop runs on one thread (ATTN_FWD_PARALLEL_MIN_FLOPS) */
+    double parallel_min_flops;  /* a call of fewer flop is small (ATTN_FWD_PARALLEL_MIN_FLOPS)      */
+    attn_fwd_small_rule *small; /* the context's rule for small calls; NULL: they run alone         */
 } attn_exec;
 
 /* A block of up to ATTN_QB query rows of one sequence sharing one kv head: tokens × heads stacked. */
@@ -161,10 +183,10 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
 #define ATTN_FWD_SUPER_MIN        4  /* ... and at least, when more items are needed to feed the threads    */
 #define ATTN_FWD_ITEMS_PER_THREAD 4  /* prefill super-blocks shrink until the call has this many per thread */
 /* The default of attn_exec.parallel_min_flops: a call of fewer flop (2·rows·keys·(head_size + head_size_v) over
- * its blocks) runs on one thread: waking a second one costs ~2.7 µs on the 2-vCPU VMs measured (bench_calls,
- * 9/3 heads × 64, 100 keys: 4.7 µs on one thread, 5.0–5.5 on two), more than halving such a call saves. A
- * context takes ATTN_PARALLEL_MIN_FLOPS from the environment when created (0: always every thread; the C test
- * suites run so, to keep exercising the threads on small shapes). The thread count never changes a bit. */
+ * its blocks) is small, and runs alone or on every thread as the context has learned (attn_fwd_small_rule). A
+ * context takes ATTN_PARALLEL_MIN_FLOPS from the environment when created: then a smaller call always runs on
+ * one thread, and 0 runs every call on every thread (the C test suites run so, to keep exercising the threads on
+ * small shapes). The thread count never changes a bit. */
 #define ATTN_FWD_PARALLEL_MIN_FLOPS (1 << 18)
 #define ATTN_FWD_SMALL_MAX_BLOCKS   64 /* calls with more blocks (or sequences) are not counted: never small */
 
@@ -173,6 +195,14 @@ void attn_fwd_finalize(const attn_problem *p, const struct attn_kernels *kern, c
 static inline int attn_fwd_may_run_alone(const attn_exec *ex) {
     return ex->num_threads > 1 && ex->parallel_min_flops > 0.0;
 }
+
+/* The thread count of a small call on ex (ex->num_threads or 1) by ex->small; *way is the way of a timed call
+ * (0 alone, 1 every thread) and *t0 its start, for attn_fwd_small_done, or -1 when the call is not timed. */
+int32_t attn_fwd_small_threads(const attn_exec *ex, int *way, double *t0);
+/* Records the time of a timed small call of `flops` that ran `way` from t0 (attn_fwd_small_record). */
+void attn_fwd_small_done(const attn_exec *ex, int way, double flops, double t0);
+/* Records one sample of `way` in r's ring and updates r->way once both rings are full. */
+void attn_fwd_small_record(attn_fwd_small_rule *r, int way, double ns_per_flop);
 
 /* The flop of `rows` query rows of p over seq_k keys: 2·rows·seq_k·(head_size + head_size_v). */
 static inline double attn_fwd_flops(const attn_problem *p, int64_t rows, int64_t seq_k) {

@@ -1050,11 +1050,7 @@ static int64_t attn_fx_dense_items(const void *arg, int64_t ss) {
     return job->p->num_seqs * job->p->num_kv_heads * ((blocks_per_head + ss - 1) / ss);
 }
 
-void attn_fwd_run(const attn_problem *p, const attn_exec *ex) {
-    attn_exec one = *ex; /* a small call on thread 0 alone (parallel_min_flops) */
-    if (attn_fwd_may_run_alone(ex) && attn_fx_flops(p) < ex->parallel_min_flops)
-        one.num_threads = 1;
-    ex = &one;
+static void attn_fx_run(const attn_problem *p, const attn_exec *ex) {
     attn_fx_job job;
     memset(&job, 0, sizeof job);
     job.p = p;
@@ -1097,4 +1093,15 @@ void attn_fwd_run(const attn_problem *p, const attn_exec *ex) {
         job.items_per_seq = p->num_kv_heads * job.supers;
     }
     attn_parallel_for(ex->num_threads, p->num_seqs * job.items_per_seq, attn_fx_item, &job);
+}
+
+void attn_fwd_run(const attn_problem *p, const attn_exec *ex) {
+    attn_exec one = *ex; /* a small call: alone or on every thread (attn_fwd_small_rule) */
+    int way = -1;
+    double flops = 0.0, t0 = 0.0;
+    if (attn_fwd_may_run_alone(ex) && (flops = attn_fx_flops(p)) < ex->parallel_min_flops)
+        one.num_threads = attn_fwd_small_threads(ex, &way, &t0);
+    attn_fx_run(p, &one);
+    if (way >= 0)
+        attn_fwd_small_done(ex, way, flops, t0);
 }

@@ -195,11 +195,7 @@ static double attn_fp_flops(const attn_problem *const prob[2], const attn_fwd_wo
     return flops;
 }
 
-void attn_fwd_run_work(const attn_problem *const prob[2], const attn_fwd_work *work, float *ws, const attn_exec *ex) {
-    attn_exec one = *ex; /* a small call on thread 0 alone (parallel_min_flops) */
-    if (attn_fwd_may_run_alone(ex) && attn_fp_flops(prob, work) < ex->parallel_min_flops)
-        one.num_threads = 1;
-    ex = &one;
+static void attn_fp_run(const attn_problem *const prob[2], const attn_fwd_work *work, float *ws, const attn_exec *ex) {
     attn_fp_job job;
     memset(&job, 0, sizeof job);
     job.prob = prob;
@@ -238,4 +234,15 @@ void attn_fwd_run_work(const attn_problem *const prob[2], const attn_fwd_work *w
     }
     attn_parallel_for(ex->num_threads, work->num_split_items + work->num_direct, attn_fp_phase1, &job);
     attn_parallel_for(ex->num_threads, work->num_split_blocks, attn_fp_phase2, &job);
+}
+
+void attn_fwd_run_work(const attn_problem *const prob[2], const attn_fwd_work *work, float *ws, const attn_exec *ex) {
+    attn_exec one = *ex; /* a small call: alone or on every thread (attn_fwd_small_rule) */
+    int way = -1;
+    double flops = 0.0, t0 = 0.0;
+    if (attn_fwd_may_run_alone(ex) && (flops = attn_fp_flops(prob, work)) < ex->parallel_min_flops)
+        one.num_threads = attn_fwd_small_threads(ex, &way, &t0);
+    attn_fp_run(prob, work, ws, &one);
+    if (way >= 0)
+        attn_fwd_small_done(ex, way, flops, t0);
 }

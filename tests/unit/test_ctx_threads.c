@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "api/ctx.h" /* the small-call rule's state (test_small_call_rule_learns) */
 #include "harness.h"
 
 #define CT_THREADS 3
@@ -154,16 +155,29 @@ static void test_claim_released(void **state) {
     attn_ctx_destroy(ctx);
 }
 
-/* Small calls run on one thread (ATTN_PARALLEL_MIN_FLOPS, read when a ctx is created; the C suites set it to 0
- * so that their small shapes still run on every thread): a decode call of 9 query / 3 kv heads × 64 over 100
- * keys (2.3e5 flop, below the default 2^18) and one of 12 / 4 heads over 700 keys (above it) give the same bits
- * with the rule off, on, at the default and with a malformed value (the default), on 2 threads, as on 1. */
+/* ATTN_PARALLEL_MIN_FLOPS as the suite set it (1 and its value in keep, or 0 when unset), and back. */
+static int ct_env_save(char keep[64]) {
+    const char *v = getenv("ATTN_PARALLEL_MIN_FLOPS");
+    snprintf(keep, 64, "%s", v ? v : "");
+    return v != NULL;
+}
+
+static void ct_env_restore(int saved, const char keep[64]) {
+    if (saved)
+        setenv("ATTN_PARALLEL_MIN_FLOPS", keep, 1);
+    else
+        unsetenv("ATTN_PARALLEL_MIN_FLOPS");
+}
+
+/* Small calls run alone or on every thread by the context's rule (ATTN_PARALLEL_MIN_FLOPS, read when a ctx is
+ * created, fixes it; the C suites set it to 0 so that their small shapes still run on every thread): a decode call
+ * of 9 query / 3 kv heads × 64 over 100 keys (2.3e5 flop, below the default 2^18) and one of 12 / 4 heads over 700
+ * keys (above it) give the same bits with the rule off, fixed, at the default and with a malformed value (the
+ * default: learned), on 2 threads, as on 1. */
 static void test_small_calls_one_thread(void **state) {
     (void)state;
-    const char *saved = getenv("ATTN_PARALLEL_MIN_FLOPS");
-    char keep[64] = "";
-    if (saved)
-        snprintf(keep, sizeof keep, "%s", saved);
+    char keep[64];
+    const int saved = ct_env_save(keep);
     th_rng rng;
     th_rng_seed(&rng, 77);
     const int64_t shapes[2][3] = {{9, 3, 100}, {12, 4, 700}}; /* num_heads, num_kv_heads, keys */
@@ -196,18 +210,149 @@ static void test_small_calls_one_thread(void **state) {
         }
         free(q), free(k), free(v);
     }
-    if (saved)
-        setenv("ATTN_PARALLEL_MIN_FLOPS", keep, 1);
-    else
-        unsetenv("ATTN_PARALLEL_MIN_FLOPS");
+    ct_env_restore(saved, keep);
+}
+
+/* The small-call rule on synthetic samples (attn_fwd_small_threads / attn_fwd_small_record): the first
+ * 2 × SAMPLES calls alternate alone / every thread, each timed; then the way with the lower median (every thread
+ * only below 0.9 of alone's) runs, one call in 4 timed, and every EXPLORE calls a burst of BURST runs the other
+ * way, timed after its first call; the choice follows the samples both ways. */
+static void test_small_rule_decides(void **state) {
+    (void)state;
+    enum { S = ATTN_FWD_SMALL_SAMPLES, E = ATTN_FWD_SMALL_EXPLORE, B = ATTN_FWD_SMALL_BURST, T = 3 };
+    attn_fwd_small_rule r;
+    memset(&r, 0, sizeof r);
+    attn_exec ex;
+    memset(&ex, 0, sizeof ex);
+    ex.num_threads = T;
+    ex.small = &r;
+    /* ns per flop of each way: every thread at 0.85 of alone (below 0.9: it wins), later alone at 0.5 (alone wins) */
+    double cost[2] = {1.0, 0.85};
+    int64_t runs[2] = {0, 0};
+    for (int64_t n = 0; n < 2 * S + 6 * E; n++) {
+        int way = -7;
+        double t0 = 0.0;
+        const int32_t threads = attn_fwd_small_threads(&ex, &way, &t0);
+        assert_true(threads == 1 || threads == T);
+        const int w = threads == T;
+        runs[w]++;
+        if (n < 2 * S) { /* learning: alternated, alone first, every call timed */
+            assert_int_equal(w, (int)(n % 2));
+            assert_int_equal(way, w);
+        } else {
+            const int64_t e = n % E; /* n counts the learning calls too */
+            const int chosen = r.way;
+            if (e < B) {
+                assert_int_equal(w, r.burst_way);
+                assert_int_equal(way, e > 0 ? w : -1);
+            } else {
+                assert_int_equal(w, chosen);
+                assert_int_equal(way, e % 4 == 0 ? w : -1);
+            }
+        }
+        if (way >= 0) {
+            assert_true(t0 > 0.0); /* the monotonic clock ran */
+            attn_fwd_small_record(&r, way, cost[way]);
+        }
+        if (n == 2 * S - 1)
+            assert_int_equal(r.way, 1); /* 0.85 < 0.9 · 1.0 */
+        if (n == 2 * S + 2 * E - 1) {   /* the second burst has refreshed part of alone's ring: still every thread */
+            assert_int_equal(r.way, 1);
+            cost[0] = 0.5; /* from now on alone is cheaper: its bursts move the median */
+        }
+    }
+    assert_int_equal(r.way, 0); /* after 4 more bursts (12 samples of alone at 0.5) alone won */
+    assert_true(runs[0] > 0 && runs[1] > 0);
+    /* a tie-ish case: every thread at 0.95 of alone is not enough */
+    memset(&r, 0, sizeof r);
+    cost[0] = 1.0, cost[1] = 0.95;
+    for (int64_t n = 0; n < 2 * S; n++) {
+        int way;
+        double t0;
+        const int32_t threads = attn_fwd_small_threads(&ex, &way, &t0);
+        attn_fwd_small_record(&r, threads == T, cost[threads == T]);
+    }
+    assert_int_equal(r.way, 0);
+    /* a fixed rule never times and always runs alone; no rule (NULL) runs alone */
+    r.fixed = 1;
+    int way;
+    double t0;
+    assert_int_equal(attn_fwd_small_threads(&ex, &way, &t0), 1);
+    assert_int_equal(way, -1);
+    ex.small = NULL;
+    assert_int_equal(attn_fwd_small_threads(&ex, &way, &t0), 1);
+    assert_int_equal(way, -1);
+}
+
+/* Without ATTN_PARALLEL_MIN_FLOPS a context times its small calls (the rule above, on the clock): its first
+ * 2 × SAMPLES small calls alternate and are all recorded, later ones run the chosen way or a burst; a bound in
+ * the environment fixes the rule (alone, nothing timed); a new thread count or kernel table learns again. Every
+ * call's bits equal the one-thread call's, while learning and after (attn_forward). */
+static void test_small_call_rule_learns(void **state) {
+    (void)state;
+    char keep[64];
+    const int saved = ct_env_save(keep);
+    th_rng rng;
+    th_rng_seed(&rng, 78);
+    enum { H = 9, HK = 3, D = 64, SK = 100, S = ATTN_FWD_SMALL_SAMPLES, E = ATTN_FWD_SMALL_EXPLORE };
+    int64_t qs[4] = {1, 1, H, D}, ks[4] = {1, SK, HK, D};
+    float *q = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(H * D), -2, 2);
+    float *k = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(SK * HK * D), -2, 2);
+    float *v = th_alloc_fill(&rng, ATTN_DTYPE_F32, (size_t)(SK * HK * D), -1, 1);
+    float ref[H * D], ref_generic[H * D], out[H * D];
+    attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 4, qs), tk = attn_tensor_make(k, ATTN_DTYPE_F32, 4, ks),
+                tv = attn_tensor_make(v, ATTN_DTYPE_F32, 4, ks);
+    attn_tensor tr = attn_tensor_make(ref, ATTN_DTYPE_F32, 4, qs), to = attn_tensor_make(out, ATTN_DTYPE_F32, 4, qs);
+    unsetenv("ATTN_PARALLEL_MIN_FLOPS");
+    attn_ctx *ctx = NULL;
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    assert_int_equal(attn_ctx_set_num_threads(ctx, 1), ATTN_STATUS_OK);
+    assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, NULL, &tr, NULL), ATTN_STATUS_OK);
+    assert_int_equal(ctx->small.calls, 0); /* one thread: nothing to choose */
+    for (int round = 0; round < 3; round++) {
+        if (round < 2)
+            assert_int_equal(attn_ctx_set_num_threads(ctx, 2 + round), ATTN_STATUS_OK);
+        else
+            assert_int_equal(attn_ctx_set_isa(ctx, "generic"), ATTN_STATUS_OK);
+        assert_int_equal(ctx->small.calls + ctx->small.taken[0] + ctx->small.taken[1], 0);
+        for (int i = 0; i < 2 * S + E; i++) {
+            memset(out, 0xFF, sizeof out);
+            assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, NULL, &to, NULL), ATTN_STATUS_OK);
+            if (round == 2 && i == 0) /* the generic table's bits: its first call runs alone */
+                memcpy(ref_generic, out, sizeof out);
+            assert_memory_equal(out, round == 2 ? ref_generic : ref, sizeof out);
+            if (i < 2 * S) { /* learning: alternated, every call a sample (a monotonic clock) */
+                assert_int_equal(ctx->small.taken[0], (i + 2) / 2);
+                assert_int_equal(ctx->small.taken[1], (i + 1) / 2);
+            }
+        }
+        assert_int_equal(ctx->small.calls, 2 * S + E);
+        /* after learning: a burst of BURST (BURST − 1 timed) and a quarter of the other E − BURST calls timed */
+        assert_int_equal(ctx->small.taken[0] + ctx->small.taken[1],
+                         2 * S + (ATTN_FWD_SMALL_BURST - 1) + (E - ATTN_FWD_SMALL_BURST) / 4);
+    }
+    attn_ctx_destroy(ctx);
+    setenv("ATTN_PARALLEL_MIN_FLOPS", "262144", 1);
+    assert_int_equal(attn_ctx_create(&ctx), ATTN_STATUS_OK);
+    assert_int_equal(ctx->small.fixed, 1);
+    assert_int_equal(attn_ctx_set_num_threads(ctx, 3), ATTN_STATUS_OK);
+    assert_int_equal(ctx->small.fixed, 1);
+    for (int i = 0; i < 3; i++) {
+        memset(out, 0xFF, sizeof out);
+        assert_int_equal(attn_forward(ctx, ATTN_LAYOUT_BSND, &tq, &tk, &tv, NULL, &to, NULL), ATTN_STATUS_OK);
+        assert_memory_equal(out, ref, sizeof out);
+    }
+    assert_int_equal(ctx->small.calls + ctx->small.taken[0] + ctx->small.taken[1], 0);
+    attn_ctx_destroy(ctx);
+    free(q), free(k), free(v);
+    ct_env_restore(saved, keep);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_claim_released),
-        cmocka_unit_test(test_shared_ctx_refuses_concurrent_calls),
-        cmocka_unit_test(test_own_ctx_never_refuses),
-        cmocka_unit_test(test_small_calls_one_thread),
+        cmocka_unit_test(test_claim_released),        cmocka_unit_test(test_shared_ctx_refuses_concurrent_calls),
+        cmocka_unit_test(test_own_ctx_never_refuses), cmocka_unit_test(test_small_calls_one_thread),
+        cmocka_unit_test(test_small_rule_decides),    cmocka_unit_test(test_small_call_rule_learns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
