@@ -26,7 +26,7 @@ cmake --build "$BUILD" -j "${ATTN_PEERS_JOBS:-2}" --target attn >/dev/null
 TARGETS=$(cmake --build "$BUILD" --target help 2>/dev/null || true)
 if [[ "$TARGETS" == *attn_pyext* ]]; then
     cmake --build "$BUILD" -j "${ATTN_PEERS_JOBS:-2}" --target attn_pyext >/dev/null ||
-        echo "[run] warning: attn._ext did not build; attn runs through its ctypes binding"
+        echo "[run] warning: attn._ext did not build; the attn rows cannot run"
 fi
 CEIL="$BUILD/libpeers_ceilings.so"
 if [ ! -f "$CEIL" ] || [ "$HERE/ceilings.c" -nt "$CEIL" ] || [ "$REPO/bench/bench_peak.c" -nt "$CEIL" ]; then
