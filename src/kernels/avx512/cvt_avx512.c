@@ -171,16 +171,6 @@ void attn_k_cvt_to_fp8_avx512(const void *src, attn_dtype src_dtype, float scale
         k512_cvt_to_fp8_m(src, src_dtype, scale, dst, n, 3, 7);
 }
 
-/* out[i] lane L = (in[0], in[1], in[2], in[3]) element 4L + i: a 4 × 4 transpose in each 128-bit lane. */
-static inline void k512_transpose4_lanes(const __m512 in[4], __m512 out[4]) {
-    const __m512 t0 = _mm512_unpacklo_ps(in[0], in[1]), t1 = _mm512_unpackhi_ps(in[0], in[1]);
-    const __m512 t2 = _mm512_unpacklo_ps(in[2], in[3]), t3 = _mm512_unpackhi_ps(in[2], in[3]);
-    out[0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
-    out[1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
-    out[2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
-    out[3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
-}
-
 /* A source of at most 4 rows (a decode block's queries into q_t): per 16 columns, one 4 × 4 transpose in each
  * 128-bit lane (lane L of u[i] = rows 0..3 of column 4L + i) and a 4-float store per column, instead of a
  * 16 × 16 transpose of mostly zero rows. */

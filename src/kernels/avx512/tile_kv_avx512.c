@@ -275,13 +275,9 @@ static inline __attribute__((always_inline)) void k512_fp8_column(__m512 x, __m5
 static inline __attribute__((always_inline)) void k512_qk_store4(const __m512 *acc, int nk, float *restrict s,
                                                                  const int R) {
     const __m512 z = _mm512_setzero_ps();
-    const __m512 a1 = R > 1 ? acc[1] : z, a2 = R > 2 ? acc[2] : z, a3 = R > 3 ? acc[3] : z;
-    const __m512 t0 = _mm512_unpacklo_ps(acc[0], a1), t1 = _mm512_unpackhi_ps(acc[0], a1);
-    const __m512 t2 = _mm512_unpacklo_ps(a2, a3), t3 = _mm512_unpackhi_ps(a2, a3);
-    const __m512 u[4] = {_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2))),
-                         _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2))),
-                         _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3))),
-                         _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)))};
+    const __m512 a[4] = {acc[0], R > 1 ? acc[1] : z, R > 2 ? acc[2] : z, R > 3 ? acc[3] : z};
+    __m512 u[4];
+    k512_transpose4_lanes(a, u);
     _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
         if (i < nk)
             _mm512_storeu_ps(s + i * ATTN_QB, _mm512_maskz_mov_ps(0x000F, u[i]));

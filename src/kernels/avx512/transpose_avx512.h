@@ -56,4 +56,14 @@ static inline __attribute__((always_inline)) void k512_transpose8x2(__m512 x[8])
     }
 }
 
+/* A 4 × 4 transpose in each 128-bit lane: out[i] lane L = (in[0], in[1], in[2], in[3]) element 4L + i. */
+static inline __attribute__((always_inline)) void k512_transpose4_lanes(const __m512 in[4], __m512 out[4]) {
+    const __m512 t0 = _mm512_unpacklo_ps(in[0], in[1]), t1 = _mm512_unpackhi_ps(in[0], in[1]);
+    const __m512 t2 = _mm512_unpacklo_ps(in[2], in[3]), t3 = _mm512_unpackhi_ps(in[2], in[3]);
+    out[0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+    out[1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+    out[2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+    out[3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+}
+
 #endif
