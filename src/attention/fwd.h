@@ -199,7 +199,8 @@ static inline int attn_fwd_may_run_alone(const attn_exec *ex) {
 /* The thread count of a small call on ex (ex->num_threads or 1) by ex->small; *way is the way of a timed call
  * (0 alone, 1 every thread) and *t0 its start, for attn_fwd_small_done, or -1 when the call is not timed. */
 int32_t attn_fwd_small_threads(const attn_exec *ex, int *way, double *t0);
-/* Records the time of a timed small call of `flops` that ran `way` from t0 (attn_fwd_small_record). */
+/* Records the time of a timed small call of `flops` that ran `way` (>= 0, as attn_fwd_small_threads set it) from
+ * t0 (attn_fwd_small_record). */
 void attn_fwd_small_done(const attn_exec *ex, int way, double flops, double t0);
 /* Records one sample of `way` in r's ring and updates r->way once both rings are full. */
 void attn_fwd_small_record(attn_fwd_small_rule *r, int way, double ns_per_flop);
