@@ -9,10 +9,12 @@
  * K/V rows are `--kv-stride` floats apart (default 1024 = 4 KiB: the BSND layout with 8 kv heads × 128,
  * rows used in place, which maps every row of a tile to the same L1 sets); `--kv-stride 272` packs them.
  *
- * --kv times the decode kernels instead: qk_tile_kv and pv_rows_kv on one 64-key tile, D = 128, 1 / 4 / 8 rows,
- * K/V in each storage dtype the table reads in place (f32, f16, bf16, and fp8 E4M3 / E5M2 where fp8_kv), rows
+ * --kv times the decode kernels instead: qk_tile_kv and pv_rows_kv on one 64-key tile, D = 128, 1 / 3 / 4 / 8
+ * rows, K/V in each storage dtype the table reads in place (f32, f16, bf16, and fp8 E4M3 / E5M2 where fp8_kv), rows
  * `--kv-stride` elements apart; on avx512, f32 and bf16 at 4 and 8 rows, also a free-order variant of qk_tile_kv
- * (bench_free_order.c) and the ratio of the two times, which is what the fixed summation order costs.
+ * (bench_free_order.c) and the ratio of the two times, which is what the fixed summation order costs, and at every
+ * row count the same ordered Q·Kᵀ on K stored dimension by dimension (bitwise qk_tile_kv's scores, checked), which
+ * is what the transposes of K rows cost.
  *
  * Usage: bench_kernels [--isa NAME] [--reps N] [--quick] [--kv-stride FLOATS] [--kv]
  */
@@ -192,11 +194,48 @@ static void bench_kv_free_order(bench_bufs *b, const struct attn_kernels *kt, co
            100.0 * fl / fmin * 1e-9 / peak, ordered_min / fmin);
 }
 
+/* The ordered Q·Kᵀ on K stored column by column (bench_free_order.c's bench_columns_qk: the same keys, each
+ * dimension's 64 keys side by side), required to give qk_tile_kv's scores bit for bit, timed the same way;
+ * "rows / columns" is qk_tile_kv's minimum time over the variant's: what a dimension-major K layout would save. */
+static void bench_kv_columns(bench_bufs *b, const void *const *kv_rows, attn_dtype dt, int64_t nr, int64_t D,
+                             double ordered_min, int reps, double peak) {
+    if (!bench_free_order_available())
+        return;
+    const int bf16 = dt == ATTN_DTYPE_BF16;
+    const size_t es = bf16 ? 2 : 4;
+    static unsigned char cols[ATTN_HEAD_SIZE_MAX * NK * 4] __attribute__((aligned(64)));
+    float sc[NK * ATTN_QB];
+    for (int64_t d = 0; d < D; d++)
+        for (int64_t k = 0; k < NK; k++)
+            memcpy(cols + ((size_t)d * NK + (size_t)k) * es, (const unsigned char *)kv_rows[k] + (size_t)d * es, es);
+    bench_columns_qk(b->q_t, nr, D, cols, NK, bf16, NK, sc);
+    for (int64_t k = 0; k < NK; k++)
+        if (memcmp(b->s + k * ATTN_QB, sc + k * ATTN_QB, (size_t)nr * sizeof(float))) {
+            printf("column variant differs from qk_tile_kv at key %lld: not timed\n", (long long)k);
+            return;
+        }
+    double t[64];
+    const int n = reps > 64 ? 64 : reps;
+    for (int r = -1; r < n; r++) {
+        const double t0 = bench_now();
+        for (int it = 0; it < 50; it++)
+            bench_columns_qk(b->q_t, nr, D, cols, NK, bf16, NK, sc);
+        if (r >= 0)
+            t[r] = (bench_now() - t0) / 50;
+    }
+    double cmin, cmed;
+    bench_min_median(t, n, &cmin, &cmed);
+    const double fl = 2.0 * NK * (double)nr * (double)D;
+    printf("%-8s %-9s %-8s %4lld %4lld %7.1f GF/s %7.1f GF/s %6.1f%%  rows / columns %.2f (bitwise equal)\n", "(bench)",
+           "columns", attn_dtype_name(dt), (long long)D, (long long)nr, fl / cmin * 1e-9, fl / cmed * 1e-9,
+           100.0 * fl / cmin * 1e-9 / peak, ordered_min / cmin);
+}
+
 /* --kv: the decode kernels on storage-dtype rows (GFLOP/s as for qk/pv: 2·keys·rows·D per call). */
 static void bench_kv(const struct attn_kernels *kt, const char *name, bench_bufs *b, int reps, double peak) {
     static const attn_dtype dts[5] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_FP8_E4M3,
                                       ATTN_DTYPE_FP8_E5M2};
-    static const int64_t rows[3] = {1, 4, 8};
+    static const int64_t rows[4] = {1, 3, 4, 8};
     const int64_t D = 128;
     for (int di = 0; di < 5; di++) {
         const attn_dtype dt = dts[di];
@@ -217,7 +256,7 @@ static void bench_kv(const struct attn_kernels *kt, const char *name, bench_bufs
             }
             kv_rows[k] = row;
         }
-        for (int ri = 0; ri < 3; ri++) {
+        for (int ri = 0; ri < 4; ri++) {
             const int64_t nr = rows[ri];
             double tq[64], tp[64];
             const int n = reps > 64 ? 64 : reps;
@@ -247,6 +286,8 @@ static void bench_kv(const struct attn_kernels *kt, const char *name, bench_bufs
                    100.0 * fl / qmin * 1e-9 / peak, fl / pmin * 1e-9, fl / pmed * 1e-9, 100.0 * fl / pmin * 1e-9 / peak);
             if (!strcmp(name, "avx512") && (dt == ATTN_DTYPE_F32 || dt == ATTN_DTYPE_BF16) && nr >= 4)
                 bench_kv_free_order(b, kt, kv_rows, dt, nr, D, qmin, reps, peak);
+            if (!strcmp(name, "avx512") && (dt == ATTN_DTYPE_F32 || dt == ATTN_DTYPE_BF16))
+                bench_kv_columns(b, kv_rows, dt, nr, D, qmin, reps, peak);
         }
     }
 }
