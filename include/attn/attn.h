@@ -397,7 +397,9 @@ ATTN_API attn_status attn_forward_varlen(attn_ctx *ctx, const attn_tensor *q, co
  *   no keys; vLLM's merge converts it) and is treated as −inf; a NaN LSE passes through IEEE rules.
  *   out_a, out_b, out: [num_tokens, num_heads, head_size] f32/f16/bf16 (same dtype);
  *   lse_a, lse_b: float32 [num_heads, num_tokens]; lse_out_opt: float32 [num_heads, num_tokens] or NULL.
- * out may alias out_a or out_b exactly (same view). Returns INVALID_ARGUMENT. */
+ * out may alias out_a or out_b exactly (same view). Elements are computed one by one in float32 (the weights once
+ * per row), so a merge of at least 2^16 elements runs on ctx's threads, one token per item, with the same bits as
+ * on one. Returns INVALID_ARGUMENT (including ctx in use by another call). */
 ATTN_API attn_status attn_merge_attn_states(attn_ctx *ctx, const attn_tensor *out_a,
                                             const attn_tensor *lse_a, const attn_tensor *out_b,
                                             const attn_tensor *lse_b, attn_tensor *out,

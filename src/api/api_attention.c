@@ -13,6 +13,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "parallel/parallel.h"
 #include "ref/ref.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -295,6 +296,121 @@ attn_status attn_ref_forward_varlen(const attn_tensor *q, const attn_tensor *k, 
 /* ---------------------------------------------------------------------------------------------
  * merge_attn_states
  * --------------------------------------------------------------------------------------------- */
+/* Merges of at least this many elements run on the context's threads (one token per item). */
+#define ATTN_MERGE_PARALLEL_MIN ((int64_t)1 << 16)
+/* Elements of a row converted and combined at a time (stack buffers, no allocation). */
+#define ATTN_MERGE_CHUNK 256
+
+typedef struct attn_merge_job {
+    const attn_tensor *out_a, *out_b, *lse_a, *lse_b, *out, *lse_out;
+    int64_t merge_tokens;
+    int fp8;
+    float inv_scale;
+} attn_merge_job;
+
+/* x[0..n) = float(row[0..n)) of a float dtype: one loop per dtype, so that the compiler vectorises it. */
+static void attn_merge_load(const char *row, attn_dtype dtype, int64_t n, float *x) {
+    if (dtype == ATTN_DTYPE_F32) {
+        memcpy(x, row, (size_t)n * sizeof(float));
+    } else if (dtype == ATTN_DTYPE_BF16) {
+        const uint16_t *h = (const uint16_t *)(const void *)row;
+        for (int64_t i = 0; i < n; i++)
+            x[i] = attn_bf16_to_f32(h[i]);
+    } else {
+        const uint16_t *h = (const uint16_t *)(const void *)row;
+        for (int64_t i = 0; i < n; i++)
+            x[i] = attn_f16_to_f32(h[i]);
+    }
+}
+
+/* row[0..n) = x[0..n) in out's dtype: round to nearest even (attn_store_f), or the fp8 code of x·inv_scale. */
+static void attn_merge_store(const float *x, int64_t n, attn_dtype dtype, int fp8, float inv_scale, char *row) {
+    if (dtype == ATTN_DTYPE_F32) {
+        memcpy(row, x, (size_t)n * sizeof(float));
+    } else if (dtype == ATTN_DTYPE_BF16) {
+        uint16_t *h = (uint16_t *)(void *)row;
+        for (int64_t i = 0; i < n; i++)
+            h[i] = attn_f32_to_bf16(x[i]);
+    } else if (!fp8) {
+        uint16_t *h = (uint16_t *)(void *)row;
+        for (int64_t i = 0; i < n; i++)
+            h[i] = attn_f32_to_f16(x[i]);
+    } else { /* vLLM's static fp8 output: saturating at the format's largest finite value */
+        uint8_t *c = (uint8_t *)row;
+        const int e4m3 = dtype == ATTN_DTYPE_FP8_E4M3;
+        for (int64_t i = 0; i < n; i++) {
+            const uint32_t u = attn_f32_bits(x[i] * inv_scale);
+            c[i] = e4m3 ? attn_f32_to_fp8_bits(u, 3, 7) : attn_f32_to_fp8_bits(u, 2, 15);
+        }
+    }
+}
+
+/* x[i] = (wa ≠ 0 ? wa·a[i] : 0) + (wb ≠ 0 ? wb·b[i] : 0): a side of weight 0 adds +0 without reading its values
+ * (an inf or NaN there would make 0·x a NaN). One loop per case, so that each vectorises; the same float
+ * operations element by element (no contraction: ISO C), so the bits do not depend on the chunking or threads. */
+static void attn_merge_combine(const float *a, float wa, const float *b, float wb, int64_t n, float *x) {
+    if (wa != 0.0f && wb != 0.0f)
+        for (int64_t i = 0; i < n; i++)
+            x[i] = wa * a[i] + wb * b[i];
+    else if (wa != 0.0f)
+        for (int64_t i = 0; i < n; i++)
+            x[i] = wa * a[i] + 0.0f;
+    else if (wb != 0.0f)
+        for (int64_t i = 0; i < n; i++)
+            x[i] = 0.0f + wb * b[i];
+    else
+        for (int64_t i = 0; i < n; i++)
+            x[i] = 0.0f + 0.0f;
+}
+
+/* Token t of a validated merge, every head (attn_parallel_for item). */
+static void attn_merge_token(void *arg, int64_t t, int32_t thread_id) {
+    (void)thread_id;
+    const attn_merge_job *j = (const attn_merge_job *)arg;
+    const attn_tensor *out_a = j->out_a, *out_b = j->out_b, *lse_a = j->lse_a, *lse_b = j->lse_b, *out = j->out;
+    const int64_t H = out_a->shape[1], D = out_a->shape[2];
+    const int64_t es = (int64_t)attn_dtype_size(out_a->dtype), eo = (int64_t)attn_dtype_size(out->dtype);
+    const int merged = t < j->merge_tokens;
+    float xa[ATTN_MERGE_CHUNK], xb[ATTN_MERGE_CHUNK], x[ATTN_MERGE_CHUNK];
+    for (int64_t h = 0; h < H; h++) {
+        /* rows from merge_tokens on take state b as it is (vLLM's prefill_tokens_with_context) */
+        float la = merged ? ((const float *)lse_a->data)[h * lse_a->strides[0] + t * lse_a->strides[1]] : -INFINITY;
+        float lb = ((const float *)lse_b->data)[h * lse_b->strides[0] + t * lse_b->strides[1]];
+        /* +inf marks an empty state (FA2's LSE of a row with no keys): treat it as −inf, as vLLM does */
+        if (la == INFINITY)
+            la = -INFINITY;
+        if (lb == INFINITY)
+            lb = -INFINITY;
+        /* a NaN state makes the result NaN whichever side it is on (IEEE: NaN propagates) */
+        const float mx = isnan(la) || isnan(lb) ? NAN : la > lb ? la : lb;
+        float wa = 0.0f, wb = 0.0f, lse;
+        if (mx == -INFINITY) {
+            lse = -INFINITY;
+        } else {
+            const float ea = expf(la - mx), eb = expf(lb - mx);
+            const float sum = ea + eb;
+            lse = mx + logf(sum);
+            wa = ea / sum;
+            wb = eb / sum;
+        }
+        const char *ra = (const char *)out_a->data + (t * out_a->strides[0] + h * out_a->strides[1]) * es;
+        const char *rb = (const char *)out_b->data + (t * out_b->strides[0] + h * out_b->strides[1]) * es;
+        char *ro = (char *)out->data + (t * out->strides[0] + h * out->strides[1]) * eo;
+        for (int64_t d0 = 0; d0 < D; d0 += ATTN_MERGE_CHUNK) { /* out may be out_a or out_b: loaded before stored */
+            const int64_t n = D - d0 < ATTN_MERGE_CHUNK ? D - d0 : ATTN_MERGE_CHUNK;
+            attn_merge_load(rb + d0 * es, out_a->dtype, n, xb);
+            if (merged) {
+                if (wa != 0.0f)
+                    attn_merge_load(ra + d0 * es, out_a->dtype, n, xa);
+                attn_merge_combine(xa, wa, xb, wb, n, x);
+            }
+            attn_merge_store(merged ? x : xb, n, out->dtype, j->fp8, j->inv_scale, ro + d0 * eo);
+        }
+        if (j->lse_out)
+            ((float *)j->lse_out->data)[h * j->lse_out->strides[0] + t * j->lse_out->strides[1]] = lse;
+    }
+}
+
 attn_status attn_merge_attn_states_ex(attn_ctx *ctx, const attn_tensor *out_a, const attn_tensor *lse_a,
                                       const attn_tensor *out_b, const attn_tensor *lse_b, int64_t merge_tokens,
                                       float output_scale, attn_tensor *out, attn_tensor *lse_out) {
@@ -365,47 +481,19 @@ attn_status attn_merge_attn_states_ex(attn_ctx *ctx, const attn_tensor *out_a, c
             ATTN_CHECK(same || !attn_tensor_overlap(lse_out, ins[i]), ATTN_STATUS_INVALID_ARGUMENT,
                        "lse_out: partially overlaps %s in memory", names[i]);
         }
-    const int64_t es = (int64_t)attn_dtype_size(out_a->dtype), eo = (int64_t)attn_dtype_size(out->dtype);
-    const float inv_scale = fp8 ? 1.0f / output_scale : 1.0f;
-    for (int64_t t = 0; t < T; t++) {
-        for (int64_t h = 0; h < H; h++) {
-            /* rows from merge_tokens on take state b as it is (vLLM's prefill_tokens_with_context) */
-            float la = t < merge_tokens ? ((const float *)lse_a->data)[h * lse_a->strides[0] + t * lse_a->strides[1]]
-                                        : -INFINITY;
-            float lb = ((const float *)lse_b->data)[h * lse_b->strides[0] + t * lse_b->strides[1]];
-            /* +inf marks an empty state (FA2's LSE of a row with no keys): treat it as −inf, as vLLM does */
-            if (la == INFINITY) la = -INFINITY;
-            if (lb == INFINITY) lb = -INFINITY;
-            /* a NaN state makes the result NaN whichever side it is on (IEEE: NaN propagates) */
-            const float mx = isnan(la) || isnan(lb) ? NAN : la > lb ? la : lb;
-            float wa = 0.0f, wb = 0.0f, lse;
-            if (mx == -INFINITY) {
-                lse = -INFINITY;
-            } else {
-                const float ea = expf(la - mx), eb = expf(lb - mx);
-                const float sum = ea + eb;
-                lse = mx + logf(sum);
-                wa = ea / sum;
-                wb = eb / sum;
-            }
-            const char *ra = (const char *)out_a->data + (t * out_a->strides[0] + h * out_a->strides[1]) * es;
-            const char *rb = (const char *)out_b->data + (t * out_b->strides[0] + h * out_b->strides[1]) * es;
-            char *ro = (char *)out->data + (t * out->strides[0] + h * out->strides[1]) * eo;
-            for (int64_t d = 0; d < D; d++) {
-                const float x = t >= merge_tokens ? attn_load_f(rb, out_a->dtype, d)
-                                                  : (wa != 0.0f ? wa * attn_load_f(ra, out_a->dtype, d) : 0.0f) +
-                                                        (wb != 0.0f ? wb * attn_load_f(rb, out_a->dtype, d) : 0.0f);
-                if (!fp8) {
-                    attn_store_f(ro, out->dtype, d, x);
-                } else { /* vLLM's static fp8 output: saturating at the format's largest finite value */
-                    const uint32_t u = attn_f32_bits(x * inv_scale);
-                    ((uint8_t *)ro)[d] = out->dtype == ATTN_DTYPE_FP8_E4M3 ? attn_f32_to_fp8_bits(u, 3, 7)
-                                                                           : attn_f32_to_fp8_bits(u, 2, 15);
-                }
-            }
-            if (lse_out) ((float *)lse_out->data)[h * lse_out->strides[0] + t * lse_out->strides[1]] = lse;
-        }
-    }
+    attn_merge_job job = {.out_a = out_a,
+                          .out_b = out_b,
+                          .lse_a = lse_a,
+                          .lse_b = lse_b,
+                          .out = out,
+                          .lse_out = lse_out,
+                          .merge_tokens = merge_tokens,
+                          .fp8 = fp8,
+                          .inv_scale = fp8 ? 1.0f / output_scale : 1.0f};
+    ATTN_TRY(attn_ctx_claim(ctx));
+    /* tokens are independent: any split over threads gives the same bits; small merges stay on this thread */
+    attn_parallel_for(elems >= ATTN_MERGE_PARALLEL_MIN ? ctx->num_threads : 1, T, attn_merge_token, &job);
+    attn_ctx_release(ctx);
     return ATTN_STATUS_OK;
 }
 

@@ -297,6 +297,90 @@ static void test_merge_ex(void **state) {
     attn_ctx_destroy(ctx);
 }
 
+/* A merge large enough to run on several threads (T·H·D >= 2^16) with rows longer than the 256 elements the entry
+ * combines at a time (D = 300), and merge_tokens in the middle: every element equals the float expression of
+ * the contract evaluated here one element at a time (weights from expf / logf of the two LSEs, a side of weight
+ * 0 adding +0 without its values), bit for bit, on 1, 2 and 3 threads, for every float dtype, out of place and in
+ * place (out = out_a, lse_out = lse_a); NaN and ±inf values in a row whose side has weight 0 change nothing. */
+static void test_threads_and_long_rows(void **state) {
+    (void)state;
+    const attn_dtype dts[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    const int64_t T = 80, H = 3, D = 300, merge_tokens = 61, n = T * H * D;
+    for (int di = 0; di < 3; di++) {
+        const attn_dtype dt = dts[di];
+        const size_t ob = (size_t)n * attn_dtype_size(dt);
+        th_rng r;
+        th_rng_seed(&r, 70 + (uint64_t)di);
+        void *a = th_alloc_fill(&r, dt, (size_t)n, -1, 1), *b = th_alloc_fill(&r, dt, (size_t)n, -1, 1);
+        float *la = th_alloc_fill(&r, ATTN_DTYPE_F32, (size_t)(H * T), -5, 5);
+        float *lb = th_alloc_fill(&r, ATTN_DTYPE_F32, (size_t)(H * T), -5, 5);
+        for (int64_t h = 0; h < H; h++) { /* token 5: side a empty and non-finite; token 6: side b */
+            la[h * T + 5] = -INFINITY, lb[h * T + 6] = INFINITY;
+            for (int64_t d = 0; d < D; d++) {
+                th_set(a, dt, (size_t)((5 * H + h) * D + d), d % 2 ? NAN : INFINITY);
+                th_set(b, dt, (size_t)((6 * H + h) * D + d), d % 2 ? -INFINITY : NAN);
+            }
+        }
+        void *want = malloc(ob);
+        float *want_l = malloc((size_t)(H * T) * sizeof(float));
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                float xa = t < merge_tokens ? la[h * T + t] : -INFINITY, xb = lb[h * T + t];
+                if (xa == INFINITY)
+                    xa = -INFINITY;
+                if (xb == INFINITY)
+                    xb = -INFINITY;
+                const float mx = xa > xb ? xa : xb;
+                float wa = 0.0f, wb = 0.0f, l = -INFINITY;
+                if (mx != -INFINITY) {
+                    const float ea = expf(xa - mx), eb = expf(xb - mx), sum = ea + eb;
+                    l = mx + logf(sum), wa = ea / sum, wb = eb / sum;
+                }
+                want_l[h * T + t] = l;
+                for (int64_t d = 0; d < D; d++) {
+                    const size_t i = (size_t)((t * H + h) * D + d);
+                    const float x = t >= merge_tokens ? th_get(b, dt, i)
+                                                      : (wa != 0.0f ? wa * th_get(a, dt, i) : 0.0f) +
+                                                            (wb != 0.0f ? wb * th_get(b, dt, i) : 0.0f);
+                    th_set(want, dt, i, x);
+                }
+            }
+        for (int32_t threads = 1; threads <= 3; threads++) {
+            attn_ctx *ctx = new_ctx();
+            assert_int_equal(attn_ctx_set_num_threads(ctx, threads), ATTN_STATUS_OK);
+            void *o = th_alloc_nan(dt, (size_t)n);
+            float *lo = th_alloc_nan(ATTN_DTYPE_F32, (size_t)(H * T));
+            int64_t os[3] = {T, H, D}, ls[2] = {H, T};
+            attn_tensor ta = attn_tensor_make(a, dt, 3, os), tb = attn_tensor_make(b, dt, 3, os);
+            attn_tensor to = attn_tensor_make(o, dt, 3, os);
+            attn_tensor tla = attn_tensor_make(la, ATTN_DTYPE_F32, 2, ls),
+                        tlb = attn_tensor_make(lb, ATTN_DTYPE_F32, 2, ls);
+            attn_tensor tlo = attn_tensor_make(lo, ATTN_DTYPE_F32, 2, ls);
+            assert_int_equal(attn_merge_attn_states_ex(ctx, &ta, &tla, &tb, &tlb, merge_tokens, 0.0f, &to, &tlo),
+                             ATTN_STATUS_OK);
+            for (int64_t i = 0; i < n; i++)
+                if (memcmp((const char *)o + i * (int64_t)attn_dtype_size(dt),
+                           (const char *)want + i * (int64_t)attn_dtype_size(dt), attn_dtype_size(dt))) {
+                    fprintf(stderr, "REPRO test_merge long rows: dtype=%s threads=%d element %lld got %g want %g\n",
+                            attn_dtype_name(dt), (int)threads, (long long)i, (double)th_get(o, dt, (size_t)i),
+                            (double)th_get(want, dt, (size_t)i));
+                    fail();
+                }
+            assert_memory_equal(lo, want_l, (size_t)(H * T) * sizeof(float));
+            /* in place, as the context-parallel folds call it: out = out_a, lse_out = lse_a */
+            memcpy(o, a, ob);
+            memcpy(lo, la, (size_t)(H * T) * sizeof(float));
+            assert_int_equal(attn_merge_attn_states_ex(ctx, &to, &tlo, &tb, &tlb, merge_tokens, 0.0f, &to, &tlo),
+                             ATTN_STATUS_OK);
+            assert_memory_equal(o, want, ob);
+            assert_memory_equal(lo, want_l, (size_t)(H * T) * sizeof(float));
+            free(o), free(lo);
+            attn_ctx_destroy(ctx);
+        }
+        free(a), free(b), free(la), free(lb), free(want), free(want_l);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formula),
@@ -304,6 +388,7 @@ int main(void) {
         cmocka_unit_test(test_nan_state_either_side),
         cmocka_unit_test(test_split_keys),
         cmocka_unit_test(test_merge_ex),
+        cmocka_unit_test(test_threads_and_long_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
