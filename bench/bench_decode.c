@@ -8,7 +8,8 @@
  * so load changes hit both alike; min and median of each, and decode as % of the ceiling (by min and by median).
  *
  * Usage: bench_decode [--batch B] [--ctx L] [--dtype f32|bf16|e4m3|e5m2|all] [--threads T] [--pages huge|4k|both]
- *                     [--reps N] [--shuffle] [--layout nhd|hnd|vllm|vllm-hnd] [--num-heads H] [--num-kv-heads HKV]
+ *                     [--reps N] [--shuffle] [--layout nhd|hnd|vllm|vllm-hnd|kcols] [--num-heads H] [--num-kv-heads
+ * HKV]
  *                     [--head-size D] [--block-size BS]
  * Shape: 32 query heads, 8 kv heads, head size 128, block size 16 (the README's decode shape) unless
  * --num-heads H --num-kv-heads HKV --head-size D --block-size BS say otherwise (SmolLM2-135M, the end-to-end
@@ -26,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/attn.h"
+#include "attn/attn_experimental.h"
 #include "bench_peak.h"
 
 #ifdef ATTN_BENCH_OPENMP
@@ -148,8 +149,8 @@ static uint64_t bd_read_all(const bd_read_job *j, int64_t batch, int threads) {
 }
 
 /* --layout names, and the tag each prints after the page size */
-static const char *const bd_layout_name[4] = {"nhd", "hnd", "vllm", "vllm-hnd"};
-static const char *const bd_layout_tag[4] = {"", " hnd", " vllm", " vllm-hnd"};
+static const char *const bd_layout_name[5] = {"nhd", "hnd", "vllm", "vllm-hnd", "kcols"};
+static const char *const bd_layout_tag[5] = {"", " hnd", " vllm", " vllm-hnd", " kcols"};
 
 static attn_dtype bd_dtype(const char *s) {
     if (!strcmp(s, "f32")) return ATTN_DTYPE_F32;
@@ -199,6 +200,12 @@ static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int th
     attn_tensor tq = attn_tensor_make(q, ATTN_DTYPE_F32, 3, qs), to = attn_tensor_make(o, ATTN_DTYPE_F32, 3, qs);
     attn_tensor tqsl = attn_tensor_make(qsl, ATTN_DTYPE_I32, 1, bs1), tsl = attn_tensor_make(sl, ATTN_DTYPE_I32, 1, bsl);
     attn_tensor tbt = attn_tensor_make(bt, ATTN_DTYPE_I32, 2, bbt);
+    /* --layout kcols: the key half as a key cache stored by dimension ([nb, HKV, D, BS] per block), the value half
+     * as it is, through attn_paged_attention_kv */
+    const int64_t hs[4] = {nb, BD_BS, BD_HKV, BD_D};
+    attn_tensor tkc = attn_tensor_make(c.kv.data, dt, 4, hs);
+    tkc.strides[0] = BD_HKV * BD_D * BD_BS, tkc.strides[1] = 1, tkc.strides[2] = BD_D * BD_BS, tkc.strides[3] = BD_BS;
+    attn_tensor tvc = attn_tensor_make((char *)c.kv.data + c.kv.strides[0] * (int64_t)attn_dtype_size(dt), dt, 4, hs);
     attn_params p;
     attn_params_init(&p);
     p.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
@@ -214,7 +221,10 @@ static int bd_run(attn_ctx *ctx, attn_dtype dt, int64_t batch, int64_t L, int th
     int rc = 0;
     for (int r = -1; r < reps && rc == 0; r++) { /* r = −1: warm-up */
         double t0 = bench_now();
-        if (attn_paged_attention(ctx, &tq, &c.kv, &tqsl, &tsl, &tbt, &p, &to, NULL) != ATTN_STATUS_OK) {
+        const attn_status st = layout == 4
+                                   ? attn_paged_attention_kv(ctx, &tq, &tkc, &tvc, &tqsl, &tsl, &tbt, &p, &to, NULL)
+                                   : attn_paged_attention(ctx, &tq, &c.kv, &tqsl, &tsl, &tbt, &p, &to, NULL);
+        if (st != ATTN_STATUS_OK) {
             fprintf(stderr, "bench_decode: %s\n", attn_last_error());
             rc = 1;
         }
@@ -254,7 +264,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--layout") && i + 1 < argc) {
             const char *v = argv[++i];
             layout = -1;
-            for (int k = 0; k < 4; k++)
+            for (int k = 0; k < 5; k++)
                 if (!strcmp(v, bd_layout_name[k]))
                     layout = k;
             if (layout < 0)
@@ -274,11 +284,12 @@ int main(int argc, char **argv) {
             pages = 0; /* an unknown option: the usage below */
         }
         if (pages == 0) {
-            fprintf(stderr,
-                    "usage: %s [--batch B] [--ctx L] [--dtype f32|bf16|e4m3|e5m2|all] [--threads T] "
-                    "[--pages huge|4k|both] [--reps N] [--shuffle] [--layout nhd|hnd|vllm|vllm-hnd] [--num-heads H] "
-                    "[--num-kv-heads HKV] [--head-size D] [--block-size BS]\n",
-                    argv[0]);
+            fprintf(
+                stderr,
+                "usage: %s [--batch B] [--ctx L] [--dtype f32|bf16|e4m3|e5m2|all] [--threads T] "
+                "[--pages huge|4k|both] [--reps N] [--shuffle] [--layout nhd|hnd|vllm|vllm-hnd|kcols] [--num-heads H] "
+                "[--num-kv-heads HKV] [--head-size D] [--block-size BS]\n",
+                argv[0]);
             return 2;
         }
     }

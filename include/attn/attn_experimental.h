@@ -31,6 +31,48 @@ extern "C" {
 #endif
 
 /* ================================================================================================
+ * Serving: a key cache and a value cache apart (a key cache stored by dimension)
+ * ================================================================================================ */
+
+/* attn_paged_attention over a key cache and a value cache given apart, each a view
+ * [num_blocks, block_size, num_kv_heads, head_size] of the same shape and dtype (f32/f16/bf16/fp8_e4m3/fp8_e5m2),
+ * instead of one kv_cache [2, ...]. The value cache's head dimension is contiguous (strides[3] = 1); the key cache
+ * may have any non-negative strides (strides[3] > 0 where head_size > 1), in particular a key cache stored by dimension
+ * — per block and kv head the keys of one head dimension side by side, memory [num_blocks, num_kv_heads, head_size,
+ * block_size], viewed with strides {num_kv_heads·head_size·block_size, 1, head_size·block_size, block_size} (vLLM's GPU
+ * key cache with x = 1). There the decode Q·Kᵀ loads a column of keys instead of transposing key rows in registers (the
+ * avx512 table; others gather the keys into rows first), with the same multiply-adds in the same order: on every exact
+ * table outputs and LSE are bitwise those of attn_paged_attention on the same keys stored as rows (docs/KERNELS.md
+ * §5). The opt-in tables (avx512bf16, amx) score gathered keys in float32 there, not with their bf16 dot products,
+ * so they differ from their own one-cache results within their stated tolerance.
+ *   q, query_start_loc, seq_lens, block_table, params, out, lse_opt: as attn_paged_attention (the block table
+ *   indexes shape[0] of both caches; an fp8 cache uses params->k_scale / v_scale as there).
+ * Returns INVALID_ARGUMENT (names key_cache / value_cache: a NULL cache, ndim != 4, a shape or dtype that differs
+ * between them, value_cache's strides[3] != 1, key_cache's strides[3] = 0, and as attn_paged_attention), OVERFLOW,
+ * UNSUPPORTED.
+ * Source: vLLM's paged attention with separate key_cache / value_cache (csrc/attention/paged_attention_v1.cu). */
+ATTN_API attn_status attn_paged_attention_kv(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *key_cache,
+                                             const attn_tensor *value_cache, const attn_tensor *query_start_loc,
+                                             const attn_tensor *seq_lens, const attn_tensor *block_table,
+                                             const attn_params *params, attn_tensor *out, attn_tensor *lse_opt);
+/* The oracle twin (double accumulation, docs/SEMANTICS.md §6), reading each key element at its own address. */
+ATTN_API attn_status attn_ref_paged_attention_kv(const attn_tensor *q, const attn_tensor *key_cache,
+                                                 const attn_tensor *value_cache, const attn_tensor *query_start_loc,
+                                                 const attn_tensor *seq_lens, const attn_tensor *block_table,
+                                                 const attn_params *params, attn_tensor *out, attn_tensor *lse_opt);
+
+/* attn_reshape_and_cache_ex into a key cache and a value cache given apart (the views of attn_paged_attention_kv):
+ * for every token t with slot_mapping[t] >= 0, key[t] goes to key_cache[slot / block_size][slot % block_size] (each
+ * element at its own address: a key cache stored by dimension is written element by element) and value[t] to
+ * value_cache[...]; the same conversions and fp8 codes (opts: k_scale / v_scale or per-head arrays). Every check
+ * of attn_reshape_and_cache_ex is made before anything is written, and each cache's elements need their own memory
+ * (attn_validate_distinct_elements' rule), the two caches apart from each other.
+ * Returns INVALID_ARGUMENT, OVERFLOW, UNSUPPORTED (opts->notify: KV-stored events describe one kv_cache). */
+ATTN_API attn_status attn_reshape_and_cache_kv(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                               attn_tensor *key_cache, attn_tensor *value_cache,
+                                               const attn_tensor *slot_mapping, const attn_cache_write_options *opts);
+
+/* ================================================================================================
  * Diffusion: piecewise spans, pre-scaling, quantized attention
  * ================================================================================================ */
 

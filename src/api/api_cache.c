@@ -13,6 +13,7 @@
 #include "api/ctx.h"
 #include "api/kv_events.h"
 #include "api/validate.h"
+#include "attn/attn_experimental.h"
 #include "cache/kv_layout.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -54,16 +55,29 @@ static int64_t attn_index2(const attn_tensor *t, int64_t i, int64_t j) {
 /* The one cache write (attn.h attn_reshape_and_cache_ex); the four older entries below and in api_kv_events.c
  * are wrappers. Checks, in this order: opts (struct_size), notify, ctx, the cache, the fp8 scales, key/value,
  * slot_mapping, every slot, overlaps; then the scatter, then the callback. */
-attn_status attn_reshape_and_cache_ex(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
-                                      attn_tensor *kv_cache, const attn_tensor *slot_mapping,
-                                      const attn_cache_write_options *opts_in) {
+/* kv_cache, or key_cache (in kv_cache's place) and value_cache apart (value_cache non-NULL) */
+static attn_status attn_cache_write(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                    attn_tensor *kv_cache, attn_tensor *value_cache, const attn_tensor *slot_mapping,
+                                    const attn_cache_write_options *opts_in) {
     attn_cache_write_options o;
     ATTN_TRY(attn_cache_write_options_read(opts_in, &o));
     if (o.notify) ATTN_TRY(attn_kv_events_check_notify(o.notify));
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
-    attn_kv_layout c;
-    ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &c));
-    ATTN_TRY(attn_validate_cache_elements(kv_cache, "kv_cache"));
+    attn_kv_layout c, vc;
+    int64_t k_dim_stride = 0;
+    const char *cn = value_cache ? "key_cache" : "kv_cache";
+    if (value_cache) {
+        ATTN_CHECK(!o.notify, ATTN_STATUS_UNSUPPORTED,
+                   "notify: KV-stored events describe one kv_cache, not a key cache and a value cache apart");
+        ATTN_TRY(attn_kv_split_of(kv_cache, value_cache, &c, &vc, &k_dim_stride));
+        ATTN_TRY(attn_validate_distinct_elements(kv_cache, "key_cache")); /* (no halves: strides[0] is a block's) */
+        ATTN_TRY(attn_validate_distinct_elements(value_cache, "value_cache"));
+        ATTN_CHECK(!attn_tensor_overlap(kv_cache, value_cache), ATTN_STATUS_INVALID_ARGUMENT,
+                   "value_cache: overlaps key_cache in memory");
+    } else {
+        ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &c));
+        ATTN_TRY(attn_validate_cache_elements(kv_cache, "kv_cache"));
+    }
     if (attn_dtype_is_fp8(c.dtype)) { /* float caches ignore the scales, as vLLM does for "auto" */
         /* a per-head array replaces its scalar, which is then not read (nor checked) */
         if (o.k_scales) ATTN_TRY(attn_check_fp8_scales(o.k_scales, c.num_kv_heads, "k_scales", c.dtype));
@@ -90,11 +104,16 @@ attn_status attn_reshape_and_cache_ex(attn_ctx *ctx, const attn_tensor *key, con
                    "slot_mapping: entry %lld = %lld >= num_blocks·block_size = %lld", (long long)t,
                    (long long)slot, (long long)num_slots);
     }
-    ATTN_CHECK(!attn_tensor_overlap(kv_cache, key), ATTN_STATUS_INVALID_ARGUMENT, "kv_cache: overlaps key in memory");
-    ATTN_CHECK(!attn_tensor_overlap(kv_cache, value), ATTN_STATUS_INVALID_ARGUMENT,
-               "kv_cache: overlaps value in memory");
-    ATTN_CHECK(!attn_tensor_overlap(kv_cache, slot_mapping), ATTN_STATUS_INVALID_ARGUMENT,
-               "kv_cache: overlaps slot_mapping in memory");
+    const attn_tensor *outs[2] = {kv_cache, value_cache};
+    const char *out_names[2] = {cn, "value_cache"};
+    for (int i = 0; i < 2 && outs[i]; i++) {
+        ATTN_CHECK(!attn_tensor_overlap(outs[i], key), ATTN_STATUS_INVALID_ARGUMENT, "%s: overlaps key in memory",
+                   out_names[i]);
+        ATTN_CHECK(!attn_tensor_overlap(outs[i], value), ATTN_STATUS_INVALID_ARGUMENT, "%s: overlaps value in memory",
+                   out_names[i]);
+        ATTN_CHECK(!attn_tensor_overlap(outs[i], slot_mapping), ATTN_STATUS_INVALID_ARGUMENT,
+                   "%s: overlaps slot_mapping in memory", out_names[i]);
+    }
     const int64_t ke = (int64_t)attn_dtype_size(key->dtype);
     attn_kv_rows rows;
     rows.key = (const char *)key->data;
@@ -106,9 +125,25 @@ attn_status attn_reshape_and_cache_ex(attn_ctx *ctx, const attn_tensor *key, con
     rows.value_head_stride = value->strides[1] * ke;
     rows.k_scale = o.k_scale, rows.v_scale = o.v_scale;
     rows.k_scales = o.k_scales, rows.v_scales = o.v_scales;
-    attn_kv_scatter(&c, &rows, slot_mapping, num_tokens, ctx->kern);
+    if (value_cache)
+        attn_kv_scatter_split(&c, k_dim_stride, &vc, &rows, slot_mapping, num_tokens, ctx->kern);
+    else
+        attn_kv_scatter(&c, &rows, slot_mapping, num_tokens, ctx->kern);
     if (o.notify) attn_kv_events_notify(kv_cache, slot_mapping, o.notify);
     return ATTN_STATUS_OK;
+}
+
+attn_status attn_reshape_and_cache_ex(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                      attn_tensor *kv_cache, const attn_tensor *slot_mapping,
+                                      const attn_cache_write_options *opts_in) {
+    return attn_cache_write(ctx, key, value, kv_cache, NULL, slot_mapping, opts_in);
+}
+
+attn_status attn_reshape_and_cache_kv(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,
+                                      attn_tensor *key_cache, attn_tensor *value_cache, const attn_tensor *slot_mapping,
+                                      const attn_cache_write_options *opts) {
+    ATTN_CHECK(value_cache != NULL, ATTN_STATUS_INVALID_ARGUMENT, "value_cache: is NULL");
+    return attn_cache_write(ctx, key, value, key_cache, value_cache, slot_mapping, opts);
 }
 
 attn_status attn_reshape_and_cache_scaled(attn_ctx *ctx, const attn_tensor *key, const attn_tensor *value,

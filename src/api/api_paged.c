@@ -11,6 +11,7 @@
 #include "api/ctx.h"
 #include "api/validate.h"
 #include "attention/fwd.h"
+#include "attn/attn_experimental.h"
 #include "cache/kv_layout.h"
 #include "core/checked_math.h"
 #include "core/dtype.h"
@@ -33,6 +34,9 @@ typedef struct attn_paged_call {
     int64_t bt_row_stride;
     const int32_t *kinds;       /* [num_reqs] attn_request_kind, NULL = all DECODER            */
     const attn_tensor *key, *value; /* ENCODER_ONLY rows [num_tokens, num_kv_heads, head_size] */
+    int split;                      /* 1: cache describes the key cache, vcache the value cache (attn_kv_split_of) */
+    attn_kv_layout vcache;
+    int64_t k_dim_stride; /* split: bytes between a key's head dimensions                */
 } attn_paged_call;
 
 static void attn_paged_get_seq(const attn_problem *p, int64_t r, attn_seq_view *s) {
@@ -68,14 +72,22 @@ static void attn_paged_get_seq(const attn_problem *p, int64_t r, attn_seq_view *
     s->v = attn_byte_ptr(c->cache.base, c->cache.kv_stride);
     s->block_table = (const int32_t *)(uintptr_t)attn_byte_ptr(c->block_table, r * c->bt_row_stride * (int64_t)sizeof(int32_t));
     s->block_size = c->cache.block_size;
+    if (c->split) { /* a key cache and a value cache apart; K rows by dimension unless its dimensions are adjacent */
+        s->v = attn_byte_ptr(c->vcache.base, 0);
+        s->k_block_stride = c->cache.block_stride, s->v_block_stride = c->vcache.block_stride;
+        s->k_row_stride = c->cache.row_stride, s->v_row_stride = c->vcache.row_stride;
+        s->k_head_stride = c->cache.head_stride, s->v_head_stride = c->vcache.head_stride;
+        s->k_dim_stride = c->k_dim_stride == c->cache.elem_size ? 0 : c->k_dim_stride;
+        return;
+    }
     s->k_block_stride = s->v_block_stride = c->cache.block_stride;
     s->k_row_stride = s->v_row_stride = c->cache.row_stride;
     s->k_head_stride = s->v_head_stride = c->cache.head_stride;
 }
 
 /* q / out / lse of a paged call and the options; fills the problem's shape fields. */
-static attn_status attn_paged_check_qo(const attn_tensor *q, const attn_kv_layout *cache, const attn_params *params,
-                                       attn_tensor *out, attn_tensor *lse, attn_problem *p) {
+static attn_status attn_paged_check_qo(const attn_tensor *q, const attn_kv_layout *cache, const char *cache_name,
+                                       const attn_params *params, attn_tensor *out, attn_tensor *lse, attn_problem *p) {
     ATTN_TRY(attn_tensor_check(q, "q", 3, 1));
     ATTN_TRY(attn_tensor_check(out, "out", 3, 1));
     ATTN_TRY(attn_tensor_check_float(q, "q"));
@@ -86,10 +98,11 @@ static attn_status attn_paged_check_qo(const attn_tensor *q, const attn_kv_layou
                (long long)num_heads, ATTN_MAX_HEADS);
     ATTN_CHECK(num_tokens <= ATTN_MAX_SEQ_LEN, ATTN_STATUS_INVALID_ARGUMENT,
                "q: num_tokens=%lld exceeds ATTN_MAX_SEQ_LEN=%lld", (long long)num_tokens, (long long)ATTN_MAX_SEQ_LEN);
+    const int split = strcmp(cache_name, "kv_cache") != 0; /* key_cache [num_blocks, block_size, Hkv, D] */
     ATTN_CHECK(num_heads % cache->num_kv_heads == 0, ATTN_STATUS_INVALID_ARGUMENT,
-               "kv_cache: shape[3]=%lld does not divide num_heads=%lld", (long long)cache->num_kv_heads,
-               (long long)num_heads);
-    ATTN_TRY(attn_tensor_check_dim(q, "q", 2, cache->head_size, "kv_cache head_size"));
+               "%s: shape[%d]=%lld does not divide num_heads=%lld", cache_name, split ? 2 : 3,
+               (long long)cache->num_kv_heads, (long long)num_heads);
+    ATTN_TRY(attn_tensor_check_dim(q, "q", 2, cache->head_size, split ? "key_cache head_size" : "kv_cache head_size"));
     ATTN_TRY(attn_tensor_check_dtype(out, "out", q->dtype));
     ATTN_TRY(attn_tensor_check_dim(out, "out", 0, num_tokens, "num_tokens"));
     ATTN_TRY(attn_tensor_check_dim(out, "out", 1, num_heads, "num_heads"));
@@ -124,12 +137,20 @@ static attn_status attn_check_i32(const attn_tensor *t, const char *name, int32_
     return ATTN_STATUS_OK;
 }
 
-static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *kv_cache, const attn_tensor *qsl,
-                                      const attn_tensor *seq_lens, const attn_tensor *bt, const attn_params *params,
-                                      attn_tensor *out, attn_tensor *lse, attn_paged_call *c, attn_problem *p) {
+/* kv_cache, or key_cache and value_cache apart (value_cache non-NULL) */
+static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *kv_cache, const attn_tensor *value_cache,
+                                      const attn_tensor *qsl, const attn_tensor *seq_lens, const attn_tensor *bt,
+                                      const attn_params *params, attn_tensor *out, attn_tensor *lse, attn_paged_call *c,
+                                      attn_problem *p) {
     memset(c, 0, sizeof *c);
-    ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &c->cache));
-    ATTN_TRY(attn_paged_check_qo(q, &c->cache, params, out, lse, p));
+    const char *cache_name = value_cache ? "key_cache" : "kv_cache";
+    if (value_cache) {
+        ATTN_TRY(attn_kv_split_of(kv_cache, value_cache, &c->cache, &c->vcache, &c->k_dim_stride));
+        c->split = 1;
+    } else {
+        ATTN_TRY(attn_kv_layout_of(kv_cache, "kv_cache", &c->cache));
+    }
+    ATTN_TRY(attn_paged_check_qo(q, &c->cache, cache_name, params, out, lse, p));
     ATTN_TRY(attn_check_i32(qsl, "query_start_loc", 1));
     ATTN_CHECK(qsl->shape[0] >= 1, ATTN_STATUS_INVALID_ARGUMENT,
                "query_start_loc: shape[0]=0, expected num_reqs+1 >= 1");
@@ -159,10 +180,11 @@ static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *k
         ATTN_TRY(attn_work_add(&pairs, 1, p->num_heads, b - a, seq_len));
         if (b - a > max_q) max_q = b - a;
     }
-    const attn_tensor *ins[] = {q, kv_cache, qsl, seq_lens, bt, lse};
-    const char *names[] = {"q", "kv_cache", "query_start_loc", "seq_lens", "block_table", "lse"};
-    ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 6));
-    if (lse) ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 5));
+    const attn_tensor *ins[] = {q, kv_cache, value_cache, qsl, seq_lens, bt, lse};
+    const char *names[] = {"q", cache_name, "value_cache", "query_start_loc", "seq_lens", "block_table", "lse"};
+    ATTN_TRY(attn_validate_no_overlap(out, "out", ins, names, 7));
+    if (lse)
+        ATTN_TRY(attn_validate_no_overlap(lse, "lse", ins, names, 6));
     c->q = q, c->out = out, c->lse = lse;
     c->qsl = qd, c->qsl_stride = qst;
     c->seq_lens = sd, c->seq_lens_stride = sst;
@@ -173,29 +195,52 @@ static attn_status attn_paged_prepare(const attn_tensor *q, const attn_tensor *k
     return ATTN_STATUS_OK;
 }
 
+/* The four plan-less entries: kv_cache, or key_cache (in its place) and value_cache; ctx NULL runs the oracle. */
+static attn_status attn_paged_call_run(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *kv_cache,
+                                       const attn_tensor *value_cache, const attn_tensor *query_start_loc,
+                                       const attn_tensor *seq_lens, const attn_tensor *block_table,
+                                       const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
+    ATTN_PARAMS_LOAD(params);
+    attn_paged_call call;
+    attn_problem p;
+    memset(&p, 0, sizeof p);
+    ATTN_TRY(attn_paged_prepare(q, kv_cache, value_cache, query_start_loc, seq_lens, block_table, params, out, lse_opt,
+                                &call, &p));
+    return ctx ? attn_ctx_run(ctx, &p) : attn_ref_run(&p);
+}
+
 attn_status attn_paged_attention(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *kv_cache,
                                  const attn_tensor *query_start_loc, const attn_tensor *seq_lens,
                                  const attn_tensor *block_table, const attn_params *params, attn_tensor *out,
                                  attn_tensor *lse_opt) {
     ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
-    ATTN_PARAMS_LOAD(params);
-    attn_paged_call call;
-    attn_problem p;
-    memset(&p, 0, sizeof p);
-    ATTN_TRY(attn_paged_prepare(q, kv_cache, query_start_loc, seq_lens, block_table, params, out, lse_opt, &call, &p));
-    return attn_ctx_run(ctx, &p);
+    return attn_paged_call_run(ctx, q, kv_cache, NULL, query_start_loc, seq_lens, block_table, params, out, lse_opt);
 }
 
 attn_status attn_ref_paged_attention(const attn_tensor *q, const attn_tensor *kv_cache,
                                      const attn_tensor *query_start_loc, const attn_tensor *seq_lens,
                                      const attn_tensor *block_table, const attn_params *params, attn_tensor *out,
                                      attn_tensor *lse_opt) {
-    ATTN_PARAMS_LOAD(params);
-    attn_paged_call call;
-    attn_problem p;
-    memset(&p, 0, sizeof p);
-    ATTN_TRY(attn_paged_prepare(q, kv_cache, query_start_loc, seq_lens, block_table, params, out, lse_opt, &call, &p));
-    return attn_ref_run(&p);
+    return attn_paged_call_run(NULL, q, kv_cache, NULL, query_start_loc, seq_lens, block_table, params, out, lse_opt);
+}
+
+attn_status attn_paged_attention_kv(attn_ctx *ctx, const attn_tensor *q, const attn_tensor *key_cache,
+                                    const attn_tensor *value_cache, const attn_tensor *query_start_loc,
+                                    const attn_tensor *seq_lens, const attn_tensor *block_table,
+                                    const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
+    ATTN_CHECK(ctx != NULL, ATTN_STATUS_INVALID_ARGUMENT, "ctx: is NULL");
+    ATTN_CHECK(value_cache != NULL, ATTN_STATUS_INVALID_ARGUMENT, "value_cache: is NULL");
+    return attn_paged_call_run(ctx, q, key_cache, value_cache, query_start_loc, seq_lens, block_table, params, out,
+                               lse_opt);
+}
+
+attn_status attn_ref_paged_attention_kv(const attn_tensor *q, const attn_tensor *key_cache,
+                                        const attn_tensor *value_cache, const attn_tensor *query_start_loc,
+                                        const attn_tensor *seq_lens, const attn_tensor *block_table,
+                                        const attn_params *params, attn_tensor *out, attn_tensor *lse_opt) {
+    ATTN_CHECK(value_cache != NULL, ATTN_STATUS_INVALID_ARGUMENT, "value_cache: is NULL");
+    return attn_paged_call_run(NULL, q, key_cache, value_cache, query_start_loc, seq_lens, block_table, params, out,
+                               lse_opt);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -243,7 +288,7 @@ attn_status attn_forward_paged(attn_ctx *ctx, const attn_plan *plan, const attn_
      * for q's heads, and a caller sizes them from the plan (python/attn/ops.py Plan.forward does) */
     ATTN_TRY(attn_tensor_check(q, "q", 3, 1));
     ATTN_TRY(attn_tensor_check_dim(q, "q", 1, cfg->num_heads, "plan num_heads"));
-    ATTN_TRY(attn_paged_check_qo(q, &call.cache, params, out, lse_opt, &p[0]));
+    ATTN_TRY(attn_paged_check_qo(q, &call.cache, "kv_cache", params, out, lse_opt, &p[0]));
     ATTN_TRY(attn_tensor_check_dim(q, "q", 0, plan->num_tokens, "plan num_tokens"));
     if (plan->num_encoder_only > 0) {
         ATTN_TRY(attn_paged_check_rows(key_opt, "key", &call.cache, plan->num_tokens));

@@ -183,6 +183,10 @@ void attn_fwd_rows(const struct attn_kernels *kern, const attn_seq_view *seq, at
     const int64_t row_stride = is_v ? seq->v_row_stride : seq->k_row_stride;
     int64_t tile_row = ((width + 15) & ~(int64_t)15) + 16;
     if (tile_row % 256 == 0) tile_row += 16; /* 1 KiB apart would alias again (width 225..240) */
+    if (!is_v && seq->k_dim_stride) {        /* K stored by dimension: gathered element by element (exact widening) */
+        attn_fwd_k_gather(seq, dtype, g, a, b, width, tile, tile_row, rows);
+        return;
+    }
     const int in_place = dtype == ATTN_DTYPE_F32 && row_stride % 1024 != 0;
     for (int64_t j = a; j < b; j++) {
         const char *src = is_v ? attn_seq_v_row(seq, j, g) : attn_seq_k_row(seq, j, g);
@@ -197,10 +201,22 @@ void attn_fwd_rows(const struct attn_kernels *kern, const attn_seq_view *seq, at
     }
 }
 
-/* Prefetch of every cache line of the K and V rows of keys [a, b), kv head g (no effect on results). */
+void attn_fwd_k_gather(const attn_seq_view *seq, attn_dtype dtype, int64_t g, int64_t a, int64_t b, int64_t width,
+                       float *tile, int64_t tile_row, const float **rows) {
+    for (int64_t j = a; j < b; j++) {
+        const char *src = attn_seq_k_row(seq, j, g);
+        float *dst = tile + (j - a) * tile_row;
+        for (int64_t d = 0; d < width; d++)
+            dst[d] = attn_load_f(src + d * seq->k_dim_stride, dtype, 0);
+        rows[j - a] = dst;
+    }
+}
+
+/* Prefetch of every cache line of the K and V rows of keys [a, b), kv head g (no effect on results); K stored
+ * by dimension (seq->k_dim_stride) is left to the hardware. */
 void attn_fwd_prefetch(const attn_problem *p, const attn_seq_view *seq, int64_t g, int64_t a, int64_t b) {
     const int64_t es = (int64_t)attn_dtype_size(p->kv_dtype);
-    const int64_t kbytes = p->head_size * es, vbytes = p->head_size_v * es;
+    const int64_t kbytes = seq->k_dim_stride ? 0 : p->head_size * es, vbytes = p->head_size_v * es;
     for (int64_t j = a; j < b; j++) {
         const char *k = attn_seq_k_row(seq, j, g), *v = attn_seq_v_row(seq, j, g);
         for (int64_t off = 0; off < kbytes; off += 64) __builtin_prefetch(k + off, 0, 3);

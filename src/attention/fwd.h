@@ -115,6 +115,11 @@ void attn_fwd_block_init(const attn_problem *p, const attn_fwd_shape *sh, const 
 void attn_fwd_pack_q(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                      attn_fwd_scratch *sc);
 
+/* Keys [a, b) of kv head g stored by dimension (seq->k_dim_stride != 0) as float32 rows of `width` in `tile`,
+ * tile_row floats apart, rows[] pointed at them: each element widened exactly (attn_load_f), the values every
+ * other path computes with, so the bits are those of the same keys stored as rows. */
+void attn_fwd_k_gather(const attn_seq_view *seq, attn_dtype dtype, int64_t g, int64_t a, int64_t b, int64_t width,
+                       float *tile, int64_t tile_row, const float **rows);
 /* Row pointers of keys [a, b) of kv head g as float32 rows of `width` (shared by every schedule): in place
  * for f32 rows whose byte stride is not a multiple of 1 KiB, else converted or copied into `tile` (padded
  * row stride <= ATTN_HEAD_SIZE_MAX + 16 floats). The values are the same floats either way. */

@@ -99,7 +99,7 @@ void attn_fwd_multi_part_state(const attn_problem *p, attn_fwd_scratch *sc, int6
 static void attn_fx_prefetch_rows(const attn_problem *p, const attn_seq_view *seq, int64_t g0, int64_t g1,
                                   int64_t a, int64_t b) {
     const int64_t es = (int64_t)attn_dtype_size(p->kv_dtype);
-    const int64_t kbytes = (g1 - g0) * seq->k_head_stride + p->head_size * es;
+    const int64_t kbytes = seq->k_dim_stride ? 0 : (g1 - g0) * seq->k_head_stride + p->head_size * es; /* rows only */
     const int64_t vbytes = (g1 - g0) * seq->v_head_stride + p->head_size_v * es;
     for (int64_t j = a; j < b; j++) {
         const char *k = attn_seq_k_row(seq, j, g0), *v = attn_seq_v_row(seq, j, g0);
@@ -173,21 +173,20 @@ static void attn_fx_pv_rows(const struct attn_kernels *kern, int64_t a, const fl
 
 /* 1 if the few-row block's tile [a, b) needs the row-by-row P·V (attn_fwd_pv_safe's rule): the tile hides
  * some key from some row and a V row (v_raw[0] is key a) is not finite. */
-static int attn_fx_needs_safe_pv(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
-                                 const void *const *v_raw, int64_t a, int64_t b) {
-    return !attn_mask_tile_is_full(p, blk, a, b) &&
-           attn_fwd_rows_nonfinite(v_raw, attn_fx_raw_dtype(p, kern), b - a, p->head_size_v);
+static int attn_fx_needs_safe_pv(const attn_problem *p, const attn_fwd_block *blk, const void *const *v_raw,
+                                 attn_dtype dtype, int64_t a, int64_t b) {
+    return !attn_mask_tile_is_full(p, blk, a, b) && attn_fwd_rows_nonfinite(v_raw, dtype, b - a, p->head_size_v);
 }
 
 /* P·V of a few-row block's tile [a, b) (P in s) into o_d row by row, hidden keys (p = 0) reading a zero row. */
 static void attn_fx_pv_raw_safe(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
-                                attn_fwd_scratch *sc, const attn_fx_state *st, const float *s,
-                                const void *const *v_raw, int64_t a, int64_t b) {
+                                attn_fwd_scratch *sc, const attn_fx_state *st, const float *s, const void *const *v_raw,
+                                attn_dtype dtype, int64_t a, int64_t b) {
     const int64_t nk = b - a, dv = p->head_size_v;
     memset(sc->zero_row, 0, (ATTN_HEAD_SIZE_MAX + 16) * sizeof(float));
     for (int32_t r = 0; r < blk->num_rows; r++) {
         for (int64_t k = 0; k < nk; k++) sc->v_safe[k] = s[k * ATTN_QB + r] == 0.0f ? sc->zero_row : v_raw[k];
-        attn_fx_pv_rows(kern, a, s + r, nk, 1, sc->v_safe, attn_fx_raw_dtype(p, kern), dv, st->o_d + r * dv, NULL);
+        attn_fx_pv_rows(kern, a, s + r, nk, 1, sc->v_safe, dtype, dv, st->o_d + r * dv, NULL);
     }
 }
 
@@ -197,13 +196,38 @@ static void attn_fx_pv_raw_safe(const attn_problem *p, const struct attn_kernels
  * in attn_fwd_tile too), so every value is the one attn_fwd_tile computes, in another layout. */
 static void attn_fx_tile_raw(const attn_problem *p, const struct attn_kernels *kern, const attn_fwd_block *blk,
                              attn_fwd_scratch *sc, const attn_fx_state *st, float *s, const void *const *k_raw,
-                             const void *const *v_raw, int64_t a, int64_t b) {
-    kern->qk_tile_kv(st->q_t, blk->num_rows, p->head_size, k_raw, attn_fx_raw_dtype(p, kern), b - a, s);
+                             attn_dtype k_dtype, const void *const *v_raw, attn_dtype dtype, int64_t a, int64_t b) {
+    kern->qk_tile_kv(st->q_t, blk->num_rows, p->head_size, k_raw, k_dtype, b - a, s);
     attn_fx_softmax_raw(p, kern, blk, st, s, a, b);
-    if (attn_fx_needs_safe_pv(p, kern, blk, v_raw, a, b)) attn_fx_pv_raw_safe(p, kern, blk, sc, st, s, v_raw, a, b);
+    if (attn_fx_needs_safe_pv(p, blk, v_raw, dtype, a, b))
+        attn_fx_pv_raw_safe(p, kern, blk, sc, st, s, v_raw, dtype, a, b);
     else
-        attn_fx_pv_rows(kern, a, s, b - a, blk->num_rows, v_raw, attn_fx_raw_dtype(p, kern), p->head_size_v, st->o_d,
-                        NULL);
+        attn_fx_pv_rows(kern, a, s, b - a, blk->num_rows, v_raw, dtype, p->head_size_v, st->o_d, NULL);
+}
+
+/* Q·Kᵀ of a few-row block over keys [a, b) (at most ATTN_KV_TILE) of kv head g stored by dimension
+ * (seq->k_dim_stride): the table's qk_cols_kv on runs of at most 16 keys inside one cache block where it takes them
+ * (keys one element apart), else the keys gathered into float rows (sc->k_tile, sc->k_rows) for qk_tile_kv. The same
+ * chains either way (kernels.h). */
+static void attn_fx_qk_cols(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
+                            const float *q_t, int64_t num_rows, const attn_seq_view *seq, int64_t g, int64_t a,
+                            int64_t b, float *s) {
+    if (kern->qk_cols_kv && seq->k_row_stride == (int64_t)attn_dtype_size(p->kv_dtype)) {
+        const void *runs[ATTN_KV_TILE];
+        int32_t keys[ATTN_KV_TILE];
+        int64_t n = 0;
+        for (int64_t t = a; t < b; n++) {
+            int64_t e = t + 16 < b ? t + 16 : b;
+            if (seq->block_table && (t / seq->block_size + 1) * seq->block_size < e)
+                e = (t / seq->block_size + 1) * seq->block_size;
+            runs[n] = attn_seq_k_row(seq, t, g), keys[n] = (int32_t)(e - t);
+            t = e;
+        }
+        if (kern->qk_cols_kv(q_t, num_rows, p->head_size, runs, keys, n, seq->k_dim_stride, p->kv_dtype, s))
+            return;
+    }
+    attn_fwd_k_gather(seq, p->kv_dtype, g, a, b, p->head_size, sc->k_tile, ATTN_HEAD_SIZE_MAX + 16, sc->k_rows);
+    kern->qk_tile_kv(q_t, num_rows, p->head_size, (const void *const *)sc->k_rows, ATTN_DTYPE_F32, b - a, s);
 }
 
 /* Prefetch of `bytes` from `ptr` into L1 / into L2, one request per cache line (no effect on results). Two
@@ -417,16 +441,23 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
     const attn_seq_view *seq = &sl[0].blk.seq;
     const int64_t es = (int64_t)attn_dtype_size(p->kv_dtype);
     const int64_t g0 = sl[0].blk.kv_head, g1 = sl[n - 1].blk.kv_head;
-    const int64_t kspan = attn_fwd_token_span(g1 - g0, seq->k_head_stride, p->head_size * es, seq->k_row_stride);
     const int64_t vspan = attn_fwd_token_span(g1 - g0, seq->v_head_stride, p->head_size_v * es, seq->v_row_stride);
+    /* K stored by dimension has no token rows to prefetch; the hardware streams its columns (a cache block's keys of a
+     * kv head lie back to back): prefetching them by columns, into L1 and L2 as rows are, made a bf16 b8 × 4k decode
+     * 1.3–1.4× slower (bench_decode --layout kcols, blocks of 16 and 32, Zen 4), into L1 only ~1.0–1.05×. Its steps
+     * are 32 keys (two 16-key runs per qk_cols_kv call: 2R chains in flight) */
+    const int kcols = seq->k_dim_stride != 0;
+    const int64_t kspan =
+        kcols ? vspan : attn_fwd_token_span(g1 - g0, seq->k_head_stride, p->head_size * es, seq->k_row_stride);
     const int prefetch = hi_all - lo_all > ATTN_FX_PREFETCH_MIN_KEYS;
-    const int by_rows = prefetch && attn_fx_head_major(seq, g1 - g0) && kern->qk_tile_kv_pf && kern->pv_rows_kv_pf;
+    const int by_rows =
+        prefetch && !kcols && attn_fx_head_major(seq, g1 - g0) && kern->qk_tile_kv_pf && kern->pv_rows_kv_pf;
     int kv_phase = 0;
     const int64_t kvspan = prefetch ? attn_fx_kv_span(p, seq, by_rows ? 0 : g1 - g0, &kv_phase) : 0;
     const int64_t row_bytes = (p->head_size > p->head_size_v ? p->head_size : p->head_size_v) * es;
     const int64_t span = kvspan ? (g1 - g0 + 1) * row_bytes : kspan > vspan ? kspan : vspan;
     const int ranges =
-        kvspan || ATTN_FX_CHUNK_MAX * span <= ATTN_FX_CHUNK_BYTES; /* 32-key steps (attn_fx_prefetch_tokens) */
+        kvspan || kcols || ATTN_FX_CHUNK_MAX * span <= ATTN_FX_CHUNK_BYTES; /* 32-key steps (attn_fx_prefetch_tokens) */
     const int64_t ch = ranges ? ATTN_FX_CHUNK_MAX : ATTN_FX_CHUNK_MIN;
     const int near = prefetch && !by_rows && !kvspan && 2 * ch * span <= ATTN_FX_L1_BYTES,
               prefetch_far = prefetch && !by_rows && !kvspan && (es > 1 || !near);
@@ -476,12 +507,14 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                     /* this step's share of the prefetches: tokens [pa + done, pa + upto), [pa2 + done2, ...) */
                     const int64_t upto = near ? (pb - pa) * j / n : 0;
                     attn_kv_prefetch pf = {0};
-                    attn_fx_prefetch_share(seq, pf_phase, g0, pf_phase == 0 ? kspan : vspan, pa + done, pa + upto, 1,
-                                           ranges, in_kernel, &pf.l1, &pf.l1_lines);
+                    if (!(kcols && pf_phase == 0)) /* K by dimension: none (see kcols above) */
+                        attn_fx_prefetch_share(seq, pf_phase, g0, pf_phase == 0 ? kspan : vspan, pa + done, pa + upto,
+                                               1, ranges, in_kernel, &pf.l1, &pf.l1_lines);
                     done = upto;
                     const int64_t upto2 = prefetch_far ? (pb2 - pa2) * j / n : 0;
-                    attn_fx_prefetch_share(seq, pf2_phase, g0, pf2_phase == 0 ? kspan : vspan, pa2 + done2, pa2 + upto2,
-                                           0, ranges, in_kernel, &pf.l2, &pf.l2_lines);
+                    if (!(kcols && pf2_phase == 0))
+                        attn_fx_prefetch_share(seq, pf2_phase, g0, pf2_phase == 0 ? kspan : vspan, pa2 + done2,
+                                               pa2 + upto2, 0, ranges, in_kernel, &pf.l2, &pf.l2_lines);
                     done2 = upto2;
                     const int64_t upto3 = by_rows ? xn : xn * j / n;
                     if (kvspan)
@@ -498,7 +531,7 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                     }
                     const void **raw = phase == 0 ? sc->k_raw : sc->v_raw;
                     for (int64_t t = ka_all; t < kb_all; t++) raw[t - ka_all] = base[t - c0] + (g - g0) * head_stride;
-                    if (attn_fx_widens(p, kern)) /* <= ATTN_FX_CHUNK_MAX rows of this head, widened */
+                    if (attn_fx_widens(p, kern) && !(kcols && phase == 0)) /* <= ATTN_FX_CHUNK_MAX rows, widened */
                         attn_fx_widen_fp8(p, kern, raw, kb_all - ka_all, phase == 0 ? p->head_size : p->head_size_v,
                                           phase == 0 ? sc->k_tile : sc->v_tile);
                     for (int64_t k = i; k < j; k++) {
@@ -509,7 +542,10 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                         const int64_t a = c0 > s->lo ? c0 : s->lo, b = c1 < s->hi ? c1 : s->hi;
                         if (a >= b) continue;
                         const attn_fx_state st = attn_fx_state_of(p, sc, k);
-                        if (phase == 0 && in_kernel)
+                        if (phase == 0 && kcols)
+                            attn_fx_qk_cols(p, kern, sc, st.q_t, s->blk.num_rows, seq, g, a, b,
+                                            st.s + (a - sa) * ATTN_QB);
+                        else if (phase == 0 && in_kernel)
                             kern->qk_tile_kv_pf(st.q_t, s->blk.num_rows, p->head_size, sc->k_raw + (a - ka_all),
                                                 attn_fx_raw_dtype(p, kern), b - a, st.s + (a - sa) * ATTN_QB, &pf);
                         else if (phase == 0)
@@ -537,9 +573,10 @@ static void attn_fx_partition_tokens(const attn_problem *p, const struct attn_ke
                 /* a tile that hides keys from some row: P·V of the whole tile here if a V row is not finite */
                 for (int64_t t = sa; t < sb; t++) sc->v_raw[t - sa] = attn_seq_v_row(seq, t, s->blk.kv_head);
                 if (attn_fx_widens(p, kern)) attn_fx_widen_fp8(p, kern, sc->v_raw, sb - sa, p->head_size_v, sc->v_tile);
-                if (!attn_fx_needs_safe_pv(p, kern, &s->blk, sc->v_raw, sa, sb)) continue;
+                if (!attn_fx_needs_safe_pv(p, &s->blk, sc->v_raw, attn_fx_raw_dtype(p, kern), sa, sb))
+                    continue;
                 s->safe_pv = 1;
-                attn_fx_pv_raw_safe(p, kern, &s->blk, sc, &st, st.s, sc->v_raw, sa, sb);
+                attn_fx_pv_raw_safe(p, kern, &s->blk, sc, &st, st.s, sc->v_raw, attn_fx_raw_dtype(p, kern), sa, sb);
             }
         }
     }
@@ -571,8 +608,10 @@ void attn_fwd_multi_begin(const attn_problem *p, const struct attn_kernels *kern
         attn_fwd_scratch tmp = *sc;
         tmp.q_t = st.q_t;
         attn_fwd_pack_q(p, kern, &sl[i].blk, &tmp);
-        if (kern->qk_prep_kv && attn_fx_raw(p, &sl[i].blk)) /* an opt-in table's q form (kernels.h) */
-            kern->qk_prep_kv(st.q_t, sl[i].blk.num_rows, p->head_size, attn_fx_raw_dtype(p, kern));
+        if (kern->qk_prep_kv && attn_fx_raw(p, &sl[i].blk)) /* an opt-in table's q form (kernels.h); K stored by
+                                                            dimension reaches its Q·Kᵀ as float rows */
+            kern->qk_prep_kv(st.q_t, sl[i].blk.num_rows, p->head_size,
+                             sl[i].blk.seq.k_dim_stride ? ATTN_DTYPE_F32 : attn_fx_raw_dtype(p, kern));
         /* empty folded state; its o is written by the first fold (a copy: bitwise what folding into zeros
          * gives, 0·0 + 1·o = o) and never read while l = 0, so it is not cleared here */
         attn_fwd_ml_reset(st.m_acc, st.l_acc);
@@ -682,14 +721,17 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                 else any_float = 1;
             }
             const int widen = attn_fx_widens(p, kern); /* few-row blocks read the widened float rows */
+            /* K stored by dimension: few-row blocks read the float K rows gathered for the tile (and V in place) */
+            const int kcols = seq->k_dim_stride != 0;
             sc->v_rows_finite = 0; /* checked once for the float blocks whose tile hides keys (attn_fwd_tile) */
             int v_checked = 0;
             /* an opt-in table's own form of the tile, made once for the float blocks on it (kernels.h): straight from
              * bf16 rows, which then are not widened at all when every V row is finite (only the safe P·V, for a
              * non-finite V, reads the float rows); else from the float rows below */
             sc->kv_prepped = 0, sc->kv_prep_key0 = ta;
-            int rows_needed = any_float || (any_raw && widen);
-            const int prep_raw = any_float && !any_raw && kern->kv_tile_prep && p->kv_dtype == ATTN_DTYPE_BF16;
+            int rows_needed = any_float || (any_raw && (widen || kcols));
+            const int prep_raw =
+                any_float && !any_raw && kern->kv_tile_prep && p->kv_dtype == ATTN_DTYPE_BF16 && !kcols;
             if ((any_raw && !widen) || prep_raw)
                 for (int64_t t = ta; t < tb; t++) {
                     sc->k_raw[t - ta] = attn_seq_k_row(seq, t, g);
@@ -705,10 +747,11 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                 attn_fwd_rows(kern, seq, p->kv_dtype, 0, g, ta, tb, p->head_size, sc->k_tile, sc->k_rows);
                 attn_fwd_rows(kern, seq, p->kv_dtype, 1, g, ta, tb, p->head_size_v, sc->v_tile, sc->v_rows);
             }
-            if (any_raw && widen)
+            if (any_raw && (widen || kcols))
                 for (int64_t t = ta; t < tb; t++) {
                     sc->k_raw[t - ta] = sc->k_rows[t - ta];
-                    sc->v_raw[t - ta] = sc->v_rows[t - ta];
+                    if (widen)
+                        sc->v_raw[t - ta] = sc->v_rows[t - ta];
                 }
             if (any_float && !sc->kv_prepped && kern->kv_tile_prep)
                 sc->kv_prepped = kern->kv_tile_prep((const void *const *)sc->k_rows, (const void *const *)sc->v_rows,
@@ -725,7 +768,9 @@ void attn_fwd_multi_partition(const attn_problem *p, const struct attn_kernels *
                     v_checked = 1;
                 }
                 if (attn_fx_raw(p, &s->blk))
-                    attn_fx_tile_raw(p, kern, &s->blk, sc, &st, sc->s, sc->k_raw + (a - ta), sc->v_raw + (a - ta), a, b);
+                    attn_fx_tile_raw(p, kern, &s->blk, sc, &st, sc->s, sc->k_raw + (a - ta),
+                                     widen || kcols ? ATTN_DTYPE_F32 : p->kv_dtype, sc->v_raw + (a - ta),
+                                     widen ? ATTN_DTYPE_F32 : p->kv_dtype, a, b);
                 else
                     attn_fwd_tile(p, kern, &s->blk, sc, st.q_t, sc->s, sc->k_rows + (a - ta), sc->v_rows + (a - ta),
                                   a, b, st.m_part, st.l_part, st.o_part);

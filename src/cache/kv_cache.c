@@ -13,6 +13,37 @@
 #include "core/tensor.h"
 #include "kernels/kernels.h"
 
+/* The checks and fields a 5-D kv_cache and a 4-D cache of a pair share: dimensions d0 .. d0 + 3 of c are num_blocks,
+ * block_size, num_kv_heads, head_size (messages name them by index). Fills *l but kv_stride (0). */
+static attn_status attn_kv_dims(const attn_tensor *c, const char *name, int d0, attn_kv_layout *l) {
+    const int64_t bs = c->shape[d0 + 1], hk = c->shape[d0 + 2], hd = c->shape[d0 + 3];
+    ATTN_CHECK(bs >= 1, ATTN_STATUS_INVALID_ARGUMENT, "%s: block_size (shape[%d])=%lld, expected >= 1", name, d0 + 1,
+               (long long)bs);
+    ATTN_CHECK(hk >= 1, ATTN_STATUS_INVALID_ARGUMENT, "%s: num_kv_heads (shape[%d])=%lld, expected >= 1", name, d0 + 2,
+               (long long)hk);
+    ATTN_CHECK(hk <= ATTN_MAX_HEADS, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: num_kv_heads (shape[%d])=%lld exceeds ATTN_MAX_HEADS=%d", name, d0 + 2, (long long)hk,
+               ATTN_MAX_HEADS);
+    ATTN_CHECK(hd >= 1 && hd <= 256, ATTN_STATUS_INVALID_ARGUMENT, "%s: head_size (shape[%d])=%lld is outside 1..256",
+               name, d0 + 3, (long long)hd);
+    const int64_t es = (int64_t)attn_dtype_size(c->dtype);
+    ATTN_CHECK(((uintptr_t)c->data % (uintptr_t)es) == 0, ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: data pointer is not aligned to its %lld-byte elements", name, (long long)es);
+    l->base = (char *)c->data;
+    l->dtype = c->dtype;
+    l->elem_size = es;
+    l->num_blocks = c->shape[d0];
+    l->block_size = bs;
+    l->num_kv_heads = hk;
+    l->head_size = hd;
+    l->kv_stride = 0;
+    /* byte strides: attn_tensor_check proved the last element's byte offset fits in int64 */
+    l->block_stride = c->strides[d0] * es;
+    l->row_stride = c->strides[d0 + 1] * es;
+    l->head_stride = c->strides[d0 + 2] * es;
+    return ATTN_STATUS_OK;
+}
+
 static attn_status attn_kv_layout_check(const attn_tensor *c, const char *name, int allow_u8, attn_kv_layout *l) {
     ATTN_CHECK(c != NULL, ATTN_STATUS_INVALID_ARGUMENT, "%s: is NULL", name);
     attn_tensor m; /* strides[0] may be negative: two allocations, the value cache below the key cache */
@@ -29,30 +60,32 @@ static attn_status attn_kv_layout_check(const attn_tensor *c, const char *name, 
     ATTN_CHECK(c->shape[0] == 2, ATTN_STATUS_INVALID_ARGUMENT,
                "%s: shape[0]=%lld, expected 2 ([2, num_blocks, block_size, num_kv_heads, head_size])", name,
                (long long)c->shape[0]);
-    ATTN_CHECK(c->shape[2] >= 1, ATTN_STATUS_INVALID_ARGUMENT, "%s: block_size (shape[2])=%lld, expected >= 1",
-               name, (long long)c->shape[2]);
-    ATTN_CHECK(c->shape[3] >= 1, ATTN_STATUS_INVALID_ARGUMENT, "%s: num_kv_heads (shape[3])=%lld, expected >= 1",
-               name, (long long)c->shape[3]);
-    ATTN_CHECK(c->shape[3] <= ATTN_MAX_HEADS, ATTN_STATUS_INVALID_ARGUMENT,
-               "%s: num_kv_heads (shape[3])=%lld exceeds ATTN_MAX_HEADS=%d", name, (long long)c->shape[3],
-               ATTN_MAX_HEADS);
-    ATTN_CHECK(c->shape[4] >= 1 && c->shape[4] <= 256, ATTN_STATUS_INVALID_ARGUMENT,
-               "%s: head_size (shape[4])=%lld is outside 1..256", name, (long long)c->shape[4]);
-    const int64_t es = (int64_t)attn_dtype_size(c->dtype);
-    ATTN_CHECK(((uintptr_t)c->data % (uintptr_t)es) == 0, ATTN_STATUS_INVALID_ARGUMENT,
-               "%s: data pointer is not aligned to its %lld-byte elements", name, (long long)es);
-    l->base = (char *)c->data;
-    l->dtype = c->dtype;
-    l->elem_size = es;
-    l->num_blocks = c->shape[1];
-    l->block_size = c->shape[2];
-    l->num_kv_heads = c->shape[3];
-    l->head_size = c->shape[4];
-    /* byte strides: attn_tensor_check proved the last element's byte offset fits in int64 */
-    l->kv_stride = c->strides[0] * es;
-    l->block_stride = c->strides[1] * es;
-    l->row_stride = c->strides[2] * es;
-    l->head_stride = c->strides[3] * es;
+    ATTN_TRY(attn_kv_dims(c, name, 1, l));
+    l->kv_stride = c->strides[0] * l->elem_size; /* fits: attn_tensor_check */
+    return ATTN_STATUS_OK;
+}
+
+/* One cache of the pair: [num_blocks, block_size, num_kv_heads, head_size], float or fp8, any non-negative strides
+ * (key_cache), the head dimension contiguous where `rows` (value_cache). */
+static attn_status attn_kv_half_check(const attn_tensor *c, const char *name, int rows, attn_kv_layout *l) {
+    ATTN_CHECK(c != NULL, ATTN_STATUS_INVALID_ARGUMENT, "%s: is NULL", name);
+    ATTN_TRY(attn_tensor_check(c, name, 4, rows));
+    ATTN_CHECK(attn_dtype_is_float(c->dtype) || attn_dtype_is_fp8(c->dtype), ATTN_STATUS_INVALID_ARGUMENT,
+               "%s: dtype %s, expected f32, f16, bf16, fp8_e4m3 or fp8_e5m2", name, attn_dtype_name(c->dtype));
+    return attn_kv_dims(c, name, 0, l);
+}
+
+attn_status attn_kv_split_of(const attn_tensor *key_cache, const attn_tensor *value_cache, attn_kv_layout *k,
+                             attn_kv_layout *v, int64_t *k_dim_stride) {
+    ATTN_TRY(attn_kv_half_check(key_cache, "key_cache", 0, k));
+    ATTN_TRY(attn_kv_half_check(value_cache, "value_cache", 1, v));
+    ATTN_TRY(attn_tensor_check_dtype(value_cache, "value_cache", key_cache->dtype));
+    static const char *const what[4] = {"num_blocks", "block_size", "num_kv_heads", "head_size"};
+    for (int32_t i = 0; i < 4; i++)
+        ATTN_TRY(attn_tensor_check_dim(value_cache, "value_cache", i, key_cache->shape[i], what[i]));
+    ATTN_CHECK(key_cache->strides[3] != 0 || key_cache->shape[3] == 1, ATTN_STATUS_INVALID_ARGUMENT,
+               "key_cache: strides[3]=0, expected > 0 (a key's head dimensions at one address)");
+    *k_dim_stride = key_cache->strides[3] * k->elem_size;
     return ATTN_STATUS_OK;
 }
 
@@ -101,6 +134,37 @@ void attn_kv_scatter(const attn_kv_layout *c, const attn_kv_rows *rows, const at
             attn_kv_put_row(attn_kv_slot(c, 1, slot, g), c->dtype,
                             rows->value + t * rows->value_row_stride + g * rows->value_head_stride, rows->dtype,
                             c->head_size, c->elem_size, kern);
+        }
+    }
+}
+
+void attn_kv_scatter_split(const attn_kv_layout *k, int64_t k_dim_stride, const attn_kv_layout *v,
+                           const attn_kv_rows *rows, const attn_tensor *slot_mapping, int64_t num_tokens,
+                           const struct attn_kernels *kern) {
+    const int64_t es = k->elem_size, D = k->head_size;
+    const int fp8 = attn_dtype_is_fp8(k->dtype);
+    unsigned char row[ATTN_HEAD_SIZE_MAX * 4];
+    for (int64_t t = 0; t < num_tokens; t++) {
+        const int64_t slot = attn_tensor_get_index(slot_mapping, t);
+        if (slot < 0)
+            continue; /* PAD_SLOT_ID */
+        for (int64_t g = 0; g < k->num_kv_heads; g++) {
+            const char *key = rows->key + t * rows->key_row_stride + g * rows->key_head_stride;
+            char *kd = attn_kv_slot(k, 0, slot, g);
+            if (fp8)
+                kern->cvt_to_fp8(key, rows->dtype, rows->k_scales ? rows->k_scales[g] : rows->k_scale, k->dtype, row,
+                                 D);
+            else
+                attn_kv_put_row((char *)row, k->dtype, key, rows->dtype, D, es, kern);
+            for (int64_t d = 0; d < D; d++)
+                memcpy(kd + d * k_dim_stride, row + d * es, (size_t)es);
+            const char *value = rows->value + t * rows->value_row_stride + g * rows->value_head_stride;
+            char *vd = attn_kv_slot(v, 0, slot, g);
+            if (fp8)
+                kern->cvt_to_fp8(value, rows->dtype, rows->v_scales ? rows->v_scales[g] : rows->v_scale, v->dtype,
+                                 (uint8_t *)vd, D);
+            else
+                attn_kv_put_row(vd, v->dtype, value, rows->dtype, D, es, kern);
         }
     }
 }

@@ -31,6 +31,14 @@ attn_status attn_kv_layout_of(const attn_tensor *cache, const char *name, attn_k
  * move blocks as bytes (copy_blocks, swap_blocks). */
 attn_status attn_kv_layout_of_bytes(const attn_tensor *cache, const char *name, attn_kv_layout *l);
 
+/* A key cache and a value cache described apart (attn_paged_attention_kv, attn_reshape_and_cache_kv): each
+ * [num_blocks, block_size, num_kv_heads, head_size] of the same shape and dtype (float or fp8, element-aligned);
+ * the value cache's head dimension contiguous, the key cache's strides any non-negative ones but a zero strides[3]
+ * (a key cache stored by dimension: strides[3] = block_size, strides[1] = 1). Fills *k and *v (kv_stride 0) and the
+ * byte distance between a key's head dimensions. Messages name key_cache / value_cache. */
+attn_status attn_kv_split_of(const attn_tensor *key_cache, const attn_tensor *value_cache, attn_kv_layout *k,
+                             attn_kv_layout *v, int64_t *k_dim_stride);
+
 /* Byte address of (kv, block, row, head): kv 0 = key, 1 = value. */
 static inline char *attn_kv_row(const attn_kv_layout *l, int64_t kv, int64_t block, int64_t row, int64_t head) {
     return l->base + kv * l->kv_stride + block * l->block_stride + row * l->row_stride + head * l->head_stride;
@@ -55,6 +63,11 @@ typedef struct attn_kv_rows {
  * attn_fp8_from_float on every table, so the cache bytes do not depend on the table). */
 void attn_kv_scatter(const attn_kv_layout *cache, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
                      int64_t num_tokens, const struct attn_kernels *kern);
+/* attn_kv_scatter into a key cache and a value cache described apart (attn_kv_split_of): each key element at its
+ * own address (k_dim_stride apart), the same codes and conversions as attn_kv_scatter. */
+void attn_kv_scatter_split(const attn_kv_layout *k, int64_t k_dim_stride, const attn_kv_layout *v,
+                           const attn_kv_rows *rows, const attn_tensor *slot_mapping, int64_t num_tokens,
+                           const struct attn_kernels *kern);
 /* The scatter into an fp8 cache (attn_kv_scatter calls it for FP8_E4M3 / FP8_E5M2 caches). */
 void attn_kv_scatter_fp8(const attn_kv_layout *cache, const attn_kv_rows *rows, const attn_tensor *slot_mapping,
                          int64_t num_tokens, const struct attn_kernels *kern);

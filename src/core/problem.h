@@ -56,6 +56,9 @@ typedef struct attn_seq_view {
     const char *k;              /* contiguous: key j, kv head g at k + j*k_row_stride + g*k_head_stride */
     const char *v;
     int64_t k_row_stride, k_head_stride, v_row_stride, v_head_stride;
+    int64_t k_dim_stride;       /* bytes between head dimensions of a K row; 0 = the element size (contiguous
+                                   rows). Else a key cache stored by dimension (attn_paged_attention_kv):
+                                   dimension d of key j at attn_seq_k_row(s, j, g) + d·k_dim_stride        */
     const int32_t *block_table; /* paged: NULL = contiguous; else key j lives in block
                                    block_table[j / block_size] at row j % block_size            */
     int64_t block_size;

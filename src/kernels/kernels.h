@@ -79,6 +79,14 @@ struct attn_kernels {
                           attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf);
     void (*pv_rows_kv_pf)(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,
                           attn_dtype kv_dtype, int64_t head_size_v, float *o_d, attn_kv_prefetch *pf);
+    /* Optional: qk_tile_kv on K stored by dimension (a key cache [head_size][block_size] per block and kv head), in
+     * num_runs runs of 1..16 keys one element apart: dimension d of key k of run i at (const char *)runs[i] +
+     * d·dim_stride + k·(element size), k < run_keys[i]; the runs' scores fill consecutive rows of s. F32 / BF16 /
+     * F16 / FP8 (widened exactly, as cvt_to_f32). Bitwise qk_tile_kv on the same keys as rows (the same chains; a
+     * column of keys is loaded, not transposed). Returns 0, writing nothing, for a dtype or row count it does not take;
+     * the driver then gathers the keys into float rows for qk_tile_kv. NULL: always that. */
+    int (*qk_cols_kv)(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *runs,
+                      const int32_t *run_keys, int64_t num_runs, int64_t dim_stride, attn_dtype kv_dtype, float *s);
     /* Optional, NULL in every exact table: a kv tile in this table's own form, made once for every block that reads
      * it. kv_tile_prep writes K rows k_rows[0..num_keys) and V rows v_rows[0..num_keys) of `dtype` (F32: the float
      * rows qk_tile / pv_tile take; BF16: the rows in place, their values the same once widened) into prep
@@ -278,6 +286,9 @@ void attn_k_pv_rows_kv_pf_avx2(const float *p, int64_t num_keys, int64_t num_row
 #endif
 #if defined(ATTN_HAVE_AVX512)
 extern const struct attn_kernels attn_kernels_avx512;
+int attn_k_qk_cols_kv_avx512(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *runs,
+                             const int32_t *run_keys, int64_t num_runs, int64_t dim_stride, attn_dtype kv_dtype,
+                             float *s);
 void attn_k_qk_tile_kv_pf_avx512(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *k_rows,
                                  attn_dtype kv_dtype, int64_t num_keys, float *s, attn_kv_prefetch *pf);
 void attn_k_pv_rows_kv_pf_avx512(const float *p, int64_t num_keys, int64_t num_rows, const void *const *v_rows,

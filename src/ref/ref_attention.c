@@ -102,6 +102,7 @@ attn_status attn_ref_run(const attn_problem *p) {
     for (int64_t b = 0; b < p->num_seqs; b++) {
         attn_seq_view s;
         p->get_seq(p, b, &s);
+        const int64_t kds = s.k_dim_stride ? s.k_dim_stride : (int64_t)attn_dtype_size(p->kv_dtype);
         for (int64_t h = 0; h < p->num_heads; h++) {
             const int64_t g = h / group;
             const double k_scale = !fp8 ? 1.0 : o->k_scales ? (double)o->k_scales[g] : (double)o->k_scale;
@@ -116,9 +117,9 @@ attn_status attn_ref_run(const attn_problem *p) {
                     if (!vis[j]) continue;
                     const char *krow = attn_seq_k_row(&s, j, g);
                     double dot = 0.0;
-                    for (int64_t d = 0; d < p->head_size; d++)
+                    for (int64_t d = 0; d < p->head_size; d++) /* K element d: its own address (k_dim_stride) */
                         dot += (double)attn_load_f(qrow, p->q_dtype, d) *
-                               ((double)attn_load_f(krow, p->kv_dtype, d) * k_scale);
+                               ((double)attn_load_f(krow + d * kds, p->kv_dtype, 0) * k_scale);
                     double x = (double)o->softmax_scale * dot;
                     if (o->softcap > 0.0f) x = (double)o->softcap * tanh(x / (double)o->softcap);
                     if (o->alibi_slopes) x += -(double)o->alibi_slopes[h] * (double)llabs(pos - j);

@@ -20,6 +20,7 @@
         .qk_tile_kv = attn_k_qk_tile_kv_##KV, .pv_rows_kv = attn_k_pv_rows_kv_##KV,                                    \
         .transpose = attn_k_transpose_avx512, .scale_tile = attn_k_scale_tile_avx512, .fp8_kv = 1,                     \
         .qk_tile_kv_pf = attn_k_qk_tile_kv_pf_##KV, .pv_rows_kv_pf = attn_k_pv_rows_kv_pf_##KV,                        \
+        .qk_cols_kv = attn_k_qk_cols_kv_avx512,                                                                        \
     }
 
 const struct attn_kernels attn_kernels_avx512 = ATTN_K512_TABLE(avx512);

@@ -541,6 +541,144 @@ void K512_KV_ENTRY(attn_k_qk_tile_kv)(const float *q_t, int64_t num_rows, int64_
     K512_KV_ENTRY(attn_k_qk_tile_kv_pf)(q_t, num_rows, head_size, k_rows, kv_dtype, num_keys, s, &none);
 }
 
+#if !K512_VBMI /* the column kernel uses no VBMI instruction: one copy, in both tables */
+/* ---------------------------------------------------------------------------------------------
+ * Q·Kᵀ on K stored by dimension (kernels.h, qk_cols_kv): dimension d of key b at k0 + d·ds + b·(element size).
+ * Each score is the chain of k512_qk_kv_keys16 (fma(k, q[r], acc) over d ascending from 0), so the bits are
+ * the row kernels'; a column of 16 keys is one load (widened: bf16 by a shift, f16 by vcvtph2ps), no transpose.
+ * --------------------------------------------------------------------------------------------- */
+/* the fp8 codes of keys [0, nk) of a column (nk <= 16; zero past nk, which is not read) */
+static inline __attribute__((always_inline)) __m128i k512_col_codes(const char *col, int nk) {
+    return nk >= 16 ? _mm_loadu_si128((const __m128i *)(const void *)col)
+                    : _mm_maskz_loadu_epi8((__mmask16)((1u << nk) - 1u), col);
+}
+
+/* dimension d's values of keys [0, nk) of a column (nk <= 16; zero past nk, which is not read) */
+static inline __attribute__((always_inline)) __m512 k512_col16(const char *col, int nk, const int DT) {
+    if (k512_is_fp8(DT))
+        return k512_fp8x16_to_f32(k512_col_codes(col, nk), DT);
+    if (nk >= 16) {
+        if (DT == ATTN_DTYPE_F32)
+            return _mm512_loadu_ps((const float *)(const void *)col);
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)col);
+        if (DT == ATTN_DTYPE_BF16)
+            return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        return _mm512_cvtph_ps(h);
+    }
+    const __mmask16 m = (__mmask16)((1u << nk) - 1u);
+    if (DT == ATTN_DTYPE_F32)
+        return _mm512_maskz_loadu_ps(m, col);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, col);
+    if (DT == ATTN_DTYPE_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+/* s0[b][r] for the nk0 keys of run k0 and, with G = 2, s1[b][r] for the nk1 keys of run k1 (2R chains in flight) */
+static inline __attribute__((always_inline)) void k512_qk_cols_keys(const float *restrict q_t, int64_t head_size,
+                                                                    const char *k0, int nk0, float *restrict s0,
+                                                                    const char *k1, int nk1, float *restrict s1,
+                                                                    int64_t ds, int rows, const int R, const int DT,
+                                                                    const int G) {
+    __m512 a0[K512_KV_QK_ROWS], a1[K512_KV_QK_ROWS];
+    _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) a0[r] = a1[r] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < head_size; d++) {
+        __m512 x0, x1 = _mm512_setzero_ps();
+        if (k512_is_fp8(DT) && G == 2) { /* both runs' 32 codes widened by one lookup */
+            const __m512i h =
+                k512_fp8x32_to_f16(_mm256_inserti128_si256(_mm256_castsi128_si256(k512_col_codes(k0 + d * ds, nk0)),
+                                                           k512_col_codes(k1 + d * ds, nk1), 1),
+                                   DT);
+            x0 = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+            x1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+        } else {
+            x0 = k512_col16(k0 + d * ds, nk0, DT);
+            if (G == 2)
+                x1 = k512_col16(k1 + d * ds, nk1, DT);
+        }
+        const float *q = q_t + d * ATTN_QB;
+        _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) {
+            const __m512 qr = _mm512_set1_ps(q[r]);
+            a0[r] = _mm512_fmadd_ps(x0, qr, a0[r]);
+            if (G == 2)
+                a1[r] = _mm512_fmadd_ps(x1, qr, a1[r]);
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        const __m512 *acc = g == 0 ? a0 : a1;
+        const int n = g == 0 ? nk0 : nk1;
+        float *sg = g == 0 ? s0 : s1;
+        if (R <= 4) {
+            k512_qk_store4(acc, n, sg, R);
+            continue;
+        }
+        __m512 x[16]; /* rows >= `rows` (computed on whatever q_t held there) written as 0 */
+        _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++) x[r] = r < R && r < rows ? acc[r] : _mm512_setzero_ps();
+        k512_transpose16(x); /* x[b] lane r = s[b][r] */
+        _Pragma("GCC unroll 16") for (int b = 0; b < 16; b++) if (b < n) _mm512_storeu_ps(sg + b * ATTN_QB, x[b]);
+    }
+}
+
+static inline __attribute__((always_inline)) void k512_qk_cols(const float *q_t, int64_t head_size,
+                                                               const void *const *runs, const int32_t *run_keys,
+                                                               int64_t num_runs, int64_t ds, float *s, int rows,
+                                                               const int R, const int DT) {
+    int64_t i = 0;
+    if (R <= 8) /* two runs at a time: 2R accumulators and two columns fit the 32 registers */
+        for (; i + 1 < num_runs; i += 2) {
+            k512_qk_cols_keys(q_t, head_size, (const char *)runs[i], run_keys[i], s, (const char *)runs[i + 1],
+                              run_keys[i + 1], s + run_keys[i] * ATTN_QB, ds, rows, R, DT, 2);
+            s += (run_keys[i] + run_keys[i + 1]) * ATTN_QB;
+        }
+    for (; i < num_runs; i++) {
+        k512_qk_cols_keys(q_t, head_size, (const char *)runs[i], run_keys[i], s, NULL, 0, NULL, ds, rows, R, DT, 1);
+        s += run_keys[i] * ATTN_QB;
+    }
+}
+
+#define K512_QK_COLS_CASE(n)                                                                                           \
+    case n:                                                                                                            \
+        if (kv_dtype == ATTN_DTYPE_F32)                                                                                \
+            k512_qk_cols(q_t, head_size, runs, run_keys, num_runs, dim_stride, s, (int)num_rows, n, ATTN_DTYPE_F32);   \
+        else if (kv_dtype == ATTN_DTYPE_BF16)                                                                          \
+            k512_qk_cols(q_t, head_size, runs, run_keys, num_runs, dim_stride, s, (int)num_rows, n, ATTN_DTYPE_BF16);  \
+        else if (kv_dtype == ATTN_DTYPE_FP8_E4M3)                                                                      \
+            k512_qk_cols(q_t, head_size, runs, run_keys, num_runs, dim_stride, s, (int)num_rows, n,                    \
+                         ATTN_DTYPE_FP8_E4M3);                                                                         \
+        else if (kv_dtype == ATTN_DTYPE_FP8_E5M2)                                                                      \
+            k512_qk_cols(q_t, head_size, runs, run_keys, num_runs, dim_stride, s, (int)num_rows, n,                    \
+                         ATTN_DTYPE_FP8_E5M2);                                                                         \
+        else                                                                                                           \
+            k512_qk_cols(q_t, head_size, runs, run_keys, num_runs, dim_stride, s, (int)num_rows, n, ATTN_DTYPE_F16);   \
+        return 1;
+
+int K512_KV_ENTRY(attn_k_qk_cols_kv)(const float *q_t, int64_t num_rows, int64_t head_size, const void *const *runs,
+                                     const int32_t *run_keys, int64_t num_runs, int64_t dim_stride, attn_dtype kv_dtype,
+                                     float *s) {
+    if (kv_dtype != ATTN_DTYPE_F32 && kv_dtype != ATTN_DTYPE_BF16 && kv_dtype != ATTN_DTYPE_F16 &&
+        !attn_dtype_is_fp8(kv_dtype))
+        return 0;
+    /* rows 5..8 run as 8 and 9..12 as 12 (fewer copies of the kernel; each row's chain is its own, so the extra
+     * rows change no bit of the others) */
+    switch (num_rows) {
+        K512_QK_COLS_CASE(1)
+        K512_QK_COLS_CASE(2)
+        K512_QK_COLS_CASE(3)
+        K512_QK_COLS_CASE(4)
+    case 5:
+    case 6:
+    case 7:
+        K512_QK_COLS_CASE(8)
+    case 9:
+    case 10:
+    case 11:
+        K512_QK_COLS_CASE(12)
+    default:
+        return 0;
+    }
+}
+#endif
+
 /* ---------------------------------------------------------------------------------------------
  * P·V into the row-major accumulator o_d[num_rows][head_size_v]: groups of RB rows × NC chunks of 16 head
  * dimensions held in registers over all keys (keys outer: each V row is read front to back, NC·64 B at a

@@ -336,6 +336,6 @@ static inline void k_scale_tile(float *s, int64_t num_keys, int64_t num_rows, fl
         attn_k_cvt_to_fp8_##isa,                                                                         \
         attn_k_qk_tile_##isa,    attn_k_softmax_tile_##isa, attn_k_pv_tile_##isa,                        \
         attn_k_qk_tile_kv_##isa, attn_k_pv_rows_kv_##isa, attn_k_transpose_##isa,                       \
-        attn_k_scale_tile_##isa, NULL, 0, NULL, NULL, NULL, NULL, NULL};
+        attn_k_scale_tile_##isa, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
 
 #endif
