@@ -205,31 +205,6 @@ static void attn_fx_tile_raw(const attn_problem *p, const struct attn_kernels *k
         attn_fx_pv_rows(kern, a, s, b - a, blk->num_rows, v_raw, dtype, p->head_size_v, st->o_d, NULL);
 }
 
-/* Q·Kᵀ of a few-row block over keys [a, b) (at most ATTN_KV_TILE) of kv head g stored by dimension
- * (seq->k_dim_stride): the table's qk_cols_kv on runs of at most 16 keys inside one cache block where it takes them
- * (keys one element apart), else the keys gathered into float rows (sc->k_tile, sc->k_rows) for qk_tile_kv. The same
- * chains either way (kernels.h). */
-static void attn_fx_qk_cols(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
-                            const float *q_t, int64_t num_rows, const attn_seq_view *seq, int64_t g, int64_t a,
-                            int64_t b, float *s) {
-    if (kern->qk_cols_kv && seq->k_row_stride == (int64_t)attn_dtype_size(p->kv_dtype)) {
-        const void *runs[ATTN_KV_TILE];
-        int32_t keys[ATTN_KV_TILE];
-        int64_t n = 0;
-        for (int64_t t = a; t < b; n++) {
-            int64_t e = t + 16 < b ? t + 16 : b;
-            if (seq->block_table && (t / seq->block_size + 1) * seq->block_size < e)
-                e = (t / seq->block_size + 1) * seq->block_size;
-            runs[n] = attn_seq_k_row(seq, t, g), keys[n] = (int32_t)(e - t);
-            t = e;
-        }
-        if (kern->qk_cols_kv(q_t, num_rows, p->head_size, runs, keys, n, seq->k_dim_stride, p->kv_dtype, s))
-            return;
-    }
-    attn_fwd_k_gather(seq, p->kv_dtype, g, a, b, p->head_size, sc->k_tile, ATTN_HEAD_SIZE_MAX + 16, sc->k_rows);
-    kern->qk_tile_kv(q_t, num_rows, p->head_size, (const void *const *)sc->k_rows, ATTN_DTYPE_F32, b - a, s);
-}
-
 /* Prefetch of `bytes` from `ptr` into L1 / into L2, one request per cache line (no effect on results). Two
  * functions on purpose: one helper branching on the level (and, separately, a switch on the hint) was tried;
  * GCC 12 left no prefetcht1 in the object code and decode ran about 2× slower on every K/V dtype. */
@@ -250,6 +225,30 @@ static int64_t attn_fx_token_run(const attn_seq_view *seq, int phase, int64_t g,
         return b;
     const int64_t block_end = (t / seq->block_size + 1) * seq->block_size;
     return block_end < b ? block_end : b;
+}
+
+/* Q·Kᵀ of a few-row block over keys [a, b) (at most ATTN_KV_TILE) of kv head g stored by dimension
+ * (seq->k_dim_stride): the table's qk_cols_kv on runs of at most 16 keys inside one cache block where it takes them
+ * (keys one element apart), else the keys gathered into float rows (sc->k_tile, sc->k_rows) for qk_tile_kv. The same
+ * chains either way (kernels.h). */
+static void attn_fx_qk_cols(const attn_problem *p, const struct attn_kernels *kern, attn_fwd_scratch *sc,
+                            const float *q_t, int64_t num_rows, const attn_seq_view *seq, int64_t g, int64_t a,
+                            int64_t b, float *s) {
+    if (kern->qk_cols_kv && seq->k_row_stride == (int64_t)attn_dtype_size(p->kv_dtype)) {
+        const char *runs[ATTN_KV_TILE];
+        int32_t keys[ATTN_KV_TILE];
+        int64_t n = 0;
+        for (int64_t t = a; t < b; n++) {
+            const int64_t e = attn_fx_token_run(seq, 0, g, t, t + 16 < b ? t + 16 : b, &runs[n]);
+            keys[n] = (int32_t)(e - t);
+            t = e;
+        }
+        if (kern->qk_cols_kv(q_t, num_rows, p->head_size, (const void *const *)runs, keys, n, seq->k_dim_stride,
+                             p->kv_dtype, s))
+            return;
+    }
+    attn_fwd_k_gather(seq, p->kv_dtype, g, a, b, p->head_size, sc->k_tile, ATTN_HEAD_SIZE_MAX + 16, sc->k_rows);
+    kern->qk_tile_kv(q_t, num_rows, p->head_size, (const void *const *)sc->k_rows, ATTN_DTYPE_F32, b - a, s);
 }
 
 /* Row pointers of tokens [a, b) of kv head g, K rows (phase 0) or V rows. */

@@ -138,33 +138,35 @@ void attn_kv_scatter(const attn_kv_layout *c, const attn_kv_rows *rows, const at
     }
 }
 
+/* One head row of key or value (src, the rows' dtype) into dst in the cache's dtype: encode(x / scale) for an fp8
+ * cache, as attn_kv_scatter_fp8; else attn_kv_put_row. */
+static void attn_kv_encode_row(char *dst, const attn_kv_layout *c, const char *src, const attn_kv_rows *rows,
+                               float scale, const struct attn_kernels *kern) {
+    if (attn_dtype_is_fp8(c->dtype))
+        kern->cvt_to_fp8(src, rows->dtype, scale, c->dtype, (uint8_t *)dst, c->head_size);
+    else
+        attn_kv_put_row(dst, c->dtype, src, rows->dtype, c->head_size, c->elem_size, kern);
+}
+
 void attn_kv_scatter_split(const attn_kv_layout *k, int64_t k_dim_stride, const attn_kv_layout *v,
                            const attn_kv_rows *rows, const attn_tensor *slot_mapping, int64_t num_tokens,
                            const struct attn_kernels *kern) {
-    const int64_t es = k->elem_size, D = k->head_size;
-    const int fp8 = attn_dtype_is_fp8(k->dtype);
-    unsigned char row[ATTN_HEAD_SIZE_MAX * 4];
+    const int64_t es = k->elem_size;
+    _Alignas(64) char row[ATTN_HEAD_SIZE_MAX * 4]; /* float rows are converted through it */
     for (int64_t t = 0; t < num_tokens; t++) {
         const int64_t slot = attn_tensor_get_index(slot_mapping, t);
         if (slot < 0)
             continue; /* PAD_SLOT_ID */
         for (int64_t g = 0; g < k->num_kv_heads; g++) {
-            const char *key = rows->key + t * rows->key_row_stride + g * rows->key_head_stride;
+            /* the key row encoded, then each element to its own address */
+            attn_kv_encode_row(row, k, rows->key + t * rows->key_row_stride + g * rows->key_head_stride, rows,
+                               rows->k_scales ? rows->k_scales[g] : rows->k_scale, kern);
             char *kd = attn_kv_slot(k, 0, slot, g);
-            if (fp8)
-                kern->cvt_to_fp8(key, rows->dtype, rows->k_scales ? rows->k_scales[g] : rows->k_scale, k->dtype, row,
-                                 D);
-            else
-                attn_kv_put_row((char *)row, k->dtype, key, rows->dtype, D, es, kern);
-            for (int64_t d = 0; d < D; d++)
+            for (int64_t d = 0; d < k->head_size; d++)
                 memcpy(kd + d * k_dim_stride, row + d * es, (size_t)es);
-            const char *value = rows->value + t * rows->value_row_stride + g * rows->value_head_stride;
-            char *vd = attn_kv_slot(v, 0, slot, g);
-            if (fp8)
-                kern->cvt_to_fp8(value, rows->dtype, rows->v_scales ? rows->v_scales[g] : rows->v_scale, v->dtype,
-                                 (uint8_t *)vd, D);
-            else
-                attn_kv_put_row(vd, v->dtype, value, rows->dtype, D, es, kern);
+            attn_kv_encode_row(attn_kv_slot(v, 0, slot, g), v,
+                               rows->value + t * rows->value_row_stride + g * rows->value_head_stride, rows,
+                               rows->v_scales ? rows->v_scales[g] : rows->v_scale, kern);
         }
     }
 }

@@ -553,25 +553,10 @@ static inline __attribute__((always_inline)) __m128i k512_col_codes(const char *
                     : _mm_maskz_loadu_epi8((__mmask16)((1u << nk) - 1u), col);
 }
 
-/* dimension d's values of keys [0, nk) of a column (nk <= 16; zero past nk, which is not read) */
+/* dimension d's values of keys [0, nk) of a column (nk <= 16; zero past nk, which is not read): the row loads of
+ * k512_kv_load16 / k512_kv_load, a column of keys being contiguous as a row's elements are */
 static inline __attribute__((always_inline)) __m512 k512_col16(const char *col, int nk, const int DT) {
-    if (k512_is_fp8(DT))
-        return k512_fp8x16_to_f32(k512_col_codes(col, nk), DT);
-    if (nk >= 16) {
-        if (DT == ATTN_DTYPE_F32)
-            return _mm512_loadu_ps((const float *)(const void *)col);
-        const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)col);
-        if (DT == ATTN_DTYPE_BF16)
-            return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-        return _mm512_cvtph_ps(h);
-    }
-    const __mmask16 m = (__mmask16)((1u << nk) - 1u);
-    if (DT == ATTN_DTYPE_F32)
-        return _mm512_maskz_loadu_ps(m, col);
-    const __m256i h = _mm256_maskz_loadu_epi16(m, col);
-    if (DT == ATTN_DTYPE_BF16)
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    return _mm512_cvtph_ps(h);
+    return nk >= 16 ? k512_kv_load16(col, 0, DT) : k512_kv_load(col, 0, (__mmask16)((1u << nk) - 1u), DT);
 }
 
 /* s0[b][r] for the nk0 keys of run k0 and, with G = 2, s1[b][r] for the nk1 keys of run k1 (2R chains in flight) */
